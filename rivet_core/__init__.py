@@ -1,0 +1,1 @@
+"""Rivet core engine: pure extraction engine, no Dagster imports (DESIGN.md §2)."""

@@ -1,0 +1,88 @@
+"""Tuning profiles and the merged, concrete tuning an export runs with.
+
+Reference §1.4: `source.tuning` and `exports[].tuning` merge field by field (export wins);
+the profile is explicit > `source.environment` default (`local`→fast, others→balanced) >
+`balanced`; explicit fields override the profile's base values. The result is a frozen
+`ResolvedTuning` with no optional knobs left, so the engine never re-derives defaults.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+Profile = Literal["fast", "balanced", "safe"]
+OnBatchMemoryExceeded = Literal["warn", "fail", "auto_shrink"]
+
+#: Every tuning knob; the "misplaced tuning" guard (reference §1.1 step 3) uses this list.
+TUNING_FIELDS: tuple[str, ...] = (
+    "profile", "batch_size", "batch_size_memory_mb", "throttle_ms", "statement_timeout_s",
+    "max_retries", "retry_backoff_ms", "lock_timeout_s", "memory_threshold_mb",
+    "max_batch_memory_mb", "on_batch_memory_exceeded", "adaptive", "min_parallel", "max_value_mb",
+)
+
+
+@dataclass(frozen=True)
+class ResolvedTuning:
+    """Concrete tuning values for one export (all defaults applied)."""
+
+    profile: Profile = "balanced"
+    #: Static fetch window in rows; used when `batch_size_memory_mb` is None.
+    batch_size: int = 10_000
+    #: Memory target per fetched batch; rows = mb·2^20 / est_row_bytes clamped [1k, 150k].
+    batch_size_memory_mb: int | None = 32
+    throttle_ms: int = 50
+    statement_timeout_s: int = 300
+    max_retries: int = 3
+    retry_backoff_ms: int = 2_000
+    lock_timeout_s: int = 30
+    memory_threshold_mb: int = 4_096
+    max_batch_memory_mb: int | None = None
+    on_batch_memory_exceeded: OnBatchMemoryExceeded = "warn"
+    adaptive: bool = False
+    min_parallel: int = 1
+    max_value_mb: int = 256
+
+
+PROFILE_DEFAULTS: dict[str, ResolvedTuning] = {
+    "fast": ResolvedTuning(
+        profile="fast", batch_size=50_000, batch_size_memory_mb=64, throttle_ms=0,
+        statement_timeout_s=0, max_retries=1, retry_backoff_ms=1_000, lock_timeout_s=0,
+        memory_threshold_mb=0,
+    ),
+    "balanced": ResolvedTuning(),
+    "safe": ResolvedTuning(
+        profile="safe", batch_size=2_000, batch_size_memory_mb=None, throttle_ms=500,
+        statement_timeout_s=120, max_retries=10, retry_backoff_ms=5_000, lock_timeout_s=10,
+        memory_threshold_mb=2_048,
+    ),
+}
+
+
+def resolve_tuning(
+    source_tuning: dict[str, Any] | None,
+    export_tuning: dict[str, Any] | None,
+    environment: str | None = None,
+) -> ResolvedTuning:
+    """Merge source and export tuning dicts (only explicitly-set keys) over a profile.
+
+    An explicit `batch_size` disables memory-derived sizing, because the user asked for a
+    fixed fetch window; an explicit `batch_size_memory_mb` keeps it.
+    """
+    merged: dict[str, Any] = {}
+    for layer in (source_tuning or {}, export_tuning or {}):
+        merged.update({k: v for k, v in layer.items() if v is not None})
+    profile = merged.pop("profile", None) or (
+        "fast" if environment == "local" else "balanced"
+    )
+    base = PROFILE_DEFAULTS[profile]
+    if "batch_size" in merged and "batch_size_memory_mb" not in merged:
+        merged["batch_size_memory_mb"] = None
+    return replace(base, **merged)
+
+
+#: Arrow-type byte estimates used to turn a memory target into a row count (reference §1.4).
+def batch_rows_for_memory(est_row_bytes: int, memory_mb: int) -> int:
+    """Rows per batch for a memory target, clamped to [1,000, 150,000]."""
+    rows = (memory_mb * 1024 * 1024) // max(est_row_bytes, 1)
+    return max(1_000, min(150_000, rows))

@@ -1,0 +1,73 @@
+"""The error taxonomy of the engine and the exit codes it maps to.
+
+Every failure the engine reports to a user is one of these classes. The CLI turns them
+into exit codes (reference §3.5): 1 config/generic, 2 transient (retryable), 3 data
+integrity (quality gate, validate failure, unsafe retry), 4 schema drift with `fail`.
+Messages name the problem *and* the fix; they must never contain credentials (callers
+pass text through `rivet_core.redact.redact_secrets` before it reaches a user).
+"""
+
+from __future__ import annotations
+
+
+class RivetError(Exception):
+    """Base class. `exit_code` is what `rivet` exits with; `code` is a stable id."""
+
+    exit_code: int = 1
+    code: str | None = None
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigError(RivetError):
+    """The configuration (or a command-line argument) is wrong. Exit 1."""
+
+    exit_code = 1
+
+
+class UnsupportedTypeError(ConfigError):
+    """A source column has no safe Arrow mapping; raised before anything is written."""
+
+
+class SourceError(RivetError):
+    """A permanent source-side failure (auth, syntax, missing table, statement timeout)."""
+
+    exit_code = 1
+
+
+class TransientError(RivetError):
+    """A failure that may succeed on retry (connection reset, lock timeout). Exit 2."""
+
+    exit_code = 2
+
+
+class DestinationError(RivetError):
+    """Writing to or reading from the destination failed."""
+
+    exit_code = 1
+
+
+class DataIntegrityError(RivetError):
+    """Quality gate failed, verification found wrong data, or a retry would duplicate. Exit 3."""
+
+    exit_code = 3
+
+
+class SchemaDriftError(RivetError):
+    """Schema drift detected with `on_schema_drift: fail`. Exit 4."""
+
+    exit_code = 4
+
+
+class InvariantViolation(AssertionError):
+    """A run-integrity invariant was broken: a runner bypassed a commit facade.
+
+    Raised only when `RIVET_STRICT_INVARIANTS=1` (tests); production logs a WARN line.
+    """

@@ -1,0 +1,1 @@
+"""Dagster adapter for the Rivet core engine (see issue: Dagster layer)."""

@@ -1,0 +1,118 @@
+"""Shared fixtures: real services, never mocks (DESIGN.md §8).
+
+The test command (`make test` → scripts/test.sh) starts PostgreSQL, MariaDB and a
+SeaweedFS S3 server and exports their URLs. Users who already run such servers can point
+the tests at them with the same variables:
+
+  TEST_PG_DSN        postgresql://user[:pw]@host:port/db   (a role that may CREATE DATABASE)
+  TEST_MYSQL_DSN     mysql://user[:pw]@host:port/db        (a user that may CREATE DATABASE)
+  TEST_S3_ENDPOINT   http://127.0.0.1:PORT  with TEST_S3_ACCESS_KEY / TEST_S3_SECRET_KEY
+
+A test that needs a server it cannot reach FAILS with a message saying which variable to
+set; it is never skipped.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+os.environ.setdefault("RIVET_STRICT_INVARIANTS", "1")
+os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def _require_env(name: str, what: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        pytest.fail(
+            f"{what} is required but {name} is not set. Run the suite with `make test` "
+            f"(it starts the servers), or export {name} to point at a running server.",
+            pytrace=False,
+        )
+    return value
+
+
+def _with_db(url: str, db: str) -> str:
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(path="/" + db))
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for this test; dropped afterwards."""
+    import psycopg
+
+    admin = _require_env("TEST_PG_DSN", "PostgreSQL")
+    db = f"rivet_t_{uuid.uuid4().hex[:12]}"
+    try:
+        with psycopg.connect(admin, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(f'CREATE DATABASE "{db}"')
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"cannot reach PostgreSQL at TEST_PG_DSN: {exc}", pytrace=False)
+    yield _with_db(admin, db)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+@pytest.fixture
+def mysql_url() -> Iterator[str]:
+    """A fresh, empty MariaDB/MySQL database for this test; dropped afterwards."""
+    import pymysql
+
+    admin = _require_env("TEST_MYSQL_DSN", "MariaDB/MySQL")
+    u = urllib.parse.urlsplit(admin)
+    db = f"rivet_t_{uuid.uuid4().hex[:12]}"
+    try:
+        conn = pymysql.connect(
+            host=u.hostname, port=u.port or 3306, user=urllib.parse.unquote(u.username or "root"),
+            password=urllib.parse.unquote(u.password or ""), autocommit=True, connect_timeout=10,
+        )
+    except pymysql.err.OperationalError as exc:
+        pytest.fail(f"cannot reach MariaDB at TEST_MYSQL_DSN: {exc}", pytrace=False)
+    with conn.cursor() as cur:
+        cur.execute(f"CREATE DATABASE `{db}` CHARACTER SET utf8mb4")
+    yield _with_db(admin, db)
+    with conn.cursor() as cur:
+        cur.execute(f"DROP DATABASE IF EXISTS `{db}`")
+    conn.close()
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint: str
+    access_key: str
+    secret_key: str
+    bucket: str
+
+    def client(self):  # noqa: ANN201 - boto3 client type is dynamic
+        import boto3
+
+        return boto3.client(
+            "s3", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key, region_name="us-east-1",
+        )
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
+    """A fresh bucket on the real S3-compatible server; credentials exported as env vars
+    RIVET_TEST_AK / RIVET_TEST_SK so configs can name them with access_key_env/secret_key_env."""
+    endpoint = _require_env("TEST_S3_ENDPOINT", "An S3-compatible server")
+    server = S3Server(
+        endpoint=endpoint,
+        access_key=os.environ.get("TEST_S3_ACCESS_KEY", ""),
+        secret_key=os.environ.get("TEST_S3_SECRET_KEY", ""),
+        bucket=f"rivet-t-{uuid.uuid4().hex[:12]}",
+    )
+    try:
+        server.client().create_bucket(Bucket=server.bucket)
+    except Exception as exc:  # noqa: BLE001 - any failure here means the server is unusable
+        pytest.fail(f"cannot use the S3 server at TEST_S3_ENDPOINT={endpoint}: {exc}", pytrace=False)
+    monkeypatch.setenv("RIVET_TEST_AK", server.access_key)
+    monkeypatch.setenv("RIVET_TEST_SK", server.secret_key)
+    yield server
