@@ -1,1 +1,7 @@
-"""Rivet core engine: pure extraction engine, no Dagster imports (DESIGN.md §2)."""
+"""Rivet core engine: the pure extraction engine (no Dagster imports, DESIGN.md §2).
+
+Use it through `rivet_core.api` (the public surface the Dagster adapter and scripts use)
+or the `rivet` command line (`rivet_core.cli`).
+"""
+
+__version__ = "0.1.0"

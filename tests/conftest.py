@@ -116,3 +116,10 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
     monkeypatch.setenv("RIVET_TEST_AK", server.access_key)
     monkeypatch.setenv("RIVET_TEST_SK", server.secret_key)
     yield server
+    # SeaweedFS reserves volumes per bucket: always remove what the test created.
+    client = server.client()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=server.bucket):
+        keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket=server.bucket, Delete={"Objects": keys})
+    client.delete_bucket(Bucket=server.bucket)

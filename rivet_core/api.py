@@ -1,0 +1,58 @@
+"""The public API of the core engine — the one module the Dagster adapter imports.
+
+Everything here is stable surface; the modules behind it are internals. Widen this
+module on purpose when the adapter needs more (DESIGN.md §2 rule 2).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rivet_core.config import ExportConfig, RivetConfig, load_config
+from rivet_core.destination import Destination, open_destination
+from rivet_core.errors import (
+    ConfigError,
+    DataIntegrityError,
+    RivetError,
+    SchemaDriftError,
+    TransientError,
+)
+from rivet_core.manifest import Verification, read_manifest, verify_at_destination
+from rivet_core.pipeline.job import RunOptions, run_unit
+from rivet_core.pipeline.summary import RunSummary
+from rivet_core.plan import DayWindow, destination_spec
+from rivet_core.state import StateStore
+
+__all__ = [
+    "ConfigError", "DataIntegrityError", "DayWindow", "ExportConfig", "RivetConfig", "RivetError",
+    "RunOptions", "RunSummary", "SchemaDriftError", "StateStore", "TransientError", "Verification",
+    "export_destination", "load_config", "read_manifest", "run_export", "verify_export",
+]
+
+
+def run_export(config: RivetConfig, export_name: str, *, validate: bool = False,
+               dagster_run_id: str | None = None, window: DayWindow | None = None) -> RunSummary:
+    """Run one export (or one time partition of it) end to end."""
+    export = config.export(export_name)
+    return run_unit(config, export, RunOptions(validate=validate, dagster_run_id=dagster_run_id,
+                                               window=window))
+
+
+def export_destination(config: RivetConfig, export: ExportConfig, *, sub_prefix: str = "",
+                       now: datetime | None = None) -> Destination:
+    """Open the destination prefix an export writes to (templated at `now`)."""
+    spec = destination_spec(config, export, now or datetime.now(UTC), sub_prefix)
+    return open_destination(spec, config.config_dir)
+
+
+def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = "",
+                  depth: str = "full") -> tuple[Destination, Verification]:
+    """`verify_at_destination` on an export's prefix (the CLI and asset checks share this)."""
+    dest = export_destination(config, config.export(export_name), sub_prefix=sub_prefix)
+    return dest, verify_at_destination(dest, depth=depth)
+
+
+def open_state(config: RivetConfig | Path | str) -> StateStore:
+    path = config.config_path if isinstance(config, RivetConfig) else Path(config)
+    return StateStore.open(path)

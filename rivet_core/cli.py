@@ -1,0 +1,326 @@
+"""The `rivet` command line: run, validate, state, metrics, journal.
+
+Exit codes (reference §3.5): 0 success, 1 config/generic, 2 transient, 3 data integrity
+(quality gate, validation failure, unsafe retry), 4 schema drift with `fail`. A failing
+command prints ONE clear line on stderr (`Error: …`), redacted; with `--json-errors` it
+prints `{"error": …, "exit_class": n, "code": …}` instead. Logs go to stderr, data and
+`--json` documents to stdout, so `rivet run … --json | jq` works.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from rivet_core import __version__
+from rivet_core.errors import RivetError
+from rivet_core.redact import redact_secrets
+
+log = logging.getLogger("rivet")
+
+
+class _RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact_secrets(super().format(record))
+
+
+def _setup_logging(verbose: int) -> None:
+    level = os.environ.get("RIVET_LOG", "").upper() or ("DEBUG" if verbose > 1 else "INFO" if verbose else "WARNING")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_RedactingFormatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(getattr(logging, level, logging.WARNING))
+
+
+def _params(pairs: tuple[str, ...]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise RivetError(f"--param '{pair}' must look like KEY=VALUE")
+        k, v = pair.split("=", 1)
+        out[k.strip()] = v
+    return out
+
+
+def _fail(exc: BaseException, json_errors: bool) -> None:
+    code = exc.exit_code if isinstance(exc, RivetError) else 1
+    message = redact_secrets(exc.message if isinstance(exc, RivetError) else f"{type(exc).__name__}: {exc}")
+    message = "".join(ch for ch in message if ch in "\n\t" or ch.isprintable())
+    if json_errors:
+        payload: dict[str, Any] = {"error": message, "exit_class": code}
+        if isinstance(exc, RivetError) and exc.code:
+            payload["code"] = exc.code
+        click.echo(json.dumps(payload), err=True)
+    else:
+        click.echo(f"Error: {message}", err=True)
+    sys.exit(code)
+
+
+def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
+    """Run a command body; turn errors into one redacted line and the right exit code."""
+
+    def wrapper(*args: Any, **kwargs: Any) -> None:
+        ctx = click.get_current_context()
+        json_errors = bool(ctx.find_root().params.get("json_errors"))
+        try:
+            code = fn(*args, **kwargs) or 0
+        except click.exceptions.Exit:
+            raise
+        except KeyboardInterrupt:
+            click.echo("Error: interrupted", err=True)
+            sys.exit(130)
+        except Exception as exc:  # noqa: BLE001 - the CLI's single error boundary
+            log.debug("command failed", exc_info=True)
+            _fail(exc, json_errors)
+        sys.exit(code)
+
+    wrapper.__name__ = fn.__name__
+    wrapper.__doc__ = fn.__doc__
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="rivet")
+@click.option("--json-errors", is_flag=True, help="Print errors as JSON on stderr.")
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+def main(json_errors: bool, verbose: int) -> None:
+    """Rivet: verifiable database exports to Parquet/CSV on local disk or S3."""
+    _setup_logging(verbose)
+
+
+_config_opt = click.option("-c", "--config", "config_path", required=True, type=click.Path(dir_okay=False),
+                           help="Path to rivet.yaml.")
+_param_opt = click.option("-p", "--param", "params", multiple=True, metavar="K=V",
+                          help="Value for ${K} in the config (repeatable).")
+
+
+def _load(config_path: str, params: tuple[str, ...] = ()):  # noqa: ANN202
+    from rivet_core.config import load_config
+
+    return load_config(config_path, _params(params))
+
+
+# ---------------------------------------------------------------------------------- run
+EXIT_PRECEDENCE = {3: 5, 4: 4, 2: 3, 1: 2, 0: 0}
+
+
+def worst_exit(codes: list[int]) -> int:
+    """Most severe exit class across exports: 3 > 4 > 2 > 1 > 0 (reference §3.3)."""
+    return max(codes, key=lambda c: EXIT_PRECEDENCE.get(c, 1), default=0)
+
+
+def _summary_lines(s: Any) -> list[str]:
+    lines = [f"export {s.export_name}: {s.status.upper()}", f"  run_id:   {s.run_id}",
+             f"  rows:     {s.total_rows}", f"  files:    {s.files_committed} ({s.bytes_written} bytes)",
+             f"  output:   {s.destination_uri}", f"  duration: {s.duration_ms} ms, peak RSS {s.peak_rss_mb} MB"]
+    if s.cursor_column:
+        lines.append(f"  cursor:   {s.cursor_column} {s.cursor_low} -> {s.cursor_high}"
+                     f"{'' if s.cursor_committed or not s.cursor_high else ' (NOT committed)'}")
+    if s.skip_reason:
+        lines.append(f"  skipped:  {s.skip_reason}")
+    if s.validated is not None:
+        lines.append(f"  validated: {'PASSED' if s.validated else 'FAILED'}")
+    if s.schema_changed:
+        lines.append("  schema:   CHANGED")
+    if s.retries:
+        lines.append(f"  retries:  {s.retries}")
+    if s.error_message:
+        lines.append(f"  error:    {s.error_message}")
+    if s.report_path:
+        lines.append(f"  report:   {s.report_path}")
+    return lines
+
+
+def summary_json(s: Any) -> dict[str, Any]:
+    return {
+        "run_id": s.run_id, "export_name": s.export_name, "status": s.status, "exit_code": s.exit_code,
+        "rows": s.total_rows, "files": s.files_committed, "bytes_written": s.bytes_written,
+        "destination_uri": s.destination_uri, "duration_ms": s.duration_ms, "peak_rss_mb": s.peak_rss_mb,
+        "cursor_column": s.cursor_column, "cursor_low": s.cursor_low, "cursor_high": s.cursor_high,
+        "cursor_committed": s.cursor_committed, "validated": s.validated, "schema_changed": s.schema_changed,
+        "skip_reason": s.skip_reason, "retries": s.retries, "error": s.error_message,
+        "report": s.report_path, "parts": [p.path for p in s.manifest_parts], "warnings": s.warnings,
+    }
+
+
+@main.command()
+@_config_opt
+@click.option("-e", "--export", "export_names", multiple=True, help="Export(s) to run (default: all).")
+@click.option("--validate", is_flag=True, help="Verify the destination against the manifest after the run.")
+@_param_opt
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every run summary.")
+@_guard
+def run(config_path: str, export_names: tuple[str, ...], validate: bool, params: tuple[str, ...],
+        as_json: bool) -> int:
+    """Run exports."""
+    from rivet_core.pipeline.job import RunOptions, run_unit
+    from rivet_core.state import StateStore
+
+    config = _load(config_path, params)
+    exports = config.select(list(export_names) or None)
+    state = StateStore.open(config.config_path)
+    summaries = []
+    try:
+        for export in exports:
+            summaries.append(run_unit(config, export, RunOptions(validate=validate), state=state))
+            s = summaries[-1]
+            click.echo("\n".join(_summary_lines(s)), err=True)
+    finally:
+        state.close()
+    if as_json:
+        click.echo(json.dumps({"runs": [summary_json(s) for s in summaries]}, indent=2, default=str))
+    return worst_exit([s.exit_code for s in summaries])
+
+
+# ----------------------------------------------------------------------------- validate
+@main.command()
+@_config_opt
+@click.option("-e", "--export", "export_names", multiple=True)
+@click.option("--format", "fmt", type=click.Choice(["pretty", "json"]), default="pretty")
+@click.option("--depth", type=click.Choice(["light", "sample", "full"]), default="full")
+@_param_opt
+@_guard
+def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: str,
+             params: tuple[str, ...]) -> int:
+    """Verify each export's destination against its manifest and _SUCCESS (no source queries)."""
+    from rivet_core.api import export_destination
+    from rivet_core.manifest import verify_at_destination
+
+    config = _load(config_path, params)
+    results, codes = [], []
+    for export in config.select(list(export_names) or None):
+        dest = export_destination(config, export)
+        if not dest.supports_manifest:
+            results.append({"export_name": export.name, "resolved_prefix": dest.uri,
+                            "warning": "stdout destination has no manifest"})
+            continue
+        verdict = verify_at_destination(dest, depth=depth)
+        codes.append(verdict.exit_code())
+        results.append({"export_name": export.name, "resolved_prefix": dest.uri,
+                        "verification": verdict.to_dict()})
+    if fmt == "json":
+        click.echo(json.dumps({"exports": results}, indent=2, default=str))
+    else:
+        for r in results:
+            v = r.get("verification")
+            if v is None:
+                click.echo(f"{r['export_name']}: SKIPPED ({r['warning']})")
+                continue
+            head = ("PASSED" if v["passed"] else "LEGACY (no manifest)" if v["legacy_run"] else "FAILED")
+            click.echo(f"{r['export_name']}: {head}  {r['resolved_prefix']}")
+            click.echo(f"  parts verified: {v['parts_verified']} (md5 {v['parts_md5_verified']}), "
+                       f"failed: {v['parts_failed']}, _SUCCESS consistent: {v['success_marker_consistent']}")
+            for f in v["failures"]:
+                detail = ", ".join(f"{k}={x}" for k, x in f.items() if k not in ("kind", "code"))
+                click.echo(f"  - {f['kind']}: {detail}")
+    return worst_exit(codes)
+
+
+# -------------------------------------------------------------------------------- state
+@main.group()
+def state() -> None:
+    """Inspect or reset the state store."""
+
+
+def _store(config_path: str):  # noqa: ANN202
+    from rivet_core.state import StateStore
+
+    return StateStore.open(_load(config_path).config_path)
+
+
+@state.command("show")
+@_config_opt
+@click.option("--json", "as_json", is_flag=True)
+@_guard
+def state_show(config_path: str, as_json: bool) -> int:
+    """Show the incremental cursors."""
+    rows = _store(config_path).list_cursors()
+    if as_json:
+        click.echo(json.dumps([r.__dict__ for r in rows], indent=2))
+    else:
+        click.echo(f"{'EXPORT':30} {'LAST CURSOR':32} LAST RUN")
+        for r in rows:
+            click.echo(f"{r.export_name:30} {str(r.last_cursor_value):32} {r.last_run_at}")
+    return 0
+
+
+@state.command("files")
+@_config_opt
+@click.option("-e", "--export", "export_name")
+@click.option("-l", "--last", default=50, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@_guard
+def state_files(config_path: str, export_name: str | None, last: int, as_json: bool) -> int:
+    """List committed parts from the file log."""
+    rows = _store(config_path).list_files(export_name, last)
+    if as_json:
+        click.echo(json.dumps([r.__dict__ for r in rows], indent=2))
+    else:
+        click.echo(f"{'RUN_ID':40} {'FILE':48} {'ROWS':>10} {'BYTES':>12} CREATED_AT")
+        for r in rows:
+            click.echo(f"{r.run_id:40} {r.file_name:48} {r.row_count:>10} {r.bytes:>12} {r.created_at}")
+    return 0
+
+
+@state.command("reset")
+@_config_opt
+@click.option("-e", "--export", "export_name", required=True)
+@_guard
+def state_reset(config_path: str, export_name: str) -> int:
+    """Clear an export's cursor (its next run re-exports everything)."""
+    config = _load(config_path)
+    config.export(export_name)  # unknown names → error listing known exports
+    from rivet_core.state import StateStore
+
+    StateStore.open(config.config_path).reset_export(export_name)
+    click.echo(f"State reset for export '{export_name}'")
+    return 0
+
+
+# ------------------------------------------------------------------------ metrics/journal
+@main.command()
+@_config_opt
+@click.option("-e", "--export", "export_name")
+@click.option("-l", "--last", default=20, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@_guard
+def metrics(config_path: str, export_name: str | None, last: int, as_json: bool) -> int:
+    """Show recent run metrics."""
+    rows = _store(config_path).list_metrics(export_name, last)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return 0
+    click.echo(f"{'EXPORT':24} {'RUN_ID':40} {'STATUS':8} {'ROWS':>10} {'FILES':>5} {'BYTES':>12} {'MS':>8} ERROR")
+    for r in rows:
+        click.echo(f"{r['export_name']:24} {r['run_id']:40} {r['status']:8} {r['total_rows'] or 0:>10} "
+                   f"{r['files_committed'] or 0:>5} {r['bytes_written'] or 0:>12} {r['duration_ms'] or 0:>8} "
+                   f"{r['error_message'] or ''}")
+    return 0
+
+
+@main.command()
+@_config_opt
+@click.option("-e", "--export", "export_name", required=True)
+@click.option("-l", "--last", default=5, show_default=True)
+@click.option("--run-id")
+@_guard
+def journal(config_path: str, export_name: str, last: int, run_id: str | None) -> int:
+    """Show the event journal of recent runs."""
+    for j in _store(config_path).list_journals(export_name, last, run_id):
+        click.echo(f"run {j['run_id']}")
+        for entry in j["entries"]:
+            (name, fields), = entry["event"].items()
+            brief = ", ".join(f"{k}={v}" for k, v in fields.items() if k != "base_query")
+            click.echo(f"  {entry['recorded_at']}  {name}  {brief}")
+    return 0
+
+
+if __name__ == "__main__":
+    main()

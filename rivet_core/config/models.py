@@ -1,0 +1,616 @@
+"""The typed shape of `rivet.yaml`: strict pydantic v2 models, one per YAML block.
+
+Field names and defaults follow Rivet (reference §1.2–§1.6) so a Rivet config parses here
+unchanged; every model rejects unknown keys (`extra="forbid"`). The models hold *shape*
+rules only (types, enums, simple ranges); cross-field rules live in `validate.py` so that
+all problems can be collected and reported together. Small computed helpers that the
+engine needs everywhere (resolved query, sizes, compression, overrides, tuning, the
+connection URL) are methods here so nobody re-derives them differently.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from datetime import date
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pyarrow as pa
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
+
+from rivet_core.config.overrides import normalise_column_key, parse_column_override
+from rivet_core.config.sizes import parse_size
+from rivet_core.config.tuning import ResolvedTuning, resolve_tuning
+from rivet_core.errors import ConfigError
+
+log = logging.getLogger("rivet.config")
+
+
+def _scalar_to_str(value: Any) -> Any:
+    """YAML numbers become their source text in string fields (serde_yaml does the same)."""
+    if isinstance(value, bool):
+        return value
+    raw = getattr(value, "raw", None)
+    if isinstance(raw, str):
+        return raw
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+#: A string field that also accepts a YAML number written without quotes.
+Str = Annotated[str, BeforeValidator(_scalar_to_str)]
+
+_DAGSTER_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+class _Strict(BaseModel):
+    """Base: unknown keys are errors; assignment stays unvalidated for speed."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=False)
+
+    def explicit(self) -> dict[str, Any]:
+        """The fields the YAML actually set (defaults excluded)."""
+        return self.model_dump(exclude_unset=True)
+
+
+# --------------------------------------------------------------------------- tuning
+
+
+class TuningConfig(_Strict):
+    """`source.tuning` / `exports[].tuning` (reference §1.4). Unset knobs stay None so the
+    source→export merge and the profile defaults (tuning.resolve_tuning) decide."""
+
+    profile: Literal["fast", "balanced", "safe"] | None = None
+    batch_size: int | None = Field(default=None, ge=1)
+    batch_size_memory_mb: int | None = Field(default=None, ge=1)
+    throttle_ms: int | None = Field(default=None, ge=0)
+    statement_timeout_s: int | None = Field(default=None, ge=0)
+    max_retries: int | None = Field(default=None, ge=0)
+    retry_backoff_ms: int | None = Field(default=None, ge=0)
+    lock_timeout_s: int | None = Field(default=None, ge=0)
+    memory_threshold_mb: int | None = Field(default=None, ge=0)
+    max_batch_memory_mb: int | None = Field(default=None, ge=1)
+    on_batch_memory_exceeded: Literal["warn", "fail", "auto_shrink"] | None = None
+    adaptive: bool | None = None
+    min_parallel: int | None = Field(default=None, ge=1)
+    max_value_mb: int | None = Field(default=None, ge=0)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Only the knobs that are set — the input `resolve_tuning` expects."""
+        return self.model_dump(exclude_none=True)
+
+
+# --------------------------------------------------------------------------- source
+
+
+class TlsConfig(_Strict):
+    """`source.tls` (libpq semantics). `mode` defaults to verify-full when the block exists."""
+
+    mode: Literal["disable", "require", "verify-ca", "verify-full"] = "verify-full"
+    ca_file: Str | None = None
+    accept_invalid_certs: bool = False
+    accept_invalid_hostnames: bool = False
+
+
+class SourceConfig(_Strict):
+    """`source:` — where to read from. Exactly one URL form, or the structured form."""
+
+    type: Literal["postgres", "mysql", "sqlite"]
+    url: Str | None = None
+    url_env: Str | None = None
+    url_file: Str | None = None
+    host: Str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    user: Str | None = None
+    password: Str | None = None
+    password_env: Str | None = None
+    database: Str | None = None
+    environment: Literal["local", "replica", "production"] | None = None
+    tuning: TuningConfig | None = None
+    tls: TlsConfig | None = None
+
+    _warned_plaintext: bool = PrivateAttr(default=False)
+
+    def warn_plaintext_password_once(self) -> None:
+        """One WARN per config when a password is written into the file itself."""
+        from rivet_core.config.source_url import inline_url_password
+
+        if self._warned_plaintext:
+            return
+        where = None
+        if self.password:
+            where = "source.password"
+        elif self.url and inline_url_password(self.url):
+            where = "a password inside source.url"
+        if where:
+            self._warned_plaintext = True
+            log.warning(
+                "rivet.yaml contains %s in plain text — use url_env (or password_env) so the "
+                "secret stays out of the config file",
+                where,
+            )
+
+    def resolve_url(self, config_dir: Path | None = None) -> str:
+        """The connection URL (`postgresql://`, `mysql://` or `sqlite:////abs/path`).
+
+        Reads env vars / url_file now (connect time), so an unset variable is reported
+        here, not at load. Registers every password it sees for redaction.
+        """
+        from rivet_core.config.source_url import resolve_source_url
+
+        self.warn_plaintext_password_once()
+        return resolve_source_url(self, config_dir or Path.cwd())
+
+
+# --------------------------------------------------------------------------- destination
+
+
+class DestinationConfig(_Strict):
+    """`exports[].destination`. Only local, s3 and stdout are implemented; gcs and azure
+    parse (so a Rivet config gets a clear "not supported yet") but are rejected."""
+
+    type: Literal["local", "s3", "gcs", "azure", "stdout"]
+    bucket: Str | None = None
+    prefix: Str | None = None
+    path: Str | None = None
+    region: Str | None = None
+    endpoint: Str | None = None
+    credentials_file: Str | None = None
+    access_key_env: Str | None = None
+    secret_key_env: Str | None = None
+    session_token_env: Str | None = None
+    aws_profile: Str | None = None
+    #: Azure-only fields (accepted so Rivet configs parse; Azure itself is not supported).
+    account_name: Str | None = None
+    account_key_env: Str | None = None
+    sas_token_env: Str | None = None
+    allow_anonymous: bool = False
+
+    @property
+    def local_path(self) -> str:
+        """Local directory: `path`, else `prefix`, else the working directory (Rivet rule)."""
+        return self.path or self.prefix or "."
+
+
+# --------------------------------------------------------------------------- export blocks
+
+
+def _row_hash_shape(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, list):
+        return [_scalar_to_str(v) for v in value]
+    raise ValueError("must be true, false or a list of column names")
+
+
+class MetaColumnsConfig(_Strict):
+    """`exports[].meta_columns`: `_rivet_exported_at` and `_rivet_row_hash`."""
+
+    exported_at: bool = False
+    row_hash: Annotated[bool | list[str], BeforeValidator(_row_hash_shape)] = False
+
+    @property
+    def row_hash_columns(self) -> list[str] | None:
+        """The explicit column list, or None when the hash covers every column."""
+        return list(self.row_hash) if isinstance(self.row_hash, list) else None
+
+
+class QualityConfig(_Strict):
+    """`exports[].quality` (reference §3.1)."""
+
+    row_count_min: int | None = Field(default=None, ge=0)
+    row_count_max: int | None = Field(default=None, ge=0)
+    null_ratio_max: dict[str, float] = Field(default_factory=dict)
+    unique_columns: list[Str] = Field(default_factory=list)
+    unique_max_entries: int | None = Field(default=None, ge=1)
+
+
+class ParquetConfig(_Strict):
+    """`exports[].parquet` row-group sizing. Omitting the block means library defaults."""
+
+    row_group_strategy: Literal["auto", "fixed_rows", "fixed_memory"] = "auto"
+    row_group_rows: int | None = Field(default=None, ge=0)
+    target_row_group_mb: int = Field(default=128, ge=1)
+    max_row_group_mb: int | None = Field(default=None, ge=1)
+
+
+def _key_prefix_shape(value: Any) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parts = [value]
+    elif isinstance(value, list) and value:
+        parts = [_scalar_to_str(v) for v in value]
+    else:
+        raise ValueError("must be a string or a non-empty list of strings")
+    for part in parts:
+        if not isinstance(part, str) or not _DAGSTER_NAME.match(part):
+            raise ValueError(
+                f"key_prefix segment {part!r} is not a valid Dagster name — use letters, "
+                "digits and underscores only"
+            )
+    return value
+
+
+def _check_dagster_name(value: str | None, what: str) -> str | None:
+    if value is not None and not _DAGSTER_NAME.match(value):
+        raise ValueError(
+            f"{what} '{value}' is not a valid Dagster name — use letters, digits and "
+            "underscores only"
+        )
+    return value
+
+
+def _check_date(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        date.fromisoformat(value)
+    except ValueError as exc:
+        raise ValueError(f"'{value}' is not a date — use YYYY-MM-DD, e.g. 2024-01-01") from exc
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+        raise ValueError(f"'{value}' is not a date — use YYYY-MM-DD, e.g. 2024-01-01")
+    return value
+
+
+class _DagsterCommon(_Strict):
+    group: Str | None = None
+    key_prefix: Annotated[str | list[str] | None, BeforeValidator(_key_prefix_shape)] = None
+    pool: Str | None = None
+    schedule_status: Literal["RUNNING", "STOPPED"] | None = None
+    start_date: Str | None = None
+
+    @field_validator("group")
+    @classmethod
+    def _group_name(cls, value: str | None) -> str | None:
+        return _check_dagster_name(value, "group")
+
+    @field_validator("start_date")
+    @classmethod
+    def _start(cls, value: str | None) -> str | None:
+        return _check_date(value)
+
+    @property
+    def key_prefix_list(self) -> list[str]:
+        """`key_prefix` as a list of path segments (empty when unset)."""
+        if self.key_prefix is None:
+            return []
+        return [self.key_prefix] if isinstance(self.key_prefix, str) else list(self.key_prefix)
+
+
+class DagsterDefaults(_DagsterCommon):
+    """Top-level `dagster:` — defaults for every export's `dagster:` block."""
+
+
+class ExportDagsterConfig(_DagsterCommon):
+    """`exports[].dagster` — Dagster-only settings for one export's asset."""
+
+    schedule: Str | None = None
+    end_date: Str | None = None
+    timezone: Str | None = None
+
+    @field_validator("end_date")
+    @classmethod
+    def _end(cls, value: str | None) -> str | None:
+        return _check_date(value)
+
+    @field_validator("schedule")
+    @classmethod
+    def _cron(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        fields = value.split()
+        if not (len(fields) == 5 or (len(fields) == 1 and value.startswith("@"))):
+            raise ValueError(
+                f"schedule '{value}' is not a cron expression — use five fields, "
+                "e.g. '0 3 * * *' (daily at 03:00), or @hourly/@daily/@weekly/@monthly"
+            )
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _tz(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(
+                f"timezone '{value}' is not an IANA time zone — use e.g. 'UTC' or 'Europe/Berlin'"
+            ) from exc
+        return value
+
+
+# --------------------------------------------------------------------------- export
+
+
+def _strip_sql(sql: str) -> str:
+    """Drop trailing whitespace and `;` — the query is wrapped as a subquery later, where a
+    terminator is a syntax error."""
+    return sql.rstrip().rstrip(";").rstrip()
+
+
+Compression = Literal["zstd", "snappy", "gzip", "lz4", "none"]
+_PROFILE_CODECS: dict[str, tuple[str, int | None]] = {
+    "none": ("none", None),
+    "fast": ("snappy", None),
+    "balanced": ("zstd", 3),
+    "compact": ("zstd", 9),
+}
+_DEFAULT_LEVELS: dict[str, int] = {"zstd": 3, "gzip": 6}
+
+
+class ExportConfig(_Strict):
+    """One entry of `exports:` — what to read, how, and where to write it."""
+
+    name: Str
+    description: Str | None = None
+    # what to read: exactly one
+    query: Str | None = None
+    query_file: Str | None = None
+    table: Str | None = None
+    tables: Any = None  # CDC only — rejected by validation
+    cdc: Any = None  # CDC only — rejected by validation
+    mode: Literal["full", "incremental", "chunked", "time_window", "cdc"] = "full"
+    # incremental
+    cursor_column: Str | None = None
+    cursor_fallback_column: Str | None = None
+    incremental_cursor_mode: Literal["single_column", "coalesce"] = "single_column"
+    # time_window
+    time_column: Str | None = None
+    time_column_type: Literal["timestamp", "unix"] = "timestamp"
+    days_window: int | None = None
+    # output
+    format: Literal["parquet", "csv"]
+    compression: Compression = "zstd"
+    compression_level: int | None = None
+    compression_profile: Literal["none", "fast", "balanced", "compact"] | None = None
+    skip_empty: bool = False
+    max_file_size: Str | None = None
+    destination: DestinationConfig
+    verify: Literal["size", "content"] = "size"
+    meta_columns: MetaColumnsConfig = Field(default_factory=MetaColumnsConfig)
+    quality: QualityConfig | None = None
+    columns: dict[Str, Str] = Field(default_factory=dict)
+    on_schema_drift: Literal["warn", "continue", "fail"] = "warn"
+    shape_drift_warn_factor: float = Field(default=2.0, ge=0)
+    parquet: ParquetConfig | None = None
+    tuning: TuningConfig | None = None
+    # chunked (parsed and checked; the mode itself is not supported yet)
+    chunk_column: Str | None = None
+    chunk_by_key: Str | None = None
+    chunk_size: int = 100_000
+    chunk_size_memory_mb: int | None = None
+    chunk_count: int | None = None
+    chunk_by_days: int | None = None
+    chunk_dense: bool = False
+    parallel: int = 1
+    chunk_checkpoint: bool = False
+    chunk_max_attempts: int | None = None
+    keyset_incremental: bool = False
+    # partitioning (not supported yet)
+    partition_by: Str | None = None
+    partition_granularity: Literal["day", "month", "year"] = "day"
+    # planning hints (advisory)
+    wave: int | None = None
+    parallel_safe: bool | None = None
+    source_group: Str | None = None
+    reconcile_required: bool | None = None
+    target: Str | None = None
+    dagster: ExportDagsterConfig | None = None
+
+    #: query_file contents, read (and `${k}`-substituted) by the loader.
+    _query_file_text: str | None = PrivateAttr(default=None)
+
+    # -- what to read ---------------------------------------------------------
+
+    @property
+    def table_parts(self) -> tuple[str | None, str] | None:
+        """`table:` split into (schema, name); None for query exports. Validated at load."""
+        if self.table is None:
+            return None
+        parts = self.table.split(".")
+        if len(parts) == 1:
+            return None, parts[0]
+        return parts[0], parts[1]
+
+    @property
+    def resolved_query(self) -> str:
+        """The base SQL: `query`, the `query_file` contents, or `SELECT * FROM <table>`.
+
+        Identifiers are unquoted on purpose; dialect quoting is the query builder's job.
+        """
+        if self.query is not None:
+            return _strip_sql(self.query)
+        if self.query_file is not None:
+            if self._query_file_text is None:
+                raise ConfigError(
+                    f"export '{self.name}': query_file '{self.query_file}' was not read — "
+                    "load the config with load_config() so the file is resolved"
+                )
+            return _strip_sql(self._query_file_text)
+        if self.table is not None:
+            return f"SELECT * FROM {self.table}"
+        raise ConfigError(
+            f"export '{self.name}': specify exactly one of 'query', 'query_file', 'table', "
+            "or 'tables'"
+        )
+
+    # -- output ---------------------------------------------------------------
+
+    @property
+    def max_file_size_bytes(self) -> int | None:
+        """`max_file_size` in bytes (None = no rotation)."""
+        return None if self.max_file_size is None else parse_size(self.max_file_size)
+
+    def effective_compression(self) -> tuple[str, int | None]:
+        """(codec, level) the writer should use.
+
+        `compression_profile` wins over `compression`/`compression_level` (the loader
+        warns when they conflict); CSV is never compressed; zstd/gzip get Rivet's
+        default levels 3/6 when no level is given.
+        """
+        if self.format == "csv":
+            return "none", None
+        if self.compression_profile is not None:
+            return _PROFILE_CODECS[self.compression_profile]
+        level = self.compression_level
+        if level is None:
+            level = _DEFAULT_LEVELS.get(self.compression)
+        return self.compression, level
+
+    def compression_conflict(self) -> str | None:
+        """Why the explicit compression settings are ignored by the profile, if they are."""
+        if self.compression_profile is None or self.format == "csv":
+            return None
+        codec, level = _PROFILE_CODECS[self.compression_profile]
+        explicit = self.model_fields_set
+        clashes = []
+        if "compression" in explicit and self.compression != codec:
+            clashes.append(f"compression: {self.compression}")
+        if "compression_level" in explicit and self.compression_level != level:
+            clashes.append(f"compression_level: {self.compression_level}")
+        if not clashes:
+            return None
+        return (
+            f"export '{self.name}': compression_profile: {self.compression_profile} overrides "
+            f"{' and '.join(clashes)} (using {codec}"
+            + (f" level {level}" if level is not None else "")
+            + ") — remove one of them"
+        )
+
+    def column_overrides(self) -> dict[str, pa.DataType]:
+        """`columns:` as {bare column name: Arrow type} (a `table.` qualifier is stripped)."""
+        return {
+            normalise_column_key(key): parse_column_override(value, column=key)
+            for key, value in self.columns.items()
+        }
+
+    def resolved_tuning(self, source: SourceConfig) -> ResolvedTuning:
+        """Source tuning merged with this export's tuning over the profile defaults."""
+        from rivet_core.config.validate import merged_tuning_error
+
+        error = merged_tuning_error(self, source)
+        if error:
+            raise ConfigError(error)
+        return resolve_tuning(
+            source.tuning.as_dict() if source.tuning else None,
+            self.tuning.as_dict() if self.tuning else None,
+            source.environment,
+        )
+
+
+# --------------------------------------------------------------------------- notifications
+
+SlackEvent = Literal["failure", "schema_change", "degraded"]
+WebhookEvent = Literal["failure", "schema_change", "degraded", "success"]
+
+
+def _env_or_none(var: str | None, what: str) -> str | None:
+    import os
+
+    if var is None:
+        return None
+    value = os.environ.get(var)
+    if not value:
+        log.warning("%s names env var '%s', which is not set — notification skipped", what, var)
+        return None
+    return value
+
+
+class SlackConfig(_Strict):
+    """`notifications.slack` — Rivet's Slack incoming webhook."""
+
+    webhook_url: Str | None = None
+    webhook_url_env: Str | None = None
+    on: list[SlackEvent] = Field(default_factory=lambda: ["failure"])
+
+    def resolve_url(self) -> str | None:
+        """The webhook URL; None (with a WARN) when `webhook_url_env` is unset, as Rivet does."""
+        return self.webhook_url or _env_or_none(self.webhook_url_env, "notifications.slack")
+
+
+class WebhookConfig(_Strict):
+    """`notifications.webhook` (ours): POST a JSON summary to any HTTP endpoint.
+
+    Header values may use `${VAR}`; like every string in the file they are substituted
+    when the config loads.
+    """
+
+    url: Str | None = None
+    url_env: Str | None = None
+    on: list[WebhookEvent] = Field(default_factory=lambda: ["failure"])
+    headers: dict[Str, Str] = Field(default_factory=dict)
+    timeout_s: float = Field(default=10, gt=0)
+
+    def resolve_url(self) -> str | None:
+        """The endpoint URL; None (with a WARN) when `url_env` is unset."""
+        return self.url or _env_or_none(self.url_env, "notifications.webhook")
+
+
+class NotificationsConfig(_Strict):
+    """`notifications:` — Slack and/or a generic webhook."""
+
+    slack: SlackConfig | None = None
+    webhook: WebhookConfig | None = None
+
+
+# --------------------------------------------------------------------------- root
+
+
+class RivetConfig(_Strict):
+    """The whole `rivet.yaml`. `config_path`/`config_dir` are set by `load_config`."""
+
+    source: SourceConfig
+    exports: list[ExportConfig]
+    notifications: NotificationsConfig | None = None
+    parallel_exports: bool = False
+    parallel_export_processes: bool = False
+    dagster: DagsterDefaults | None = None
+    load: Any = None  # warehouse load (Rivet); ignored by extract commands
+
+    _config_path: Path | None = PrivateAttr(default=None)
+
+    @property
+    def config_path(self) -> Path:
+        """Absolute path of the file this config came from."""
+        return self._config_path or (Path.cwd() / "rivet.yaml")
+
+    @config_path.setter
+    def config_path(self, value: Path) -> None:
+        self._config_path = Path(value).absolute()
+
+    @property
+    def config_dir(self) -> Path:
+        """Directory of the config file: base for query_file, url_file, sqlite paths, state."""
+        return self.config_path.parent
+
+    @property
+    def state_path(self) -> Path:
+        """Default SQLite state store location (next to the config file)."""
+        return self.config_dir / ".rivet_state.db"
+
+    def source_url(self) -> str:
+        """`source.resolve_url(config_dir)` — the connection URL."""
+        return self.source.resolve_url(self.config_dir)
+
+    def export(self, name: str) -> ExportConfig:
+        """The export called `name`; ConfigError listing the known names otherwise."""
+        for exp in self.exports:
+            if exp.name == name:
+                return exp
+        known = ", ".join(e.name for e in self.exports)
+        raise ConfigError(f"unknown export '{name}'; known exports: {known}")
+
+    def select(self, names: list[str] | None) -> list[ExportConfig]:
+        """Exports named in `names` in config order (all of them when None or empty)."""
+        if not names:
+            return list(self.exports)
+        for name in names:
+            self.export(name)  # raises on an unknown name
+        wanted = set(names)
+        return [e for e in self.exports if e.name in wanted]

@@ -1,0 +1,180 @@
+"""Turning `source:` into one connection URL, at connect time (reference §1.3).
+
+Forms: inline `url`, `url_env` (env var holding the URL), `url_file` (file holding it,
+relative to the config dir), or structured `host`/`port`/`user`/`password(_env)`/`database`.
+Schemes are normalised (`postgres://`, `postgresql+psycopg://` → `postgresql://`;
+`mysql+pymysql://`, `mariadb://` → `mysql://`), SQLite paths become absolute relative to
+the config directory. Every password seen is registered for redaction; no error message
+ever contains one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import urllib.parse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rivet_core.errors import ConfigError
+from rivet_core.redact import register_secret
+
+if TYPE_CHECKING:
+    from rivet_core.config.models import SourceConfig
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://(.*)$", re.DOTALL)
+
+#: scheme family → canonical scheme and source.type
+_FAMILIES: dict[str, tuple[str, str]] = {
+    "postgres": ("postgresql", "postgres"),
+    "postgresql": ("postgresql", "postgres"),
+    "mysql": ("mysql", "mysql"),
+    "mariadb": ("mysql", "mysql"),
+    "sqlite": ("sqlite", "sqlite"),
+}
+DEFAULT_PORTS: dict[str, int] = {"postgres": 5432, "mysql": 3306}
+
+
+def url_scheme_family(url: str) -> tuple[str, str] | None:
+    """(canonical scheme, source type) for a URL, or None when the scheme is unknown."""
+    match = _SCHEME.match(url.strip())
+    if not match:
+        return None
+    base = match.group(1).lower().split("+", 1)[0]
+    return _FAMILIES.get(base)
+
+
+def inline_url_password(url: str) -> str | None:
+    """The password in a URL's userinfo (raw, as written), if any.
+
+    The userinfo ends at the LAST '@' before whitespace, because passwords may contain
+    '@', '/', ':' — the same rule the redactor uses.
+    """
+    match = re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*://([^\s]*)@", url)
+    if not match or ":" not in match.group(1):
+        return None
+    return match.group(1).split(":", 1)[1] or None
+
+
+def _register_url_secrets(url: str) -> None:
+    password = inline_url_password(url)
+    if password:
+        register_secret(password)
+        register_secret(urllib.parse.unquote(password))
+
+
+def scheme_problem(url: str, source_type: str, field: str) -> str | None:
+    """Why `url` cannot be used for `source.type`, or None. Never echoes the URL."""
+    family = url_scheme_family(url)
+    if family is None:
+        shown = url.split("://", 1)[0] if "://" in url else "(none)"
+        return (
+            f"source.{field}: unsupported URL scheme '{shown[:40]}' — expected postgresql://, "
+            "mysql:// or sqlite:///path.db"
+        )
+    if family[1] != source_type:
+        return (
+            f"source.{field}: URL scheme '{family[0]}' does not match source.type "
+            f"'{source_type}' — change one of them"
+        )
+    return None
+
+
+def _sqlite_url(rest: str, config_dir: Path) -> str:
+    """`rest` is everything after `sqlite://`; relative file paths hang off config_dir."""
+    if rest in ("", "/", "/:memory:"):
+        return "sqlite://" + rest
+    path_part, sep, query = rest.partition("?")
+    if not path_part.startswith("/"):
+        raise ConfigError(
+            "source.url: a SQLite URL needs three slashes before a relative path "
+            "(sqlite:///data/app.db) or four before an absolute one (sqlite:////abs/app.db)"
+        )
+    file_path = Path(path_part[1:]).expanduser()
+    if not file_path.is_absolute():
+        file_path = config_dir / file_path
+    return f"sqlite:///{os.path.normpath(file_path)}" + (sep + query if sep else "")
+
+
+def normalise_url(url: str, source_type: str, field: str, config_dir: Path) -> str:
+    """Canonical scheme, SQLite path made absolute; ConfigError on a wrong scheme."""
+    url = url.strip()
+    problem = scheme_problem(url, source_type, field)
+    if problem:
+        raise ConfigError(problem)
+    _register_url_secrets(url)
+    match = _SCHEME.match(url)
+    assert match is not None  # scheme_problem accepted it
+    canonical = _FAMILIES[match.group(1).lower().split("+", 1)[0]][0]
+    rest = match.group(2)
+    if canonical == "sqlite":
+        return _sqlite_url(rest, config_dir)
+    return f"{canonical}://{rest}"
+
+
+def _env(var: str, field: str) -> str:
+    value = os.environ.get(var)
+    if value is None or value == "":
+        raise ConfigError(f"env var '{var}' is not set (referenced by {field}) — export {var}=...")
+    return value
+
+
+def _read_url_file(url_file: str, config_dir: Path) -> str:
+    path = Path(url_file).expanduser()
+    if not path.is_absolute():
+        path = config_dir / path
+    try:
+        text = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ConfigError(
+            f"cannot read url_file '{path}': {reason} — create it with the connection URL "
+            "as its only content, or use url_env"
+        ) from None
+    if not text:
+        raise ConfigError(f"cannot read url_file '{path}': the file is empty — put the URL in it")
+    return text
+
+
+def _host_for_url(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def resolve_source_url(source: SourceConfig, config_dir: Path) -> str:
+    """Build the connection URL for `source` (see module docstring)."""
+    if source.url is not None:
+        return normalise_url(source.url, source.type, "url", config_dir)
+    if source.url_env is not None:
+        return normalise_url(_env(source.url_env, "url_env"), source.type, "url_env", config_dir)
+    if source.url_file is not None:
+        return normalise_url(
+            _read_url_file(source.url_file, config_dir), source.type, "url_file", config_dir
+        )
+    if source.type == "sqlite":
+        if not source.database:
+            raise ConfigError(
+                "source: no connection method configured — for sqlite set "
+                "database: path/to/file.db or url: sqlite:///path/to/file.db"
+            )
+        db = Path(source.database).expanduser()
+        if not db.is_absolute():
+            db = config_dir / db
+        return f"sqlite:///{os.path.normpath(db)}"
+    for field in ("host", "user", "database"):
+        if not getattr(source, field):
+            raise ConfigError(
+                f"source: structured config is missing '{field}' — set it, or use url_env"
+            )
+    password = source.password
+    if source.password_env is not None:
+        password = _env(source.password_env, "password_env")
+    if password:
+        register_secret(password)
+    quote = lambda s: urllib.parse.quote(s, safe="")  # noqa: E731 - unreserved -._~ kept
+    userinfo = quote(source.user or "")
+    if password:
+        userinfo += ":" + quote(password)
+        register_secret(quote(password))
+    port = source.port or DEFAULT_PORTS[source.type]
+    scheme = "postgresql" if source.type == "postgres" else "mysql"
+    return f"{scheme}://{userinfo}@{_host_for_url(source.host or '')}:{port}/{quote(source.database or '')}"

@@ -1,0 +1,601 @@
+"""Semantic validation: the cross-field rules of reference §5, after the strict parse.
+
+Every check returns messages instead of raising, so the loader can report all problems
+at once. Messages name the export (`export 'x': …`), the key and value at fault, and the
+fix; the quoted fragments of the reference catalogue appear verbatim so tests (and
+users' scripts) can rely on them. Features we parse but do not implement yet (chunked,
+CDC, partition_by, GCS/Azure) are rejected here with a "not supported yet" message.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+import urllib.parse
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath, PureWindowsPath
+
+from rivet_core.config.messages import Problem
+from rivet_core.config.models import DestinationConfig, ExportConfig, RivetConfig, SourceConfig
+from rivet_core.config.overrides import parse_column_override, split_column_key
+from rivet_core.config.sizes import parse_size
+from rivet_core.config.source_url import inline_url_password, scheme_problem
+from rivet_core.config.substitution import substitute
+from rivet_core.config.templating import template_errors
+from rivet_core.errors import ConfigError
+from rivet_core.redact import redact_secrets, register_secret
+
+log = logging.getLogger("rivet.config")
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_SENSITIVE_HEADER = re.compile(r"(?i)auth|token|key|secret|cookie|signature")
+_DEFAULT_CHUNK_SIZE = 100_000
+
+
+# --------------------------------------------------------------------------- source
+
+
+def source_errors(src: SourceConfig) -> list[str]:
+    """Connection-method rules (§5 items 9–13) and source tuning (14)."""
+    errors: list[str] = []
+    url_fields = [f for f in ("url", "url_env", "url_file") if getattr(src, f) is not None]
+    structured = [
+        f
+        for f in ("host", "port", "user", "password", "password_env", "database")
+        if getattr(src, f) is not None
+    ]
+    if len(url_fields) > 1:
+        errors.append(
+            "source: specify exactly one of 'url', 'url_env', or 'url_file' "
+            f"(got {len(url_fields)} set: {', '.join(url_fields)}) — keep one, url_env is "
+            "recommended"
+        )
+    if url_fields and structured:
+        errors.append(
+            "source: pick either URL-based config (url, url_env, url_file) OR structured "
+            "fields (host, port, user, password / password_env, database), not both — found "
+            f"{', '.join(url_fields)} together with {', '.join(structured)}"
+        )
+    if src.password is not None and src.password_env is not None:
+        errors.append(
+            "source: specify 'password' OR 'password_env', not both — keep password_env so "
+            "the secret stays out of the file"
+        )
+    if not url_fields:
+        if src.type == "sqlite":
+            extra = [f for f in structured if f != "database"]
+            if extra:
+                errors.append(
+                    f"source: type sqlite takes a file path, so {', '.join(extra)} do(es) not "
+                    "apply — set database: path/to/file.db or url: sqlite:///path/to/file.db"
+                )
+            elif src.database is None:
+                errors.append(
+                    "source: no connection method configured — for sqlite set "
+                    "database: path/to/file.db or url: sqlite:///path/to/file.db"
+                )
+        elif not structured:
+            errors.append(
+                "source: no connection method configured — set one of: url_env (recommended: "
+                "the name of an env var holding the URL), url, url_file, or the structured "
+                "fields host + user + database (+ password_env)"
+            )
+        else:
+            for field in ("host", "user", "database"):
+                if getattr(src, field) is None:
+                    errors.append(
+                        f"source: structured config is missing '{field}' — add "
+                        f"source.{field}, or use url_env instead"
+                    )
+    if src.url is not None:
+        problem = scheme_problem(src.url, src.type, "url")
+        if problem:
+            errors.append(problem)
+    if (
+        src.tuning
+        and src.tuning.batch_size is not None
+        and src.tuning.batch_size_memory_mb is not None
+    ):
+        errors.append(
+            "source.tuning: batch_size and batch_size_memory_mb are mutually exclusive — keep "
+            "batch_size for a fixed fetch window or batch_size_memory_mb for memory-sized batches"
+        )
+    return errors
+
+
+def register_source_secrets(src: SourceConfig) -> None:
+    """Make passwords written into the file redactable before anything can log them."""
+    if src.password:
+        register_secret(src.password)
+    if src.url:
+        password = inline_url_password(src.url)
+        if password:
+            register_secret(password)
+            register_secret(urllib.parse.unquote(password))
+
+
+# --------------------------------------------------------------------------- export shape
+
+
+def name_error(name: str) -> str | None:
+    """Export names become file names and state keys, so they must be filename-safe."""
+    if (
+        not name.strip()
+        or name.startswith(".")
+        or "/" in name
+        or "\\" in name
+        or ".." in name
+        or "\x00" in name
+    ):
+        shown = name.replace("\x00", "\\0")
+        return (
+            f"export name '{shown}' is not filename-safe — it must be non-empty, not start "
+            "with '.', and contain no '/', '\\', '..' or NUL; use e.g. orders_daily"
+        )
+    return None
+
+
+def table_error(label: str, table: str) -> str | None:
+    """`table:` must be `name` or `schema.name`, each segment a plain identifier."""
+    segments = table.split(".")
+    if len(segments) > 2:
+        return (
+            f"{label}: table '{table}' must be `<name>` or `<schema>.<name>` — use query: "
+            "for anything more complex"
+        )
+    for segment in segments:
+        if segment == "":
+            return f"{label}: table '{table}' has an empty identifier segment — write schema.name"
+        if not _IDENT.match(segment):
+            return (
+                f"{label}: table '{table}': identifier '{segment}' is invalid — each part must "
+                "match [A-Za-z_][A-Za-z0-9_]* (no quotes, spaces or ';'); use query: otherwise"
+            )
+    return None
+
+
+def read_query_file(
+    exp: ExportConfig,
+    config_dir: Path,
+    params: Mapping[str, str] | None,
+    used: set[str],
+) -> str:
+    """Read and `${k}`-substitute a query_file, enforcing the path rules (§5 item 19)."""
+    label = f"export '{exp.name}'"
+    qf = exp.query_file or ""
+    if PurePosixPath(qf).is_absolute() or PureWindowsPath(qf).is_absolute():
+        raise ConfigError(
+            f"{label}: query_file must be a relative path (relative to the config directory), "
+            f"got '{qf}'"
+        )
+    if ".." in re.split(r"[\\/]", qf):
+        raise ConfigError(
+            f"{label}: query_file path must not contain '..' (got '{qf}') — keep SQL files "
+            "inside the config directory"
+        )
+    candidate = config_dir / qf
+    base = config_dir.resolve()
+    resolved = candidate.resolve()
+    if not resolved.is_relative_to(base):
+        raise ConfigError(
+            f"{label}: query_file '{qf}' resolves outside the config directory ({resolved}) — "
+            "keep SQL files inside the config directory"
+        )
+    if not resolved.exists():
+        raise ConfigError(
+            f"{label}: query_file '{qf}' not found (looked for {candidate}) — create it or "
+            "fix the path"
+        )
+    try:
+        text = resolved.read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise ConfigError(f"{label}: query_file '{qf}' is a directory, not a SQL file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{label}: cannot read query_file '{qf}': {exc}") from None
+    text = substitute(text, params, where=f"query_file '{qf}' of {label}", used=used)
+    if not text.strip():
+        raise ConfigError(f"{label}: query_file '{qf}' is empty — put a SELECT in it")
+    return text
+
+
+def _what_to_read_errors(exp: ExportConfig, label: str) -> list[str]:
+    errors: list[str] = []
+    if exp.tables is not None:
+        errors.append(
+            f"{label}: `tables:` is only valid with `mode: cdc`, which is not supported yet — "
+            "define one export per table with `table:`"
+        )
+    if exp.cdc is not None:
+        errors.append(
+            f"{label}: the `cdc:` block is not supported (CDC is out of scope) — remove it"
+        )
+    chosen = [f for f in ("query", "query_file", "table") if getattr(exp, f) is not None]
+    if not chosen and exp.tables is None:
+        errors.append(
+            f"{label}: specify exactly one of 'query', 'query_file', 'table', or 'tables' — "
+            "e.g. table: public.orders"
+        )
+    elif len(chosen) > 1:
+        errors.append(
+            f"{label}: specify exactly one of 'query', 'query_file', 'table', or 'tables' "
+            f"(got {len(chosen)} set: {', '.join(chosen)})"
+        )
+    if exp.query is not None and not exp.query.strip():
+        errors.append(f"{label}: query is empty — write a SELECT, or use table:")
+    if exp.table is not None:
+        problem = table_error(label, exp.table)
+        if problem:
+            errors.append(problem)
+    return errors
+
+
+# --------------------------------------------------------------------------- modes
+
+
+def _chunk_knobs_set(exp: ExportConfig) -> list[str]:
+    knobs = [
+        k
+        for k in (
+            "chunk_column",
+            "chunk_by_key",
+            "chunk_count",
+            "chunk_size_memory_mb",
+            "chunk_max_attempts",
+        )
+        if getattr(exp, k) is not None
+    ]
+    if exp.chunk_checkpoint:
+        knobs.append("chunk_checkpoint")
+    if exp.keyset_incremental:
+        knobs.append("keyset_incremental")
+    if exp.chunk_size != _DEFAULT_CHUNK_SIZE:
+        knobs.append("chunk_size")
+    return knobs
+
+
+def _chunked_errors(exp: ExportConfig, label: str) -> list[str]:
+    errors: list[str] = []
+    if exp.chunk_size < 1:
+        errors.append(f"{label}: mode: chunked requires chunk_size >= 1 (got {exp.chunk_size})")
+    if exp.parallel < 1:
+        errors.append(f"{label}: mode: chunked requires parallel >= 1 (got {exp.parallel})")
+    if exp.chunk_count is not None and exp.chunk_count < 1:
+        errors.append(f"{label}: chunk_count must be >= 1 (got {exp.chunk_count})")
+    if exp.chunk_by_days is not None and exp.chunk_by_days < 1:
+        errors.append(f"{label}: chunk_by_days must be at least 1 (got {exp.chunk_by_days})")
+    if exp.chunk_count is not None and exp.chunk_dense:
+        errors.append(f"{label}: chunk_count and chunk_dense are mutually exclusive — keep one")
+    if exp.chunk_count is not None and exp.chunk_by_days is not None:
+        errors.append(f"{label}: chunk_count and chunk_by_days are mutually exclusive — keep one")
+    if exp.chunk_by_days is not None and exp.chunk_dense:
+        errors.append(f"{label}: chunk_by_days and chunk_dense cannot be combined — keep one")
+    if exp.chunk_size_memory_mb is not None and exp.chunk_size != _DEFAULT_CHUNK_SIZE:
+        errors.append(
+            f"{label}: chunk_size and chunk_size_memory_mb are mutually exclusive — keep one"
+        )
+    if exp.keyset_incremental and exp.chunk_by_key is None:
+        errors.append(f"{label}: keyset_incremental requires `chunk_by_key:`")
+    errors.append(
+        f"{label}: mode: chunked is not supported yet — use full, incremental or time_window"
+    )
+    return errors
+
+
+def _mode_errors(exp: ExportConfig, label: str) -> list[str]:
+    errors: list[str] = []
+    if exp.mode == "incremental":
+        if exp.cursor_column is None:
+            errors.append(
+                f"{label}: incremental mode requires cursor_column — name a column that only "
+                "grows, e.g. cursor_column: updated_at"
+            )
+        if exp.incremental_cursor_mode == "coalesce" and exp.cursor_fallback_column is None:
+            errors.append(
+                f"{label}: incremental_cursor_mode: coalesce requires cursor_fallback_column — "
+                "name the column to use when cursor_column is NULL"
+            )
+    if exp.cursor_fallback_column is not None and exp.incremental_cursor_mode != "coalesce":
+        errors.append(
+            f"{label}: cursor_fallback_column is only valid with incremental_cursor_mode: "
+            "coalesce — add that line or remove cursor_fallback_column"
+        )
+    if exp.mode == "time_window":
+        if exp.time_column is None:
+            errors.append(
+                f"{label}: time_window mode requires time_column — name the date/timestamp column"
+            )
+        if exp.days_window is None:
+            errors.append(f"{label}: time_window mode requires days_window — e.g. days_window: 7")
+        elif exp.days_window <= 0:
+            errors.append(f"{label}: days_window must be >= 1 (got {exp.days_window})")
+    if exp.mode != "chunked":
+        for knob in _chunk_knobs_set(exp):
+            errors.append(
+                f"{label}: `{knob}` requires `mode: chunked` (mode is {exp.mode}) — remove it"
+            )
+        if exp.chunk_dense:
+            errors.append(f"{label}: chunk_dense is only valid with mode: chunked — remove it")
+        if exp.chunk_by_days is not None:
+            errors.append(f"{label}: chunk_by_days requires mode: chunked — remove it")
+    if exp.mode == "chunked":
+        errors.extend(_chunked_errors(exp, label))
+    if exp.mode == "cdc":
+        errors.append(
+            f"{label}: mode: cdc is not supported yet (CDC is out of scope) — use full, "
+            "incremental or time_window"
+        )
+    if exp.partition_by is not None:
+        errors.append(
+            f"{label}: partition_by is not supported yet — remove it; for date slices use "
+            "mode: time_window"
+        )
+    return errors
+
+
+# --------------------------------------------------------------------------- output
+
+
+def _compression_errors(exp: ExportConfig, label: str) -> list[str]:
+    errors: list[str] = []
+    level = exp.compression_level
+    if level is not None:
+        if exp.format == "csv":
+            errors.append(f"{label}: CSV output does not support compression_level — remove it")
+        elif exp.compression_profile is None:
+            if exp.compression == "zstd" and not 1 <= level <= 22:
+                errors.append(f"{label}: zstd compression_level must be 1..22 (got {level})")
+            elif exp.compression == "gzip" and not 0 <= level <= 9:
+                errors.append(f"{label}: gzip compression_level must be 0..9 (got {level})")
+            elif exp.compression not in ("zstd", "gzip"):
+                errors.append(
+                    f"{label}: compression_level is only supported for zstd and gzip "
+                    f"(compression is {exp.compression}) — remove compression_level"
+                )
+    if exp.max_file_size is not None:
+        try:
+            parse_size(exp.max_file_size)
+        except ConfigError as exc:
+            errors.append(f"{label}: {exc.message}")
+        if exp.destination.type == "stdout":
+            errors.append(
+                f"{label}: destination type stdout cannot be split into files — remove "
+                "max_file_size or write to local/s3"
+            )
+    return errors
+
+
+def _meta_and_override_errors(exp: ExportConfig, label: str) -> list[str]:
+    errors: list[str] = []
+    row_hash = exp.meta_columns.row_hash
+    if isinstance(row_hash, list):
+        if not row_hash:
+            errors.append(
+                f"{label}: meta_columns.row_hash is an empty list — that attests nothing; use "
+                "true (all columns) or list the columns to hash"
+            )
+        seen: set[str] = set()
+        for col in row_hash:
+            if col in seen:
+                errors.append(f"{label}: meta_columns.row_hash lists '{col}' twice — remove one")
+            seen.add(col)
+    bare_seen: dict[str, str] = {}
+    parts = exp.table_parts if exp.table is not None and not table_error(label, exp.table) else None
+    for key, type_text in exp.columns.items():
+        qualifier, column = split_column_key(key)
+        try:
+            parse_column_override(type_text, column=key)
+        except ConfigError as exc:
+            errors.append(f"{label}: {exc.message}")
+        if qualifier is not None:
+            if exp.table is None:
+                errors.append(
+                    f"{label}: column override '{key}' is table-qualified, which needs a "
+                    f"table-shaped export (table:) — write '{column}' instead"
+                )
+            elif parts is not None:
+                schema, name = parts
+                accepted = {name.lower()} | ({f"{schema}.{name}".lower()} if schema else set())
+                if qualifier.lower() not in accepted:
+                    errors.append(
+                        f"{label}: column override '{key}' names table '{qualifier}', but the "
+                        f"export does not capture it (table: {exp.table}) — write "
+                        f"'{column}' or '{name}.{column}'"
+                    )
+        if column in bare_seen:
+            errors.append(
+                f"{label}: column '{column}' is overridden twice ('{bare_seen[column]}' and "
+                f"'{key}') — keep one"
+            )
+        bare_seen.setdefault(column, key)
+    return errors
+
+
+def _quality_errors(exp: ExportConfig, label: str) -> list[str]:
+    q = exp.quality
+    if q is None:
+        return []
+    errors = [
+        f"{label}: quality.null_ratio_max for '{col}' must be between 0 and 1 (got {ratio})"
+        for col, ratio in q.null_ratio_max.items()
+        if not 0 <= ratio <= 1
+    ]
+    if (
+        q.row_count_min is not None
+        and q.row_count_max is not None
+        and q.row_count_min > q.row_count_max
+    ):
+        errors.append(
+            f"{label}: quality.row_count_min ({q.row_count_min}) is greater than row_count_max "
+            f"({q.row_count_max}) — no run could pass"
+        )
+    return errors
+
+
+def merged_tuning_error(exp: ExportConfig, source: SourceConfig) -> str | None:
+    """batch_size and batch_size_memory_mb are exclusive on each level and once merged."""
+    label = f"export '{exp.name}'"
+    own = exp.tuning.as_dict() if exp.tuning else {}
+    if "batch_size" in own and "batch_size_memory_mb" in own:
+        return (
+            f"{label}: tuning.batch_size and tuning.batch_size_memory_mb are mutually "
+            "exclusive — keep one"
+        )
+    inherited = source.tuning.as_dict() if source.tuning else {}
+    if "batch_size" in inherited and "batch_size_memory_mb" in inherited:
+        return None  # reported once, on the source
+    merged = {**inherited, **own}
+    if "batch_size" in merged and "batch_size_memory_mb" in merged:
+        origin = {
+            k: "exports[].tuning" if k in own else "source.tuning"
+            for k in ("batch_size", "batch_size_memory_mb")
+        }
+        return (
+            f"{label}: batch_size (from {origin['batch_size']}) and batch_size_memory_mb (from "
+            f"{origin['batch_size_memory_mb']}) are mutually exclusive once merged — set only "
+            "one of them across source.tuning and the export's tuning"
+        )
+    return None
+
+
+# --------------------------------------------------------------------------- destination
+
+
+def _is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _endpoint_host(endpoint: str) -> str:
+    text = endpoint if "://" in endpoint else f"http://{endpoint}"
+    try:
+        return urllib.parse.urlsplit(text).hostname or ""
+    except ValueError:
+        return ""
+
+
+def destination_errors(dest: DestinationConfig, label: str, export_name: str) -> list[str]:
+    """§5 items 38–42 plus our own "not supported yet" types."""
+    errors: list[str] = []
+    if dest.type in ("gcs", "azure"):
+        errors.append(
+            f"{label}: destination type '{dest.type}' is not supported yet — use local or s3"
+        )
+    if dest.type == "local":
+        for field in ("path", "prefix"):
+            value = getattr(dest, field)
+            if value is not None and ".." in re.split(r"[\\/]", value):
+                errors.append(
+                    f"{label}: local destination path must not contain a '..' component "
+                    f"(destination.{field} is '{value}') — use a path below the working "
+                    "directory or an absolute path"
+                )
+    if dest.type == "s3":
+        if not dest.bucket:
+            errors.append(f"{label}: S3 destination requires 'bucket' — set destination.bucket")
+        if (dest.access_key_env is None) != (dest.secret_key_env is None):
+            only = "access_key_env" if dest.access_key_env is not None else "secret_key_env"
+            errors.append(
+                f"{label}: S3 requires both access_key_env and secret_key_env, or neither "
+                f"(only {only} is set)"
+            )
+    if dest.endpoint is not None and not dest.allow_anonymous:
+        if not _is_loopback(_endpoint_host(dest.endpoint)):
+            errors.append(
+                f"{label}: destination.endpoint '{redact_secrets(dest.endpoint)}' points at a "
+                "non-loopback host — custom endpoints must be localhost, 127.0.0.0/8 or ::1 "
+                "unless allow_anonymous: true"
+            )
+    errors.extend(template_errors(dest, export_name))
+    return errors
+
+
+# --------------------------------------------------------------------------- whole config
+
+
+def export_errors(exp: ExportConfig, source: SourceConfig) -> list[str]:
+    """Every rule for one export, in the order a user would fix them."""
+    label = f"export '{exp.name}'"
+    errors: list[str] = []
+    bad_name = name_error(exp.name)
+    if bad_name:
+        errors.append(bad_name)
+    errors.extend(_what_to_read_errors(exp, label))
+    errors.extend(_mode_errors(exp, label))
+    errors.extend(_compression_errors(exp, label))
+    errors.extend(_meta_and_override_errors(exp, label))
+    errors.extend(_quality_errors(exp, label))
+    tuning = merged_tuning_error(exp, source)
+    if tuning:
+        errors.append(tuning)
+    errors.extend(destination_errors(exp.destination, label, exp.name))
+    dag = exp.dagster
+    if dag and dag.start_date and dag.end_date and dag.end_date <= dag.start_date:
+        errors.append(
+            f"{label}: dagster.end_date ({dag.end_date}) must be after dagster.start_date "
+            f"({dag.start_date})"
+        )
+    return errors
+
+
+def _notification_errors(cfg: RivetConfig) -> list[str]:
+    errors: list[str] = []
+    notes = cfg.notifications
+    if notes is None:
+        return errors
+    for block, url_key in (("slack", "webhook_url"), ("webhook", "url")):
+        conf = getattr(notes, block)
+        if conf is None:
+            continue
+        url, env = getattr(conf, url_key), getattr(conf, f"{url_key}_env")
+        if url is not None and env is not None:
+            errors.append(
+                f"notifications.{block}: set {url_key} or {url_key}_env, not both — "
+                f"{url_key}_env keeps the URL out of the file"
+            )
+        elif url is None and env is None:
+            errors.append(f"notifications.{block}: set {url_key}_env (recommended) or {url_key}")
+        if url is not None:
+            if block == "slack":
+                register_secret(url)
+            if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+                errors.append(f"notifications.{block}.{url_key} must be an http:// or https:// URL")
+    if notes.webhook is not None:
+        for header, value in notes.webhook.headers.items():
+            if _SENSITIVE_HEADER.search(header):
+                register_secret(value)
+    return errors
+
+
+def config_errors(cfg: RivetConfig) -> list[str]:
+    """All semantic problems of a parsed config (query files are read by the loader)."""
+    if not cfg.exports:
+        return []
+    errors = source_errors(cfg.source)
+    seen: set[str] = set()
+    for exp in cfg.exports:
+        if exp.name in seen:
+            errors.append(
+                Problem(
+                    f"duplicate export name '{exp.name}' — export names must be unique (they key "
+                    "files and state)",
+                    code="RIVET_CONFIG_DUPLICATE_EXPORT",
+                )
+            )
+        seen.add(exp.name)
+        errors.extend(export_errors(exp, cfg.source))
+    errors.extend(_notification_errors(cfg))
+    return errors
+
+
+def emit_warnings(cfg: RivetConfig) -> None:
+    """Non-fatal advice, logged once per load."""
+    cfg.source.warn_plaintext_password_once()
+    for exp in cfg.exports:
+        conflict = exp.compression_conflict()
+        if conflict:
+            log.warning("%s", conflict)

@@ -1,0 +1,95 @@
+"""The zero-setup demo source: a small SQLite shop database created on demand.
+
+`ensure_demo_database(path)` creates `demo/shop.db` with three tables — customers (full
+export), orders (incremental on `updated_at`) and events (time-window on `occurred_at`,
+with timestamps relative to today so the window always has rows) — deterministically,
+so the demo and the docs show the same numbers every time. Run `python -m
+rivet_core.demo [--reset] [--add-orders N]` to (re)create it or append new orders.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+DEFAULT_PATH = Path(__file__).resolve().parent.parent / "demo" / "shop.db"
+_STATUSES = ("new", "paid", "shipped", "delivered", "cancelled")
+
+
+def _schema(conn: sqlite3.Connection) -> None:
+    conn.executescript(
+        """
+        CREATE TABLE customers (
+            id INTEGER PRIMARY KEY, name TEXT NOT NULL, email TEXT, country TEXT,
+            created_at TIMESTAMP NOT NULL);
+        CREATE TABLE orders (
+            id INTEGER PRIMARY KEY, customer_id INTEGER NOT NULL REFERENCES customers(id),
+            status TEXT NOT NULL, amount DECIMAL(12,2) NOT NULL, note TEXT,
+            updated_at TIMESTAMP NOT NULL);
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY, kind TEXT NOT NULL, payload JSON, occurred_at TIMESTAMP NOT NULL);
+        """
+    )
+
+
+def _ts(dt: datetime) -> str:
+    return dt.strftime("%Y-%m-%d %H:%M:%S.%f")
+
+
+def add_orders(conn: sqlite3.Connection, n: int, *, seed: int = 7) -> None:
+    rng = random.Random(seed + n)
+    start = conn.execute("SELECT COALESCE(MAX(id), 0) FROM orders").fetchone()[0]
+    customers = conn.execute("SELECT COUNT(*) FROM customers").fetchone()[0] or 1
+    base = datetime(2026, 1, 1, tzinfo=UTC) if start == 0 else datetime.now(UTC)
+    rows = [
+        (start + i + 1, rng.randint(1, customers), rng.choice(_STATUSES),
+         f"{rng.randint(100, 99999) / 100:.2f}", rng.choice([None, "gift", "express", "it's fragile"]),
+         _ts(base + timedelta(minutes=start + i)))
+        for i in range(n)
+    ]
+    conn.executemany("INSERT INTO orders VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+
+def ensure_demo_database(path: Path = DEFAULT_PATH, *, reset: bool = False) -> Path:
+    """Create the demo database if it does not exist (or `reset`); return its path."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if reset and path.exists():
+        path.unlink()
+    if path.exists():
+        return path
+    tmp = path.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    rng = random.Random(42)
+    with sqlite3.connect(tmp) as conn:
+        _schema(conn)
+        countries = ("DE", "FR", "US", "BR", "JP", "IN")
+        conn.executemany("INSERT INTO customers VALUES (?, ?, ?, ?, ?)", [
+            (i, f"Customer {i}", None if i % 9 == 0 else f"c{i}@example.com", rng.choice(countries),
+             _ts(datetime(2025, 1, 1, tzinfo=UTC) + timedelta(hours=i))) for i in range(1, 201)])
+        add_orders(conn, 1_000)
+        today = datetime.now(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?)", [
+            (i, rng.choice(("login", "view", "purchase")), f'{{"session": {i % 97}}}',
+             _ts(today - timedelta(days=i % 14, minutes=i))) for i in range(1, 1_401)])
+    tmp.replace(path)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--path", type=Path, default=DEFAULT_PATH)
+    parser.add_argument("--reset", action="store_true", help="recreate the database")
+    parser.add_argument("--add-orders", type=int, default=0, help="append N new orders")
+    args = parser.parse_args()
+    path = ensure_demo_database(args.path, reset=args.reset)
+    if args.add_orders:
+        with sqlite3.connect(path) as conn:
+            add_orders(conn, args.add_orders)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,118 @@
+"""The destination contract every backend implements (DESIGN.md §5, ADR-0001 I2, M1/M7).
+
+A `Destination` is a flat key space under one root (a local directory, an S3
+`bucket/prefix/`, or stdout). The engine relies on three properties:
+
+* `write_file` / `write_bytes` are **durable and atomic when they return** — a reader
+  never sees a partial object under its final key (M7), so recording the part after the
+  call (I2) and writing the manifest after all parts (M1) is sound;
+* `head` / `list` report sizes (and MD5s where the backend has them cheaply) without
+  downloading, which is what `verify_at_destination` (M5) checks against;
+* nothing is ever deleted except the doctor probe object: superseded objects are
+  `move`d to quarantine (M9).
+
+Every key passes `keys.check_key` first; every error is a `DestinationError` with a
+`transient` attribute (see `destination.errors`).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024
+DEFAULT_MULTIPART_CHUNKSIZE = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DestinationSpec:
+    """Resolved destination settings (the config layer has already read the env vars)."""
+
+    kind: str  # "local" | "s3" | "stdout"
+    path: str | None = None  # local: directory (absolute or relative to base_dir)
+    bucket: str | None = None
+    prefix: str = ""  # s3 key prefix ("" or ending with "/" after normalisation)
+    region: str | None = None
+    endpoint: str | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+    session_token: str | None = None
+    aws_profile: str | None = None
+    multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD
+    multipart_chunksize: int = DEFAULT_MULTIPART_CHUNKSIZE
+
+    def __repr__(self) -> str:  # never print secrets, even in a traceback
+        return (
+            f"DestinationSpec(kind={self.kind!r}, path={self.path!r}, bucket={self.bucket!r}, "
+            f"prefix={self.prefix!r}, region={self.region!r}, endpoint={self.endpoint!r}, "
+            f"access_key={'<set>' if self.access_key else None}, "
+            f"secret_key={'<set>' if self.secret_key else None}, "
+            f"session_token={'<set>' if self.session_token else None}, "
+            f"aws_profile={self.aws_profile!r})"
+        )
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """One object at the destination. `key` is relative to the destination root.
+
+    `md5_b64` is set only when the backend reports a true content MD5 for free (S3 ETag
+    of a single-PUT object); None means "size-only" for verification.
+    """
+
+    key: str
+    size: int
+    md5_b64: str | None = None
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What landed: size and digests of the bytes we sent, computed while sending them."""
+
+    key: str
+    size: int
+    md5_b64: str
+    xxh3: str  # "xxh3:<16 hex>"
+
+
+class Destination(ABC):
+    """Abstract destination; see the module docstring for the guarantees."""
+
+    kind: str
+    uri: str  # "file:///abs/dir/" | "s3://bucket/prefix/" | "stdout"
+    supports_manifest: bool = True
+
+    @abstractmethod
+    def write_file(self, local_path: Path, key: str) -> WriteResult:
+        """Copy a finished local file to `key`; durable and atomic when it returns."""
+
+    @abstractmethod
+    def write_bytes(self, data: bytes, key: str) -> WriteResult:
+        """Atomically write a small object (manifest, `_SUCCESS`); never multipart."""
+
+    @abstractmethod
+    def head(self, key: str) -> ObjectInfo | None:
+        """Size (and MD5 if cheap) of `key`, or None when it does not exist."""
+
+    @abstractmethod
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        """Every object whose key starts with `prefix`, recursively, sorted by key."""
+
+    @abstractmethod
+    def read_bytes(self, key: str, max_bytes: int | None = None) -> bytes:
+        """Read a whole object; raise `DestinationError` if it is larger than `max_bytes`
+        (checked with `head` before any byte is downloaded — a DoS cap, reference §8)."""
+
+    @abstractmethod
+    def move(self, src_key: str, dst_key: str) -> None:
+        """Move one object (quarantine, M9). Never deletes anything but `src_key` after
+        the copy has landed."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Delete one object. Used ONLY by `rivet doctor` for its `.rivet_doctor_probe`
+        object; data parts and sidecars are never deleted (M9: quarantine, not delete)."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.uri}>"

@@ -1,0 +1,237 @@
+"""Local-directory destination: staged temp + fsync + same-dir rename (M7, I2).
+
+Write protocol for every object (reference §8, ADR-0012 drift note 4):
+  1. create `.<name>.<pid>.<seq>.tmp` in the SAME directory as the final key with
+     O_CREAT|O_EXCL|O_NOFOLLOW (never follows or reuses a planted file/symlink);
+  2. copy the bytes in, hashing them in the same pass; fsync the file;
+  3. `os.replace` onto the final name (atomic on POSIX within one filesystem);
+  4. fsync the directory so the rename itself survives a power cut.
+A crash leaves at most a stray dot-temp, which verification reports as an untracked
+object (advisory) and never as a part.
+
+Keys are checked by `keys.check_key`; additionally the resolved parent directory must
+stay inside the root, so a symlinked sub-directory cannot redirect writes elsewhere.
+The root directory is created on open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import os
+import stat
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from rivet_core.destination.base import Destination, ObjectInfo, WriteResult
+from rivet_core.destination.checksums import CHUNK_SIZE, Fingerprinter
+from rivet_core.destination.errors import destination_error
+from rivet_core.destination.keys import check_key, check_list_prefix
+
+_seq = itertools.count()
+_seq_lock = threading.Lock()
+
+
+def _next_seq() -> int:
+    with _seq_lock:
+        return next(_seq)
+
+
+def _fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename/creation inside it is durable."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class LocalDestination(Destination):
+    """Objects are files under `root`; keys map to `root/<key>`."""
+
+    kind = "local"
+    supports_manifest = True
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(os.path.abspath(root))
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise destination_error(
+                f"cannot create local destination directory '{self.root}': {exc.strerror or exc} "
+                f"— fix destination.path or the directory permissions"
+            ) from exc
+        self._real_root = os.path.realpath(self.root)
+        # Raw path, not percent-encoded: Rivet writes `file://<path>` (reference §3.2).
+        self.uri = "file://" + str(self.root).rstrip("/") + "/"
+
+    # -- helpers ---------------------------------------------------------------------
+    def _path(self, key: str) -> Path:
+        return self.root.joinpath(*check_key(key).split("/"))
+
+    def _ensure_parent(self, path: Path, key: str) -> None:
+        """Create the parent directories and refuse a parent that resolves outside root."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise destination_error(
+                f"cannot create directory for '{key}' under '{self.root}': {exc.strerror or exc}"
+            ) from exc
+        real_parent = os.path.realpath(path.parent)
+        if real_parent != self._real_root and not real_parent.startswith(self._real_root + os.sep):
+            raise destination_error(
+                f"unsafe destination key {key!r}: its directory resolves outside the destination "
+                f"root '{self.root}' (symlink) — remove the symlink"
+            )
+
+    def _open_temp(self, final: Path) -> tuple[int, Path]:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        flags |= getattr(os, "O_CLOEXEC", 0)
+        for _ in range(100):
+            tmp = final.with_name(f".{final.name}.{os.getpid()}.{_next_seq()}.tmp")
+            try:
+                return os.open(tmp, flags, 0o644), tmp
+            except FileExistsError:
+                continue
+            except OSError as exc:
+                raise destination_error(
+                    f"cannot create a staging file next to '{final}': {exc.strerror or exc}"
+                ) from exc
+        raise destination_error(f"cannot create a staging file next to '{final}' (name collisions)")
+
+    def _atomic_write(self, key: str, fill: Callable[[int, Fingerprinter], None]) -> WriteResult:
+        final = self._path(key)
+        self._ensure_parent(final, key)
+        fd, tmp = self._open_temp(final)
+        fp = Fingerprinter()
+        try:
+            try:
+                fill(fd, fp)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, final)
+            _fsync_dir(final.parent)
+        except BaseException as exc:
+            # Never leave our own temp behind (a crash can; then it shows up as untracked).
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            if isinstance(exc, OSError):
+                transient = exc.errno in (errno.EINTR, errno.EAGAIN)
+                raise destination_error(
+                    f"writing '{key}' to '{self.root}' failed: {exc.strerror or exc}",
+                    transient=transient,
+                ) from exc
+            raise
+        return WriteResult(key=key, size=fp.size, md5_b64=fp.md5_b64, xxh3=fp.xxh3)
+
+    # -- Destination API -------------------------------------------------------------
+    def write_file(self, local_path: Path, key: str) -> WriteResult:
+        check_key(key)
+        try:
+            src = open(local_path, "rb")  # noqa: SIM115 - closed in finally below
+        except OSError as exc:
+            raise destination_error(f"cannot read staged file '{local_path}' for '{key}': {exc}") from exc
+
+        def fill(fd: int, fp: Fingerprinter) -> None:
+            while chunk := src.read(CHUNK_SIZE):
+                fp.update(chunk)
+                view = memoryview(chunk)
+                while view:
+                    view = view[os.write(fd, view):]
+
+        try:
+            return self._atomic_write(key, fill)
+        finally:
+            src.close()
+
+    def write_bytes(self, data: bytes, key: str) -> WriteResult:
+        def fill(fd: int, fp: Fingerprinter) -> None:
+            fp.update(data)
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+
+        return self._atomic_write(key, fill)
+
+    def head(self, key: str) -> ObjectInfo | None:
+        path = self._path(key)
+        try:
+            st = os.stat(path, follow_symlinks=False)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        except OSError as exc:
+            raise destination_error(f"cannot stat '{key}' under '{self.root}': {exc.strerror or exc}") from exc
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        return ObjectInfo(key=key, size=st.st_size)
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        check_list_prefix(prefix)
+        # Start the walk at the deepest directory the prefix names; filter by string prefix
+        # like S3 does (prefix "a/b" matches "a/b.parquet" and "a/bc/x").
+        dir_part = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start = self.root.joinpath(*dir_part.split("/")) if dir_part else self.root
+        out: list[ObjectInfo] = []
+        stack = [(start, dir_part)]
+        while stack:
+            directory, rel = stack.pop()
+            try:
+                entries = list(os.scandir(directory))
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as exc:
+                raise destination_error(f"cannot list '{directory}': {exc.strerror or exc}") from exc
+            for entry in entries:
+                key = f"{rel}/{entry.name}" if rel else entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if key.startswith(prefix) or prefix.startswith(key + "/"):
+                            stack.append((Path(entry.path), key))
+                    elif entry.is_file(follow_symlinks=False) and key.startswith(prefix):
+                        out.append(ObjectInfo(key=key, size=entry.stat(follow_symlinks=False).st_size))
+                except FileNotFoundError:
+                    continue  # removed while listing
+        out.sort(key=lambda o: o.key)
+        return out
+
+    def read_bytes(self, key: str, max_bytes: int | None = None) -> bytes:
+        info = self.head(key)
+        if info is None:
+            raise destination_error(f"'{key}' does not exist under '{self.root}'")
+        if max_bytes is not None and info.size > max_bytes:
+            raise destination_error(
+                f"'{key}' is {info.size} bytes, over the {max_bytes}-byte limit for this file — refusing to read it"
+            )
+        try:
+            with open(self._path(key), "rb") as fh:
+                data = fh.read() if max_bytes is None else fh.read(max_bytes + 1)
+        except OSError as exc:
+            raise destination_error(f"cannot read '{key}' under '{self.root}': {exc.strerror or exc}") from exc
+        if max_bytes is not None and len(data) > max_bytes:
+            raise destination_error(f"'{key}' grew past the {max_bytes}-byte limit while being read")
+        return data
+
+    def move(self, src_key: str, dst_key: str) -> None:
+        src, dst = self._path(src_key), self._path(dst_key)
+        if self.head(src_key) is None:
+            raise destination_error(f"cannot move '{src_key}': it does not exist under '{self.root}'")
+        self._ensure_parent(dst, dst_key)
+        try:
+            os.replace(src, dst)
+            _fsync_dir(dst.parent)
+            if dst.parent != src.parent:
+                _fsync_dir(src.parent)
+        except OSError as exc:
+            raise destination_error(f"cannot move '{src_key}' to '{dst_key}': {exc.strerror or exc}") from exc
+
+    def delete(self, key: str) -> None:
+        """Delete one file (doctor probe only — see `Destination.delete`). Missing is fine."""
+        try:
+            os.unlink(self._path(key))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise destination_error(f"cannot delete '{key}' under '{self.root}': {exc.strerror or exc}") from exc

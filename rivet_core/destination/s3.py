@@ -1,0 +1,412 @@
+"""S3 (and S3-compatible) destination over boto3 (M7 atomic objects, I2 durable writes).
+
+Writes:
+* below `multipart_threshold`: ONE `PutObject` with `Content-MD5` (the server rejects a
+  body that changed in transit) and a check that the returned ETag equals our MD5;
+* at or above it: an explicit multipart upload that reads the file sequentially, one
+  `multipart_chunksize` chunk in memory at a time, each part sent with its own
+  `Content-MD5` and ETag check, and the final `<md5-of-md5s>-N` ETag checked too. Any
+  failure aborts the upload, so no partial object ever appears under the key.
+The whole-file MD5 and xxh3 are computed in the same single pass.
+
+Client: credentials in the order explicit access/secret (+ session token) → `aws_profile`
+→ boto3 default chain; `endpoint` → `endpoint_url` with path-style addressing (SeaweedFS,
+MinIO) and region `us-east-1` unless given; retries in boto3 "standard" mode. The newer
+boto3 default of sending flexible (CRC) checksums is turned down to "when_required",
+since many S3-compatible servers reject them and we already send Content-MD5.
+
+Errors become `DestinationError` naming the bucket/key and the fix, with `.transient`
+set for connection failures, 5xx and throttling. Secrets are registered with
+`redact_secrets` on open and never appear in messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import math
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from rivet_core.destination.base import Destination, DestinationSpec, ObjectInfo, WriteResult
+from rivet_core.destination.checksums import Fingerprinter, md5_hex_to_b64
+from rivet_core.destination.errors import destination_error
+from rivet_core.destination.keys import check_key, check_list_prefix, normalize_prefix
+from rivet_core.errors import DestinationError
+from rivet_core.redact import register_secret
+
+MIN_PART_SIZE = 5 * 1024 * 1024  # S3 minimum for every part but the last
+MAX_PARTS = 10_000
+MAX_COPY_OBJECT = 5 * 1024**3  # CopyObject limit; larger objects use a multipart copy
+
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_MULTIPART_ETAG = re.compile(r"^([0-9a-f]{32})-(\d+)$")
+
+_NOT_FOUND = {"404", "NoSuchKey", "NotFound"}
+_CREDENTIAL_CODES = {
+    "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "InvalidToken",
+    "ExpiredToken", "TokenRefreshRequired", "InvalidClientTokenId",
+    "AuthorizationHeaderMalformed", "InvalidSecurity", "403", "Forbidden",
+}
+_TRANSIENT_CODES = {
+    "SlowDown", "RequestTimeout", "InternalError", "ServiceUnavailable", "Throttling",
+    "ThrottlingException", "RequestLimitExceeded", "RequestThrottled", "BadDigest",
+    "IncompleteBody", "500", "502", "503", "504",
+}
+
+
+def _etag(value: Any) -> str:
+    return str(value or "").strip().strip('"').lower()
+
+
+def _make_client(spec: DestinationSpec) -> Any:
+    """Build the boto3 S3 client following the credential order of config reference §1.6."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import BotoCoreError, ProfileNotFound
+
+    if spec.endpoint:
+        # Custom endpoints (SeaweedFS, MinIO) never get credentials from EC2 instance
+        # metadata; probing it only adds a multi-second timeout to every failure path.
+        os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    region = spec.region or ("us-east-1" if spec.endpoint else None)
+    try:
+        if spec.access_key or spec.secret_key:
+            if not (spec.access_key and spec.secret_key):
+                raise destination_error(
+                    "S3 destination has only one of access key / secret key — set both "
+                    "destination.access_key_env and destination.secret_key_env, or neither"
+                )
+            session = boto3.session.Session(
+                aws_access_key_id=spec.access_key, aws_secret_access_key=spec.secret_key,
+                aws_session_token=spec.session_token or None, region_name=region,
+            )
+        elif spec.aws_profile:
+            session = boto3.session.Session(profile_name=spec.aws_profile, region_name=region)
+        else:
+            session = boto3.session.Session(region_name=region)
+        config = Config(
+            retries={"mode": "standard", "max_attempts": 5},
+            connect_timeout=10,
+            read_timeout=120,
+            signature_version="s3v4",
+            s3={"addressing_style": "path"} if spec.endpoint else None,
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+        )
+        return session.client("s3", endpoint_url=spec.endpoint or None, config=config)
+    except ProfileNotFound as exc:
+        raise destination_error(
+            f"AWS profile '{spec.aws_profile}' not found — fix destination.aws_profile or add it "
+            f"to ~/.aws/config"
+        ) from exc
+    except (BotoCoreError, ValueError) as exc:
+        raise destination_error(f"cannot create the S3 client for bucket '{spec.bucket}': {exc}") from exc
+
+
+class S3Destination(Destination):
+    """Objects live at `s3://<bucket>/<prefix><key>`."""
+
+    kind = "s3"
+    supports_manifest = True
+
+    def __init__(self, spec: DestinationSpec, client: Any | None = None) -> None:
+        if not spec.bucket:
+            raise destination_error("S3 destination requires 'bucket' — set destination.bucket")
+        if "/" in spec.bucket or not spec.bucket.strip():
+            raise destination_error(
+                f"S3 bucket name {spec.bucket!r} is invalid — put sub-paths in destination.prefix"
+            )
+        register_secret(spec.secret_key)
+        register_secret(spec.session_token)
+        self.bucket = spec.bucket
+        self.prefix = normalize_prefix(spec.prefix)
+        self.endpoint = spec.endpoint
+        self.uri = f"s3://{self.bucket}/{self.prefix}"
+        self.multipart_threshold = max(1, int(spec.multipart_threshold))
+        self.multipart_chunksize = max(MIN_PART_SIZE, int(spec.multipart_chunksize))
+        self._client = client if client is not None else _make_client(spec)
+        self._bucket_verified = False
+
+    # -- error mapping ---------------------------------------------------------------
+    def _where(self, key: str | None) -> str:
+        return f"s3://{self.bucket}/{self.prefix}{key if key is not None else ''}"
+
+    def _error(self, exc: Exception, action: str, key: str | None) -> DestinationError:
+        """Translate a boto3/botocore exception into a DestinationError with a fix."""
+        from botocore.exceptions import (
+            ClientError,
+            ConnectionClosedError,
+            ConnectTimeoutError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            PartialCredentialsError,
+            ReadTimeoutError,
+        )
+        from botocore.exceptions import ConnectionError as BotoConnectionError
+
+        where = self._where(key)
+        if isinstance(exc, ClientError):
+            err = exc.response.get("Error", {}) or {}
+            code = str(err.get("Code") or "")
+            status = int((exc.response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
+            detail = str(err.get("Message") or code or exc)
+            if code == "NoSuchBucket":
+                return destination_error(
+                    f"bucket '{self.bucket}' does not exist — create it or fix destination.bucket",
+                    code="RIVET_DEST_NO_BUCKET",
+                )
+            if code in _CREDENTIAL_CODES or status == 403:
+                return destination_error(
+                    f"{action} {where} was refused ({code or status}: {detail}) — check the S3 "
+                    f"credentials: destination.access_key_env / destination.secret_key_env (and "
+                    f"session_token_env) must name environment variables holding a valid key pair "
+                    f"for this endpoint (or fix aws_profile), and the key needs read, write and "
+                    f"list permission on bucket '{self.bucket}'",
+                    code="RIVET_DEST_CREDENTIALS",
+                )
+            if code == "BadDigest":
+                return destination_error(
+                    f"'{key}' corrupted in transit (server rejected Content-MD5) while trying to "
+                    f"{action} {where}", transient=True,
+                )
+            transient = status >= 500 or code in _TRANSIENT_CODES
+            return destination_error(f"{action} {where} failed: {code or status}: {detail}", transient=transient)
+        if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
+            return destination_error(
+                f"no S3 credentials found to {action} {where} — set destination.access_key_env and "
+                f"destination.secret_key_env, or aws_profile, or configure the default AWS chain",
+                code="RIVET_DEST_CREDENTIALS",
+            )
+        if isinstance(exc, (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError,
+                            ConnectTimeoutError, BotoConnectionError)):
+            return destination_error(
+                f"cannot reach the S3 endpoint {self.endpoint or '(AWS)'} to {action} {where}: {exc}",
+                transient=True,
+            )
+        return destination_error(f"{action} {where} failed: {type(exc).__name__}: {exc}")
+
+    def _call(self, action: str, key: str | None, method: str, **kwargs: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return getattr(self._client, method)(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, action, key) from exc
+
+    # -- writes ----------------------------------------------------------------------
+    def _put(self, data: bytes, key: str, fp: Fingerprinter) -> WriteResult:
+        md5_b64 = fp.md5_b64
+        resp = self._call(
+            "write", key, "put_object", Bucket=self.bucket, Key=self.prefix + key, Body=data,
+            ContentMD5=md5_b64, ContentLength=len(data),
+        )
+        etag = _etag(resp.get("ETag"))
+        if _HEX32.match(etag) and etag != fp.md5_hex:
+            raise destination_error(
+                f"part '{key}' corrupted in transit (md5 {fp.md5_hex}≠{etag})", transient=True
+            )
+        return WriteResult(key=key, size=fp.size, md5_b64=md5_b64, xxh3=fp.xxh3)
+
+    def _multipart(self, fh: Any, key: str, size_hint: int) -> WriteResult:
+        """Stream `fh` as a multipart upload; at most one chunk is held in memory."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        chunksize = max(self.multipart_chunksize, math.ceil(size_hint / MAX_PARTS))
+        full_key = self.prefix + key
+        upload_id = self._call("start multipart upload of", key, "create_multipart_upload",
+                               Bucket=self.bucket, Key=full_key)["UploadId"]
+        fp = Fingerprinter()
+        parts: list[dict[str, Any]] = []
+        part_md5s: list[bytes] = []
+        try:
+            while True:
+                chunk = fh.read(chunksize)
+                if not chunk and parts:
+                    break
+                if len(parts) >= MAX_PARTS:
+                    raise destination_error(f"'{key}' needs more than {MAX_PARTS} parts (file grew while uploading)")
+                fp.update(chunk)
+                digest = hashlib.md5(chunk, usedforsecurity=False).digest()
+                number = len(parts) + 1
+                resp = self._call(
+                    f"upload part {number} of", key, "upload_part", Bucket=self.bucket, Key=full_key,
+                    UploadId=upload_id, PartNumber=number, Body=chunk,
+                    ContentMD5=base64.b64encode(digest).decode("ascii"), ContentLength=len(chunk),
+                )
+                etag = _etag(resp.get("ETag"))
+                if _HEX32.match(etag) and etag != digest.hex():
+                    raise destination_error(
+                        f"part '{key}' corrupted in transit (md5 {digest.hex()}≠{etag}, upload part {number})",
+                        transient=True,
+                    )
+                parts.append({"ETag": resp.get("ETag"), "PartNumber": number})
+                part_md5s.append(digest)
+                del chunk
+                if fp.size == 0:
+                    break  # an empty file: one empty part is the whole object
+            resp = self._call(
+                "complete multipart upload of", key, "complete_multipart_upload", Bucket=self.bucket,
+                Key=full_key, UploadId=upload_id, MultipartUpload={"Parts": parts},
+            )
+        except BaseException:
+            # The original error matters; an orphaned upload is invisible to readers.
+            with contextlib.suppress(ClientError, BotoCoreError):
+                self._client.abort_multipart_upload(Bucket=self.bucket, Key=full_key, UploadId=upload_id)
+            raise
+        final = _MULTIPART_ETAG.match(_etag(resp.get("ETag")))
+        expected = hashlib.md5(b"".join(part_md5s), usedforsecurity=False).hexdigest()
+        if final and (final.group(1) != expected or int(final.group(2)) != len(parts)):
+            raise destination_error(
+                f"part '{key}' corrupted in transit (md5 {expected}-{len(parts)}≠{_etag(resp.get('ETag'))})",
+                transient=True,
+            )
+        return WriteResult(key=key, size=fp.size, md5_b64=fp.md5_b64, xxh3=fp.xxh3)
+
+    def write_file(self, local_path: Path, key: str) -> WriteResult:
+        check_key(key)
+        try:
+            fh = open(local_path, "rb")  # noqa: SIM115 - closed in finally
+        except OSError as exc:
+            raise destination_error(f"cannot read staged file '{local_path}' for '{key}': {exc}") from exc
+        try:
+            size_hint = os.fstat(fh.fileno()).st_size
+            if size_hint < self.multipart_threshold:
+                data = fh.read(self.multipart_threshold)
+                if not fh.read(1):  # the common case: the file fits in one PUT
+                    fp = Fingerprinter()
+                    fp.update(data)
+                    return self._put(data, key, fp)
+                fh.seek(0)  # the file grew after stat; stream it instead
+                del data
+            return self._multipart(fh, key, size_hint)
+        except OSError as exc:
+            raise destination_error(f"reading staged file '{local_path}' for '{key}' failed: {exc}") from exc
+        finally:
+            fh.close()
+
+    def write_bytes(self, data: bytes, key: str) -> WriteResult:
+        check_key(key)
+        fp = Fingerprinter()
+        fp.update(data)
+        return self._put(bytes(data), key, fp)
+
+    # -- reads -----------------------------------------------------------------------
+    def _check_bucket(self) -> None:
+        """A HEAD 404 cannot say whether the key or the bucket is missing; ask once."""
+        if self._bucket_verified:
+            return
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self._client.head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            code = str((exc.response.get("Error") or {}).get("Code") or "")
+            if code in _NOT_FOUND or code == "NoSuchBucket":
+                raise destination_error(
+                    f"bucket '{self.bucket}' does not exist — create it or fix destination.bucket",
+                    code="RIVET_DEST_NO_BUCKET",
+                ) from exc
+            raise self._error(exc, "check", None) from exc
+        except BotoCoreError as exc:
+            raise self._error(exc, "check", None) from exc
+        self._bucket_verified = True
+
+    def head(self, key: str) -> ObjectInfo | None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        check_key(key)
+        try:
+            resp = self._client.head_object(Bucket=self.bucket, Key=self.prefix + key)
+        except ClientError as exc:
+            code = str((exc.response.get("Error") or {}).get("Code") or "")
+            if code in _NOT_FOUND:
+                self._check_bucket()
+                return None
+            raise self._error(exc, "read", key) from exc
+        except BotoCoreError as exc:
+            raise self._error(exc, "read", key) from exc
+        self._bucket_verified = True
+        return ObjectInfo(key=key, size=int(resp.get("ContentLength", 0)),
+                          md5_b64=md5_hex_to_b64(_etag(resp.get("ETag"))))
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        check_list_prefix(prefix)
+        out: list[ObjectInfo] = []
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self.prefix + prefix
+            )
+            for page in pages:
+                for obj in page.get("Contents", []) or []:
+                    full = str(obj.get("Key", ""))
+                    if not full.startswith(self.prefix):
+                        continue
+                    rel = full[len(self.prefix):]
+                    if rel:
+                        out.append(ObjectInfo(key=rel, size=int(obj.get("Size", 0)),
+                                              md5_b64=md5_hex_to_b64(_etag(obj.get("ETag")))))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, "list", prefix) from exc
+        out.sort(key=lambda o: o.key)
+        return out
+
+    def read_bytes(self, key: str, max_bytes: int | None = None) -> bytes:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        info = self.head(key)
+        if info is None:
+            raise destination_error(f"{self._where(key)} does not exist")
+        if max_bytes is not None and info.size > max_bytes:
+            raise destination_error(
+                f"{self._where(key)} is {info.size} bytes, over the {max_bytes}-byte limit for this "
+                f"file — refusing to read it"
+            )
+        resp = self._call("read", key, "get_object", Bucket=self.bucket, Key=self.prefix + key)
+        try:
+            body = resp["Body"]
+            data = body.read() if max_bytes is None else body.read(max_bytes + 1)
+            body.close()
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, "read", key) from exc
+        if max_bytes is not None and len(data) > max_bytes:
+            raise destination_error(f"{self._where(key)} grew past the {max_bytes}-byte limit while being read")
+        return data
+
+    # -- move / delete ---------------------------------------------------------------
+    def move(self, src_key: str, dst_key: str) -> None:
+        """Copy `src_key` to `dst_key`, confirm the copy's size, then delete `src_key` only."""
+        from boto3.s3.transfer import TransferConfig
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        check_key(dst_key)
+        src = self.head(src_key)
+        if src is None:
+            raise destination_error(f"cannot move {self._where(src_key)}: it does not exist")
+        source = {"Bucket": self.bucket, "Key": self.prefix + src_key}
+        if src.size <= MAX_COPY_OBJECT:
+            self._call("copy", src_key, "copy_object", Bucket=self.bucket,
+                       Key=self.prefix + dst_key, CopySource=source)
+        else:
+            try:
+                self._client.copy(source, self.bucket, self.prefix + dst_key,
+                                  Config=TransferConfig(multipart_chunksize=self.multipart_chunksize))
+            except (ClientError, BotoCoreError) as exc:
+                raise self._error(exc, "copy", src_key) from exc
+        landed = self.head(dst_key)
+        if landed is None or landed.size != src.size:
+            raise destination_error(
+                f"moving {self._where(src_key)} to '{dst_key}': the copy did not land intact "
+                f"(expected {src.size} bytes, found {landed.size if landed else 'nothing'}); the source was kept"
+            )
+        self._call("delete", src_key, "delete_object", Bucket=self.bucket, Key=self.prefix + src_key)
+
+    def delete(self, key: str) -> None:
+        """Delete one object (doctor probe only — see `Destination.delete`)."""
+        check_key(key)
+        self._call("delete", key, "delete_object", Bucket=self.bucket, Key=self.prefix + key)

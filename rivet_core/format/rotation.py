@@ -1,0 +1,135 @@
+"""Size-based part rotation (reference §1.5 `max_file_size`, §1.8 file naming).
+
+`PartRotator` writes batches into staged part files in a staging directory and starts a new
+part once the current part's `bytes_written` (bytes flushed to disk) reaches
+`max_file_size`. The check runs after each batch, so a part may overshoot by up to one batch
+(CSV) or one row group (Parquet — Parquet only flushes at row-group close, which is why the
+reference warns that the cap may not engage unless row groups are constrained).
+
+Naming: while writing, parts are dot-prefixed `.{stem}_part{N}.{ext}.partial` so an
+interrupted run never leaves a file that looks complete. `finish()` finalises the open writer
+(I1) and renames the parts to `{stem}.{ext}` when there is exactly one, or
+`{stem}_part{N}.{ext}` (N from 0, unpadded) when there are several. A result with 0 rows
+produces no file at all (reference §1.8).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+
+from rivet_core.errors import ConfigError, RivetError
+from rivet_core.format.base import FormatWriter, WriterOptions, file_extension, open_writer
+
+
+@dataclass(frozen=True)
+class StagedPart:
+    """A finalised part file in the staging directory, ready to upload."""
+
+    path: Path
+    rows: int
+    size_bytes: int
+
+
+class PartRotator:
+    """Writes batches into staged part files in `staging_dir`, rotating to a new part when the
+    current part's bytes_written reaches max_file_size (None = never). Empty result (0 rows)
+    → no file at all."""
+
+    def __init__(
+        self,
+        staging_dir: Path,
+        stem: str,
+        schema: pa.Schema,
+        options: WriterOptions,
+        max_file_size: int | None,
+    ) -> None:
+        if max_file_size is not None and max_file_size <= 0:
+            raise ConfigError(f"max_file_size must be > 0 bytes, got {max_file_size}")
+        self.staging_dir = Path(staging_dir)
+        self.stem = stem
+        self.schema = schema
+        self.options = options
+        self.max_file_size = max_file_size
+        self.ext = file_extension(options.format)
+        self.rows_written = 0
+        self._writer: FormatWriter | None = None
+        self._done: list[StagedPart] = []  # finalised parts, staged names
+        self._finished = False
+        self._aborted = False
+
+    def _staged_path(self, index: int) -> Path:
+        return self.staging_dir / f".{self.stem}_part{index}.{self.ext}.partial"
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Append `batch` to the current part, opening one lazily; rotate if the part is full.
+
+        Parts are opened lazily so neither a 0-row result nor a rotation right after the
+        last batch leaves an empty file behind.
+        """
+        if self._finished or self._aborted:
+            raise RivetError(f"part rotator for '{self.stem}' is already finished or aborted")
+        if batch.num_rows == 0:
+            return
+        if self._writer is None:
+            self._writer = open_writer(self._staged_path(len(self._done)), self.schema, self.options)
+        self._writer.write_batch(batch)
+        self.rows_written += batch.num_rows
+        if self.max_file_size is not None and self._writer.bytes_written >= self.max_file_size:
+            self._close_current()
+
+    def _close_current(self) -> None:
+        """I1: finalise the open part and remember it."""
+        writer = self._writer
+        assert writer is not None
+        writer.finish()
+        self._writer = None
+        self._done.append(
+            StagedPart(path=writer.path, rows=writer.rows_written, size_bytes=writer.path.stat().st_size)
+        )
+
+    def finish(self) -> list[StagedPart]:
+        """Finalise the open part (I1) and give the parts their final names."""
+        if self._aborted:
+            raise RivetError(f"part rotator for '{self.stem}' was aborted")
+        if self._finished:
+            return list(self._done)
+        if self._writer is not None:
+            self._close_current()
+        if len(self._done) == 1:
+            names = [f"{self.stem}.{self.ext}"]
+        else:
+            names = [f"{self.stem}_part{i}.{self.ext}" for i in range(len(self._done))]
+        renamed: list[StagedPart] = []
+        for part, name in zip(self._done, names, strict=True):
+            final = self.staging_dir / name
+            os.replace(part.path, final)
+            renamed.append(StagedPart(path=final, rows=part.rows, size_bytes=part.size_bytes))
+            self._done[len(renamed) - 1] = renamed[-1]
+        self._fsync_dir()
+        self._finished = True
+        return list(self._done)
+
+    def _fsync_dir(self) -> None:
+        """Make the renames durable (best effort: some filesystems refuse directory fsync)."""
+        with contextlib.suppress(OSError):
+            fd = os.open(self.staging_dir, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def abort(self) -> None:
+        """Remove every staged file (open, finalised or renamed); safe to call repeatedly."""
+        self._aborted = True
+        if self._writer is not None:
+            self._writer.abort()
+            self._writer = None
+        for part in self._done:
+            with contextlib.suppress(FileNotFoundError):
+                part.path.unlink()
+        self._done = []

@@ -1,0 +1,64 @@
+"""Destination trust artifacts: manifest v1, `_SUCCESS`, verification, quarantine moves.
+
+Contracts (reference state-and-trust §3, ADR-0012): M1 parts before manifest (the caller
+writes parts first), M2 manifest before `_SUCCESS` with marker = fingerprint of the exact
+manifest bytes, M3 part identity, M4 canonical + immutable per-run copy, M5/M6
+verification and legacy verdicts, M7 atomic writes, M9 quarantine never deletes.
+ADR-0001 I8 step 1 is `write_manifest_files`; step 2 is `verify_at_destination`.
+
+Modules: `model` (dataclasses, serialize/parse, self-consistency, schema fingerprint),
+`artifacts` (names, marker, the write group, reading), `verify`, `quarantine`.
+"""
+
+from rivet_core.manifest.artifacts import (
+    DOCTOR_PROBE_KEY,
+    MANIFEST_KEY,
+    MAX_MANIFEST_BYTES,
+    MAX_SUCCESS_BYTES,
+    QUARANTINE_PREFIX,
+    SUCCESS_KEY,
+    is_sidecar,
+    parse_success_marker,
+    read_manifest,
+    run_manifest_key,
+    run_token,
+    success_marker_body,
+    write_manifest_files,
+)
+from rivet_core.manifest.model import (
+    MANIFEST_VERSION,
+    PLACEHOLDER_SCHEMA_FINGERPRINT,
+    ColumnChecksum,
+    Manifest,
+    ManifestDestination,
+    ManifestError,
+    ManifestExtraction,
+    ManifestPart,
+    ManifestSource,
+    manifest_from_dict,
+    manifest_to_dict,
+    parse_manifest,
+    schema_fingerprint,
+    serialize_manifest,
+    validate_self_consistency,
+)
+from rivet_core.manifest.quarantine import quarantine_key, quarantine_object
+from rivet_core.manifest.verify import (
+    ADVISORY_KINDS,
+    COULD_NOT_VERIFY_KINDS,
+    DEPTHS,
+    Verification,
+    VerifyFailure,
+    verify_at_destination,
+)
+
+__all__ = [
+    "Manifest", "ManifestPart", "ManifestSource", "ManifestDestination", "ManifestExtraction",
+    "ColumnChecksum", "ManifestError", "MANIFEST_VERSION", "PLACEHOLDER_SCHEMA_FINGERPRINT",
+    "serialize_manifest", "parse_manifest", "manifest_to_dict", "manifest_from_dict",
+    "validate_self_consistency", "schema_fingerprint", "success_marker_body", "parse_success_marker",
+    "write_manifest_files", "read_manifest", "verify_at_destination", "Verification", "VerifyFailure",
+    "DEPTHS", "ADVISORY_KINDS", "COULD_NOT_VERIFY_KINDS", "MANIFEST_KEY", "SUCCESS_KEY",
+    "DOCTOR_PROBE_KEY", "MAX_MANIFEST_BYTES", "MAX_SUCCESS_BYTES", "run_manifest_key", "run_token",
+    "QUARANTINE_PREFIX", "is_sidecar", "quarantine_key", "quarantine_object",
+]

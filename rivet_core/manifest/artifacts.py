@@ -1,0 +1,125 @@
+"""Destination-side trust artifacts: names, the `_SUCCESS` marker, the manifest write group.
+
+Owns reference §3.1 (layout and sidecar names) and §3.3 (the writer), i.e. M2 (manifest
+before `_SUCCESS`, marker = fingerprint of the exact manifest bytes), M4 (one canonical
+manifest replaced atomically + an immutable per-run copy) and M7 (every write atomic to
+readers). ADR-0001 I8 step 1 calls `write_manifest_files` and fails the run if it raises.
+
+Deliberate choice (reference §3.3 [INFER]): a failed/interrupted run overwrites the
+canonical manifest but never deletes an earlier `_SUCCESS`. The marker then no longer
+matches the manifest and verification reports `success_marker_stale` — an honest verdict
+("the last success marker does not describe this prefix any more") that also makes
+`--resume` refuse without `--force`. Deleting it would break the never-delete rule.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rivet_core.destination.base import Destination
+from rivet_core.destination.checksums import xxh3_fingerprint
+from rivet_core.destination.errors import destination_error
+from rivet_core.manifest.model import Manifest, ManifestError, parse_manifest, serialize_manifest
+
+MANIFEST_KEY = "manifest.json"
+SUCCESS_KEY = "_SUCCESS"
+QUARANTINE_PREFIX = "_quarantine/"
+DOCTOR_PROBE_KEY = ".rivet_doctor_probe"
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # DoS cap (reference §8)
+MAX_SUCCESS_BYTES = 4096
+
+_TOKEN_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_RUN_COPY = re.compile(r"^manifest-[^/]*\.json$")
+_MARKER = re.compile(r"^xxh3:[0-9a-f]{16}$")
+
+
+def run_token(run_id: str) -> str:
+    """`run_id` with every char outside `[A-Za-z0-9._-]` replaced by `-` (file-name safe)."""
+    token = _TOKEN_UNSAFE.sub("-", run_id)
+    # "." / ".." would be path components with meaning; never let a run id produce them.
+    return token if token.strip(".") else token.replace(".", "-") or "-"
+
+
+def run_manifest_key(run_id: str) -> str:
+    """Key of the immutable per-run manifest copy: `manifest-<token>.json`."""
+    return f"manifest-{run_token(run_id)}.json"
+
+
+def is_sidecar(key: str) -> bool:
+    """True for keys verification never counts as data or untracked (reference §3.1).
+
+    `manifest.json`, `_SUCCESS`, `manifest-*.json`, `.rivet_doctor_probe` at the prefix
+    root, and anything under `_quarantine/`. Stray local staging temps (`.x.<pid>.<n>.tmp`
+    left by a crash) are NOT sidecars: they are reported as untracked (advisory).
+    """
+    return (
+        key in (MANIFEST_KEY, SUCCESS_KEY, DOCTOR_PROBE_KEY)
+        or bool(_RUN_COPY.match(key))
+        or key.startswith(QUARANTINE_PREFIX)
+    )
+
+
+def success_marker_body(manifest_bytes: bytes) -> bytes:
+    """`_SUCCESS` body: `xxh3:<16 lowercase hex of xxh3_64(manifest bytes)>\\n` (M2)."""
+    return (xxh3_fingerprint(manifest_bytes) + "\n").encode("ascii")
+
+
+def parse_success_marker(body: bytes) -> str | None:
+    """Return the `xxh3:<16hex>` a marker body holds, or None if it is malformed.
+
+    Accepted: at most 4096 bytes, UTF-8, exactly `xxh3:` + 16 lowercase hex, optionally
+    followed by whitespace. Byte-level checks come first so hostile bodies cost nothing.
+    """
+    if len(body) > MAX_SUCCESS_BYTES:
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    text = text.rstrip()
+    return text if _MARKER.match(text) else None
+
+
+def write_manifest_files(dest: Destination, manifest: Manifest) -> bytes:
+    """THE ordered write group for a run's manifest (I8 step 1, M2, M4, M7).
+
+    Serialize once → canonical `manifest.json` → run-unique `manifest-<token>.json` (same
+    bytes) → `_SUCCESS` if and only if `status == "success"`. Each write is an atomic
+    `write_bytes`; the first failure raises and stops the sequence, so a marker never
+    exists for manifest bytes that did not land. Returns the manifest bytes.
+    Raises `DestinationError` for destinations without manifests (stdout) — callers check
+    `dest.supports_manifest` first; a manifest must never end up in a data stream.
+    """
+    if not dest.supports_manifest:
+        raise destination_error(f"{dest.kind} destination cannot hold a manifest — skip finalize for it")
+    data = serialize_manifest(manifest)
+    dest.write_bytes(data, MANIFEST_KEY)
+    dest.write_bytes(data, run_manifest_key(manifest.run_id))
+    if manifest.status == "success":
+        dest.write_bytes(success_marker_body(data), SUCCESS_KEY)
+    return data
+
+
+def read_manifest(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES,
+                  key: str = MANIFEST_KEY) -> tuple[Manifest, bytes] | None:
+    """Read and parse the canonical manifest; None when there is none (legacy prefix, M6).
+
+    Raises `DestinationError` on I/O failure or when the object exceeds `max_bytes`
+    (checked by head before download), `ManifestError` when it does not parse.
+    """
+    info = dest.head(key)
+    if info is None:
+        return None
+    if info.size > max_bytes:
+        raise destination_error(
+            f"{key} at {dest.uri} is {info.size} bytes, over the {max_bytes}-byte limit — refusing to read it"
+        )
+    data = dest.read_bytes(key, max_bytes=max_bytes)
+    return parse_manifest(data), data
+
+
+__all__ = [
+    "MANIFEST_KEY", "SUCCESS_KEY", "QUARANTINE_PREFIX", "DOCTOR_PROBE_KEY", "MAX_MANIFEST_BYTES",
+    "MAX_SUCCESS_BYTES", "run_token", "run_manifest_key", "is_sidecar", "success_marker_body",
+    "parse_success_marker", "write_manifest_files", "read_manifest", "ManifestError",
+]

@@ -1,0 +1,341 @@
+"""`verify_at_destination`: the M5/M6 verdict on a destination prefix (reference §3.5).
+
+One function serves `rivet run --validate`, `rivet validate` and the Dagster asset check.
+It reads only what it must (head + capped reads of `manifest.json` and `_SUCCESS`, one
+listing) and never downloads data parts:
+
+1. `manifest.json`: absent → legacy verdict (M6: `legacy_run`, not passed, no failures);
+   I/O error or > 64 MiB → `manifest_read_error`; unparseable → `manifest_self_inconsistent`.
+2. self-consistency problems → `manifest_self_inconsistent` (checking continues).
+3. depth ≥ sample: one listing; each committed part must exist at its recorded size, and
+   where both the manifest and the listing carry a real MD5 they must match.
+   Same-`export_family` sibling run copies (split units) contribute their parts.
+4. `_SUCCESS`: absent is fine (not consistent); malformed / stale / unreadable → failure.
+5. depth ≥ sample: listed keys that are neither claimed parts nor sidecars →
+   `untracked_object` (advisory: it never fails `passed`).
+Depth "full" = "sample" here: the Form-B column-checksum re-read is not implemented.
+
+Verdict exit codes: 0 passed / legacy / advisory-only; 3 when something was verified
+wrong; 1 when the only problems are could-not-verify I/O errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rivet_core.destination.base import Destination, ObjectInfo
+from rivet_core.destination.checksums import md5_bytes, xxh3_fingerprint
+from rivet_core.errors import ConfigError, DestinationError
+from rivet_core.manifest.artifacts import (
+    _RUN_COPY,
+    MANIFEST_KEY,
+    MAX_MANIFEST_BYTES,
+    MAX_SUCCESS_BYTES,
+    SUCCESS_KEY,
+    is_sidecar,
+    parse_success_marker,
+    run_manifest_key,
+)
+from rivet_core.manifest.model import (
+    Manifest,
+    ManifestError,
+    ManifestPart,
+    parse_manifest,
+    validate_self_consistency,
+)
+from rivet_core.redact import redact_secrets
+
+log = logging.getLogger(__name__)
+
+DEPTHS = ("light", "sample", "full")
+
+_CODES = {
+    "part_missing": "RIVET_VERIFY_PART_MISSING",
+    "part_size_mismatch": "RIVET_VERIFY_PART_SIZE_MISMATCH",
+    "part_checksum_mismatch": "RIVET_VERIFY_PART_CHECKSUM_MISMATCH",
+    "manifest_self_inconsistent": "RIVET_VERIFY_MANIFEST_INCONSISTENT",
+    "manifest_read_error": "RIVET_VERIFY_MANIFEST_READ_ERROR",
+    "success_marker_malformed": "RIVET_VERIFY_SUCCESS_MALFORMED",
+    "success_marker_stale": "RIVET_VERIFY_SUCCESS_STALE",
+    "success_marker_read_error": "RIVET_VERIFY_SUCCESS_READ_ERROR",
+    "list_prefix_error": "RIVET_VERIFY_LIST_ERROR",
+    "untracked_object": "RIVET_VERIFY_UNTRACKED_OBJECT",
+}
+ADVISORY_KINDS = frozenset({"untracked_object"})
+COULD_NOT_VERIFY_KINDS = frozenset({"manifest_read_error", "success_marker_read_error", "list_prefix_error"})
+
+
+@dataclass(frozen=True)
+class VerifyFailure:
+    """One finding. `fields` holds the kind-specific wire fields (e.g. part_id, path,
+    expected, actual); they are also readable as attributes (`failure.path`)."""
+
+    kind: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in _CODES:
+            raise ValueError(f"unknown verification failure kind {self.kind!r}")
+
+    def __getattr__(self, name: str) -> Any:
+        fields = self.__dict__.get("fields")
+        if fields is not None and name in fields:
+            return fields[name]
+        raise AttributeError(name)
+
+    @property
+    def code(self) -> str:
+        return _CODES[self.kind]
+
+    @property
+    def fatal(self) -> bool:
+        """Every kind fails the verdict except the advisory `untracked_object`."""
+        return self.kind not in ADVISORY_KINDS
+
+    @property
+    def verified_wrong(self) -> bool:
+        """True when the destination was read and found wrong (exit 3), not merely unreadable."""
+        return self.fatal and self.kind not in COULD_NOT_VERIFY_KINDS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, **self.fields, "code": self.code}
+
+    def describe(self) -> str:
+        """One human line an operator can act on."""
+        f = self.fields
+        match self.kind:
+            case "part_missing":
+                return f"part {f['part_id']} '{f['path']}' is missing"
+            case "part_size_mismatch":
+                return f"part {f['part_id']} '{f['path']}' is {f['actual']} bytes, manifest says {f['expected']}"
+            case "part_checksum_mismatch":
+                return f"part {f['part_id']} '{f['path']}' has md5 {f['actual']}, manifest says {f['expected']}"
+            case "success_marker_stale":
+                return (f"_SUCCESS holds {f['marker_fingerprint']} but manifest.json fingerprints to "
+                        f"{f['manifest_fingerprint']} (the manifest was rewritten after the marker)")
+            case "success_marker_malformed":
+                return f"_SUCCESS is malformed: {f['body_preview']}"
+            case "untracked_object":
+                return f"untracked object '{f['key']}' ({f['size_bytes']} bytes)"
+            case _:
+                return f"{self.kind}: {f.get('detail', '')}"
+
+
+@dataclass
+class Verification:
+    """The verdict. `to_dict()` is the wire shape used by `rivet validate --json`, run
+    reports and Dagster check metadata."""
+
+    manifest_found: bool = False
+    legacy_run: bool = False
+    parts_verified: int = 0
+    parts_md5_verified: int = 0
+    parts_failed: int = 0
+    success_marker_consistent: bool = False
+    manifest_self_consistent: bool = False
+    passed: bool = False
+    failures: list[VerifyFailure] = field(default_factory=list)
+    depth_level: str = "full"
+
+    @property
+    def failed(self) -> bool:
+        """`rivet validate` counts an export as failing iff not passed AND failures exist."""
+        return not self.passed and any(f.fatal for f in self.failures)
+
+    def exit_code(self) -> int:
+        if not self.failed:
+            return 0  # passed, legacy prefix, or advisory-only findings
+        if any(f.verified_wrong for f in self.failures):
+            return 3
+        return 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "manifest_found": self.manifest_found,
+            "legacy_run": self.legacy_run,
+            "parts_verified": self.parts_verified,
+            "parts_md5_verified": self.parts_md5_verified,
+            "parts_failed": self.parts_failed,
+            "success_marker_consistent": self.success_marker_consistent,
+            "manifest_self_consistent": self.manifest_self_consistent,
+            "passed": self.passed,
+            "failures": [f.to_dict() for f in self.failures],
+            "depth_level": self.depth_level,
+        }
+
+    def summary(self) -> str:
+        if self.legacy_run:
+            return "no manifest.json at the prefix (legacy run): only reduced checks are possible"
+        head = "passed" if self.passed else "FAILED"
+        return (f"{head}: {self.parts_verified} parts verified ({self.parts_md5_verified} by md5), "
+                f"{self.parts_failed} failed, {len(self.failures)} finding(s)")
+
+
+def _detail(exc: BaseException) -> str:
+    return redact_secrets(str(exc))[:1000]
+
+
+def _preview(body: bytes, limit: int = 64) -> str:
+    text = body[:limit].decode("utf-8", "replace")
+    text = "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" for ch in text)
+    return redact_secrets(text + ("…" if len(body) > limit else ""))
+
+
+def _family_parts(dest: Destination, m: Manifest, listing: list[ObjectInfo]) -> list[ManifestPart]:
+    """Committed parts of the latest run copy of each same-family sibling unit (§3.5 step 3).
+
+    Unreadable or foreign sibling copies are skipped: their parts then show up as
+    untracked (advisory) rather than failing the verdict on a file we cannot interpret.
+    """
+    own = run_manifest_key(m.run_id)
+    latest: dict[str, Manifest] = {}
+    for obj in listing:
+        if obj.key == own or not _RUN_COPY.match(obj.key) or obj.size > MAX_MANIFEST_BYTES:
+            continue
+        try:
+            sib = parse_manifest(dest.read_bytes(obj.key, max_bytes=MAX_MANIFEST_BYTES))
+        except (DestinationError, ManifestError) as exc:
+            log.warning("skipping sibling manifest '%s' at %s: %s", obj.key, dest.uri, _detail(exc))
+            continue
+        if sib.export_family != m.export_family or sib.export_name == m.export_name:
+            continue
+        prev = latest.get(sib.export_name)
+        if prev is None or sib.finished_at > prev.finished_at:
+            latest[sib.export_name] = sib
+    return [p for sib in latest.values() for p in sib.committed_parts]
+
+
+def _check_parts(v: Verification, parts: list[ManifestPart], listing: list[ObjectInfo]) -> None:
+    by_key = {o.key: o for o in listing}
+    for part in parts:
+        obj = by_key.get(part.path)
+        if obj is None:
+            v.parts_failed += 1
+            v.failures.append(VerifyFailure("part_missing", {"part_id": part.part_id, "path": part.path}))
+            continue
+        if obj.size != part.size_bytes:
+            v.parts_failed += 1
+            v.failures.append(VerifyFailure("part_size_mismatch", {
+                "part_id": part.part_id, "path": part.path, "expected": part.size_bytes, "actual": obj.size,
+            }))
+            continue
+        want, got = md5_bytes(part.content_md5), md5_bytes(obj.md5_b64)
+        if want is not None and got is not None:
+            if want != got:
+                v.parts_failed += 1
+                v.failures.append(VerifyFailure("part_checksum_mismatch", {
+                    "part_id": part.part_id, "path": part.path,
+                    "expected": part.content_md5, "actual": obj.md5_b64,
+                }))
+                continue
+            v.parts_md5_verified += 1
+        v.parts_verified += 1
+
+
+def _check_success_marker(v: Verification, dest: Destination, manifest_bytes: bytes) -> None:
+    try:
+        info = dest.head(SUCCESS_KEY)
+    except DestinationError as exc:
+        v.failures.append(VerifyFailure("success_marker_read_error", {"detail": _detail(exc)}))
+        return
+    if info is None:
+        return  # a prefix without a marker is not a failure; it is just not "consistent"
+    if info.size > MAX_SUCCESS_BYTES:
+        v.failures.append(VerifyFailure("success_marker_malformed", {
+            "body_preview": f"<{info.size} bytes, over the {MAX_SUCCESS_BYTES}-byte cap>",
+        }))
+        return
+    try:
+        body = dest.read_bytes(SUCCESS_KEY, max_bytes=MAX_SUCCESS_BYTES)
+    except DestinationError as exc:
+        v.failures.append(VerifyFailure("success_marker_read_error", {"detail": _detail(exc)}))
+        return
+    marker = parse_success_marker(body)
+    if marker is None:
+        v.failures.append(VerifyFailure("success_marker_malformed", {"body_preview": _preview(body)}))
+        return
+    expected = xxh3_fingerprint(manifest_bytes)
+    if marker != expected:
+        v.failures.append(VerifyFailure("success_marker_stale", {
+            "marker_fingerprint": marker, "manifest_fingerprint": expected,
+        }))
+        return
+    v.success_marker_consistent = True
+
+
+def _finish(v: Verification) -> Verification:
+    v.passed = v.manifest_found and not any(f.fatal for f in v.failures)
+    return v
+
+
+def verify_at_destination(dest: Destination, depth: str = "full") -> Verification:
+    """Verify the prefix `dest` points at; see the module docstring for the steps."""
+    if depth not in DEPTHS:
+        raise ConfigError(f"unknown verification depth {depth!r} — use one of {', '.join(DEPTHS)}")
+    v = Verification(depth_level=depth)
+
+    # 1. the manifest
+    try:
+        info = dest.head(MANIFEST_KEY)
+    except DestinationError as exc:
+        v.failures.append(VerifyFailure("manifest_read_error", {"detail": _detail(exc)}))
+        return _finish(v)
+    if info is None:
+        v.legacy_run = True
+        return _finish(v)
+    v.manifest_found = True
+    if info.size > MAX_MANIFEST_BYTES:
+        v.failures.append(VerifyFailure("manifest_read_error", {
+            "detail": f"manifest.json is {info.size} bytes, over the {MAX_MANIFEST_BYTES}-byte cap",
+        }))
+        return _finish(v)
+    try:
+        data = dest.read_bytes(MANIFEST_KEY, max_bytes=MAX_MANIFEST_BYTES)
+    except DestinationError as exc:
+        v.failures.append(VerifyFailure("manifest_read_error", {"detail": _detail(exc)}))
+        return _finish(v)
+    try:
+        manifest = parse_manifest(data)
+    except ManifestError as exc:
+        v.failures.append(VerifyFailure("manifest_self_inconsistent", {
+            "detail": f"cannot parse manifest.json: {_detail(exc)}",
+        }))
+        return _finish(v)
+
+    # 2. self-consistency
+    problems = validate_self_consistency(manifest)
+    v.manifest_self_consistent = not problems
+    v.failures.extend(VerifyFailure("manifest_self_inconsistent", {"detail": p}) for p in problems)
+
+    # 3. parts against one listing
+    listing: list[ObjectInfo] | None = None
+    claimed: set[str] = set()
+    if depth != "light":
+        try:
+            listing = dest.list("")
+        except DestinationError as exc:
+            v.failures.append(VerifyFailure("list_prefix_error", {"detail": _detail(exc)}))
+        if listing is not None:
+            parts = list(manifest.committed_parts)
+            if manifest.export_family:
+                seen = {p.path for p in parts}
+                parts += [p for p in _family_parts(dest, manifest, listing) if p.path not in seen]
+            claimed = {p.path for p in parts}
+            _check_parts(v, parts, listing)
+
+    # 4. the success marker
+    _check_success_marker(v, dest, data)
+
+    # 5. untracked objects (advisory)
+    if listing is not None:
+        for obj in listing:
+            if obj.key not in claimed and not is_sidecar(obj.key):
+                v.failures.append(VerifyFailure("untracked_object", {"key": obj.key, "size_bytes": obj.size}))
+    return _finish(v)
+
+
+__all__ = ["Verification", "VerifyFailure", "verify_at_destination", "DEPTHS", "ADVISORY_KINDS",
+           "COULD_NOT_VERIFY_KINDS"]

@@ -1,0 +1,1 @@
+"""The pipeline: runners, the commit facades, finalize sequence, summary, journal."""

@@ -1,0 +1,204 @@
+"""The end-of-run finalize sequence — one function, one order (ADR-0001 I8 + amendment).
+
+    status → journal RunCompleted → run_status → manifest.json → manifest-<run_id>.json
+    → _SUCCESS → cursor (RunStore) → validate → metrics → report → notification
+
+- The manifest step is fatal: if it cannot be written the run becomes `failed`, exits
+  non-zero and the cursor is NOT advanced (the 2026-09-26 amendment).
+- The cursor moves only after the manifest landed and only for a successful run (I3).
+  A cursor-write failure is logged as an error and does not fail the run (at-least-once:
+  the next run re-exports from the prior cursor).
+- Validate, metrics (I4: after the verdict), report and notification are best-effort:
+  each failure is a warning and the next step still runs.
+
+Failed runs (a deliberate difference from Rivet): we never overwrite the canonical
+`manifest.json` of the prefix with a failed one — that would leave a stale `_SUCCESS` next
+to it. The prefix keeps describing the last successful delivery; a failed run that had
+committed parts leaves only its own `manifest-<run_id>.json` (status `failed`) as a trail.
+See docs/adr/0002-failed-runs-keep-the-last-good-manifest.md.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rivet_core import __version__
+from rivet_core.destination import Destination
+from rivet_core.errors import DataIntegrityError, RivetError
+from rivet_core.manifest import Manifest, verify_at_destination, write_manifest_files
+from rivet_core.manifest import run_manifest_key, serialize_manifest
+from rivet_core.notify import RunNotice, send_notifications
+from rivet_core.pipeline.run_store import Progression, RunStore
+from rivet_core.pipeline.summary import RunSummary
+from rivet_core.plan import UnitPlan
+from rivet_core.redact import redact_secrets
+from rivet_core.report import write_run_report
+from rivet_core.state import StateStore
+
+log = logging.getLogger("rivet.finalize")
+
+_ERROR_CLASSES = (
+    ("statement timeout", "statement_timeout"), ("lock timeout", "lock_timeout"),
+    ("deadlock", "deadlock"), ("schema drift", "schema_drift"), ("does not exist", "relation_not_found"),
+    ("permission denied", "privilege"), ("authentication", "source_auth"), ("password", "source_auth"),
+    ("connection", "connection"), ("no space left", "disk_full"), ("quality check", "quality"),
+)
+
+
+def classify_error_text(message: str | None) -> str | None:
+    text = (message or "").lower()
+    return next((cls for needle, cls in _ERROR_CLASSES if needle in text), None)
+
+
+def resolve_status(summary: RunSummary, error: BaseException | None) -> None:
+    """Set status / error / exit code from the runner's outcome."""
+    if error is None:
+        if summary.status == "running":
+            summary.status = "success"
+        return
+    summary.status = "failed"
+    summary.error_message = redact_secrets(error)
+    summary.error_class = classify_error_text(summary.error_message)
+    summary.exit_code = error.exit_code if isinstance(error, RivetError) else 1
+
+
+def build_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Manifest:
+    export = plan.export
+    schema_name, table_name = plan.table_hint or (None, export.name)
+    extraction: dict[str, Any] = {"strategy": plan.strategy}
+    if summary.cursor_column:
+        extraction.update(cursor_column=summary.cursor_column, cursor_low=summary.cursor_low,
+                          cursor_high=summary.cursor_high)
+    if plan.window is not None:
+        extraction.update(window_start=plan.window.start.isoformat(), window_end=plan.window.end.isoformat())
+    return Manifest(
+        run_id=summary.run_id, export_name=export.name,
+        started_at=summary.started_at.isoformat(), finished_at=datetime.now(UTC).isoformat(),
+        status=summary.status if summary.status in ("success", "failed") else "interrupted",
+        source={"engine": summary.source_engine or plan.engine, "schema": schema_name,
+                "table": table_name, "extraction": {k: v for k, v in extraction.items() if v is not None}},
+        destination={"kind": dest.kind, "uri": dest.uri},
+        format=export.format, compression=summary.compression,
+        schema_fingerprint=summary.schema_fingerprint or "xxh3:0000000000000000",
+        row_count=summary.committed_rows(), part_count=len(summary.manifest_parts),
+        parts=list(summary.manifest_parts), dagster_run_id=summary.dagster_run_id,
+    )
+
+
+def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> None:
+    if not dest.supports_manifest:
+        return
+    if summary.status == "skipped" and not summary.manifest_parts:
+        return  # the prefix keeps describing the last delivering run
+    summary.check_post_run_invariants()
+    if summary.status == "success":
+        try:
+            write_manifest_files(dest, build_manifest(plan, summary, dest))
+            summary.manifest_written = True
+        except Exception as exc:  # noqa: BLE001 - the amendment: manifest failure fails the run
+            summary.status = "failed"
+            summary.error_message = redact_secrets(f"manifest write failed: {exc}")
+            summary.exit_code = getattr(exc, "exit_code", 1) or 1
+            log.error("export '%s': %s — cursor NOT advanced", summary.export_name, summary.error_message)
+        return
+    if summary.manifest_parts:  # failed run with durable parts: leave its own trail only
+        try:
+            manifest = build_manifest(plan, summary, dest)
+            dest.write_bytes(serialize_manifest(manifest), run_manifest_key(summary.run_id))
+        except Exception as exc:  # noqa: BLE001
+            summary.add_warning(f"failed-run manifest copy not written: {redact_secrets(exc)}")
+
+
+def _commit_cursor(summary: RunSummary, state: StateStore) -> None:
+    if not (summary.manifest_written and summary.status == "success" and summary.cursor_high):
+        return
+    try:
+        RunStore(state, summary).with_cursor(summary.cursor_high) \
+            .with_progression(Progression.incremental(summary.cursor_high)).commit()
+    except Exception as exc:  # noqa: BLE001 - at-least-once: next run re-exports from the old cursor
+        log.error("export '%s': cursor write failed after the manifest landed: %s",
+                  summary.export_name, redact_secrets(exc))
+        summary.add_warning("cursor not advanced; the next run re-exports from the previous cursor")
+
+
+def _validate(summary: RunSummary, dest: Destination) -> None:
+    if not dest.supports_manifest or not summary.manifest_written:
+        return
+    try:
+        verdict = verify_at_destination(dest, depth="full")
+    except Exception as exc:  # noqa: BLE001
+        summary.add_warning(f"validation could not run: {redact_secrets(exc)}")
+        return
+    summary.manifest_verification = verdict.to_dict()
+    summary.validated = bool(verdict.passed)
+    summary.journal.record("ValidationResult", passed=summary.validated)
+    if not verdict.passed and summary.exit_code == 0:
+        summary.exit_code = DataIntegrityError.exit_code
+
+
+def metric_row(plan: UnitPlan, summary: RunSummary) -> dict[str, Any]:
+    return dict(
+        export_name=summary.export_name, run_id=summary.run_id,
+        run_at=summary.started_at.isoformat(), duration_ms=summary.duration_ms,
+        total_rows=summary.total_rows, peak_rss_mb=summary.peak_rss_mb, status=summary.status,
+        error_message=summary.error_message, error_class=summary.error_class,
+        tuning_profile=summary.tuning_profile, format=summary.format, mode=summary.mode,
+        files_produced=summary.files_produced, files_committed=summary.files_committed,
+        bytes_written=summary.bytes_written, retries=summary.retries, validated=summary.validated,
+        schema_changed=summary.schema_changed, quality_passed=summary.quality_passed,
+        skip_reason=summary.skip_reason, schema_fingerprint=summary.schema_fingerprint,
+        batch_size=summary.batch_size, source_type=summary.source_engine or plan.engine,
+        destination_type=summary.destination_kind, cursor_min=summary.cursor_low,
+        cursor_max=summary.cursor_high, rivet_version=__version__,
+        dagster_run_id=summary.dagster_run_id,
+    )
+
+
+def finalize_run(
+    plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination, *,
+    error: BaseException | None, validate: bool, notifications: Any, report_root: Path,
+) -> RunSummary:
+    """Run the finalize sequence in its fixed order (module docstring). Never raises."""
+    resolve_status(summary, error)
+    summary.close()
+    summary.journal.record("RunCompleted", status=summary.status, error_message=summary.error_message,
+                           duration_ms=summary.duration_ms)
+    for step in (lambda: state.store_journal(summary.run_id, summary.export_name, summary.journal.to_dict()),
+                 lambda: state.finish_run(summary.run_id, summary.status)):
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - journal and ledger are advisory
+            summary.add_warning(f"state ledger write failed: {redact_secrets(exc)}")
+    _write_manifest(plan, summary, dest)
+    if summary.status == "failed":
+        try:
+            state.finish_run(summary.run_id, summary.status)  # re-close after a manifest gap
+        except Exception:  # noqa: BLE001
+            pass
+    _commit_cursor(summary, state)
+    if validate:
+        _validate(summary, dest)
+    try:
+        state.record_metric(metric_row(plan, summary))
+    except Exception as exc:  # noqa: BLE001 - I4 metrics are best-effort
+        summary.add_warning(f"metrics write failed: {redact_secrets(exc)}")
+    try:
+        summary.report_path = str(write_run_report(summary, plan, report_root))
+    except Exception as exc:  # noqa: BLE001
+        summary.add_warning(f"run report not written: {redact_secrets(exc)}")
+    try:
+        send_notifications(notifications, RunNotice(
+            run_id=summary.run_id, export_name=summary.export_name, status=summary.status,
+            rows=summary.total_rows, duration_ms=summary.duration_ms,
+            error_message=summary.error_message, schema_changed=bool(summary.schema_changed),
+            destination_uri=summary.destination_uri, files=summary.files_committed,
+            bytes_written=summary.bytes_written, report_path=summary.report_path))
+    except Exception as exc:  # noqa: BLE001 - notifications never change the exit code
+        summary.add_warning(f"notification failed: {redact_secrets(exc)}")
+    return summary
+
+
+__all__ = ["finalize_run", "build_manifest", "metric_row", "resolve_status"]

@@ -1,0 +1,47 @@
+"""RunJournal: the ordered event log of one run (reference state-and-trust §5).
+
+Shape: `{run_id, export_name, entries: [{recorded_at, event: {Variant: {...}}}]}` with
+serde-style external tagging, so a Rivet journal reader reads ours. Ordering contract:
+`PlanResolved` is the first entry, runner events follow in commit order, and
+`RunCompleted` is the terminal entry (recorded before the manifest write).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from rivet_core.redact import redact_secrets
+
+EVENT_VARIANTS = frozenset({
+    "PlanResolved", "PlanWarning", "FileWritten", "ChunkStarted", "ChunkCompleted", "ChunkFailed",
+    "RetryAttempted", "QualityIssue", "SchemaChanged", "Warning", "ParallelismAdjusted",
+    "ValidationResult", "ReconciliationResult", "RunCompleted",
+})
+_REDACTED_FIELDS = frozenset({"reason", "error", "error_message", "message"})
+
+
+@dataclass
+class RunJournal:
+    run_id: str
+    export_name: str
+    entries: list[dict[str, Any]] = field(default_factory=list)
+
+    def record(self, variant: str, **fields: Any) -> None:
+        """Append one event; free-text fields are redacted on the way in."""
+        if variant not in EVENT_VARIANTS:
+            raise ValueError(f"unknown journal event {variant!r}")
+        clean = {k: (redact_secrets(v) if k in _REDACTED_FIELDS and v is not None else v)
+                 for k, v in fields.items()}
+        self.entries.append({"recorded_at": datetime.now(UTC).isoformat(), "event": {variant: clean}})
+
+    def events(self, variant: str) -> list[dict[str, Any]]:
+        return [e["event"][variant] for e in self.entries if variant in e["event"]]
+
+    @property
+    def started_at(self) -> str | None:
+        return self.entries[0]["recorded_at"] if self.entries else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "export_name": self.export_name, "entries": list(self.entries)}

@@ -1,0 +1,57 @@
+"""Publish a staged extraction: drift gate, then the per-part commit facade for each part.
+
+The schema-drift facade runs first, on the staged schema, so `on_schema_drift: fail`
+publishes nothing. Each staged part then goes through `write_part_file` → `record_part`
+(commit.py) — the only way a part reaches the destination. Part names follow Rivet
+(`{export}_{YYYYMMDD_HHMMSS_mmm}.{ext}`, `_part{N}` when rotated); if that name already
+exists at the destination (two runs in the same millisecond) a short random suffix is
+added, so no run ever overwrites another run's part.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+
+from rivet_core.destination import Destination
+from rivet_core.format import file_extension
+from rivet_core.manifest import schema_fingerprint
+from rivet_core.pipeline.commit import PartKind, record_part, write_part_file
+from rivet_core.pipeline.extract import StagedExtract
+from rivet_core.pipeline.schema_drift import check_schema_drift
+from rivet_core.pipeline.summary import RunSummary
+from rivet_core.plan import UnitPlan
+from rivet_core.state import StateStore
+
+
+def part_stem(export_name: str, now: datetime | None = None) -> str:
+    now = now or datetime.now(UTC)
+    return f"{export_name}_{now.strftime('%Y%m%d_%H%M%S')}_{now.microsecond // 1000:03d}"
+
+
+def _part_keys(dest: Destination, stem: str, ext: str, n: int) -> list[str]:
+    def names(s: str) -> list[str]:
+        return [f"{s}.{ext}"] if n == 1 else [f"{s}_part{i}.{ext}" for i in range(n)]
+
+    keys = names(stem)
+    if dest.supports_manifest and any(dest.head(k) is not None for k in keys):
+        keys = names(f"{stem}_{secrets.token_hex(3)}")
+    return keys
+
+
+def publish_staged(plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination,
+                   staged: StagedExtract) -> None:
+    """Drift gate, then write and record every staged part (see module docstring)."""
+    summary.schema_fingerprint = schema_fingerprint(staged.schema)
+    check_schema_drift(state, summary, staged.schema, plan.export.on_schema_drift or "warn")
+    keys = _part_keys(dest, part_stem(plan.export.name), file_extension(plan.export.format),
+                      len(staged.parts))
+    for index, (part, key) in enumerate(zip(staged.parts, keys, strict=True)):
+        record = write_part_file(dest, part, key)
+        is_last = index == len(staged.parts) - 1
+        record_part(summary, state, record, PartKind.file(index),
+                    cursor_high=staged.cursor_high if is_last else None)
+    if plan.cursor_column is not None:
+        summary.cursor_column = plan.export.cursor_column
+        summary.cursor_low = plan.cursor_low
+        summary.cursor_high = staged.cursor_high

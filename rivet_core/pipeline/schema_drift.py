@@ -1,0 +1,78 @@
+"""The schema-drift facade (ADR-0021): detect → policy → store, in one place.
+
+Compares the export's output schema (name → type string, order-insensitive, internal
+`_rivet_*` columns stripped) with the stored baseline:
+- first run: store the baseline, no drift (`schema_changed = False`);
+- `warn` (default): WARN lines listing the changes, store the new baseline, continue;
+- `continue`: store silently;
+- `fail`: keep the old baseline (the next run detects it again) and raise
+  `SchemaDriftError` (exit 4).
+It runs BEFORE any part is published (our single runner checks the staged schema), so
+`fail` leaves the destination untouched — stricter than Rivet, which uploaded first.
+Tracking errors are warnings and still mark the gate as run (`schema_changed = False`).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from rivet_core.errors import SchemaDriftError
+from rivet_core.pipeline.summary import RunSummary
+from rivet_core.redact import redact_secrets
+from rivet_core.state import StateStore
+
+
+def schema_columns(schema: pa.Schema) -> list[dict[str, str]]:
+    return [{"name": f.name, "type": str(f.type)} for f in schema if not f.name.startswith("_rivet_")]
+
+
+def diff_columns(old: list[dict[str, str]], new: list[dict[str, str]]) -> dict[str, list]:
+    old_map = {c["name"]: c["type"] for c in old}
+    new_map = {c["name"]: c["type"] for c in new}
+    return {
+        "added": [f"{n} ({t})" for n, t in new_map.items() if n not in old_map],
+        "removed": [n for n in old_map if n not in new_map],
+        "type_changed": [[n, old_map[n], t] for n, t in new_map.items() if n in old_map and old_map[n] != t],
+    }
+
+
+def check_schema_drift(state: StateStore, summary: RunSummary, schema: pa.Schema, policy: str) -> None:
+    """Apply the drift policy for this run's schema; see the module docstring."""
+    current = schema_columns(schema)
+    try:
+        baseline = state.get_schema_baseline(summary.export_name)
+    except Exception as exc:  # noqa: BLE001 - drift tracking is advisory
+        summary.add_warning(f"schema drift tracking unavailable: {redact_secrets(exc)}")
+        summary.schema_changed = False
+        return
+    if baseline is None:
+        _store(state, summary, current)
+        summary.schema_changed = False
+        return
+    changes = diff_columns(baseline, current)
+    if not any(changes.values()):
+        summary.schema_changed = False
+        return
+    summary.schema_changed = True
+    summary.schema_changes = changes
+    summary.journal.record("SchemaChanged", **changes)
+    text = (f"{len(changes['added'])} added, {len(changes['removed'])} removed, "
+            f"{len(changes['type_changed'])} retyped")
+    detail = "; ".join(
+        [f"added {a}" for a in changes["added"]] + [f"removed {r}" for r in changes["removed"]]
+        + [f"{n}: {o} -> {t}" for n, o, t in changes["type_changed"]])
+    if policy == "fail":
+        raise SchemaDriftError(
+            f"schema drift detected for export '{summary.export_name}': {text} ({detail}). "
+            "The baseline is kept; nothing was published. Fix the source, or set "
+            "on_schema_drift: warn to accept the new schema.")
+    if policy == "warn":
+        summary.add_warning(f"schema drift: {text} ({detail})")
+    _store(state, summary, current)
+
+
+def _store(state: StateStore, summary: RunSummary, columns: list[dict[str, str]]) -> None:
+    try:
+        state.put_schema_baseline(summary.export_name, columns)
+    except Exception as exc:  # noqa: BLE001
+        summary.add_warning(f"schema baseline write failed: {redact_secrets(exc)}")

@@ -1,0 +1,185 @@
+"""Resolve an export into the plan of one export unit: SQL, params, destination, options.
+
+An *export unit* is what runs as one transaction and publishes one manifest: a whole
+`full` or `incremental` export, a `time_window` export, or one day of a time-partitioned
+export (the Dagster layer passes that day as `window`). Planning is pure apart from
+reading the stored cursor, so the Dagster layer and the CLI resolve exports identically.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+import pyarrow as pa
+
+from rivet_core.config import ExportConfig, RivetConfig, render_destination
+from rivet_core.config.tuning import ResolvedTuning
+from rivet_core.destination import DestinationSpec
+from rivet_core.errors import ConfigError
+from rivet_core.format import WriterOptions
+from rivet_core.source import (
+    build_incremental_query,
+    build_time_range_query,
+    build_time_window_query,
+)
+from rivet_core.source.query import Dialect, dialect_for
+
+
+@dataclass(frozen=True)
+class DayWindow:
+    """A half-open UTC day range [start, end) for a time partition."""
+
+    start: date
+    end: date
+
+    @property
+    def label(self) -> str:
+        return self.start.isoformat()
+
+
+@dataclass
+class UnitPlan:
+    export: ExportConfig
+    engine: str
+    source_url: str
+    tuning: ResolvedTuning
+    strategy: str
+    sql: str
+    params: list[Any]
+    cursor_column: str | None
+    cursor_low: str | None
+    #: Synthetic columns the runner strips before writing (coalesce cursor).
+    strip_columns: tuple[str, ...]
+    overrides: dict[str, pa.DataType]
+    table_hint: tuple[str | None, str] | None
+    dest_spec: DestinationSpec
+    writer_options: WriterOptions
+    max_file_size: int | None
+    window: DayWindow | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def base_query(self) -> str:
+        return self.export.resolved_query
+
+
+def _engine_of(url: str) -> str:
+    scheme = url.split(":", 1)[0]
+    if scheme.startswith("postgres"):
+        return "postgres"
+    if scheme.startswith("mysql") or scheme.startswith("mariadb"):
+        return "mysql"
+    if scheme.startswith("sqlite"):
+        return "sqlite"
+    raise ConfigError(f"unsupported source URL scheme '{scheme}' — use postgresql://, mysql:// or sqlite:///")
+
+
+def _env(name: str | None, what: str, export_name: str) -> str | None:
+    if not name:
+        return None
+    value = os.environ.get(name)
+    if value is None:
+        raise ConfigError(f"export '{export_name}': env var '{name}' is not set (referenced by {what}) "
+                          f"— export {name}=...")
+    return value
+
+
+def destination_spec(config: RivetConfig, export: ExportConfig, now: datetime,
+                     sub_prefix: str = "") -> DestinationSpec:
+    """The resolved destination of an export (templated, credentials read from env)."""
+    dest = render_destination(export.destination, export.name, now)
+    if dest.type == "local":
+        base = dest.path or dest.prefix or "."
+        path = os.path.join(base, sub_prefix) if sub_prefix else base
+        return DestinationSpec(kind="local", path=path)
+    if dest.type == "s3":
+        prefix = dest.prefix or ""
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        return DestinationSpec(
+            kind="s3", bucket=dest.bucket, prefix=prefix + sub_prefix, region=dest.region,
+            endpoint=dest.endpoint,
+            access_key=_env(dest.access_key_env, "access_key_env", export.name),
+            secret_key=_env(dest.secret_key_env, "secret_key_env", export.name),
+            session_token=_env(dest.session_token_env, "session_token_env", export.name),
+            aws_profile=dest.aws_profile)
+    return DestinationSpec(kind="stdout")
+
+
+def writer_options(export: ExportConfig) -> WriterOptions:
+    codec, level = export.effective_compression()
+    pq = export.parquet
+    kwargs: dict[str, Any] = {}
+    if pq is not None:
+        kwargs = dict(row_group_strategy=pq.row_group_strategy or "auto",
+                      row_group_rows=pq.row_group_rows,
+                      target_row_group_mb=pq.target_row_group_mb or 128,
+                      max_row_group_mb=pq.max_row_group_mb)
+    return WriterOptions(format=export.format, compression=codec, compression_level=level, **kwargs)
+
+
+def time_window_cutoff(days_window: int, now: datetime) -> datetime:
+    """(UTC now − days_window days) truncated to UTC midnight (reference §2.5)."""
+    start = (now.astimezone(UTC) - timedelta(days=days_window)).date()
+    return datetime(start.year, start.month, start.day, tzinfo=UTC)
+
+
+def plan_unit(
+    config: RivetConfig, export: ExportConfig, *, stored_cursor: str | None,
+    now: datetime | None = None, window: DayWindow | None = None,
+) -> UnitPlan:
+    """Build the plan of one export unit (see module docstring)."""
+    now = now or datetime.now(UTC)
+    if export.mode not in ("full", "incremental", "time_window"):
+        raise ConfigError(f"export '{export.name}': mode '{export.mode}' is not supported yet "
+                          "— use full, incremental or time_window")
+    url = config.source.resolve_url(config.config_dir)
+    engine = _engine_of(url)
+    dialect: Dialect = dialect_for(engine)
+    base = export.resolved_query
+    strip: tuple[str, ...] = ()
+    cursor_column: str | None = None
+    cursor_low: str | None = None
+    params: list[Any] = []
+    sub_prefix = ""
+    if window is not None:
+        if not export.time_column:
+            raise ConfigError(f"export '{export.name}': a time partition needs time_column")
+        start = datetime(window.start.year, window.start.month, window.start.day, tzinfo=UTC)
+        end = datetime(window.end.year, window.end.month, window.end.day, tzinfo=UTC)
+        sql, params = build_time_range_query(dialect, base, export.time_column, start, end,
+                                             export.time_column_type or "timestamp")
+        strategy = "time_window"
+        sub_prefix = f"{export.time_column}={window.label}/"
+    elif export.mode == "full":
+        sql, strategy = base, "full"
+    elif export.mode == "incremental":
+        assert export.cursor_column is not None
+        cursor_column, cursor_low = export.cursor_column, stored_cursor
+        sql, params = build_incremental_query(
+            dialect, base, export.cursor_column, stored_cursor,
+            mode=export.incremental_cursor_mode or "single_column",
+            fallback_column=export.cursor_fallback_column)
+        if (export.incremental_cursor_mode or "single_column") == "coalesce":
+            strip = ("_rivet_coalesced_cursor",)
+            cursor_column = "_rivet_coalesced_cursor"
+        strategy = "incremental"
+    else:
+        assert export.time_column is not None and export.days_window is not None
+        sql, params = build_time_window_query(
+            dialect, base, export.time_column, time_window_cutoff(export.days_window, now),
+            export.time_column_type or "timestamp")
+        strategy = "time_window"
+    spec = destination_spec(config, export, now, sub_prefix)
+    if spec.kind == "stdout" and export.max_file_size_bytes:
+        raise ConfigError(f"export '{export.name}': stdout destination cannot rotate parts "
+                          "(max_file_size) — remove max_file_size or write to local/s3")
+    return UnitPlan(
+        export=export, engine=engine, source_url=url, tuning=export.resolved_tuning(config.source),
+        strategy=strategy, sql=sql, params=list(params), cursor_column=cursor_column,
+        cursor_low=cursor_low, strip_columns=strip, overrides=export.column_overrides(),
+        table_hint=export.table_parts, dest_spec=spec, writer_options=writer_options(export),
+        max_file_size=export.max_file_size_bytes, window=window)

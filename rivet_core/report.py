@@ -1,0 +1,130 @@
+"""The run report: `.rivet/runs/<run_id>/summary.json` and `summary.md` beside the config.
+
+Written after the metrics row (I8), for every run that reaches the finalize tail. The
+JSON follows Rivet's RunReport shape (reference state-and-trust §4) so existing readers
+work; the markdown is what an operator opens at 2 a.m.: status, throughput, verdicts,
+error and the exact command to resume or re-run. Everything is redacted.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rivet_core.redact import redact_secrets
+
+if TYPE_CHECKING:
+    from rivet_core.pipeline.summary import RunSummary
+    from rivet_core.plan import UnitPlan
+
+_BADGES = {"success": "SUCCESS", "failed": "FAILED", "running": "INTERRUPTED", "skipped": "SKIPPED"}
+
+
+def report_dir(report_root: Path, run_id: str) -> Path:
+    safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in run_id)
+    return report_root / ".rivet" / "runs" / safe
+
+
+def report_dict(summary: RunSummary, plan: UnitPlan) -> dict[str, Any]:
+    validation = None
+    if summary.validated is not None:
+        validation = {"passed": summary.validated, "manifest": summary.manifest_verification}
+    return {
+        "run_id": summary.run_id,
+        "export_name": summary.export_name,
+        "status": summary.status,
+        "started_at": summary.started_at.isoformat(),
+        "finished_at": summary.finished_at.isoformat() if summary.finished_at else None,
+        "duration_ms": summary.duration_ms,
+        "source_engine": summary.source_engine,
+        "destination_kind": summary.destination_kind,
+        "destination_uri": summary.destination_uri,
+        "format": summary.format,
+        "compression": summary.compression,
+        "tuning_profile": summary.tuning_profile,
+        "batch_size": summary.batch_size,
+        "mode": summary.mode,
+        "strategy": plan.strategy,
+        "total_rows": summary.total_rows,
+        "files_produced": summary.files_produced,
+        "bytes_written": summary.bytes_written,
+        "peak_rss_mb": summary.peak_rss_mb,
+        "retries": summary.retries,
+        "cursor": {"column": summary.cursor_column, "low": summary.cursor_low, "high": summary.cursor_high,
+                   "committed": summary.cursor_committed} if summary.cursor_column else None,
+        "parts": [{"path": p.path, "rows": p.rows, "size_bytes": p.size_bytes} for p in summary.manifest_parts],
+        "validation": validation,
+        "quality": [{"severity": i.severity, "message": i.message} for i in summary.quality_issues],
+        "schema_changed": summary.schema_changed,
+        "schema_changes": [summary.schema_changes] if summary.schema_changes else [],
+        "warnings": summary.warnings,
+        "error_message": summary.error_message,
+        "dagster_run_id": summary.dagster_run_id,
+        "partition_key": summary.partition_key,
+        "resumable": False,
+        "resume_command": None,
+    }
+
+
+def render_markdown(report: dict[str, Any], config_path: str | None) -> str:
+    lines = [f"# Rivet run: `{report['run_id']}`", ""]
+    lines += [f"- Export: `{report['export_name']}`",
+              f"- Status: **{_BADGES.get(report['status'], 'UNKNOWN')}**",
+              f"- Started: {report['started_at']}", f"- Finished: {report['finished_at']}",
+              f"- Duration: {report['duration_ms']} ms ({report['duration_ms'] / 1000:.2f} s)", ""]
+    lines += ["## Plan", f"- Source engine: {report['source_engine']}",
+              f"- Strategy: {report['strategy']}",
+              f"- Destination: {report['destination_kind']} `{report['destination_uri']}`",
+              f"- Format: {report['format']}", f"- Compression: {report['compression']}",
+              f"- Tuning: profile={report['tuning_profile']}, batch_size={report['batch_size']}", ""]
+    lines += ["## Throughput", f"- Rows: {report['total_rows']}", f"- Files: {report['files_produced']}",
+              f"- Bytes: {report['bytes_written']}"]
+    if report["peak_rss_mb"]:
+        lines.append(f"- Peak RSS: {report['peak_rss_mb']} MB")
+    if report["retries"]:
+        lines.append(f"- Retries: {report['retries']}")
+    if report["cursor"]:
+        c = report["cursor"]
+        lines.append(f"- Cursor `{c['column']}`: {c['low']} → {c['high']} "
+                     f"({'committed' if c['committed'] else 'not committed'})")
+    lines += ["", "## Verdicts"]
+    v = report["validation"]
+    if v is None:
+        lines.append("- Validation: not requested")
+    else:
+        lines.append(f"- Validation: {'PASSED' if v['passed'] else 'FAILED'}")
+        m = v.get("manifest") or {}
+        for f in m.get("failures", []):
+            lines.append(f"  - {f.get('kind')}: {json.dumps({k: x for k, x in f.items() if k != 'kind'})}")
+    q = report["quality"]
+    lines.append("- Quality: " + ("not configured" if not q else
+                                  "; ".join(f"{i['severity']} {i['message']}" for i in q)))
+    sc = report["schema_changed"]
+    lines.append("- Schema: " + ("CHANGED" if sc else "unchanged" if sc is False else "not checked"))
+    if report["schema_changes"]:
+        lines += ["", "## Schema changes"] + [f"- {json.dumps(c)}" for c in report["schema_changes"]]
+    if report["parts"]:
+        lines += ["", "## Parts", "| path | rows | bytes |", "|---|---:|---:|"]
+        lines += [f"| `{p['path']}` | {p['rows']} | {p['size_bytes']} |" for p in report["parts"]]
+    if report["warnings"]:
+        lines += ["", "## Warnings"] + [f"- {w}" for w in report["warnings"]]
+    if report["error_message"]:
+        lines += ["", "## Error", "```", report["error_message"], "```"]
+        if config_path:
+            lines += ["", "## Re-run", "Nothing is lost: fix the cause and re-run "
+                      f"`rivet run -c {shlex.quote(config_path)} -e {shlex.quote(report['export_name'])}`."]
+    return redact_secrets("\n".join(lines) + "\n")
+
+
+def write_run_report(summary: RunSummary, plan: UnitPlan, report_root: Path,
+                     config_path: str | None = None) -> Path:
+    """Write summary.json and summary.md; return the markdown path."""
+    out = report_dir(report_root, summary.run_id)
+    out.mkdir(parents=True, exist_ok=True)
+    report = report_dict(summary, plan)
+    (out / "summary.json").write_text(redact_secrets(json.dumps(report, indent=2, default=str)) + "\n")
+    md = out / "summary.md"
+    md.write_text(render_markdown(report, config_path))
+    return md

@@ -1,0 +1,281 @@
+"""The engine-neutral half of a source session: schema assembly, overrides, streaming loop.
+
+A `SourceSession` is one connection and one consistent read (PG: a REPEATABLE READ READ
+ONLY snapshot; MySQL: a consistent-snapshot transaction; SQLite: a read transaction).
+Engine modules supply three things — how to probe the result columns (`_probe_columns`),
+how to open a streaming result (`_open_cursor`), and how to run a scalar query — and this
+module does the rest the same way for every engine:
+
+- `describe` applies `columns:` overrides (they always win), then fails with ONE
+  `UnsupportedTypeError` listing EVERY column without a safe mapping, before any row is
+  read. Field metadata carries `rivet.native_type` and, where relevant,
+  `rivet.logical_type` (json, uuid, enum, interval).
+- `stream` yields batches of exactly the schema it was given, at most `batch_rows` rows
+  each, converting column-wise (see `batching`), never holding the whole result.
+- Driver errors leave as `SourceError` (permanent) or `TransientError` (retryable, per
+  `retry.classify_error`), raised `from` the driver error, with credentials redacted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from rivet_core.config.tuning import ResolvedTuning
+from rivet_core.errors import RivetError, SourceError, TransientError, UnsupportedTypeError
+from rivet_core.redact import redact_secrets
+from rivet_core.source.batching import Converter, make_converter, rows_to_batch
+from rivet_core.source.retry import classify_error
+
+NATIVE_TYPE_KEY = b"rivet.native_type"
+LOGICAL_TYPE_KEY = b"rivet.logical_type"
+
+
+@dataclass(frozen=True)
+class SourceColumn:
+    """One result column as the engine sees it, before overrides.
+
+    `arrow_type` is None when there is no safe mapping (`unsupported_reason` says why).
+    `direct` is True when the driver's Python values for this column already have the
+    types `pa.array` expects for `arrow_type` (fast path); False forces per-value coercion.
+    `converter`, when set, replaces the generic converter for the native type.
+    """
+
+    name: str
+    native_type: str
+    arrow_type: pa.DataType | None
+    logical_type: str | None = None
+    unsupported_reason: str | None = None
+    direct: bool = True
+    converter: Converter | None = None
+
+
+def logical_type_of(arrow_type: pa.DataType) -> str | None:
+    """Logical type implied by an Arrow extension type (used for overrides)."""
+    if isinstance(arrow_type, pa.BaseExtensionType):
+        if arrow_type.extension_name == "arrow.json":
+            return "json"
+        if arrow_type.extension_name == "arrow.uuid":
+            return "uuid"
+    return None
+
+
+def unsupported_message(engine_label: str, bad: Sequence[SourceColumn]) -> str:
+    """The one error that lists every unmappable column with its type and fix."""
+    lines = [
+        f"{len(bad)} column(s) have no safe Rivet mapping — add column overrides in rivet.yaml "
+        f"(columns: {{col: type}}) or cast in SQL:"
+    ]
+    for column in bad:
+        lines.append(
+            f"  • {column.name} ({engine_label} type '{column.native_type}'): "
+            f"{column.unsupported_reason}"
+        )
+    return "\n".join(lines)
+
+
+def strip_sql(sql: str) -> str:
+    """Trim whitespace and trailing semicolons so the text can be wrapped as a subquery."""
+    text = sql.strip()
+    while text.endswith(";"):
+        text = text[:-1].rstrip()
+    return text
+
+
+class SourceSession:
+    """One connection + one consistent read; use as a context manager (see module doc)."""
+
+    engine: str = ""
+    engine_label: ClassVar[str] = ""
+
+    def __init__(self, url: str, tuning: ResolvedTuning) -> None:
+        self._url = url
+        self.tuning = tuning
+        self._entered = False
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def __enter__(self) -> SourceSession:
+        self._connect()
+        self._entered = True
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._entered = False
+        self._close(success=exc is None)
+
+    def _require_open(self) -> None:
+        if not self._entered:
+            raise SourceError(
+                f"{self.engine} source session used outside its `with` block — open it with "
+                f"`with open_source(url, tuning) as session:`"
+            )
+
+    # --- engine hooks -------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        raise NotImplementedError
+
+    def _close(self, *, success: bool) -> None:
+        raise NotImplementedError
+
+    def quote_ident(self, name: str) -> str:
+        raise NotImplementedError
+
+    def _probe_columns(
+        self, sql: str, params: Sequence[Any], table_hint: tuple[str | None, str] | None
+    ) -> list[SourceColumn]:
+        raise NotImplementedError
+
+    def _open_cursor(
+        self, sql: str, params: Sequence[Any], batch_rows: int
+    ) -> tuple[list[SourceColumn] | None, Iterator[Sequence[Sequence[Any]]]]:
+        """Start the streaming read; return the live column info (None if the engine
+        cannot tell types before data, e.g. SQLite) and an iterator of row chunks."""
+        raise NotImplementedError
+
+    def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
+        raise NotImplementedError
+
+    # --- public API ---------------------------------------------------------------------
+
+    def describe(
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        overrides: Mapping[str, pa.DataType] | None = None,
+        table_hint: tuple[str | None, str] | None = None,
+    ) -> pa.Schema:
+        """Arrow schema of `sql`'s result, scan-free; raises listing every unmappable column.
+
+        `overrides` (column → Arrow type, from `columns:`) beat autodetection and silence
+        that column's "unsupported". `table_hint` = (schema, table) of a `table:` export;
+        engines use it where result metadata alone is not enough (MariaDB JSON columns).
+        """
+        self._require_open()
+        with self._driver_errors("describing the query"):
+            columns = self._probe_columns(strip_sql(sql), params, table_hint)
+        overrides = overrides or {}
+        fields: list[pa.Field] = []
+        unsupported: list[SourceColumn] = []
+        for column in columns:
+            metadata = {NATIVE_TYPE_KEY: column.native_type.encode("utf-8")}
+            override = overrides.get(column.name)
+            if override is not None:
+                arrow_type = override
+                logical = logical_type_of(override) or (
+                    column.logical_type if override == column.arrow_type else None
+                )
+            elif column.arrow_type is None:
+                unsupported.append(column)
+                continue
+            else:
+                arrow_type, logical = column.arrow_type, column.logical_type
+            if logical:
+                metadata[LOGICAL_TYPE_KEY] = logical.encode("utf-8")
+            fields.append(pa.field(column.name, arrow_type, nullable=True, metadata=metadata))
+        if unsupported:
+            raise UnsupportedTypeError(unsupported_message(self.engine_label, unsupported))
+        return pa.schema(fields)
+
+    def stream(
+        self, sql: str, params: Sequence[Any], schema: pa.Schema, batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Yield the result as batches of exactly `schema`, each at most `batch_rows` rows."""
+        self._require_open()
+        if batch_rows < 1:
+            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+        with self._driver_errors("starting the query"):
+            live_columns, chunks = self._open_cursor(strip_sql(sql), params, batch_rows)
+        if live_columns is not None and len(live_columns) != len(schema):
+            raise SourceError(
+                f"the query returns {len(live_columns)} column(s) but the expected schema has "
+                f"{len(schema)} ({', '.join(schema.names)}) — the source changed between "
+                f"describe and read; re-run the export"
+            )
+        converters = self._converters(schema, live_columns)
+        max_value_mb = self.tuning.max_value_mb
+        iterator = iter(chunks)
+        try:
+            while True:
+                with self._driver_errors("reading rows"):
+                    rows = next(iterator, None)
+                if rows is None:
+                    return
+                if rows:
+                    yield rows_to_batch(rows, schema, converters, max_value_mb)
+        finally:
+            # An abandoned or failed stream must release its server-side cursor now, not
+            # whenever the garbage collector gets to it: the session may run more queries.
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                close()
+
+    def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """First column of the first row (None when there is no row)."""
+        self._require_open()
+        with self._driver_errors("running a probe query"):
+            return self._scalar(strip_sql(sql), params)
+
+    # --- helpers ------------------------------------------------------------------------
+
+    def _converters(
+        self, schema: pa.Schema, live_columns: list[SourceColumn] | None
+    ) -> list[Converter]:
+        converters: list[Converter] = []
+        for index, field in enumerate(schema):
+            live = live_columns[index] if live_columns is not None else None
+            native_match = live is not None and live.arrow_type == field.type
+            if native_match and live is not None and live.converter is not None:
+                converters.append(live.converter)
+            else:
+                direct = native_match and live is not None and live.direct
+                converters.append(make_converter(field.type, field.name, direct=direct))
+        return converters
+
+    def _driver_errors(self, doing: str) -> _DriverErrors:
+        return _DriverErrors(self.engine_label, doing)
+
+
+class _DriverErrors:
+    """Context manager turning driver exceptions into redacted Source/Transient errors."""
+
+    def __init__(self, engine_label: str, doing: str) -> None:
+        self._engine_label = engine_label
+        self._doing = doing
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        if exc is None or isinstance(exc, (RivetError, GeneratorExit, KeyboardInterrupt)):
+            return False
+        if not isinstance(exc, Exception):
+            return False
+        raise wrap_driver_error(exc, f"{self._engine_label} error while {self._doing}") from exc
+
+
+def wrap_driver_error(exc: BaseException, context: str, hint: str = "") -> RivetError:
+    """A redacted RivetError for a driver exception; transient iff the classifier says so."""
+    decision = classify_error(exc)
+    detail = redact_secrets(str(exc).strip()) or type(exc).__name__
+    message = f"{context}: {detail}"
+    if hint:
+        message += f" — {hint}"
+    if decision.transient:
+        return TransientError(message)
+    return SourceError(message)

@@ -1,0 +1,262 @@
+"""MySQL / MariaDB source session (PyMySQL): one connection, one consistent snapshot.
+
+Contract (reference §2.0 MySQL read path): on connect the session sets
+`time_zone='+00:00'` (TIMESTAMP values are UTC instants, cursor literals compare in UTC),
+removes `NO_BACKSLASH_ESCAPES` from `sql_mode` (PyMySQL escapes bound values with
+backslashes), sets the statement-duration limit from `statement_timeout_s` when > 0 —
+`max_execution_time` in ms on MySQL, `max_statement_time` in seconds on MariaDB (detected
+from VERSION()) — and `innodb_lock_wait_timeout` from `lock_timeout_s`, then opens
+`START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY` so describe, stream and scalar
+share one snapshot. Streaming uses an unbuffered `SSCursor`: rows come off the socket one
+batch at a time. While a stream is open the connection cannot run another statement
+(MySQL protocol rule), so consume or close a stream before calling `scalar`.
+
+`describe` runs `SELECT * FROM (<sql>) AS _rivet_probe LIMIT 0`, which returns the column
+definitions without reading rows.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+
+from rivet_core.config.tuning import ResolvedTuning
+from rivet_core.errors import ConfigError
+from rivet_core.redact import redact_url
+from rivet_core.source.base import SourceColumn, SourceSession, wrap_driver_error
+from rivet_core.source.query import quote_ident_mysql
+from rivet_core.source.types_mysql import _TEXTUAL, BINARY_CHARSET, MySQLField, mysql_column
+
+_CONNECT_TIMEOUT_S = 10
+_JSON_CHECK = re.compile(r"^\s*json_valid\(`((?:[^`]|``)+)`\)\s*$", re.IGNORECASE)
+
+
+def mysql_connect_args(url: str) -> dict[str, Any]:
+    """PyMySQL keyword arguments for a `mysql://user:pw@host:port/db` URL."""
+    parts = urllib.parse.urlsplit(url)
+    if not parts.hostname:
+        raise ConfigError(f"MySQL URL {redact_url(url)} has no host — expected mysql://user:password@host:port/database")
+    args: dict[str, Any] = {
+        "host": parts.hostname,
+        "port": parts.port or 3306,
+        "user": urllib.parse.unquote(parts.username or ""),
+        "password": urllib.parse.unquote(parts.password or ""),
+        "charset": "utf8mb4",
+        "connect_timeout": _CONNECT_TIMEOUT_S,
+        "autocommit": True,  # transactions are explicit (START TRANSACTION … below)
+        "program_name": "rivet",
+    }
+    database = urllib.parse.unquote(parts.path.lstrip("/"))
+    if database:
+        args["database"] = database
+    return args
+
+
+def _field_of(packet: Any) -> MySQLField:
+    return MySQLField(
+        name=packet.name, type_code=packet.type_code, flags=packet.flags,
+        charsetnr=packet.charsetnr, length=packet.length, decimals=packet.scale,
+        org_table=packet.org_table or "", org_name=packet.org_name or "",
+    )
+
+
+class MySQLSession(SourceSession):
+    """See module docstring."""
+
+    engine = "mysql"
+    engine_label = "MySQL"
+
+    def __init__(self, url: str, tuning: ResolvedTuning) -> None:
+        super().__init__(url, tuning)
+        self._conn: pymysql.connections.Connection[Any] | None = None
+        self.is_mariadb = False
+        self.server_version = ""
+        self._json_cache: dict[tuple[str, str], frozenset[tuple[str, str]]] = {}
+
+    def quote_ident(self, name: str) -> str:
+        return quote_ident_mysql(name)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        args = mysql_connect_args(self._url)
+        try:
+            conn = pymysql.connect(**args)
+        except pymysql.err.MySQLError as exc:
+            raise wrap_driver_error(
+                exc, f"cannot connect to MySQL at {redact_url(self._url)}",
+                "check the URL, credentials and that the server is reachable; "
+                "`rivet doctor` tests the source connection",
+            ) from exc
+        self._conn = conn
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT VERSION(), @@SESSION.sql_mode")
+                version, sql_mode = cur.fetchone()
+                self.server_version = str(version)
+                self.is_mariadb = "mariadb" in self.server_version.lower()
+                modes = [m for m in str(sql_mode or "").split(",") if m and m != "NO_BACKSLASH_ESCAPES"]
+                cur.execute("SET SESSION sql_mode = %s", (",".join(modes),))
+                cur.execute("SET time_zone = '+00:00'")
+                timeout_s = int(self.tuning.statement_timeout_s)
+                if timeout_s > 0:
+                    if self.is_mariadb:
+                        cur.execute(f"SET SESSION max_statement_time = {timeout_s}")
+                    else:
+                        cur.execute(f"SET SESSION max_execution_time = {timeout_s * 1000}")
+                if self.tuning.lock_timeout_s > 0:
+                    cur.execute(
+                        f"SET SESSION innodb_lock_wait_timeout = {max(int(self.tuning.lock_timeout_s), 1)}"
+                    )
+                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        except pymysql.err.MySQLError as exc:
+            conn.close()
+            self._conn = None
+            raise wrap_driver_error(exc, "cannot start the MySQL read transaction") from exc
+
+    def _close(self, *, success: bool) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            if success:
+                conn.commit()
+            else:
+                conn.rollback()
+        except pymysql.err.MySQLError as exc:
+            if success:
+                raise wrap_driver_error(exc, "MySQL error while ending the read transaction") from exc
+        finally:
+            try:
+                conn.close()
+            except pymysql.err.Error:
+                pass  # already closed by the server; nothing left to release
+
+    @property
+    def connection(self) -> pymysql.connections.Connection[Any]:
+        if self._conn is None:
+            self._require_open()
+            raise AssertionError("unreachable: session is open but has no connection")
+        return self._conn
+
+    # --- engine hooks -------------------------------------------------------------------
+
+    def _json_columns(
+        self, fields: list[MySQLField], schema_hint: str | None
+    ) -> frozenset[tuple[str, str]]:
+        """MariaDB JSON columns among the result's source tables (CHECK json_valid(col))."""
+        if not self.is_mariadb:
+            return frozenset()
+        tables = sorted({
+            f.org_table for f in fields
+            if f.org_table and f.type_code in _TEXTUAL and f.charsetnr != BINARY_CHARSET
+        })
+        if not tables:
+            return frozenset()
+        key = (schema_hint or "", ",".join(tables))
+        if key not in self._json_cache:
+            placeholders = ", ".join(["%s"] * len(tables))
+            sql = (
+                "SELECT TABLE_NAME, CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS "
+                "WHERE CONSTRAINT_SCHEMA = COALESCE(%s, DATABASE()) "
+                f"AND TABLE_NAME IN ({placeholders})"
+            )
+            found: set[tuple[str, str]] = set()
+            with self.connection.cursor() as cur:
+                cur.execute(sql, [schema_hint, *tables])
+                for table, clause in cur.fetchall():
+                    match = _JSON_CHECK.match(str(clause))
+                    if match:
+                        found.add((str(table), match.group(1).replace("``", "`")))
+            self._json_cache[key] = frozenset(found)
+        return self._json_cache[key]
+
+    def _origin_fields(self, sql: str, params: Sequence[Any]) -> list[MySQLField] | None:
+        """Column origins (org_table) for MariaDB's JSON check lookup.
+
+        The derived-table probe reports the probe alias as every column's table, so this
+        second probe uses the parenthesised form `(<sql>) LIMIT 0`, which keeps the base
+        table; MariaDB rejects it for some shapes (e.g. a leading WITH), in which case JSON
+        columns are reported as text — still exact UTF-8, only the logical type is lost.
+        """
+        try:
+            with self.connection.cursor() as cur:
+                cur.execute(f"({sql}) LIMIT 0", list(params) or None)
+                packets = list(cur._result.fields) if cur._result is not None else []
+                cur.fetchall()
+        except pymysql.err.MySQLError:
+            return None
+        return [_field_of(p) for p in packets]
+
+    def _probe_columns(
+        self, sql: str, params: Sequence[Any], table_hint: tuple[str | None, str] | None
+    ) -> list[SourceColumn]:
+        probe = f"SELECT * FROM ({sql}) AS _rivet_probe LIMIT 0"
+        with self.connection.cursor() as cur:
+            cur.execute(probe, list(params) or None)
+            packets = list(cur._result.fields) if cur._result is not None else []
+            cur.fetchall()
+        fields = [_field_of(p) for p in packets]
+        json_columns: frozenset[tuple[str, str]] = frozenset()
+        if self.is_mariadb and any(
+            f.type_code in _TEXTUAL and f.charsetnr != BINARY_CHARSET for f in fields
+        ):
+            origins = self._origin_fields(sql, params)
+            if origins is not None and len(origins) == len(fields):
+                json_columns = self._json_columns(origins, table_hint[0] if table_hint else None)
+                fields = [
+                    MySQLField(f.name, f.type_code, f.flags, f.charsetnr, f.length, f.decimals,
+                               o.org_table, o.org_name)
+                    for f, o in zip(fields, origins, strict=True)
+                ]
+        return [mysql_column(f, json_columns) for f in fields]
+
+    def _open_cursor(
+        self, sql: str, params: Sequence[Any], batch_rows: int
+    ) -> tuple[list[SourceColumn] | None, Iterator[Sequence[Sequence[Any]]]]:
+        cur = self.connection.cursor(pymysql.cursors.SSCursor)
+        try:
+            if params:
+                cur.execute(sql, list(params))
+            else:
+                cur.execute(sql)
+            packets = list(cur._result.fields) if cur._result is not None else []
+        except BaseException:
+            cur.close()
+            raise
+        # Column info needs no extra query here: the JSON check lookup is cached from
+        # describe, and a lookup now would collide with the open unbuffered result.
+        fields = [_field_of(p) for p in packets]
+        json_columns: frozenset[tuple[str, str]] = frozenset().union(*self._json_cache.values())
+        live = [mysql_column(f, json_columns) for f in fields]
+        return live, _fetch_chunks(cur, batch_rows)
+
+    def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
+        with self.connection.cursor() as cur:
+            if params:
+                cur.execute(sql, list(params))
+            else:
+                cur.execute(sql)
+            row = cur.fetchone()
+            cur.fetchall()
+        return None if row is None else row[0]
+
+
+def _fetch_chunks(cur: pymysql.cursors.SSCursor, batch_rows: int) -> Iterator[Sequence[Sequence[Any]]]:
+    try:
+        while True:
+            rows = cur.fetchmany(batch_rows)
+            if not rows:
+                return
+            yield rows
+    finally:
+        try:
+            cur.close()  # drains any unread rows so the connection stays usable
+        except pymysql.err.Error:
+            pass  # the connection is already broken; the read error surfaced above

@@ -1,0 +1,200 @@
+"""PostgreSQL source session (psycopg 3): one connection, one snapshot, server-side cursors.
+
+Contract (reference §2.0 PG read path): on enter the session opens a
+`REPEATABLE READ READ ONLY` transaction and sets, LOCAL to it, `TimeZone='UTC'` (so
+timestamptz values and cursor literals are UTC whatever the database default is),
+`IntervalStyle='iso_8601'` (interval → ISO-8601 text), ISO `DateStyle`, shortest-exact
+float text, and `statement_timeout` / `lock_timeout` from tuning when > 0. `describe`,
+`stream` and `scalar` therefore all see the same snapshot. Streaming uses a named
+(server-side) cursor: `DECLARE … NO SCROLL CURSOR` + `FETCH batch_rows`, so client memory is
+bounded by one batch. The transaction commits on a clean exit and rolls back otherwise.
+
+`describe` does not execute the query: declaring a cursor only plans it, and the portal
+description carries each column's type OID and typmod (precision/scale of numerics).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg.types.string import TextLoader
+
+from rivet_core.config.tuning import ResolvedTuning
+from rivet_core.redact import redact_url
+from rivet_core.source.base import SourceColumn, SourceSession, wrap_driver_error
+from rivet_core.source.query import quote_ident_pg
+from rivet_core.source.types_pg import CATALOG_SQL, PgTypeInfo, pg_column
+
+_CONNECT_TIMEOUT_S = 10
+
+
+def normalize_pg_url(url: str) -> str:
+    """Accept SQLAlchemy-style schemes (`postgresql+psycopg://`) as libpq URLs."""
+    scheme, sep, rest = url.partition("://")
+    if sep and "+" in scheme:
+        return f"{scheme.split('+', 1)[0]}://{rest}"
+    return url
+
+
+class PostgresSession(SourceSession):
+    """See module docstring."""
+
+    engine = "postgres"
+    engine_label = "PG"
+
+    def __init__(self, url: str, tuning: ResolvedTuning) -> None:
+        super().__init__(normalize_pg_url(url), tuning)
+        self._conn: psycopg.Connection[Any] | None = None
+        self._cursor_ids = itertools.count(1)
+        self._type_cache: dict[tuple[int, int], PgTypeInfo] = {}
+
+    def quote_ident(self, name: str) -> str:
+        return quote_ident_pg(name)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def _connect(self) -> None:
+        try:
+            conn = psycopg.connect(
+                self._url, application_name="rivet", connect_timeout=_CONNECT_TIMEOUT_S,
+                autocommit=False,
+            )
+        except psycopg.Error as exc:
+            raise wrap_driver_error(
+                exc, f"cannot connect to PostgreSQL at {redact_url(self._url)}",
+                "check the URL, credentials and that the server is reachable; "
+                "`rivet doctor` tests the source connection",
+            ) from exc
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+        # Text for json/jsonb (as PostgreSQL renders it) and interval (ISO-8601, see below).
+        for type_name in ("json", "jsonb", "interval"):
+            conn.adapters.register_loader(type_name, TextLoader)
+        self._conn = conn
+        try:
+            settings = [
+                "SET LOCAL TimeZone = 'UTC'",
+                "SET LOCAL IntervalStyle = 'iso_8601'",
+                "SET LOCAL DateStyle = 'ISO, YMD'",
+                "SET LOCAL extra_float_digits = 1",
+            ]
+            if self.tuning.statement_timeout_s > 0:
+                settings.append(
+                    f"SET LOCAL statement_timeout = {int(self.tuning.statement_timeout_s) * 1000}"
+                )
+            if self.tuning.lock_timeout_s > 0:
+                settings.append(f"SET LOCAL lock_timeout = {int(self.tuning.lock_timeout_s) * 1000}")
+            for statement in settings:
+                conn.execute(statement)  # the first one opens the snapshot transaction
+        except psycopg.Error as exc:
+            conn.close()
+            self._conn = None
+            raise wrap_driver_error(exc, "cannot start the PostgreSQL read transaction") from exc
+
+    def _close(self, *, success: bool) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            if success:
+                conn.commit()
+            else:
+                conn.rollback()
+        except psycopg.Error as exc:
+            if success:
+                raise wrap_driver_error(exc, "PG error while ending the read transaction") from exc
+        finally:
+            conn.close()
+
+    @property
+    def connection(self) -> psycopg.Connection[Any]:
+        if self._conn is None:
+            self._require_open()
+            raise AssertionError("unreachable: session is open but has no connection")
+        return self._conn
+
+    # --- engine hooks -------------------------------------------------------------------
+
+    def _type_infos(self, oids: list[int], mods: list[int]) -> list[PgTypeInfo]:
+        missing = [(o, m) for o, m in zip(oids, mods, strict=True) if (o, m) not in self._type_cache]
+        if missing:
+            rows = self.connection.execute(
+                CATALOG_SQL, [[o for o, _ in missing], [m for _, m in missing]]
+            ).fetchall()
+            for (oid, mod), row in zip(missing, rows, strict=True):
+                _, formatted, typname, typtype, category, elem, elem_type, base = row
+                self._type_cache[(oid, mod)] = PgTypeInfo(
+                    formatted=formatted or f"oid {oid}", typname=typname or f"oid {oid}",
+                    typtype=typtype or "", typcategory=category or "",
+                    elem_typname=elem, elem_typtype=elem_type, base_typname=base,
+                )
+        return [self._type_cache[(o, m)] for o, m in zip(oids, mods, strict=True)]
+
+    def _live_columns(self, cursor: psycopg.ServerCursor[Any]) -> list[SourceColumn]:
+        result = cursor.pgresult
+        description = cursor.description or []
+        if result is None:
+            return []
+        oids = [result.ftype(i) for i in range(result.nfields)]
+        mods = [result.fmod(i) for i in range(result.nfields)]
+        infos = self._type_infos(oids, mods)
+        return [
+            pg_column(column.name, mod, info)
+            for column, mod, info in zip(description, mods, infos, strict=True)
+        ]
+
+    def _new_cursor(self) -> psycopg.ServerCursor[Any]:
+        return self.connection.cursor(
+            name=f"_rivet_{next(self._cursor_ids)}", scrollable=False, withhold=False
+        )
+
+    def _probe_columns(
+        self, sql: str, params: Sequence[Any], table_hint: tuple[str | None, str] | None
+    ) -> list[SourceColumn]:
+        cursor = self._new_cursor()
+        try:
+            cursor.execute(sql, list(params) or None)  # DECLARE + describe; no rows run
+            return self._live_columns(cursor)
+        finally:
+            cursor.close()
+
+    def _open_cursor(
+        self, sql: str, params: Sequence[Any], batch_rows: int
+    ) -> tuple[list[SourceColumn] | None, Iterator[Sequence[Sequence[Any]]]]:
+        cursor = self._new_cursor()
+        cursor.itersize = batch_rows
+        try:
+            cursor.execute(sql, list(params) or None)
+            live = self._live_columns(cursor)
+        except BaseException:
+            _close_quietly(cursor)
+            raise
+        return live, _fetch_chunks(cursor, batch_rows)
+
+    def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
+        row = self.connection.execute(sql, list(params) or None).fetchone()
+        return None if row is None else row[0]
+
+
+def _fetch_chunks(
+    cursor: psycopg.ServerCursor[Any], batch_rows: int
+) -> Iterator[Sequence[Sequence[Any]]]:
+    try:
+        while True:
+            rows = cursor.fetchmany(batch_rows)
+            if not rows:
+                return
+            yield rows
+    finally:
+        _close_quietly(cursor)
+
+
+def _close_quietly(cursor: psycopg.ServerCursor[Any]) -> None:
+    """Close a server cursor; in an aborted transaction CLOSE itself fails, which is moot."""
+    try:
+        cursor.close()
+    except psycopg.Error:
+        pass

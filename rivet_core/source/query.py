@@ -1,0 +1,189 @@
+"""Pure SQL builders for the read modes (reference §2.2 incremental, §2.5 time_window, §2.6).
+
+Every builder returns `(sql, params)` with `%s` placeholders (the session translates them
+for SQLite). Two safety rules hold for all of them, and are property-tested:
+
+1. **Values are always bound parameters**, never spliced into the text — a cursor value
+   such as `O'Brien` or `1; DROP TABLE t` is data, not SQL.
+2. **Identifiers are quoted by the dialect** (PG/SQLite `"x"` with `"` doubled, MySQL
+   `` `x` `` with `` ` `` doubled), so any column name, however hostile, stays one name.
+
+Placeholder convention shared with the sessions: a statement executed WITH parameters has
+every literal `%` written as `%%` (the psycopg/PyMySQL rule), so when a builder adds a
+parameter it escapes the `%` in the user's base query; a statement with no parameters is
+passed to the driver verbatim.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+CursorMode = Literal["single_column", "coalesce"]
+TimeColumnType = Literal["timestamp", "unix"]
+
+#: Alias of the wrapped base query (reference §2.0).
+BASE_ALIAS = "_rivet"
+COALESCED_CURSOR = "_rivet_coalesced_cursor"
+
+
+def quote_ident_pg(name: str) -> str:
+    """PostgreSQL / SQLite: double quotes, embedded `"` doubled."""
+    _reject_nul(name)
+    return '"' + name.replace('"', '""') + '"'
+
+
+def quote_ident_mysql(name: str) -> str:
+    """MySQL / MariaDB: backticks, embedded `` ` `` doubled."""
+    _reject_nul(name)
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _reject_nul(name: str) -> None:
+    if "\x00" in name:
+        raise ValueError(f"identifier {name!r} contains a NUL character, which no database accepts")
+    if not name:
+        raise ValueError("identifier is empty")
+
+
+class SupportsQuoteIdent(Protocol):
+    """Anything that can quote an identifier for its engine (a Dialect or a SourceSession)."""
+
+    def quote_ident(self, name: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """The engine-specific bits a pure SQL builder needs."""
+
+    name: str
+    quoter: Callable[[str], str]
+
+    def quote_ident(self, name: str) -> str:
+        return self.quoter(name)
+
+
+POSTGRES = Dialect("postgres", quote_ident_pg)
+MYSQL = Dialect("mysql", quote_ident_mysql)
+SQLITE = Dialect("sqlite", quote_ident_pg)
+DIALECTS: dict[str, Dialect] = {"postgres": POSTGRES, "mysql": MYSQL, "sqlite": SQLITE}
+
+
+def dialect_for(engine: str) -> Dialect:
+    """The Dialect for an engine name ("postgres" | "mysql" | "sqlite")."""
+    try:
+        return DIALECTS[engine]
+    except KeyError:
+        raise ValueError(
+            f"unknown source engine '{engine}' — expected one of {sorted(DIALECTS)}"
+        ) from None
+
+
+def _resolve(dialect: SupportsQuoteIdent | str) -> SupportsQuoteIdent:
+    return dialect_for(dialect) if isinstance(dialect, str) else dialect
+
+
+def _base(base_sql: str, *, with_params: bool) -> str:
+    text = base_sql.strip()
+    while text.endswith(";"):
+        text = text[:-1].rstrip()
+    # With parameters, a literal % must be %% for the driver (see module doc).
+    return text.replace("%", "%%") if with_params else text
+
+
+def _quoter(dialect: SupportsQuoteIdent, *, with_params: bool) -> Callable[[str], str]:
+    """Quote identifiers; with parameters, a `%` inside a name must be `%%` as well."""
+    if with_params:
+        return lambda name: dialect.quote_ident(name).replace("%", "%%")
+    return dialect.quote_ident
+
+
+def build_incremental_query(
+    dialect: SupportsQuoteIdent | str,
+    base_sql: str,
+    cursor_column: str,
+    last_value: str | None,
+    *,
+    mode: CursorMode = "single_column",
+    fallback_column: str | None = None,
+) -> tuple[str, list[Any]]:
+    """Incremental read (reference §2.2): rows with cursor > last_value, ordered by cursor.
+
+    `single_column`: `SELECT * FROM (<base>) AS _rivet [WHERE c > %s] ORDER BY c`.
+    `coalesce`: adds `COALESCE(_rivet.p, _rivet.f) AS _rivet_coalesced_cursor`, filters and
+    orders by it (then p, f); the caller strips that column from the output.
+    """
+    with_params = last_value is not None
+    quote = _quoter(_resolve(dialect), with_params=with_params)
+    base = _base(base_sql, with_params=with_params)
+    params: list[Any] = [last_value] if with_params else []
+    if mode == "single_column":
+        column = quote(cursor_column)
+        where = f" WHERE {column} > %s" if with_params else ""
+        sql = f"SELECT * FROM ({base}) AS {BASE_ALIAS}{where} ORDER BY {column}"
+        return sql, params
+    if mode != "coalesce":
+        raise ValueError(f"unknown incremental_cursor_mode '{mode}' (single_column | coalesce)")
+    if not fallback_column:
+        raise ValueError("incremental_cursor_mode: coalesce requires cursor_fallback_column")
+    primary = f"{BASE_ALIAS}.{quote(cursor_column)}"
+    fallback = f"{BASE_ALIAS}.{quote(fallback_column)}"
+    coalesced = f"COALESCE({primary}, {fallback})"
+    where = f" WHERE {coalesced} > %s" if with_params else ""
+    sql = (
+        f"SELECT {BASE_ALIAS}.*, {coalesced} AS {quote(COALESCED_CURSOR)} "
+        f"FROM ({base}) AS {BASE_ALIAS}{where} "
+        f"ORDER BY {coalesced}, {primary}, {fallback}"
+    )
+    return sql, params
+
+
+def _time_param(value: dt.datetime | dt.date, time_column_type: TimeColumnType) -> Any:
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
+        moment = value
+    else:
+        moment = dt.datetime(value.year, value.month, value.day)
+    if time_column_type == "unix":
+        return (moment - dt.datetime(1970, 1, 1)) // dt.timedelta(seconds=1)
+    if time_column_type != "timestamp":
+        raise ValueError(f"unknown time_column_type '{time_column_type}' (timestamp | unix)")
+    # Sessions run in UTC, so a zone-less literal compares as a UTC instant.
+    text = moment.isoformat(sep=" ", timespec="seconds")  # zero-padded, unlike strftime %Y
+    return text + (f".{moment.microsecond:06d}" if moment.microsecond else "")
+
+
+def build_time_window_query(
+    dialect: SupportsQuoteIdent | str,
+    base_sql: str,
+    time_column: str,
+    cutoff: dt.datetime | dt.date,
+    time_column_type: TimeColumnType = "timestamp",
+) -> tuple[str, list[Any]]:
+    """time_window (reference §2.5): `SELECT * FROM (<base>) AS _rivet WHERE col >= cutoff`.
+
+    `cutoff` is taken as UTC (an aware datetime is converted); `unix` binds epoch seconds.
+    """
+    column = _quoter(_resolve(dialect), with_params=True)(time_column)
+    sql = f"SELECT * FROM ({_base(base_sql, with_params=True)}) AS {BASE_ALIAS} WHERE {column} >= %s"
+    return sql, [_time_param(cutoff, time_column_type)]
+
+
+def build_time_range_query(
+    dialect: SupportsQuoteIdent | str,
+    base_sql: str,
+    time_column: str,
+    start: dt.datetime | dt.date,
+    end: dt.datetime | dt.date,
+    time_column_type: TimeColumnType = "timestamp",
+) -> tuple[str, list[Any]]:
+    """Half-open window [start, end) on `time_column` (daily partitions, partition_by)."""
+    column = _quoter(_resolve(dialect), with_params=True)(time_column)
+    sql = (
+        f"SELECT * FROM ({_base(base_sql, with_params=True)}) AS {BASE_ALIAS} "
+        f"WHERE {column} >= %s AND {column} < %s"
+    )
+    return sql, [_time_param(start, time_column_type), _time_param(end, time_column_type)]

@@ -1,0 +1,51 @@
+"""The state store: cursors, file log, metrics, schema baselines, journal, run ledger.
+
+`StateStore.open(config_path)` picks the backend (SQLite beside the config, or PostgreSQL
+from RIVET_STATE_URL), runs the versioned migrations, and exposes one method group per
+table group (each in its own module). One code path serves both dialects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from rivet_core.redact import redact_secrets
+from rivet_core.state.baselines import SchemaBaselineStore
+from rivet_core.state.cursors import CursorRow, CursorStore
+from rivet_core.state.engine import STATE_FILE_NAME, create_state_engine, state_url_for
+from rivet_core.state.files import FileLogStore, FileRow
+from rivet_core.state.metrics import MetricsStore
+from rivet_core.state.migrations import SCHEMA_VERSION, migrate
+from rivet_core.state.progression import ProgressionStore
+from rivet_core.state.runs import RunLedgerStore
+
+__all__ = ["StateStore", "CursorRow", "FileRow", "STATE_FILE_NAME", "SCHEMA_VERSION", "state_url_for"]
+
+
+class StateStore(CursorStore, FileLogStore, MetricsStore, SchemaBaselineStore, RunLedgerStore,
+                 ProgressionStore):
+    """All state operations over one SQLAlchemy engine."""
+
+    def __init__(self, engine: sa.Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, config_path: Path | str | None, state_url: str | None = None) -> StateStore:
+        url = state_url_for(config_path, state_url)
+        store = cls(create_state_engine(url))
+        migrate(store.engine)
+        return store
+
+    @property
+    def url(self) -> str:
+        """The backend URL with credentials redacted (safe to print)."""
+        return redact_secrets(self.engine.url.render_as_string(hide_password=False))
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def close(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,16 @@
+"""Shared base of the state-store mixins: the engine and a UTC clock."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+
+def utc_now_text() -> str:
+    """RFC3339 UTC timestamp text, the storage format of every state timestamp."""
+    return datetime.now(UTC).isoformat()
+
+
+class StoreBase:
+    engine: sa.Engine

@@ -1,0 +1,54 @@
+"""Versioned migrations of the state store, safe to run from two processes at once.
+
+The ladder is an ordered list of (version, step). Each process runs `migrate()` on open:
+- SQLite: the whole ladder runs inside one `BEGIN IMMEDIATE` transaction, so a second
+  process waits on the lock and then sees the versions already applied.
+- PostgreSQL: the ladder runs in one transaction holding `pg_advisory_xact_lock`
+  (DDL is transactional there), with the same effect.
+A step must be idempotent-safe under that lock (it only ever runs once per database).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import sqlalchemy as sa
+
+from rivet_core.state import schema
+
+_ADVISORY_KEY = 0x72697665745F6D69  # "rivet_mi"
+
+
+def _v1_create_core_tables(conn: sa.Connection) -> None:
+    for table in schema.V1_TABLES:
+        table.create(conn, checkfirst=True)
+
+
+#: The ladder. Append only; never edit a released step.
+MIGRATIONS: list[tuple[int, Callable[[sa.Connection], None]]] = [
+    (1, _v1_create_core_tables),
+]
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def migrate(engine: sa.Engine) -> int:
+    """Bring the database to SCHEMA_VERSION; returns the version reached."""
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_KEY - (1 << 63)})
+        schema.schema_version.create(conn, checkfirst=True)
+        applied = set(conn.execute(sa.select(schema.schema_version.c.version)).scalars())
+        for version, step in MIGRATIONS:
+            if version in applied:
+                continue
+            step(conn)
+            conn.execute(
+                schema.schema_version.insert().values(
+                    version=version, applied_at=datetime.now(UTC).isoformat()
+                )
+            )
+        current = conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar()
+    if current != SCHEMA_VERSION:
+        raise RuntimeError(f"state store migration incomplete: at v{current}, expected v{SCHEMA_VERSION}")
+    return int(current)

@@ -1,0 +1,45 @@
+"""export_progression: advisory committed/verified boundaries (never read by execution)."""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import sqlalchemy as sa
+
+from rivet_core.state._base import StoreBase, utc_now_text
+from rivet_core.state.schema import export_progression
+
+
+def cursor_advances(new: str, old: str | None) -> bool:
+    """True when `new` is strictly after `old`: numeric if both parse, else byte-wise text."""
+    if old is None:
+        return True
+    try:
+        return Decimal(new) > Decimal(old)
+    except (InvalidOperation, ValueError):
+        return new.encode() > old.encode()
+
+
+class ProgressionStore(StoreBase):
+    def record_committed_incremental(self, export_name: str, cursor: str, run_id: str) -> None:
+        now = utc_now_text()
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(export_progression).where(
+                export_progression.c.export_name == export_name)).mappings().first()
+            if row is not None and not cursor_advances(cursor, row["last_committed_cursor"]):
+                return
+            values = dict(last_committed_strategy="incremental", last_committed_cursor=cursor,
+                          last_committed_chunk_index=None, last_committed_run_id=run_id,
+                          last_committed_at=now)
+            if row is None:
+                conn.execute(export_progression.insert().values(export_name=export_name, **values))
+            else:
+                conn.execute(export_progression.update().where(
+                    export_progression.c.export_name == export_name).values(**values))
+
+    def get_progression(self, export_name: str) -> dict[str, Any] | None:
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(export_progression).where(
+                export_progression.c.export_name == export_name)).mappings().first()
+        return dict(row) if row else None

@@ -1,0 +1,137 @@
+"""Table definitions of the state store (reference state-and-trust §1.2), dialect-neutral.
+
+SQLAlchemy Core tables shared by the SQLite file store and the PostgreSQL store, so there is
+one code path for both. Timestamps are RFC3339 UTC text, as in Rivet, so rows compare and
+sort the same on either backend. The tables and their writers:
+
+- export_state       — incremental cursor (RunStore, after the manifest landed: I3)
+- file_log           — ledger of committed parts (record_part, warn-on-fail: I7)
+- export_metrics     — one `running` row projected from file_log during a run, replaced by
+                       exactly one terminal row after the verdict (I4)
+- export_schema      — schema-drift baseline (schema_drift facade)
+- run_journal        — the per-run event log
+- run_status         — lifecycle ledger (running → success|failed|skipped)
+- export_progression — advisory committed/verified boundaries (PG2)
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+schema_version = sa.Table(
+    "rivet_schema_version", metadata,
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("applied_at", sa.Text, nullable=False),
+)
+
+export_state = sa.Table(
+    "export_state", metadata,
+    sa.Column("export_name", sa.Text, primary_key=True),
+    sa.Column("last_cursor_value", sa.Text),
+    sa.Column("last_run_at", sa.Text),
+    sa.Column("resume_run_id", sa.Text),
+)
+
+file_log = sa.Table(
+    "file_log", metadata,
+    sa.Column("id", sa.Integer().with_variant(sa.BigInteger, "postgresql"), primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("export_name", sa.Text, nullable=False),
+    sa.Column("file_name", sa.Text, nullable=False),
+    sa.Column("row_count", sa.BigInteger, nullable=False),
+    sa.Column("bytes", sa.BigInteger, nullable=False),
+    sa.Column("format", sa.Text),
+    sa.Column("compression", sa.Text),
+    sa.Column("created_at", sa.Text, nullable=False),
+    sa.Column("cursor_high", sa.Text),
+    sa.Index("idx_file_log_export", "export_name", "id"),
+    sa.Index("idx_file_log_run", "run_id", "file_name"),
+)
+
+export_metrics = sa.Table(
+    "export_metrics", metadata,
+    sa.Column("id", sa.Integer().with_variant(sa.BigInteger, "postgresql"), primary_key=True, autoincrement=True),
+    sa.Column("export_name", sa.Text, nullable=False),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("run_at", sa.Text, nullable=False),
+    sa.Column("duration_ms", sa.BigInteger, nullable=False, default=0),
+    sa.Column("total_rows", sa.BigInteger, nullable=False, default=0),
+    sa.Column("peak_rss_mb", sa.BigInteger),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("error_message", sa.Text),
+    sa.Column("error_class", sa.Text),
+    sa.Column("tuning_profile", sa.Text),
+    sa.Column("format", sa.Text),
+    sa.Column("mode", sa.Text),
+    sa.Column("files_produced", sa.BigInteger, default=0),
+    sa.Column("files_committed", sa.BigInteger, default=0),
+    sa.Column("bytes_written", sa.BigInteger, default=0),
+    sa.Column("retries", sa.Integer, default=0),
+    sa.Column("validated", sa.Boolean),
+    sa.Column("schema_changed", sa.Boolean),
+    sa.Column("quality_passed", sa.Boolean),
+    sa.Column("skip_reason", sa.Text),
+    sa.Column("schema_fingerprint", sa.Text),
+    sa.Column("batch_size", sa.BigInteger),
+    sa.Column("source_type", sa.Text),
+    sa.Column("destination_type", sa.Text),
+    sa.Column("cursor_min", sa.Text),
+    sa.Column("cursor_max", sa.Text),
+    sa.Column("rivet_version", sa.Text),
+    sa.Column("dagster_run_id", sa.Text),
+    sa.Index("idx_export_metrics_export", "export_name", "id"),
+    # At most one in-flight projection per run (reference v21).
+    sa.Index(
+        "export_metrics_one_running_per_run", "run_id", unique=True,
+        sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'"),
+    ),
+)
+
+export_schema = sa.Table(
+    "export_schema", metadata,
+    sa.Column("export_name", sa.Text, primary_key=True),
+    sa.Column("columns_json", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.Text, nullable=False),
+)
+
+run_journal = sa.Table(
+    "run_journal", metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("export_name", sa.Text, nullable=False),
+    sa.Column("finished_at", sa.Text, nullable=False),
+    sa.Column("journal_json", sa.Text, nullable=False),
+    sa.Index("idx_run_journal_export", "export_name", "finished_at"),
+)
+
+run_status = sa.Table(
+    "run_status", metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("export_name", sa.Text, nullable=False),
+    sa.Column("prefix", sa.Text),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("started_at", sa.Text, nullable=False),
+    sa.Column("finished_at", sa.Text),
+    sa.Column("dagster_run_id", sa.Text),
+    sa.Index("idx_run_status_prefix", "prefix"),
+)
+
+export_progression = sa.Table(
+    "export_progression", metadata,
+    sa.Column("export_name", sa.Text, primary_key=True),
+    sa.Column("last_committed_strategy", sa.Text),
+    sa.Column("last_committed_cursor", sa.Text),
+    sa.Column("last_committed_chunk_index", sa.BigInteger),
+    sa.Column("last_committed_run_id", sa.Text),
+    sa.Column("last_committed_at", sa.Text),
+    sa.Column("last_verified_strategy", sa.Text),
+    sa.Column("last_verified_cursor", sa.Text),
+    sa.Column("last_verified_chunk_index", sa.BigInteger),
+    sa.Column("last_verified_run_id", sa.Text),
+    sa.Column("last_verified_at", sa.Text),
+)
+
+#: Tables created by migration 1, in dependency order.
+V1_TABLES = (export_state, file_log, export_metrics, export_schema, run_journal, run_status,
+             export_progression)

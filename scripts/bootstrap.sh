@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Create or refresh the project's virtualenv (.venv) exactly as requirements.lock says.
+#
+# Used by `make test` (scripts/test.sh), `make lint` and `make demo`; safe to run any time.
+#   * needs python3 >= 3.11 (override with PYTHON=/path/to/python3.X);
+#   * installs a pinned `uv` into .venv, then `uv pip sync requirements.lock` (no dependency
+#     re-resolution: the lock is the whole environment) and `uv pip install --no-deps -e .`;
+#   * `uv pip check` must pass;
+#   * a stamp file (.venv/.rivet-bootstrap) holds a hash of the inputs, so a second run with
+#     nothing changed returns at once.
+# Only PyPI is needed (uv and every wheel come from it).
+#
+# requirements.lock is generated, never edited by hand. To change a dependency, edit
+# pyproject.toml and run `make lock` (= uv pip compile pyproject.toml --extra dev
+# --python-version 3.11 -o requirements.lock), then commit both files.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+VENV=$ROOT/.venv
+PY=${PYTHON:-python3}
+UV_VERSION=0.13.9
+STAMP=$VENV/.rivet-bootstrap
+
+say(){ echo "[bootstrap] $*"; }
+die(){ echo "[bootstrap] error: $*" >&2; exit 1; }
+
+command -v "$PY" >/dev/null 2>&1 || die "$PY not found; install Python >= 3.11 (Debian: apt-get install python3 python3-venv) or set PYTHON=/path/to/python3.11"
+"$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' \
+  || die "$("$PY" -V 2>&1) is too old: Rivet needs Python >= 3.11 (set PYTHON=/path/to/python3.11)"
+
+# The stamp covers everything that decides the venv's content.
+want=$( { cat requirements.lock pyproject.toml "$0"; echo "uv=$UV_VERSION"; "$PY" -V 2>&1; } | sha256sum | cut -d' ' -f1)
+if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+  say ".venv is up to date"
+  exit 0
+fi
+
+t0=$(date +%s)
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -c 'import venv, ensurepip' 2>/dev/null \
+    || die "$PY cannot create virtualenvs (Debian: apt-get install python3-venv)"
+  say "creating .venv with $("$PY" -V 2>&1)"
+  "$PY" -m venv "$VENV"
+fi
+if [ "$("$VENV/bin/uv" --version 2>/dev/null | cut -d' ' -f2)" != "$UV_VERSION" ]; then
+  say "installing uv $UV_VERSION into .venv"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
+fi
+UV=("$VENV/bin/uv" pip)
+# Trust the machine's CA store (as pip does), also where a proxy's CA is installed there but
+# SSL_CERT_FILE is not set.
+export UV_SYSTEM_CERTS=${UV_SYSTEM_CERTS:-1}
+# --python pins the target: `uv pip` would otherwise pick whatever interpreter it finds.
+say "syncing .venv to requirements.lock"
+"${UV[@]}" sync -q --python "$VENV/bin/python" requirements.lock
+"${UV[@]}" install -q --python "$VENV/bin/python" --no-deps -e .
+check_out=$("${UV[@]}" check --python "$VENV/bin/python" 2>&1) || { echo "$check_out" >&2; die "uv pip check found broken dependencies"; }
+echo "$want" >"$STAMP"
+say ".venv ready in $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# THE test command (`make test`, and CI's .ci/run): everything needed, from a fresh clone.
+#   1. as root, apt-installs what is missing (mariadb-server, postgresql, curl); as another
+#      user, says what to install and carries on (tests needing a missing server then fail);
+#   2. scripts/bootstrap.sh: .venv exactly as requirements.lock (about 1 s when unchanged);
+#   3. starts PostgreSQL, MariaDB and SeaweedFS (scripts/services.sh) on free ports in a
+#      mktemp -d dir, UNLESS TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT are all exported
+#      already. Each variable that is set is kept (with TEST_S3_ACCESS_KEY/SECRET_KEY for S3);
+#      only the missing ones come from the started servers. What this script started is
+#      stopped by PID on exit, also on failure or Ctrl-C;
+#   4. python -m pytest "$@"  — pytest's exit 5 (no test collected) counts as a failure.
+# Lint is separate (`make lint`) and does not fail the tests.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
+T0=$(date +%s%N)
+say(){ local ms=$(( ($(date +%s%N) - T0) / 1000000 )); printf '[test.sh %4d.%01ds] %s\n' $((ms / 1000)) $((ms % 1000 / 100)) "$*"; }
+
+# --- 1. system packages -----------------------------------------------------------------
+need_pg=0 need_my=0 need_s3=0
+[ -n "${TEST_PG_DSN:-}" ] || need_pg=1
+[ -n "${TEST_MYSQL_DSN:-}" ] || need_my=1
+[ -n "${TEST_S3_ENDPOINT:-}" ] || need_s3=1
+start_services=$(( need_pg | need_my | need_s3 ))
+
+missing=()
+if [ "$start_services" = 1 ]; then   # services.sh starts all three, so it needs all three
+  command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
+  [ -x "$PGBIN/initdb" ] || missing+=(postgresql)
+  command -v curl >/dev/null 2>&1 || missing+=(curl)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing system packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+    say "system packages installed"
+  else
+    say "WARNING: missing system packages: ${missing[*]}"
+    say "  install them as root:  apt-get install --no-install-recommends ${missing[*]}"
+    say "  or export TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT to servers you already run"
+  fi
+fi
+export PATH=$PATH:/usr/sbin   # mariadbd lives in /usr/sbin, which a non-root PATH may lack
+
+# --- 2. python environment -------------------------------------------------------------
+bash scripts/bootstrap.sh
+export PATH=$ROOT/.venv/bin:$PATH
+say "python env ready ($(python -V))"
+
+# --- 3. services -----------------------------------------------------------------------
+RUN=""
+cleanup(){
+  local rc=$?
+  if [ -n "$RUN" ]; then
+    # services.sh stops PostgreSQL through `runuser -u postgres`, which only root can do.
+    if [ "$(id -u)" != 0 ] && [ -f "$RUN/pg/data/postmaster.pid" ]; then
+      "$PGBIN/pg_ctl" -D "$RUN/pg/data" -m fast -w stop >/dev/null 2>&1 || true
+    fi
+    bash scripts/services.sh stop "$RUN" || true
+    say "services stopped"
+  fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ "$start_services" = 1 ]; then
+  RUN=$(mktemp -d "${TMPDIR:-/tmp}/rivet-test.XXXXXX")
+  say "starting PostgreSQL, MariaDB and SeaweedFS in $RUN"
+  if ! bash scripts/services.sh start "$RUN"; then
+    say "FAILED to start the test servers; their logs follow"
+    tail -n 8 "$RUN"/*/*.log 2>/dev/null || true
+    [ "$(id -u)" = 0 ] || say "  (as a non-root user, export TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT instead)"
+    exit 1
+  fi
+  # env.sh holds TEST_*; keep whatever the user had already exported.
+  saved=$(export -p | grep -E '^declare -x TEST_(PG_DSN|MYSQL_DSN|S3_ENDPOINT|S3_ACCESS_KEY|S3_SECRET_KEY)=' || true)
+  # shellcheck disable=SC1091
+  source "$RUN/env.sh"
+  [ "$need_s3" = 1 ] || unset TEST_S3_ACCESS_KEY TEST_S3_SECRET_KEY
+  eval "$saved"
+  say "services up"
+else
+  say "using the servers from TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT"
+fi
+export AWS_EC2_METADATA_DISABLED=true
+# Log where each server is, never with a password.
+redact(){ sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#'; }
+[ "$need_pg" = 1 ] && src=started || src=yours; say "  PostgreSQL ($src): $(echo "$TEST_PG_DSN" | redact)"
+[ "$need_my" = 1 ] && src=started || src=yours; say "  MariaDB    ($src): $(echo "$TEST_MYSQL_DSN" | redact)"
+[ "$need_s3" = 1 ] && src=started || src=yours; say "  S3         ($src): $TEST_S3_ENDPOINT"
+
+# --- 4. pytest -------------------------------------------------------------------------
+extra=()
+[ "${CI:-}" = true ] && extra=(--durations=10)   # CI logs show what eats the time budget
+say "running: python -m pytest${extra[*]:+ ${extra[*]}} $*"
+set +e
+python -m pytest "${extra[@]}" "$@"
+rc=$?
+set -e
+if [ $rc -eq 5 ]; then
+  say "FAILED: pytest collected no tests (exit 5); a test run must run tests"
+  rc=1
+fi
+say "pytest finished with exit code $rc"
+exit $rc

@@ -1,0 +1,294 @@
+"""S3 destination against the real SeaweedFS server (SigV4): PUT/multipart/list/move/errors."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import os
+import socket
+import tracemalloc
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rivet_core.destination import DestinationSpec, fingerprint_file, open_destination
+from rivet_core.destination.s3 import S3Destination
+from rivet_core.errors import DestinationError
+
+pytestmark = pytest.mark.s3
+
+
+# One bucket per test module, one unique prefix per test, removed at the end. The shared
+# `s3` fixture in conftest.py creates a bucket per test and never deletes it; SeaweedFS
+# allocates volumes per bucket and stops accepting writes (InternalError "no free volumes")
+# after ~75 of them, which breaks the server for every suite. This override keeps the
+# same attributes (endpoint, keys, bucket, client()) and adds `prefix`.
+@dataclass(frozen=True)
+class S3Area:
+    endpoint: str
+    access_key: str
+    secret_key: str
+    bucket: str
+    prefix: str = ""
+
+    def client(self) -> Any:
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=self.access_key,
+                            aws_secret_access_key=self.secret_key, region_name="us-east-1")
+
+
+def _drop_bucket(area: S3Area) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    client = area.client()
+    with contextlib.suppress(ClientError, BotoCoreError):
+        for up in client.list_multipart_uploads(Bucket=area.bucket).get("Uploads", []):
+            client.abort_multipart_upload(Bucket=area.bucket, Key=up["Key"], UploadId=up["UploadId"])
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=area.bucket):
+            objects = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if objects:
+                client.delete_objects(Bucket=area.bucket, Delete={"Objects": objects, "Quiet": True})
+        client.delete_bucket(Bucket=area.bucket)
+
+
+@pytest.fixture(scope="module")
+def s3_module_bucket() -> Iterator[S3Area]:
+    endpoint = os.environ.get("TEST_S3_ENDPOINT")
+    if not endpoint:
+        pytest.fail("An S3-compatible server is required but TEST_S3_ENDPOINT is not set. Run the "
+                    "suite with `make test` (it starts the servers), or export TEST_S3_ENDPOINT.",
+                    pytrace=False)
+    area = S3Area(endpoint, os.environ.get("TEST_S3_ACCESS_KEY", ""),
+                  os.environ.get("TEST_S3_SECRET_KEY", ""), f"rivet-t-{uuid.uuid4().hex[:12]}")
+    try:
+        area.client().create_bucket(Bucket=area.bucket)
+    except Exception as exc:  # noqa: BLE001 - any failure here means the server is unusable
+        pytest.fail(f"cannot use the S3 server at TEST_S3_ENDPOINT={endpoint}: {exc}", pytrace=False)
+    yield area
+    _drop_bucket(area)
+
+
+@pytest.fixture
+def s3(s3_module_bucket: S3Area) -> S3Area:
+    """Overrides conftest's `s3`: same bucket for the module, a fresh prefix per test."""
+    return replace(s3_module_bucket, prefix=f"t-{uuid.uuid4().hex[:10]}/")
+MiB = 1024 * 1024
+
+
+def s3_spec(s3: Any, prefix: str | None = None, **kw: Any) -> DestinationSpec:
+    prefix = f"{s3.prefix}exports/orders" if prefix is None else prefix
+    fields = dict(kind="s3", bucket=s3.bucket, prefix=prefix, endpoint=s3.endpoint,
+                  access_key=s3.access_key, secret_key=s3.secret_key)
+    fields.update(kw)
+    return DestinationSpec(**fields)
+
+
+def s3_dest(s3: Any, prefix: str | None = None, **kw: Any) -> S3Destination:
+    dest = open_destination(s3_spec(s3, prefix, **kw))
+    assert isinstance(dest, S3Destination)
+    return dest
+
+
+class EtagTamperingClient:
+    """Real client; only the ETag in PutObject/UploadPart responses is altered, as a
+    corrupting proxy between us and the server would do."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._real, name)
+        if name not in ("put_object", "upload_part"):
+            return attr
+
+        def call(**kwargs: Any) -> Any:
+            resp = attr(**kwargs)
+            resp["ETag"] = '"' + "0" * 32 + '"'
+            return resp
+
+        return call
+
+
+def test_uri_and_prefix_normalisation(s3: Any) -> None:
+    dest = s3_dest(s3, prefix="/exports/orders")
+    assert dest.uri == f"s3://{s3.bucket}/exports/orders/"
+    assert s3_dest(s3, prefix="").uri == f"s3://{s3.bucket}/"
+
+
+def test_small_file_is_one_put_with_a_plain_md5_etag(tmp_path: Path, s3: Any) -> None:
+    src = tmp_path / "p.parquet"
+    src.write_bytes(os.urandom(100_000))
+    dest = s3_dest(s3)
+    res = dest.write_file(src, "p.parquet")
+    assert (res.xxh3, res.md5_b64) == fingerprint_file(src)
+    raw = s3.client().head_object(Bucket=s3.bucket, Key=f"{s3.prefix}exports/orders/p.parquet")
+    assert raw["ETag"].strip('"') == hashlib.md5(src.read_bytes()).hexdigest()
+    info = dest.head("p.parquet")
+    assert info is not None and info.size == 100_000 and info.md5_b64 == res.md5_b64
+
+
+def test_an_etag_that_disagrees_with_the_local_md5_is_corruption_in_transit(tmp_path: Path, s3: Any) -> None:
+    src = tmp_path / "p.csv"
+    src.write_bytes(b"a,b\n1,2\n")
+    real = s3_dest(s3)
+    dest = S3Destination(s3_spec(s3), client=EtagTamperingClient(real._client))
+    with pytest.raises(DestinationError, match=r"part 'p.csv' corrupted in transit \(md5 [0-9a-f]{32}≠0{32}\)") as ei:
+        dest.write_file(src, "p.csv")
+    assert ei.value.transient is True
+
+
+def test_a_file_above_the_threshold_goes_multipart_and_round_trips_byte_for_byte(tmp_path: Path, s3: Any) -> None:
+    src = tmp_path / "big.parquet"
+    src.write_bytes(os.urandom(17 * MiB + 123))
+    dest = s3_dest(s3)  # default 16 MiB threshold and chunks
+    res = dest.write_file(src, "big.parquet")
+    raw = s3.client().get_object(Bucket=s3.bucket, Key=f"{s3.prefix}exports/orders/big.parquet")
+    assert raw["ETag"].strip('"').endswith("-2")
+    assert raw["Body"].read() == src.read_bytes()
+    assert (res.xxh3, res.md5_b64) == fingerprint_file(src) and res.size == src.stat().st_size
+    info = dest.head("big.parquet")
+    assert info is not None and info.size == res.size and info.md5_b64 is None  # not an MD5
+
+
+def test_multipart_upload_streams_the_file_in_bounded_memory(tmp_path: Path, s3: Any) -> None:
+    src = tmp_path / "stream.bin"
+    with open(src, "wb") as fh:
+        for _ in range(8):
+            fh.write(os.urandom(5 * MiB))
+    dest = s3_dest(s3, multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+    tracemalloc.start()
+    try:
+        res = dest.write_file(src, "stream.bin")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert res.size == 40 * MiB
+    assert peak < 16 * MiB, f"multipart held {peak / MiB:.1f} MiB for a 40 MiB file"
+    etag = s3.client().head_object(Bucket=s3.bucket, Key=f"{s3.prefix}exports/orders/stream.bin")["ETag"]
+    assert etag.strip('"').endswith("-8")
+
+
+def test_multipart_part_corruption_aborts_and_leaves_no_object(tmp_path: Path, s3: Any) -> None:
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(6 * MiB))
+    real = s3_dest(s3, multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+    dest = S3Destination(s3_spec(s3, multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB),
+                         client=EtagTamperingClient(real._client))
+    with pytest.raises(DestinationError, match="corrupted in transit"):
+        dest.write_file(src, "big.bin")
+    assert real.head("big.bin") is None
+    uploads = s3.client().list_multipart_uploads(Bucket=s3.bucket).get("Uploads", [])
+    assert [u for u in uploads if u["Key"].endswith("big.bin")] == []
+
+
+def test_write_bytes_is_a_single_put_even_above_the_multipart_threshold(s3: Any) -> None:
+    dest = s3_dest(s3, multipart_threshold=5 * MiB)
+    data = b"{" + b" " * (6 * MiB) + b"}"
+    res = dest.write_bytes(data, "manifest.json")
+    etag = s3.client().head_object(Bucket=s3.bucket, Key=f"{s3.prefix}exports/orders/manifest.json")["ETag"]
+    assert etag.strip('"') == hashlib.md5(data).hexdigest()
+    assert base64.b64decode(res.md5_b64) == hashlib.md5(data).digest()
+
+
+def test_list_paginates_past_1000_keys_and_stays_inside_the_prefix(s3: Any) -> None:
+    client = s3.client()
+    keys = [f"{s3.prefix}exports/orders/part-{i:05d}.csv" for i in range(1005)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda k: client.put_object(Bucket=s3.bucket, Key=k, Body=b"x"), keys))
+    client.put_object(Bucket=s3.bucket, Key=f"{s3.prefix}exports/other/x.csv", Body=b"y")
+    client.put_object(Bucket=s3.bucket, Key=f"{s3.prefix}exports/orders_sibling.csv", Body=b"z")
+    listing = s3_dest(s3).list()
+    assert [o.key for o in listing] == [k.removeprefix(f"{s3.prefix}exports/orders/") for k in keys]
+    assert all(o.size == 1 and o.md5_b64 for o in listing)
+    assert [o.key for o in s3_dest(s3).list("part-0100")] == [f"part-0100{i}.csv" for i in range(5)]
+
+
+def test_move_copies_then_deletes_only_the_source(s3: Any) -> None:
+    dest = s3_dest(s3)
+    dest.write_bytes(b"divergent", "p1.parquet")
+    dest.write_bytes(b"other", "p2.parquet")
+    dest.move("p1.parquet", "_quarantine/run-1/p1.parquet")
+    assert [o.key for o in dest.list()] == ["_quarantine/run-1/p1.parquet", "p2.parquet"]
+    assert dest.read_bytes("_quarantine/run-1/p1.parquet") == b"divergent"
+    with pytest.raises(DestinationError, match="does not exist"):
+        dest.move("p1.parquet", "x")
+
+
+def test_read_bytes_refuses_objects_over_the_cap_before_downloading(s3: Any) -> None:
+    dest = s3_dest(s3)
+    dest.write_bytes(b"x" * 5000, "_SUCCESS")
+    with pytest.raises(DestinationError, match="over the 4096-byte limit"):
+        dest.read_bytes("_SUCCESS", max_bytes=4096)
+    assert dest.read_bytes("_SUCCESS", max_bytes=5000) == b"x" * 5000
+
+
+def test_delete_removes_the_probe_object(s3: Any) -> None:
+    dest = s3_dest(s3)
+    dest.write_bytes(b"probe", ".rivet_doctor_probe")
+    dest.delete(".rivet_doctor_probe")
+    assert dest.head(".rivet_doctor_probe") is None
+
+
+@pytest.mark.parametrize("op", ["write", "head", "list"])
+def test_wrong_credentials_name_the_credential_settings_and_hide_the_secret(op: str, s3: Any) -> None:
+    secret = "definitely-wrong-secret-value"
+    dest = s3_dest(s3, secret_key=secret)
+    call = {"write": lambda: dest.write_bytes(b"x", "k"), "head": lambda: dest.head("k"),
+            "list": lambda: dest.list()}[op]
+    with pytest.raises(DestinationError) as ei:
+        call()
+    msg = str(ei.value)
+    assert "access_key_env" in msg and "secret_key_env" in msg and s3.bucket in msg
+    assert secret not in msg and s3.secret_key not in msg
+    assert ei.value.transient is False
+
+
+@pytest.mark.parametrize("op", ["head", "list", "read"])
+def test_a_missing_bucket_is_reported_with_the_fix(op: str, s3: Any) -> None:
+    dest = s3_dest(s3, bucket=s3.bucket + "-missing")
+    call = {"head": lambda: dest.head("manifest.json"), "list": lambda: dest.list(),
+            "read": lambda: dest.read_bytes("manifest.json")}[op]
+    with pytest.raises(DestinationError, match=rf"bucket '{s3.bucket}-missing' does not exist — create it or fix destination.bucket"):
+        call()
+
+
+def test_an_unreachable_endpoint_is_a_transient_error(s3: Any) -> None:
+    import boto3
+    from botocore.config import Config
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    spec = s3_spec(s3, endpoint=f"http://127.0.0.1:{port}")
+    client = boto3.client("s3", endpoint_url=spec.endpoint, aws_access_key_id="a", aws_secret_access_key="b",
+                          region_name="us-east-1", config=Config(retries={"max_attempts": 1}, connect_timeout=2))
+    with pytest.raises(DestinationError, match="cannot reach the S3 endpoint") as ei:
+        S3Destination(spec, client=client).list()
+    assert ei.value.transient is True
+
+
+def test_server_errors_and_throttling_are_classified_transient(s3: Any) -> None:
+    from botocore.exceptions import ClientError
+
+    dest = s3_dest(s3)
+
+    def err(code: str, status: int) -> ClientError:
+        return ClientError({"Error": {"Code": code, "Message": "m"},
+                            "ResponseMetadata": {"HTTPStatusCode": status}}, "PutObject")
+
+    assert dest._error(err("SlowDown", 503), "write", "k").transient is True
+    assert dest._error(err("InternalError", 500), "write", "k").transient is True
+    assert dest._error(err("InvalidArgument", 400), "write", "k").transient is False
+    assert dest._error(err("AccessDenied", 403), "write", "k").transient is False
+
+
+def test_only_one_of_access_key_and_secret_is_a_config_hint(s3: Any) -> None:
+    with pytest.raises(DestinationError, match="set both"):
+        open_destination(s3_spec(s3, secret_key=None))
