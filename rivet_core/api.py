@@ -19,15 +19,20 @@ from rivet_core.errors import (
     TransientError,
 )
 from rivet_core.manifest import Verification, read_manifest, verify_at_destination
-from rivet_core.pipeline.job import RunOptions, run_unit
+from rivet_core.notify import RunNotice, send_notifications
+from rivet_core.pipeline.extract import StagedExtract
+from rivet_core.pipeline.job import ExportRun, RunOptions, run_unit
+from rivet_core.pipeline.quality import QualityIssue
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import DayWindow, destination_spec
 from rivet_core.state import StateStore
 
 __all__ = [
-    "ConfigError", "DataIntegrityError", "DayWindow", "ExportConfig", "RivetConfig", "RivetError",
-    "RunOptions", "RunSummary", "SchemaDriftError", "StateStore", "TransientError", "Verification",
-    "export_destination", "load_config", "read_manifest", "run_export", "verify_export",
+    "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",
+    "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
+    "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
+    "export_destination", "load_config", "open_state", "read_manifest", "run_export",
+    "send_notifications", "verify_at_destination", "verify_export",
 ]
 
 

@@ -4,7 +4,11 @@ Exit codes (reference §3.5): 0 success, 1 config/generic, 2 transient, 3 data i
 (quality gate, validation failure, unsafe retry), 4 schema drift with `fail`. A failing
 command prints ONE clear line on stderr (`Error: …`), redacted; with `--json-errors` it
 prints `{"error": …, "exit_class": n, "code": …}` instead. Logs go to stderr, data and
-`--json` documents to stdout, so `rivet run … --json | jq` works.
+`--json` documents to stdout, so `rivet run … --json | jq` works — never both at once:
+`run --json` is refused when an export streams to a stdout destination.
+`validate --format json` prints `{exports: [{export_name, resolved_prefix, verification}],
+warnings: [{export_name, warning}], errors: []}` (reference §3.5); a hard error aborts the
+command with the one `Error:` line, so `errors` is always empty here.
 """
 
 from __future__ import annotations
@@ -165,6 +169,11 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, params:
 
     config = _load(config_path, params)
     exports = config.select(list(export_names) or None)
+    streamed = [e.name for e in exports if e.destination.type == "stdout"]
+    if as_json and streamed:
+        raise RivetError(f"--json cannot be used with a stdout destination (export '{streamed[0]}'): the "
+                         "JSON document would be mixed into the data stream — drop --json or write to "
+                         "local/s3")
     state = StateStore.open(config.config_path)
     summaries = []
     try:
@@ -194,25 +203,23 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
     from rivet_core.manifest import verify_at_destination
 
     config = _load(config_path, params)
-    results, codes = [], []
+    results, warnings, codes = [], [], []
     for export in config.select(list(export_names) or None):
         dest = export_destination(config, export)
         if not dest.supports_manifest:
-            results.append({"export_name": export.name, "resolved_prefix": dest.uri,
-                            "warning": "stdout destination has no manifest"})
+            warnings.append({"export_name": export.name, "warning": "stdout destination has no manifest"})
             continue
         verdict = verify_at_destination(dest, depth=depth)
         codes.append(verdict.exit_code())
         results.append({"export_name": export.name, "resolved_prefix": dest.uri,
                         "verification": verdict.to_dict()})
     if fmt == "json":
-        click.echo(json.dumps({"exports": results}, indent=2, default=str))
+        click.echo(json.dumps({"exports": results, "warnings": warnings, "errors": []}, indent=2, default=str))
     else:
+        for w in warnings:
+            click.echo(f"{w['export_name']}: SKIPPED ({w['warning']})")
         for r in results:
-            v = r.get("verification")
-            if v is None:
-                click.echo(f"{r['export_name']}: SKIPPED ({r['warning']})")
-                continue
+            v = r["verification"]
             head = ("PASSED" if v["passed"] else "LEGACY (no manifest)" if v["legacy_run"] else "FAILED")
             click.echo(f"{r['export_name']}: {head}  {r['resolved_prefix']}")
             click.echo(f"  parts verified: {v['parts_verified']} (md5 {v['parts_md5_verified']}), "

@@ -190,12 +190,13 @@ def finalize_run(
     except Exception as exc:  # noqa: BLE001
         summary.add_warning(f"run report not written: {redact_secrets(exc)}")
     try:
-        send_notifications(notifications, RunNotice(
+        notify_warnings = send_notifications(notifications, RunNotice(
             run_id=summary.run_id, export_name=summary.export_name, status=summary.status,
             rows=summary.total_rows, duration_ms=summary.duration_ms,
             error_message=summary.error_message, schema_changed=bool(summary.schema_changed),
             destination_uri=summary.destination_uri, files=summary.files_committed,
             bytes_written=summary.bytes_written, report_path=summary.report_path))
+        summary.warnings.extend(notify_warnings)
     except Exception as exc:  # noqa: BLE001 - notifications never change the exit code
         summary.add_warning(f"notification failed: {redact_secrets(exc)}")
     return summary

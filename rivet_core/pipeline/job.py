@@ -1,10 +1,14 @@
-"""The single-unit dispatcher: plan → (extract → publish, retried) → finalize.
+"""The single-unit run: plan → extract (retried) → schema gate → publish → finalize.
 
-`run_unit` is the one entry point for exports that run as one unit (full, incremental,
-time_window, and one time partition). Retries follow reference §3.3: only transient
-errors are retried, with exponential backoff and a fresh connection, and NEVER once a
-part has been committed — a retry then would duplicate rows, so the run fails with a
-data-integrity error instead. The finalize sequence (finalize.py) always runs.
+`ExportRun` is the one implementation of an export unit's life cycle (full, incremental,
+time_window, one time partition). The CLI drives all phases in one call (`run_unit`);
+the Dagster layer drives them across the asset body (extract, gates) and the IO manager
+(publish + finalize). Both therefore share every step and every facade.
+
+Retries follow reference §3.3: only transient errors are retried, with exponential
+backoff and a fresh connection, and only while nothing has been committed — a retry after
+a committed part would duplicate rows, so the run fails with a data-integrity error. The
+finalize sequence (finalize.py) always runs exactly once, via `publish` or `fail`.
 """
 
 from __future__ import annotations
@@ -19,9 +23,11 @@ from typing import Any
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.destination import Destination, open_destination
 from rivet_core.errors import DataIntegrityError
+from rivet_core.manifest import schema_fingerprint
 from rivet_core.pipeline.extract import StagedExtract, extract_to_staging
 from rivet_core.pipeline.finalize import finalize_run
 from rivet_core.pipeline.publish import publish_staged
+from rivet_core.pipeline.schema_drift import check_schema_drift
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.plan import DayWindow, UnitPlan, plan_unit
 from rivet_core.redact import redact_secrets
@@ -36,112 +42,145 @@ class RunOptions:
     validate: bool = False
     dagster_run_id: str | None = None
     window: DayWindow | None = None
+    #: Retry transient source errors inside the run. The Dagster layer turns this off and
+    #: lets the asset's RetryPolicy retry the step, so retries are visible in the UI.
+    internal_retries: bool = True
 
 
 def staging_root(config: RivetConfig) -> Path:
     return config.config_dir / ".rivet" / "staging"
 
 
-def new_summary(plan: UnitPlan, dest: Destination, options: RunOptions) -> RunSummary:
-    export = plan.export
-    summary = RunSummary(run_id=new_run_id(export.name), export_name=export.name, mode=export.mode,
-                         format=export.format, compression=plan.writer_options.compression)
-    summary.destination_kind, summary.destination_uri = dest.kind, dest.uri
-    summary.tuning_profile = plan.tuning.profile
-    summary.dagster_run_id = options.dagster_run_id
-    summary.partition_key = plan.window.label if plan.window else None
-    summary.state_backed = True
-    summary.journal.record(
-        "PlanResolved", export_name=export.name, base_query=export.resolved_query,
-        strategy=plan.strategy, format=export.format, compression=summary.compression,
-        destination_type=dest.kind, tuning_profile=plan.tuning.profile, validate=options.validate,
-        resume=False, resumable=False)
-    for w in plan.warnings:
-        summary.journal.record("PlanWarning", rule="plan", message=w)
-    return summary
+class ExportRun:
+    """One export unit from plan to finalize; see the module docstring for the phases."""
 
-
-def _skip_or_empty(plan: UnitPlan, summary: RunSummary, staged: StagedExtract) -> bool:
-    """0 rows: no file is written. skip_empty → status skipped with a reason."""
-    if staged.rows:
-        return False
-    log.info("export '%s': no data to export", plan.export.name)
-    if plan.export.skip_empty:
-        summary.status = "skipped"
-        summary.skip_reason = (f"no new rows since cursor '{plan.export.cursor_column}'"
-                               if plan.export.mode == "incremental" else "source returned 0 rows")
-    return True
-
-
-def extract_and_publish(plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination,
-                        staging_dir: Path) -> None:
-    """One attempt: stream to staging (quality gate inside), then publish the parts."""
-    staged = extract_to_staging(plan, summary, staging_dir)
-    if _skip_or_empty(plan, summary, staged):
-        from rivet_core.manifest import schema_fingerprint
-        from rivet_core.pipeline.schema_drift import check_schema_drift
-
-        summary.schema_fingerprint = schema_fingerprint(staged.schema)
-        check_schema_drift(state, summary, staged.schema, plan.export.on_schema_drift or "warn")
-        summary.cursor_column = plan.export.cursor_column if plan.cursor_column else None
-        summary.cursor_low = plan.cursor_low
-        return
-    publish_staged(plan, summary, state, dest, staged)
-
-
-def run_with_retries(plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination,
-                     staging_dir: Path) -> None:
-    """Retry transient failures with backoff; never after a part was committed."""
-    attempt = 0
-    while True:
+    def __init__(self, config: RivetConfig, export: ExportConfig, options: RunOptions | None = None,
+                 *, state: StateStore | None = None, notifications: Any = "config") -> None:
+        self.config, self.export = config, export
+        self.options = options or RunOptions()
+        self._own_state = state is None
+        self.state = state or StateStore.open(config.config_path)
+        self.notifications = config.notifications if notifications == "config" else notifications
         try:
-            extract_and_publish(plan, summary, state, dest, staging_dir / f"attempt{attempt}")
+            stored = (self.state.get_cursor(export.name)
+                      if export.mode == "incremental" and not self.options.window else None)
+            self.plan: UnitPlan = plan_unit(config, export, stored_cursor=stored, window=self.options.window)
+            self.dest: Destination = open_destination(self.plan.dest_spec, config.config_dir)
+        except BaseException:
+            self.close()
+            raise
+        self.summary = self._new_summary()
+        self.staging_dir = staging_root(config) / self.summary.run_id
+        self.finalized = False
+        try:
+            self.state.begin_run(self.summary.run_id, export.name, self.dest.uri, self.options.dagster_run_id)
+        except Exception as exc:  # noqa: BLE001 - the ledger is advisory
+            self.summary.add_warning(f"run_status write failed: {redact_secrets(exc)}")
+
+    # ------------------------------------------------------------------ phases
+    def _new_summary(self) -> RunSummary:
+        plan, export = self.plan, self.export
+        summary = RunSummary(run_id=new_run_id(export.name), export_name=export.name, mode=export.mode,
+                             format=export.format, compression=plan.writer_options.compression)
+        summary.destination_kind, summary.destination_uri = self.dest.kind, self.dest.uri
+        summary.tuning_profile = plan.tuning.profile
+        summary.dagster_run_id = self.options.dagster_run_id
+        summary.partition_key = plan.window.label if plan.window else None
+        summary.state_backed = True
+        summary.journal.record(
+            "PlanResolved", export_name=export.name, base_query=export.resolved_query,
+            strategy=plan.strategy, format=export.format, compression=summary.compression,
+            destination_type=self.dest.kind, tuning_profile=plan.tuning.profile,
+            validate=self.options.validate, resume=False, resumable=False)
+        for w in plan.warnings:
+            summary.journal.record("PlanWarning", rule="plan", message=w)
+        return summary
+
+    def extract(self) -> StagedExtract:
+        """Stream to staged files (quality gate inside), retrying transient source errors."""
+        attempt = 0
+        while True:
+            try:
+                return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{attempt}")
+            except Exception as exc:
+                decision = classify_error(exc)
+                if not (decision.transient and self.options.internal_retries) \
+                        or attempt >= self.plan.tuning.max_retries:
+                    raise
+                if self.summary.files_committed > 0:  # defensive: extract never commits
+                    raise DataIntegrityError(
+                        f"export '{self.export.name}': transient error after parts were committed — "
+                        f"cannot safely retry (would duplicate rows). Cause: {redact_secrets(exc)}") from exc
+                attempt += 1
+                wait = backoff_ms(attempt, self.plan.tuning.retry_backoff_ms, decision.extra_delay_ms)
+                self.summary.retries = attempt
+                self.summary.journal.record("RetryAttempted", attempt=attempt, reason=str(exc), backoff_ms=wait)
+                log.warning("export '%s': transient error (%s); retry %d/%d in %d ms", self.export.name,
+                            redact_secrets(exc), attempt, self.plan.tuning.max_retries, wait)
+                time.sleep(wait / 1000.0)  # backoff before reconnecting, not synchronisation
+
+    def gate_schema(self, staged: StagedExtract) -> None:
+        """The schema-drift facade on the staged schema (once per run; raises on `fail`)."""
+        if self.summary.schema_changed is not None:
             return
-        except Exception as exc:
-            decision = classify_error(exc)
-            if not decision.transient or attempt >= plan.tuning.max_retries:
-                raise
-            if summary.files_committed > 0:
-                raise DataIntegrityError(
-                    f"export '{plan.export.name}': transient error after {summary.files_committed} "
-                    "part(s) were committed — cannot safely retry (would duplicate rows). "
-                    f"Re-run the export. Cause: {redact_secrets(exc)}") from exc
-            attempt += 1
-            wait = backoff_ms(attempt, plan.tuning.retry_backoff_ms, decision.extra_delay_ms)
-            summary.retries = attempt
-            summary.journal.record("RetryAttempted", attempt=attempt, reason=str(exc), backoff_ms=wait)
-            log.warning("export '%s': transient error (%s); retry %d/%d in %d ms", plan.export.name,
-                        redact_secrets(exc), attempt, plan.tuning.max_retries, wait)
-            time.sleep(wait / 1000.0)  # backoff before reconnecting, not synchronisation
+        self.summary.schema_fingerprint = schema_fingerprint(staged.schema)
+        check_schema_drift(self.state, self.summary, staged.schema, self.export.on_schema_drift or "warn")
+
+    def publish(self, staged: StagedExtract) -> RunSummary:
+        """Schema gate, write + record every part, then the finalize sequence."""
+        error: BaseException | None = None
+        try:
+            self.gate_schema(staged)
+            if staged.rows == 0:
+                self._empty_result()
+            else:
+                publish_staged(self.plan, self.summary, self.state, self.dest, staged)
+        except Exception as exc:  # noqa: BLE001 - reported through finalize
+            error = exc
+        return self._finalize(error)
+
+    def fail(self, error: BaseException) -> RunSummary:
+        """Finalize a run that failed before publishing (metrics, report, notification)."""
+        return self._finalize(error)
+
+    def run(self) -> RunSummary:
+        """All phases in one call (the CLI path)."""
+        try:
+            staged = self.extract()
+        except Exception as exc:  # noqa: BLE001
+            return self.fail(exc)
+        return self.publish(staged)
+
+    # ------------------------------------------------------------------ helpers
+    def _empty_result(self) -> None:
+        """0 rows: no file. skip_empty → status skipped with a reason (reference §1.8)."""
+        log.info("export '%s': no data to export", self.export.name)
+        if self.plan.cursor_column is not None:
+            self.summary.cursor_column, self.summary.cursor_low = self.export.cursor_column, self.plan.cursor_low
+        if self.export.skip_empty:
+            self.summary.status = "skipped"
+            self.summary.skip_reason = (f"no new rows since cursor '{self.export.cursor_column}'"
+                                        if self.export.mode == "incremental" else "source returned 0 rows")
+
+    def _finalize(self, error: BaseException | None) -> RunSummary:
+        if self.finalized:
+            raise RuntimeError(f"export run {self.summary.run_id} was already finalized")
+        self.finalized = True
+        try:
+            return finalize_run(self.plan, self.summary, self.state, self.dest, error=error,
+                                validate=self.options.validate, notifications=self.notifications,
+                                report_root=self.config.config_dir)
+        finally:
+            shutil.rmtree(self.staging_dir, ignore_errors=True)
+            self.close()
+
+    def close(self) -> None:
+        if self._own_state:
+            self.state.close()
 
 
 def run_unit(config: RivetConfig, export: ExportConfig, options: RunOptions | None = None,
              *, state: StateStore | None = None, notifications: Any = "config") -> RunSummary:
-    """Run one export unit end to end and return its summary (never raises for run errors;
-    planning/config errors raise ConfigError before anything is written)."""
-    options = options or RunOptions()
-    own_state = state is None
-    state = state or StateStore.open(config.config_path)
-    try:
-        stored = state.get_cursor(export.name) if export.mode == "incremental" and not options.window else None
-        plan = plan_unit(config, export, stored_cursor=stored, window=options.window)
-        dest = open_destination(plan.dest_spec, config.config_dir)
-        summary = new_summary(plan, dest, options)
-        try:
-            state.begin_run(summary.run_id, export.name, dest.uri, options.dagster_run_id)
-        except Exception as exc:  # noqa: BLE001 - the ledger is advisory
-            summary.add_warning(f"run_status write failed: {redact_secrets(exc)}")
-        staging_dir = staging_root(config) / summary.run_id
-        error: BaseException | None = None
-        try:
-            run_with_retries(plan, summary, state, dest, staging_dir)
-        except Exception as exc:  # noqa: BLE001 - every failure is reported through finalize
-            error = exc
-        finally:
-            shutil.rmtree(staging_dir, ignore_errors=True)
-        return finalize_run(plan, summary, state, dest, error=error, validate=options.validate,
-                            notifications=config.notifications if notifications == "config" else notifications,
-                            report_root=config.config_dir)
-    finally:
-        if own_state:
-            state.close()
+    """Run one export unit end to end and return its summary. Run errors are reported in the
+    summary (never raised); planning/config errors raise before anything is written."""
+    return ExportRun(config, export, options, state=state, notifications=notifications).run()

@@ -1,8 +1,8 @@
-"""Publish a staged extraction: drift gate, then the per-part commit facade for each part.
+"""Publish a staged extraction through the per-part commit facade.
 
-The schema-drift facade runs first, on the staged schema, so `on_schema_drift: fail`
-publishes nothing. Each staged part then goes through `write_part_file` → `record_part`
-(commit.py) — the only way a part reaches the destination. Part names follow Rivet
+The caller (ExportRun.publish) has already run the schema-drift facade on the staged
+schema, so `on_schema_drift: fail` publishes nothing. Each staged part goes through
+`write_part_file` → `record_part` (commit.py) — the only way a part reaches the destination. Part names follow Rivet
 (`{export}_{YYYYMMDD_HHMMSS_mmm}.{ext}`, `_part{N}` when rotated); if that name already
 exists at the destination (two runs in the same millisecond) a short random suffix is
 added, so no run ever overwrites another run's part.
@@ -15,10 +15,8 @@ from datetime import UTC, datetime
 
 from rivet_core.destination import Destination
 from rivet_core.format import file_extension
-from rivet_core.manifest import schema_fingerprint
 from rivet_core.pipeline.commit import PartKind, record_part, write_part_file
 from rivet_core.pipeline.extract import StagedExtract
-from rivet_core.pipeline.schema_drift import check_schema_drift
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
 from rivet_core.state import StateStore
@@ -41,9 +39,9 @@ def _part_keys(dest: Destination, stem: str, ext: str, n: int) -> list[str]:
 
 def publish_staged(plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination,
                    staged: StagedExtract) -> None:
-    """Drift gate, then write and record every staged part (see module docstring)."""
-    summary.schema_fingerprint = schema_fingerprint(staged.schema)
-    check_schema_drift(state, summary, staged.schema, plan.export.on_schema_drift or "warn")
+    """Write and record every staged part (see module docstring)."""
+    if summary.schema_changed is None:
+        raise RuntimeError("publish_staged called before the schema-drift gate ran")
     keys = _part_keys(dest, part_stem(plan.export.name), file_extension(plan.export.format),
                       len(staged.parts))
     for index, (part, key) in enumerate(zip(staged.parts, keys, strict=True)):

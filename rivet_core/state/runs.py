@@ -45,3 +45,11 @@ class RunLedgerStore(StoreBase):
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(run_status).where(run_status.c.run_id == run_id)).mappings().first()
         return dict(row) if row else None
+
+    def core_reported_failure(self, dagster_run_id: str) -> bool:
+        """True when the engine itself finalized a failed run for this Dagster run (and so
+        already sent its notification)."""
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(run_status.c.run_id).where(
+                (run_status.c.dagster_run_id == dagster_run_id) & (run_status.c.status == "failed"))).first()
+        return row is not None

@@ -1,0 +1,143 @@
+"""One Dagster asset per export (DESIGN.md §6): the asset body extracts to staged files.
+
+The body never writes to the destination. It runs the core's `ExportRun` through its
+first phases — extract (quality gate on the staged data) and the schema-drift gate —
+emits the quality and drift verdicts as asset checks with their numbers, and hands the
+staged parts to the IO manager, which publishes and finalizes. A failing gate fails the
+step before anything is published; the run is still finalized (metrics, report,
+notification) so the failure is on record.
+
+No `from __future__ import annotations` here: Dagster resolves resource parameters from
+real annotations.
+"""
+
+import dagster as dg
+
+from rivet_core import api
+from rivet_dagster.io_manager import PendingPublish, failure_for
+from rivet_dagster.naming import asset_key, group_name, pool_name, safe_name
+from rivet_dagster.partitions import export_partitions, window_for_key
+from rivet_dagster.resources import RivetResource
+
+MODE_LABELS = {"full": "full snapshot", "incremental": "incremental", "time_window": "daily time window"}
+
+
+def quality_check_names(export: api.ExportConfig) -> dict[tuple[str, str | None], str]:
+    """(check, column) of each configured quality gate → its Dagster check name."""
+    q = export.quality
+    names: dict[tuple[str, str | None], str] = {}
+    if q is None:
+        return names
+    if q.row_count_min is not None:
+        names[("row_count_min", None)] = "quality_row_count_min"
+    if q.row_count_max is not None:
+        names[("row_count_max", None)] = "quality_row_count_max"
+    for col in q.null_ratio_max or {}:
+        names[("null_ratio_max", col)] = f"quality_null_ratio_{safe_name(col)}"
+    for col in q.unique_columns or []:
+        names[("unique_columns", col)] = f"quality_unique_{safe_name(col)}"
+    return names
+
+
+def _thresholds(export: api.ExportConfig, check: str, column: str | None) -> object:
+    q = export.quality
+    if check == "null_ratio_max":
+        return q.null_ratio_max[column]
+    if check == "unique_columns":
+        return 0
+    return getattr(q, check)
+
+
+def quality_results(export: api.ExportConfig, issues: list, rows: int | None) -> list[dg.AssetCheckResult]:
+    by_check = {(i.check, i.column): i for i in issues if i.severity == "FAIL"}
+    results = []
+    for (check, column), name in quality_check_names(export).items():
+        issue = by_check.get((check, column))
+        metadata: dict = {"threshold": _thresholds(export, check, column)}
+        if column:
+            metadata["column"] = column
+        if issue is not None:
+            metadata.update(observed=issue.observed, message=issue.message)
+        elif check.startswith("row_count") and rows is not None:
+            metadata["observed"] = rows
+        results.append(dg.AssetCheckResult(
+            check_name=name, passed=issue is None, severity=dg.AssetCheckSeverity.ERROR,
+            metadata={k: v for k, v in metadata.items() if v is not None},
+            description=issue.message if issue else None))
+    return results
+
+
+def drift_result(export: api.ExportConfig, summary: api.RunSummary) -> dg.AssetCheckResult:
+    policy = export.on_schema_drift or "warn"
+    changes = summary.schema_changes or {}
+    return dg.AssetCheckResult(
+        check_name="schema_drift", passed=not summary.schema_changed,
+        severity=dg.AssetCheckSeverity.ERROR if policy == "fail" else dg.AssetCheckSeverity.WARN,
+        metadata={"policy": policy, "added": ", ".join(changes.get("added", [])),
+                  "removed": ", ".join(changes.get("removed", [])),
+                  "retyped": ", ".join(f"{n}: {o} -> {t}" for n, o, t in changes.get("type_changed", []))})
+
+
+def describe(config: api.RivetConfig, export: api.ExportConfig) -> str:
+    dest = export.destination
+    where = (f"s3://{dest.bucket}/{dest.prefix or ''}" if dest.type == "s3" else
+             dest.path or dest.prefix or "." if dest.type == "local" else dest.type)
+    lines = [export.description or f"Rivet export `{export.name}`.", "",
+             f"- mode: {MODE_LABELS.get(export.mode, export.mode)}",
+             f"- source: {config.source.type} ({export.table or 'query'})",
+             f"- destination: {dest.type} `{where}` ({export.format})"]
+    if export.cursor_column:
+        lines.append(f"- cursor: `{export.cursor_column}`")
+    if export.dagster and export.dagster.schedule:
+        lines.append(f"- schedule: `{export.dagster.schedule}`")
+    return "\n".join(lines)
+
+
+def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetsDefinition:
+    """The asset of one export (see the module docstring)."""
+    key = asset_key(config, export)
+    partitions = export_partitions(config, export)
+    tuning = export.resolved_tuning(config.source)
+    check_specs = [dg.AssetCheckSpec(name, asset=key, description=f"quality gate {check}"
+                                     + (f" on `{col}`" if col else ""))
+                   for (check, col), name in quality_check_names(export).items()]
+    check_specs.append(dg.AssetCheckSpec("schema_drift", asset=key,
+                                         description=f"schema drift (on_schema_drift: {export.on_schema_drift or 'warn'})"))
+    export_name = export.name
+
+    @dg.asset(
+        key=key, group_name=group_name(config, export), description=describe(config, export),
+        kinds={config.source.type, export.format, export.destination.type},
+        pool=pool_name(config, export), partitions_def=partitions, check_specs=check_specs,
+        io_manager_key="rivet_io_manager",
+        metadata={"rivet/export": export_name, "rivet/mode": export.mode},
+        retry_policy=dg.RetryPolicy(max_retries=tuning.max_retries,
+                                    delay=tuning.retry_backoff_ms / 1000.0, backoff=dg.Backoff.EXPONENTIAL),
+    )
+    def _export(context: dg.AssetExecutionContext, rivet: RivetResource):
+        cfg = rivet.load()
+        exp = cfg.export(export_name)
+        window = window_for_key(context.partition_key) if partitions is not None else None
+        run = api.ExportRun(cfg, exp, api.RunOptions(dagster_run_id=context.run.run_id, window=window,
+                                                      internal_retries=False))
+        context.log.info(f"rivet run {run.summary.run_id} → {run.dest.uri}")
+        try:
+            staged = run.extract()
+        except api.DataIntegrityError as exc:
+            yield from quality_results(exp, run.summary.quality_issues, None)
+            raise failure_for(run.fail(exc)) from exc
+        except Exception as exc:
+            summary = run.fail(exc)
+            if summary.exit_code == 2:
+                raise  # transient: the RetryPolicy retries the step
+            raise failure_for(summary) from exc
+        yield from quality_results(exp, staged.quality_issues, staged.rows)
+        try:
+            run.gate_schema(staged)
+        except api.SchemaDriftError as exc:
+            yield drift_result(exp, run.summary)
+            raise failure_for(run.fail(exc)) from exc
+        yield drift_result(exp, run.summary)
+        yield dg.Output(PendingPublish(run, staged))
+
+    return _export

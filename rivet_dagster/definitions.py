@@ -1,0 +1,28 @@
+"""The code location: `defs` built from `RIVET_CONFIG` (default: the shipped demo config).
+
+`dagster dev -w workspace.yaml` and `dagster asset materialize -m rivet_dagster.definitions`
+load this module. With no `RIVET_CONFIG`, the demo SQLite database is created on first
+load so the demo works with no setup.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rivet_dagster.factory import build_definitions
+
+DEMO_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "demo" / "rivet.yaml"
+
+
+def config_path_from_env() -> Path:
+    configured = os.environ.get("RIVET_CONFIG")
+    if configured:
+        return Path(configured)
+    from rivet_core.demo import ensure_demo_database
+
+    ensure_demo_database()
+    return DEMO_CONFIG
+
+
+defs = build_definitions(config_path_from_env())

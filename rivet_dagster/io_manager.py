@@ -1,0 +1,106 @@
+"""The IO manager: finalize-then-write, and reading exports back for downstream assets.
+
+`handle_output` receives a `PendingPublish` from the asset body — an `ExportRun` whose
+data is extracted, quality-gated and finished in staged files (I1) — and calls
+`ExportRun.publish`, i.e. the core's commit facades (write_part_file → record_part per
+part) and its finalize sequence (manifest → cursor → validate → metrics → report →
+notification). It never re-implements a step. A failed publish fails the step.
+
+No `from __future__ import annotations`: Dagster resolves the nested resource annotation.
+
+`load_input` returns the export as a `pyarrow.Table` or `pandas.DataFrame` (by the
+downstream input's annotation), reading only the parts that the current `manifest.json`
+lists — per partition for partitioned exports.
+"""
+
+
+import io
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from rivet_core import api
+from rivet_dagster.metadata import materialization_metadata
+from rivet_dagster.partitions import sub_prefix_for_key
+from rivet_dagster.resources import RivetResource
+
+
+@dataclass
+class PendingPublish:
+    """What an export asset hands to the IO manager: a run ready to publish."""
+
+    run: api.ExportRun
+    staged: api.StagedExtract
+
+
+class RivetExportFailed(dg.Failure):
+    pass
+
+
+def failure_for(summary: api.RunSummary) -> dg.Failure:
+    """A step failure carrying the run's verdict; only transient failures may be retried."""
+    return dg.Failure(
+        description=f"export '{summary.export_name}' failed: {summary.error_message}",
+        metadata={"rivet_run_id": summary.run_id, "exit_code": summary.exit_code,
+                  "report": dg.MetadataValue.path(summary.report_path or "")},
+        allow_retries=summary.exit_code == 2,
+    )
+
+
+def _read_part(dest: api.Destination, key: str, fmt: str) -> pa.Table:
+    data = dest.read_bytes(key)
+    if fmt == "csv":
+        return pacsv.read_csv(io.BytesIO(data))
+    return pq.read_table(io.BytesIO(data))
+
+
+def read_export(config: api.RivetConfig, export: api.ExportConfig, sub_prefix: str = "") -> pa.Table | None:
+    """All parts listed by the current manifest at the export's prefix (None if absent)."""
+    dest = api.export_destination(config, export, sub_prefix=sub_prefix)
+    found = api.read_manifest(dest)
+    if found is None:
+        return None
+    manifest, _ = found
+    tables = [_read_part(dest, p.path, manifest.format) for p in manifest.parts if p.status == "committed"]
+    if not tables:
+        return None
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+class RivetIOManager(dg.ConfigurableIOManager):
+    """Publishes staged exports (handle_output) and reads them back (load_input)."""
+
+    rivet: RivetResource
+
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        if not isinstance(obj, PendingPublish):
+            raise dg.DagsterInvariantViolationError(
+                "the rivet IO manager only stores export assets built by rivet_dagster")
+        summary = obj.run.publish(obj.staged)
+        context.add_output_metadata(materialization_metadata(summary, obj.staged.schema))
+        if summary.status == "failed":
+            raise failure_for(summary)
+
+    def load_input(self, context: dg.InputContext) -> Any:
+        upstream = context.upstream_output
+        export_name = (upstream.definition_metadata or {}).get("rivet/export") if upstream else None
+        if export_name is None:
+            raise dg.DagsterInvariantViolationError(
+                f"input '{context.name}' does not come from a rivet export asset")
+        config = self.rivet.load()
+        export = config.export(str(export_name))
+        keys = context.asset_partition_keys if context.has_asset_partitions else [None]
+        tables = []
+        for key in keys:
+            table = read_export(config, export, sub_prefix_for_key(export, key) if key else "")
+            if table is not None:
+                tables.append(table)
+        result = pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})
+        wanted = context.dagster_type.typing_type if context.dagster_type else None
+        if getattr(wanted, "__name__", "") == "DataFrame":
+            return result.to_pandas()
+        return result

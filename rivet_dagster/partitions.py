@@ -1,0 +1,43 @@
+"""Partitions of exports: daily time windows for `time_window` exports.
+
+Partition D exports rows with the time column in [D, D+1) (UTC) to its own prefix
+`<time_column>=D/`, with its own manifest and `_SUCCESS` (DESIGN.md §6). `dagster.start_date`
+is required: a time-partitioned asset needs to know where its history starts.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+
+import dagster as dg
+
+from rivet_core import api
+
+
+def export_partitions(config: api.RivetConfig, export: api.ExportConfig) -> dg.PartitionsDefinition | None:
+    if export.mode != "time_window":
+        return None
+    start = (export.dagster.start_date if export.dagster and export.dagster.start_date else
+             config.dagster.start_date if config.dagster and config.dagster.start_date else None)
+    if not start:
+        raise api.ConfigError(
+            f"export '{export.name}': a time_window export is a daily-partitioned Dagster asset and "
+            "needs dagster.start_date (the first day to export), e.g.\n"
+            "    dagster:\n      start_date: \"2026-01-01\"")
+    end = export.dagster.end_date if export.dagster else None
+    return dg.DailyPartitionsDefinition(start_date=start, end_date=end, timezone="UTC", end_offset=1)
+
+
+def window_for_key(partition_key: str) -> api.DayWindow:
+    day = date.fromisoformat(partition_key)
+    return api.DayWindow(start=day, end=day + timedelta(days=1))
+
+
+def sub_prefix_for_key(export: api.ExportConfig, partition_key: str) -> str:
+    return f"{export.time_column}={partition_key}/"
+
+
+def recent_partition_keys(days: int, now: datetime) -> list[str]:
+    """The last `days` day keys up to and including today (UTC)."""
+    today = now.date()
+    return [(today - timedelta(days=i)).isoformat() for i in range(days - 1, -1, -1)]
