@@ -3,6 +3,7 @@
 #   make test                 start PostgreSQL, MariaDB, SeaweedFS on free ports and run pytest
 #   make test ARGS='-k slack' pass arguments through to pytest
 #   make demo                 the end-to-end demo (scripts/demo.sh)
+#   make dev                  the Dagster UI on the demo (or RIVET_CONFIG) at http://127.0.0.1:3000
 #   make lint                 ruff (not part of `make test` yet)
 #   make lock                 re-pin requirements.lock from pyproject.toml (then commit both)
 #   make clean                remove caches and build output (keeps .venv: `rm -rf .venv` for that)
@@ -10,13 +11,16 @@ SHELL := /usr/bin/env bash
 VENV  := .venv
 ARGS  ?=
 
-.PHONY: test demo lint lock bootstrap clean
+.PHONY: test demo dev lint lock bootstrap clean
 
 test:
 	bash scripts/test.sh $(ARGS)
 
 demo:
 	bash scripts/demo.sh $(ARGS)
+
+dev: bootstrap
+	DAGSTER_HOME=$${DAGSTER_HOME:-$$PWD/dagster_home} $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $${PORT:-3000}
 
 bootstrap:
 	bash scripts/bootstrap.sh

@@ -63,6 +63,12 @@ def _export(name: str, fmt: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "format": fmt, "destination": {"type": "local", "path": name}, **extra}
 
 
+def _both_batchings(name: str, fmt: str, **extra: Any) -> list[dict[str, Any]]:
+    """The export twice in one run: default fetch batches, and one row a batch (every batch
+    then has a column that is all NULL, and a row never shares a batch)."""
+    return [_export(name, fmt, **extra), _export(f"{name}1", fmt, tuning={"batch_size": 1}, **extra)]
+
+
 def _same_float(a: float | None, b: float | None, width: int) -> bool:
     if a is None or b is None:
         return a is b
@@ -259,7 +265,10 @@ def _pg_setup(url: str) -> None:
          "2026-01-01 00:00:00", "2026-01-01", "00:00:00.000001", "null", "null", UUID_A, b"a",
          [None, None], [None], "sad", "a"),
     ]
+    db = urllib.parse.urlsplit(url).path.lstrip("/")
     with psycopg.connect(url, autocommit=True) as conn:
+        # a non-UTC database default: the export must still carry UTC instants
+        conn.execute(f"ALTER DATABASE \"{db}\" SET timezone = 'America/St_Johns'")
         conn.execute("CREATE TYPE mood AS ENUM ('happy', 'sad', 'ok')")
         conn.execute("""CREATE TABLE types (
             id int PRIMARY KEY, i2 smallint, i4 integer, i8 bigint, b boolean, f4 real,
@@ -285,9 +294,15 @@ def _pg_source(url: str) -> tuple[list[dict[str, Any]], dict[int, tuple[str, str
 
 def test_every_postgres_type_survives_cli_to_parquet_exactly(tmp_path: Path, pg_url: str) -> None:
     _pg_setup(pg_url)
-    config = write_config(tmp_path, source_block(pg_url), [_export("pq", "parquet", table="types")])
+    config = write_config(tmp_path, source_block(pg_url), _both_batchings("pq", "parquet", table="types"))
     _run(config)
-    prefix = tmp_path / "pq"
+    source, texts = _pg_source(pg_url)
+    assert [source[0]["d38"], source[1]["d38"]] == [D38, NEG_D38]  # the source holds 38 digits
+    for prefix in (tmp_path / "pq", tmp_path / "pq1"):
+        _check_pg_parquet(prefix, source, texts)
+
+
+def _check_pg_parquet(prefix: Path, source: list[dict[str, Any]], texts: dict[int, tuple[str, str]]) -> None:
     [path] = _manifest_paths(prefix)
     assert pq.ParquetFile(path).metadata.row_group(0).column(0).compression == "ZSTD"
 
@@ -303,9 +318,9 @@ def test_every_postgres_type_survives_cli_to_parquet_exactly(tmp_path: Path, pg_
     logical = {pschema.column(i).name: str(pschema.column(i).logical_type)
                for i in range(len(pschema)) if pschema.column(i).path.count(".") == 0}
     assert logical["u"] == "UUID" and logical["j"] == "JSON" and logical["jb"] == "JSON"
+    assert schema.field("d38").metadata[b"rivet.native_type"] == b"numeric(38,10)"
+    assert schema.field("m").metadata[b"rivet.logical_type"] == b"enum"
 
-    source, texts = _pg_source(pg_url)
-    assert [source[0]["d38"], source[1]["d38"]] == [D38, NEG_D38]  # the source holds 38 digits
     got = sorted(table.to_pylist(), key=lambda r: r["id"])
     _assert_rows_equal(got, source, PG_KINDS)
     assert len(got[2]["txt"].encode()) > 1_000_000
@@ -329,12 +344,13 @@ def test_every_postgres_scalar_type_renders_in_csv_as_the_spec_says(tmp_path: Pa
     _pg_setup(pg_url)
     cols = ", ".join(PG_CSV_KINDS)
     config = write_config(tmp_path, source_block(pg_url),
-                          [_export("csv", "csv", query=f"SELECT {cols} FROM types")])
+                          _both_batchings("csv", "csv", query=f"SELECT {cols} FROM types"))
     _run(config)
-    [path] = _manifest_paths(tmp_path / "csv")
-    assert path.suffix == ".csv"
     source, _ = _pg_source(pg_url)
-    _assert_csv_matches(path, source, PG_CSV_KINDS)
+    for prefix in (tmp_path / "csv", tmp_path / "csv1"):
+        [path] = _manifest_paths(prefix)
+        assert path.suffix == ".csv"
+        _assert_csv_matches(path, source, PG_CSV_KINDS)
 
 
 def test_a_list_column_sent_to_csv_fails_clearly_and_writes_nothing(tmp_path: Path, pg_url: str) -> None:
@@ -358,6 +374,9 @@ MY_KINDS = {
     "b": "bool", "f": "float32", "dbl": "float64", "d38": "decimal:10", "d12": "decimal:2",
     "tstz": "tstz", "ts": "ts", "d": "date", "t": "time", "j": "json", "uid": "uuid",
     "bin": "binary", "m": "text", "txt": "text",
+    # added after the insert (see _my_setup): the rest of the integer family, BIT, SET
+    "uti": "int", "usi": "int", "umi": "int", "ui": "int", "yr": "int", "bt": "bool",
+    "b12": "int", "st": "text", "vb": "binary",
 }
 MY_ARROW = {
     "id": pa.int32(), "ti": pa.int16(), "si": pa.int16(), "mi": pa.int32(), "i": pa.int32(),
@@ -365,8 +384,11 @@ MY_ARROW = {
     "dbl": pa.float64(), "d38": pa.decimal128(38, 10), "d12": pa.decimal128(12, 2),
     "tstz": pa.timestamp("us", tz="UTC"), "ts": pa.timestamp("us"), "d": pa.date32(),
     "t": pa.time64("us"), "bin": pa.binary(), "m": pa.string(), "txt": pa.string(),
+    "uti": pa.int16(), "usi": pa.int32(), "umi": pa.int64(), "ui": pa.int64(), "yr": pa.int16(),
+    "bt": pa.bool_(), "b12": pa.int64(), "st": pa.string(), "vb": pa.binary(),
 }
 MY_COLUMNS = ", ".join(MY_KINDS)
+MY_INSERTED = ", ".join(list(MY_KINDS)[:21])
 
 
 def _my_connect(url: str, **kw: Any) -> pymysql.connections.Connection:
@@ -392,7 +414,7 @@ def _my_setup(url: str) -> None:
         (4, 1, 1, 1, 1, 1, 2, 0, -0.0, 2.2250738585072014e-308, D("-0.0000000001"),
          D("9999999999.99"), "2026-07-01 01:00:00", "2026-06-30 23:30:00", "2026-06-30",
          "01:02:03", '"s"', str(UUID_A), b"\xff", "happy", TRICKY),
-        (5,) + (None,) * 20,
+        (5,) + (None,) * 20,  # stays NULL in the columns added below too
     ]
     conn = _my_connect(url)
     try:
@@ -406,7 +428,20 @@ def _my_setup(url: str) -> None:
             # TIMESTAMP literals are read in the session zone: +05:30 here, so the stored
             # instants are 5h30 earlier in UTC.
             cur.execute("SET time_zone = '+05:30'")
-            cur.executemany(f"INSERT INTO types ({MY_COLUMNS}) VALUES ({', '.join(['%s'] * 21)})", rows)
+            cur.executemany(f"INSERT INTO types ({MY_INSERTED}) VALUES ({', '.join(['%s'] * 21)})", rows)
+            cur.execute("ALTER TABLE types ADD uti TINYINT UNSIGNED, ADD usi SMALLINT UNSIGNED, "
+                        "ADD umi MEDIUMINT UNSIGNED, ADD ui INT UNSIGNED, ADD yr YEAR, ADD bt BIT(1), "
+                        "ADD b12 BIT(12), ADD st SET('a','b','c'), ADD vb VARBINARY(16)")
+            extra = ("uti", "usi", "umi", "ui", "yr", "bt", "b12", "st", "vb")
+            for row_id, values in (
+                (1, ("255", "65535", "16777215", "4294967295", "2155", "b'1'", "b'111111111111'",
+                     "'a,c'", "x'00ff'")),
+                (2, ("0", "0", "0", "0", "1901", "b'0'", "b'000000000001'", "''", "x''")),
+                (3, ("1", "1", "1", "1", "2026", "b'1'", "b'100000000000'", "'b'", "x'61'")),
+                (4, ("7", "7", "7", "7", "2000", "b'0'", "b'0'", "'a,b,c'", "x'0a0d2c22'")),
+            ):
+                assignments = ", ".join(f"{c} = {v}" for c, v in zip(extra, values, strict=True))
+                cur.execute(f"UPDATE types SET {assignments} WHERE id = {row_id}")
     finally:
         conn.close()
 
@@ -427,6 +462,9 @@ def _my_source(url: str) -> list[dict[str, Any]]:
         seconds = r.pop("tstz_epoch")
         r["tstz"] = None if seconds is None else epoch + dt.timedelta(microseconds=int(D(seconds) * 10**6))
         r["b"] = None if r["b"] is None else bool(r["b"])
+        if r["bt"] is not None:  # BIT(n) arrives as big-endian bytes
+            r["bt"] = int.from_bytes(r["bt"], "big") != 0
+            r["b12"] = int.from_bytes(r["b12"], "big")
         if r["t"] is not None:
             r["t"] = (dt.datetime.min + r["t"]).time()
         if r["uid"] is not None:
@@ -440,10 +478,17 @@ def _my_source(url: str) -> list[dict[str, Any]]:
 def test_every_mariadb_type_survives_cli_to_parquet_exactly(tmp_path: Path, mysql_url: str) -> None:
     _my_setup(mysql_url)
     config = write_config(tmp_path, source_block(mysql_url),
-                          [_export("pq", "parquet", table="types", columns={"uid": "uuid"})])
+                          _both_batchings("pq", "parquet", table="types", columns={"uid": "uuid"}))
     _run(config)
-    prefix = tmp_path / "pq"
+    source = _my_source(mysql_url)
+    assert [source[0]["d38"], source[1]["d38"]] == [D38, NEG_D38]  # the source holds 38 digits
+    for prefix in (tmp_path / "pq", tmp_path / "pq1"):
+        _check_mariadb_parquet(prefix, source)
+
+
+def _check_mariadb_parquet(prefix: Path, source: list[dict[str, Any]]) -> None:
     [path] = _manifest_paths(prefix)
+    assert pq.ParquetFile(path).metadata.row_group(0).column(0).compression == "ZSTD"
     table = manifest_table(prefix)
     for col, want_type in MY_ARROW.items():
         assert table.schema.field(col).type == want_type, col
@@ -453,8 +498,6 @@ def test_every_mariadb_type_survives_cli_to_parquet_exactly(tmp_path: Path, mysq
     logical = {pschema.column(i).name: str(pschema.column(i).logical_type) for i in range(len(pschema))}
     assert logical["uid"] == "UUID"
 
-    source = _my_source(mysql_url)
-    assert [source[0]["d38"], source[1]["d38"]] == [D38, NEG_D38]  # the source holds 38 digits
     got = sorted(table.to_pylist(), key=lambda r: r["id"])
     _assert_rows_equal(got, source, MY_KINDS)
     # the +05:30 insert session really shifted the instant
@@ -474,12 +517,15 @@ def test_every_mariadb_type_survives_cli_to_parquet_exactly(tmp_path: Path, mysq
 def test_every_mariadb_type_renders_in_csv_as_the_spec_says(tmp_path: Path, mysql_url: str) -> None:
     _my_setup(mysql_url)
     config = write_config(tmp_path, source_block(mysql_url),
-                          [_export("csv", "csv", table="types", columns={"uid": "uuid"})])
+                          _both_batchings("csv", "csv", query=f"SELECT {MY_COLUMNS} FROM types",
+                                          columns={"uid": "uuid"}))
     _run(config)
-    [path] = _manifest_paths(tmp_path / "csv")
-    _assert_csv_matches(path, _my_source(mysql_url), MY_KINDS)
-    # uuid text was upper case in the source; CSV is lower case
-    assert str(UUID_A) in path.read_text(encoding="utf-8")
+    source = _my_source(mysql_url)
+    for prefix in (tmp_path / "csv", tmp_path / "csv1"):
+        [path] = _manifest_paths(prefix)
+        _assert_csv_matches(path, source, MY_KINDS)
+        # uuid text was upper case in the source; CSV is lower case
+        assert str(UUID_A) in path.read_text(encoding="utf-8")
 
 
 # ================================================================== unsupported types
