@@ -22,6 +22,7 @@ import pyarrow as pa
 from rivet_core.format import PartRotator, StagedPart
 from rivet_core.format.meta_columns import add_meta_columns, meta_schema
 from rivet_core.pipeline.faults import fault_point
+from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityTracker, quality_error
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
@@ -70,6 +71,7 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path) -
         rotator = PartRotator(staging_dir, stem, out_schema, plan.writer_options, plan.max_file_size)
         tracker = QualityTracker(export.quality, out_schema) if export.quality else None
         throttle = plan.tuning.throttle_ms / 1000.0
+        guard = MemoryGuard(plan.tuning, export.name)
         try:
             for batch in src.stream(plan.sql, plan.params, source_schema, rows_per_batch):
                 if plan.cursor_column is not None and batch.num_rows:
@@ -77,6 +79,7 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path) -
                     if value is not None:
                         cursor_value = value
                         cursor_type = batch.schema.field(plan.cursor_column).type
+                guard.check(batch)
                 batch = _strip(batch, plan.strip_columns)
                 batch = add_meta_columns(batch, exported_at=exported_at, row_hash=row_hash)
                 if tracker is not None:
