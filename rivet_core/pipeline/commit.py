@@ -19,6 +19,7 @@ and the Dagster IO manager call them; none re-implements their steps.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 
@@ -77,11 +78,12 @@ def record_part(
 ) -> bool:
     """Record a durable part in the run (see module docstring). Returns True if deduped."""
     fault_point("after_file_write")
-    existing = next((p for p in summary.manifest_parts if p.path == part.path), None)
-    deduped = existing is not None
-    if existing is not None:
-        existing.rows, existing.size_bytes = part.rows, part.size_bytes
-        existing.content_fingerprint, existing.content_md5 = part.content_fingerprint, part.content_md5
+    index = next((i for i, p in enumerate(summary.manifest_parts) if p.path == part.path), None)
+    deduped = index is not None
+    if index is not None:  # ManifestPart is frozen: replace the entry, keep its part_id
+        summary.manifest_parts[index] = dataclasses.replace(
+            summary.manifest_parts[index], rows=part.rows, size_bytes=part.size_bytes,
+            content_fingerprint=part.content_fingerprint, content_md5=part.content_md5)
     else:
         next_id = max((p.part_id for p in summary.manifest_parts), default=0) + 1
         summary.manifest_parts.append(ManifestPart(

@@ -11,6 +11,10 @@
 - Validate, metrics (I4: after the verdict), report and notification are best-effort:
   each failure is a warning and the next step still runs.
 
+A time partition (a window unit) is *replaced* on re-materialization: after its new
+manifest landed, the parts the previous manifest listed are moved to
+`_quarantine/<run_id>/` — never deleted (M9).
+
 Failed runs (a deliberate difference from Rivet): we never overwrite the canonical
 `manifest.json` of the prefix with a failed one — that would leave a stale `_SUCCESS` next
 to it. The prefix keeps describing the last successful delivery; a failed run that had
@@ -29,7 +33,7 @@ from rivet_core import __version__
 from rivet_core.destination import Destination
 from rivet_core.errors import DataIntegrityError, RivetError
 from rivet_core.manifest import Manifest, verify_at_destination, write_manifest_files
-from rivet_core.manifest import run_manifest_key, serialize_manifest
+from rivet_core.manifest import quarantine_object, read_manifest, run_manifest_key, serialize_manifest
 from rivet_core.notify import RunNotice, send_notifications
 from rivet_core.pipeline.run_store import Progression, RunStore
 from rivet_core.pipeline.summary import RunSummary
@@ -95,6 +99,7 @@ def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> N
         return  # the prefix keeps describing the last delivering run
     summary.check_post_run_invariants()
     if summary.status == "success":
+        previous = _previous_manifest(plan, dest)
         try:
             write_manifest_files(dest, build_manifest(plan, summary, dest))
             summary.manifest_written = True
@@ -103,6 +108,9 @@ def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> N
             summary.error_message = redact_secrets(f"manifest write failed: {exc}")
             summary.exit_code = getattr(exc, "exit_code", 1) or 1
             log.error("export '%s': %s — cursor NOT advanced", summary.export_name, summary.error_message)
+            return
+        if previous is not None:
+            _quarantine_superseded(summary, dest, previous)
         return
     if summary.manifest_parts:  # failed run with durable parts: leave its own trail only
         try:
@@ -110,6 +118,28 @@ def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> N
             dest.write_bytes(serialize_manifest(manifest), run_manifest_key(summary.run_id))
         except Exception as exc:  # noqa: BLE001
             summary.add_warning(f"failed-run manifest copy not written: {redact_secrets(exc)}")
+
+
+def _previous_manifest(plan: UnitPlan, dest: Destination) -> Manifest | None:
+    """For a window unit (a time partition), the manifest this run is about to replace."""
+    if plan.window is None:
+        return None
+    try:
+        found = read_manifest(dest)
+    except Exception as exc:  # noqa: BLE001 - an unreadable old manifest supersedes nothing
+        log.warning("previous manifest at %s unreadable (%s); nothing will be quarantined",
+                    dest.uri, redact_secrets(exc))
+        return None
+    return found[0] if found else None
+
+
+def _quarantine_superseded(summary: RunSummary, dest: Destination, previous: Manifest) -> None:
+    """Re-materializing a partition replaces its parts: move the previous run's parts aside
+    to `_quarantine/<run_id>/` (never deleted; a failed move is a warning)."""
+    current = {p.path for p in summary.manifest_parts}
+    for part in previous.parts:
+        if part.path not in current and not quarantine_object(dest, summary.run_id, part.path):
+            summary.add_warning(f"superseded part '{part.path}' could not be quarantined")
 
 
 def _commit_cursor(summary: RunSummary, state: StateStore) -> None:

@@ -7,6 +7,7 @@ directly (PostgreSQL / MariaDB). Damage for the validate tests is done with boto
 
 from __future__ import annotations
 
+import base64
 import csv
 import hashlib
 import io
@@ -22,8 +23,6 @@ import pytest
 import xxhash
 
 from tests.helpers import cursor_of, db_exec, rivet, source_block, write_config
-
-SIDECARS = {"manifest.json", "_SUCCESS"}
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -55,8 +54,8 @@ def _put(s3: Any, key: str, body: bytes) -> None:
     s3.client().put_object(Bucket=s3.bucket, Key=key, Body=body)
 
 
-def _run(config: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    result = rivet("run", "-c", str(config), "--json", *args, env=env)
+def _run(config: Path, *args: str) -> dict[str, Any]:
+    result = rivet("run", "-c", str(config), "--json", *args)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)["runs"][0]
 
@@ -191,8 +190,6 @@ def test_validate_reports_a_same_size_rewrite_as_a_checksum_mismatch(small: dict
     [failure] = v["failures"]
     assert failure["kind"] == "part_checksum_mismatch" and failure["path"] == small["part"]["path"]
     assert failure["expected"] == small["part"]["content_md5"]
-    import base64
-
     assert failure["actual"] == base64.b64encode(hashlib.md5(tampered, usedforsecurity=False).digest()).decode()
 
 

@@ -231,7 +231,7 @@ PG_KINDS = {
     "id": "int", "i2": "int", "i4": "int", "i8": "int", "b": "bool", "f4": "float32",
     "f8": "float64", "d38": "decimal:10", "d12": "decimal:2", "tstz": "tstz", "ts": "ts",
     "d": "date", "t": "time", "j": "json", "jb": "json", "u": "uuid", "bin": "binary",
-    "ia": "list", "ta": "list", "m": "text", "txt": "text",
+    "ia": "list", "ta": "list", "m": "text", "txt": "text", "d50": "decimal256:5",
 }
 PG_ARROW = {
     "id": pa.int32(), "i2": pa.int16(), "i4": pa.int32(), "i8": pa.int64(), "b": pa.bool_(),
@@ -239,9 +239,11 @@ PG_ARROW = {
     "d12": pa.decimal128(12, 2), "tstz": pa.timestamp("us", tz="UTC"), "ts": pa.timestamp("us"),
     "d": pa.date32(), "t": pa.time64("us"), "bin": pa.binary(), "ia": pa.list_(pa.int32()),
     "ta": pa.list_(pa.string()), "m": pa.string(), "txt": pa.string(),
+    "d50": pa.decimal256(50, 5),
 }
 PG_COLUMNS = ", ".join(PG_KINDS)
-PG_CSV_KINDS = {c: k for c, k in PG_KINDS.items() if k != "list"}
+PG_CSV_KINDS = {c: k for c, k in PG_KINDS.items() if k not in ("list", "decimal256:5")}
+D50 = D("12345678901234567890123456789012345678901234.12345")  # 49 digits: Decimal256
 
 
 def _pg_setup(url: str) -> None:
@@ -250,20 +252,24 @@ def _pg_setup(url: str) -> None:
          "2026-03-04 05:06:07.123456+05:30", "2026-03-04 05:06:07.654321", "2026-03-04",
          "23:59:59.999999", '{"b": null,  "a": [1, 2.50, "x"], "big": 12345678901234567890.123}',
          '{"b": null,  "a": [1, 2.50, "x"], "big": 12345678901234567890.123}', UUID_A, BYTES_ALL,
-         [1, None, 3], ["a", None, 'b,c"d'], "happy", UNICODE),
+         [1, None, 3], ["a", None, 'b,c"d'], "happy", UNICODE, D50),
         (2, 32767, 2147483647, 9223372036854775807, False, "NaN", "NaN", NEG_D38, D("-0.01"),
          "1999-12-31 23:59:59.999999-08:00", "1969-07-20 20:17:40.000001", "1900-01-01",
-         "00:00:00", "[]", '{"k": "ünï ✓"}', UUID_B, b"", [], [], "sad", ""),
+         "00:00:00", "[]", '{"k": "ünï ✓"}', UUID_B, b"", [], [], "sad", "",
+         D("-12345678901234567890123456789012345678901234.12345")),
         (3, 0, 0, 0, True, "Infinity", "-Infinity", D("0.0000000001"), D("0.00"),
          "2026-01-01 00:00:00+00", "2026-01-01 00:00:00", "2026-01-01", "12:00:00.5", "{}",
-         "{}", UUID_A, b"\x00", [None], [""], "ok", BIG_TEXT),
+         "{}", UUID_A, b"\x00", [None], [""], "ok", BIG_TEXT, D("0.00001")),
         (4, 1, 1, 1, False, "-Infinity", "Infinity", D("-0.0000000001"), D("9999999999.99"),
          "2026-06-30 23:30:00-02:00", "2026-06-30 23:30:00", "2026-06-30", "01:02:03", '"s"',
-         "1.5e300", UUID_B, b"\xff", [7], ["x"], "happy", TRICKY),
-        (5,) + (None,) * 20,
-        (6, -1, -1, -1, True, -0.0, -0.0, D("-1"), D("-1"), "2026-01-01 00:00:00.000001+14:00",
-         "2026-01-01 00:00:00", "2026-01-01", "00:00:00.000001", "null", "null", UUID_A, b"a",
-         [None, None], [None], "sad", "a"),
+         "1.5e300", UUID_B, b"\xff", [7], ["x"], "happy", TRICKY, D("-1")),
+        (5,) + (None,) * 21,
+        (6, -1, -1, -1, True, -0.0, -0.0, D("-1"), D("-1"), "1969-12-31 23:59:59.999999+00",
+         "2026-01-01 00:00:00.000001", "2026-01-01", "00:00:00.000001", "null", "null", UUID_A,
+         b"a", [None, None], [None], "sad", "a", D("0")),
+        (7, 0, 0, 0, False, 0.0, 0.0, D("0"), D("0"), "2026-01-01 00:00:00.000001+14:00",
+         "2026-01-01 00:00:00", "2026-01-01", "00:00:00", "{}", "{}", None, None, None, None,
+         None, None, None),
     ]
     db = urllib.parse.urlsplit(url).path.lstrip("/")
     with psycopg.connect(url, autocommit=True) as conn:
@@ -274,9 +280,10 @@ def _pg_setup(url: str) -> None:
             id int PRIMARY KEY, i2 smallint, i4 integer, i8 bigint, b boolean, f4 real,
             f8 double precision, d38 numeric(38,10), d12 numeric(12,2), tstz timestamptz,
             ts timestamp, d date, t time, j json, jb jsonb, u uuid, bin bytea, ia int[],
-            ta text[], m mood, txt text)""")
+            ta text[], m mood, txt text, d50 numeric(50,5))""")
         with conn.cursor() as cur:
-            cur.executemany(f"INSERT INTO types ({PG_COLUMNS}) VALUES ({', '.join(['%s'] * 21)})", rows)
+            cur.executemany(f"INSERT INTO types ({PG_COLUMNS}) VALUES "
+                            f"({', '.join(['%s'] * len(PG_KINDS))})", rows)
 
 
 def _pg_source(url: str) -> tuple[list[dict[str, Any]], dict[int, tuple[str, str]]]:
@@ -337,7 +344,7 @@ def _check_pg_parquet(prefix: Path, source: list[dict[str, Any]], texts: dict[in
     assert tstz.astimezone(UTC) == dt.datetime(2026, 3, 3, 23, 36, 7, 123456, tzinfo=UTC)
     neg, = con.execute("SELECT d38 FROM read_parquet(?) WHERE id = 2", [files]).fetchone()
     assert neg == NEG_D38
-    assert con.execute("SELECT count(*) FROM read_parquet(?) WHERE u IS NULL", [files]).fetchone() == (1,)
+    assert con.execute("SELECT count(*) FROM read_parquet(?) WHERE u IS NULL", [files]).fetchone() == (2,)
 
 
 def test_every_postgres_scalar_type_renders_in_csv_as_the_spec_says(tmp_path: Path, pg_url: str) -> None:
@@ -353,15 +360,18 @@ def test_every_postgres_scalar_type_renders_in_csv_as_the_spec_says(tmp_path: Pa
         _assert_csv_matches(path, source, PG_CSV_KINDS)
 
 
-def test_a_list_column_sent_to_csv_fails_clearly_and_writes_nothing(tmp_path: Path, pg_url: str) -> None:
+def test_list_and_decimal256_columns_sent_to_csv_fail_clearly_and_write_nothing(
+        tmp_path: Path, pg_url: str) -> None:
     _pg_setup(pg_url)
     config = write_config(tmp_path, source_block(pg_url), [_export(
-        "lists", "csv", query="SELECT id, ia, ta, txt FROM types", mode="incremental",
+        "lists", "csv", query="SELECT id, ia, ta, txt, d50 FROM types", mode="incremental",
         cursor_column="id")])
     result = rivet("run", "-c", str(config))
     assert result.returncode == 1, result.stdout + result.stderr
     err = result.stderr
-    assert "ia" in err and "ta" in err and "csv" in err.lower() and "parquet" in err.lower(), err
+    for needle in ("'ia'", "'ta'", "'d50'", "csv", "parquet"):
+        assert needle in err, err
+    assert "'txt'" not in err and "'id'" not in err
     assert "Traceback" not in err
     out = tmp_path / "lists"
     assert not out.exists() or not any(out.rglob("*"))
@@ -376,7 +386,7 @@ MY_KINDS = {
     "bin": "binary", "m": "text", "txt": "text",
     # added after the insert (see _my_setup): the rest of the integer family, BIT, SET
     "uti": "int", "usi": "int", "umi": "int", "ui": "int", "yr": "int", "bt": "bool",
-    "b12": "int", "st": "text", "vb": "binary",
+    "b12": "int", "st": "text", "vb": "binary", "ub": "uuid",
 }
 MY_ARROW = {
     "id": pa.int32(), "ti": pa.int16(), "si": pa.int16(), "mi": pa.int32(), "i": pa.int32(),
@@ -431,14 +441,17 @@ def _my_setup(url: str) -> None:
             cur.executemany(f"INSERT INTO types ({MY_INSERTED}) VALUES ({', '.join(['%s'] * 21)})", rows)
             cur.execute("ALTER TABLE types ADD uti TINYINT UNSIGNED, ADD usi SMALLINT UNSIGNED, "
                         "ADD umi MEDIUMINT UNSIGNED, ADD ui INT UNSIGNED, ADD yr YEAR, ADD bt BIT(1), "
-                        "ADD b12 BIT(12), ADD st SET('a','b','c'), ADD vb VARBINARY(16)")
-            extra = ("uti", "usi", "umi", "ui", "yr", "bt", "b12", "st", "vb")
+                        "ADD b12 BIT(12), ADD st SET('a','b','c'), ADD vb VARBINARY(16), "
+                        "ADD ub BINARY(16)")
+            extra = ("uti", "usi", "umi", "ui", "yr", "bt", "b12", "st", "vb", "ub")
             for row_id, values in (
                 (1, ("255", "65535", "16777215", "4294967295", "2155", "b'1'", "b'111111111111'",
-                     "'a,c'", "x'00ff'")),
-                (2, ("0", "0", "0", "0", "1901", "b'0'", "b'000000000001'", "''", "x''")),
-                (3, ("1", "1", "1", "1", "2026", "b'1'", "b'100000000000'", "'b'", "x'61'")),
-                (4, ("7", "7", "7", "7", "2000", "b'0'", "b'0'", "'a,b,c'", "x'0a0d2c22'")),
+                     "'a,c'", "x'00ff'", f"x'{UUID_A.hex}'")),
+                (2, ("0", "0", "0", "0", "1901", "b'0'", "b'000000000001'", "''", "x''",
+                     f"x'{UUID_B.hex}'")),
+                (3, ("1", "1", "1", "1", "2026", "b'1'", "b'100000000000'", "'b'", "x'61'", "NULL")),
+                (4, ("7", "7", "7", "7", "2000", "b'0'", "b'0'", "'a,b,c'", "x'0a0d2c22'",
+                     "x'00000000000000000000000000000000'")),
             ):
                 assignments = ", ".join(f"{c} = {v}" for c, v in zip(extra, values, strict=True))
                 cur.execute(f"UPDATE types SET {assignments} WHERE id = {row_id}")
@@ -467,6 +480,8 @@ def _my_source(url: str) -> list[dict[str, Any]]:
             r["b12"] = int.from_bytes(r["b12"], "big")
         if r["t"] is not None:
             r["t"] = (dt.datetime.min + r["t"]).time()
+        if r["ub"] is not None:  # BINARY(16) holds the 16 raw bytes
+            r["ub"] = uuid.UUID(bytes=r["ub"])
         if r["uid"] is not None:
             try:
                 r["uid"] = uuid.UUID(r["uid"])
@@ -478,7 +493,7 @@ def _my_source(url: str) -> list[dict[str, Any]]:
 def test_every_mariadb_type_survives_cli_to_parquet_exactly(tmp_path: Path, mysql_url: str) -> None:
     _my_setup(mysql_url)
     config = write_config(tmp_path, source_block(mysql_url),
-                          _both_batchings("pq", "parquet", table="types", columns={"uid": "uuid"}))
+                          _both_batchings("pq", "parquet", table="types", columns={"uid": "uuid", "ub": "uuid"}))
     _run(config)
     source = _my_source(mysql_url)
     assert [source[0]["d38"], source[1]["d38"]] == [D38, NEG_D38]  # the source holds 38 digits
@@ -493,10 +508,11 @@ def _check_mariadb_parquet(prefix: Path, source: list[dict[str, Any]]) -> None:
     for col, want_type in MY_ARROW.items():
         assert table.schema.field(col).type == want_type, col
     assert table.schema.field("j").type in (pa.json_(pa.string()), pa.string(), pa.large_string())
-    assert table.schema.field("uid").type in (pa.uuid(), pa.binary(16))
+    for col in ("uid", "ub"):
+        assert table.schema.field(col).type in (pa.uuid(), pa.binary(16)), col
     pschema = pq.ParquetFile(path).schema
     logical = {pschema.column(i).name: str(pschema.column(i).logical_type) for i in range(len(pschema))}
-    assert logical["uid"] == "UUID"
+    assert logical["uid"] == logical["ub"] == "UUID" and logical["j"] == "JSON"
 
     got = sorted(table.to_pylist(), key=lambda r: r["id"])
     _assert_rows_equal(got, source, MY_KINDS)
@@ -518,7 +534,7 @@ def test_every_mariadb_type_renders_in_csv_as_the_spec_says(tmp_path: Path, mysq
     _my_setup(mysql_url)
     config = write_config(tmp_path, source_block(mysql_url),
                           _both_batchings("csv", "csv", query=f"SELECT {MY_COLUMNS} FROM types",
-                                          columns={"uid": "uuid"}))
+                                          columns={"uid": "uuid", "ub": "uuid"}))
     _run(config)
     source = _my_source(mysql_url)
     for prefix in (tmp_path / "csv", tmp_path / "csv1"):

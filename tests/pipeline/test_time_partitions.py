@@ -1,0 +1,58 @@
+"""Time partitions (window units): one day per prefix, replaced on re-materialization."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import date
+
+import pyarrow.parquet as pq
+
+from rivet_core import api
+from rivet_core.manifest import verify_at_destination
+from tests.helpers import write_config
+
+
+def _setup(tmp_path):  # noqa: ANN001, ANN202
+    db = tmp_path / "src.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE ev (id INTEGER PRIMARY KEY, at TIMESTAMP NOT NULL)")
+        conn.executemany("INSERT INTO ev VALUES (?, ?)", [
+            (1, "2026-03-01 00:00:00"), (2, "2026-03-01 23:59:59.999999"), (3, "2026-03-02 00:00:00"),
+            (4, "2026-02-28 23:59:59")])
+    config = write_config(tmp_path, {"type": "sqlite", "url": f"sqlite:///{db}"}, [{
+        "name": "ev", "table": "ev", "mode": "time_window", "time_column": "at", "days_window": 1,
+        "format": "parquet", "destination": {"type": "local", "path": "out"},
+        "dagster": {"start_date": "2026-01-01"}}])
+    return db, api.load_config(config)
+
+
+DAY = api.DayWindow(start=date(2026, 3, 1), end=date(2026, 3, 2))
+
+
+def test_a_partition_exports_exactly_its_half_open_day_to_its_own_prefix(tmp_path):
+    _, config = _setup(tmp_path)
+    summary = api.run_export(config, "ev", window=DAY)
+    assert summary.status == "success", summary.error_message
+    prefix = tmp_path / "out" / "at=2026-03-01"
+    parts = sorted(prefix.glob("*.parquet"))
+    assert [r["id"] for r in pq.read_table(parts[0]).to_pylist()] == [1, 2]
+    assert (prefix / "manifest.json").exists() and (prefix / "_SUCCESS").exists()
+
+
+def test_rematerializing_a_partition_replaces_its_parts_and_quarantines_the_old_ones(tmp_path):
+    db, config = _setup(tmp_path)
+    first = api.run_export(config, "ev", window=DAY)
+    with sqlite3.connect(db) as conn:
+        conn.execute("INSERT INTO ev VALUES (5, '2026-03-01 12:00:00')")
+    second = api.run_export(config, "ev", window=DAY)
+    assert second.status == "success", second.error_message
+    prefix = tmp_path / "out" / "at=2026-03-01"
+    old_part = first.manifest_parts[0].path
+    assert not (prefix / old_part).exists()
+    assert (prefix / "_quarantine" / second.run_id / old_part).exists()  # moved, never deleted
+    live = [p for p in prefix.glob("*.parquet")]
+    assert len(live) == 1
+    assert sorted(r["id"] for r in pq.read_table(live[0]).to_pylist()) == [1, 2, 5]
+    dest, verdict = api.verify_export(config, "ev", sub_prefix="at=2026-03-01/")
+    assert verdict.passed and not [f for f in verdict.failures if f.kind == "untracked_object"]
+    assert verify_at_destination(dest).passed
