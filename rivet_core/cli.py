@@ -124,9 +124,11 @@ def _summary_lines(s: Any) -> list[str]:
     lines = [f"export {s.export_name}: {s.status.upper()}", f"  run_id:   {s.run_id}",
              f"  rows:     {s.total_rows}", f"  files:    {s.files_committed} ({s.bytes_written} bytes)",
              f"  output:   {s.destination_uri}", f"  duration: {s.duration_ms} ms, peak RSS {s.peak_rss_mb} MB"]
-    if s.cursor_column:
+    if s.cursor_column and s.cursor_high is None:
+        lines.append(f"  cursor:   {s.cursor_column} stays at {s.cursor_low} (no new rows)")
+    elif s.cursor_column:
         lines.append(f"  cursor:   {s.cursor_column} {s.cursor_low} -> {s.cursor_high}"
-                     f"{'' if s.cursor_committed or not s.cursor_high else ' (NOT committed)'}")
+                     f"{'' if s.cursor_committed else ' (NOT committed)'}")
     if s.skip_reason:
         lines.append(f"  skipped:  {s.skip_reason}")
     if s.validated is not None:

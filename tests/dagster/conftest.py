@@ -1,47 +1,63 @@
-"""Fixtures for the Dagster adapter tests: a throwaway instance, a PostgreSQL `orders`
-table, and a destination target (local disk or the real S3 server)."""
+"""Fixtures for the Dagster CLI tests: a temp copy of the demo with a small SQLite database.
+
+`demo` copies examples/demo/rivet.yaml into a temp directory, builds the demo database
+next to it with 500 orders (RIVET_DEMO_ORDERS), and gives a throwaway DAGSTER_HOME, so
+`rivet_dagster.definitions` loaded with `demo.env()` never touches the repository's demo
+output or the developer's instance.
+
+(The in-process adapter tests keep their fixtures in support.py.)
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import shutil
+import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import dagster as dg
 import pytest
 
-from tests.dagster.support import DAGSTER_NOISE, Target, create_orders
-
-_HERE = Path(__file__).resolve().parent
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if _HERE in Path(str(item.path)).resolve().parents:
-            for spec in DAGSTER_NOISE:
-                item.add_marker(pytest.mark.filterwarnings(spec))
+REPO = Path(__file__).resolve().parents[2]
+DEMO_CONFIG = REPO / "examples" / "demo" / "rivet.yaml"
+DEMO_ORDERS = 500
 
 
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    with dg.DagsterInstance.ephemeral() as inst:
-        yield inst
+@dataclass(frozen=True)
+class Demo:
+    dir: Path
+    dagster_home: Path
 
+    @property
+    def config(self) -> Path:
+        return self.dir / "rivet.yaml"
 
-@pytest.fixture
-def orders_pg(pg_url: str) -> str:
-    """A fresh PostgreSQL database holding the `orders` table described in support.py."""
-    create_orders(pg_url)
-    return pg_url
+    @property
+    def database(self) -> Path:
+        return self.dir / "shop.db"
 
+    def env(self) -> dict[str, str]:
+        """Environment for a subprocess that loads `rivet_dagster.definitions` on this demo."""
+        return {**os.environ, "RIVET_CONFIG": str(self.config), "DAGSTER_HOME": str(self.dagster_home),
+                "RIVET_DEMO_ORDERS": str(DEMO_ORDERS), "PYTHONPATH": str(REPO)}
 
-@pytest.fixture(params=["local", "s3"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
-    """Each test using it runs once to local disk and once to the real S3 server."""
-    if request.param == "s3":
-        return Target("s3", tmp_path, request.getfixturevalue("s3"))
-    return Target("local", tmp_path)
+    def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple]:
+        """Rows straight from the demo's SQLite database."""
+        with sqlite3.connect(self.database) as conn:
+            return conn.execute(sql, params).fetchall()
 
 
 @pytest.fixture
-def local(tmp_path: Path) -> Target:
-    return Target("local", tmp_path)
+def demo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Demo:
+    from rivet_core.demo import ensure_demo_database
+
+    root = tmp_path / "demo"
+    root.mkdir()
+    shutil.copy(DEMO_CONFIG, root / "rivet.yaml")
+    monkeypatch.setenv("RIVET_DEMO_ORDERS", str(DEMO_ORDERS))
+    ensure_demo_database(root / "shop.db")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    return Demo(dir=root, dagster_home=home)

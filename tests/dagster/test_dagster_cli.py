@@ -1,7 +1,7 @@
 """End to end through the real Dagster CLI: `dagster asset materialize -m rivet_dagster.definitions`.
 
 Each test materializes one demo asset in a subprocess, from the repository root, with
-RIVET_CONFIG pointing at a temp copy of the demo (see conftest.py) and a throwaway
+RIVET_CONFIG pointing at a temp copy of the demo (see e2e_demo.py) and a throwaway
 DAGSTER_HOME. Then an independent oracle re-reads what landed — only the parts that
 manifest.json lists, with pyarrow — and compares it with the SQLite source queried
 directly, and checks the Dagster instance recorded the materialization.
@@ -18,7 +18,7 @@ import json
 import re
 import subprocess
 import sys
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -27,7 +27,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from tests.dagster.conftest import REPO, Demo
+from tests.dagster.e2e_demo import REPO, Demo, demo_copy  # noqa: F401 - `demo_copy` is a fixture
 
 IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})
 RUN_ID = re.compile(r" - __ASSET_JOB - ([0-9a-f-]{36}) - ")
@@ -88,54 +88,53 @@ def recorded_materialization(demo: Demo, asset: str, run_id: str, partition: str
         assert run is not None and run.status == dg.DagsterRunStatus.SUCCESS, run
 
 
-def test_materialize_customers_publishes_the_whole_table(demo: Demo) -> None:
-    log = materialize(demo, "--select", "customers")
+def test_materialize_customers_publishes_the_whole_table(demo_copy: Demo) -> None:
+    log = materialize(demo_copy, "--select", "customers")
     run_id = dagster_run_id(log)
     assert "Asset check 'manifest_verified' on 'customers' passed" in log, log[-4000:]
 
-    manifest, table = published(demo.dir / "output" / "customers")
-    source = demo.query("SELECT id, name, email FROM customers ORDER BY id")
+    manifest, table = published(demo_copy.dir / "output" / "customers")
+    source = demo_copy.query("SELECT id, name, email FROM customers ORDER BY id")
     assert len(source) == 200
     assert manifest["row_count"] == len(source)
     assert manifest["dagster_run_id"] == run_id
     got = sorted(zip(*(table.column(c).to_pylist() for c in ("id", "name", "email")), strict=True))
     assert got == source
-    recorded_materialization(demo, "customers", run_id)
+    recorded_materialization(demo_copy, "customers", run_id)
 
 
-def test_materialize_orders_publishes_every_order_with_exact_decimals(demo: Demo) -> None:
-    log = materialize(demo, "--select", "orders", "--config-json", IN_PROCESS)
+def test_materialize_orders_publishes_every_order_with_exact_decimals(demo_copy: Demo) -> None:
+    log = materialize(demo_copy, "--select", "orders", "--config-json", IN_PROCESS)
     run_id = dagster_run_id(log)
     assert "Asset check 'manifest_verified' on 'orders' passed" in log, log[-4000:]
 
-    manifest, table = published(demo.dir / "output" / "orders")
-    source = demo.query("SELECT id, amount FROM orders ORDER BY id")
+    manifest, table = published(demo_copy.dir / "output" / "orders")
+    source = demo_copy.query("SELECT id, amount FROM orders ORDER BY id")
     assert len(source) == 500
     assert manifest["row_count"] == len(source)
     assert manifest["dagster_run_id"] == run_id
     assert table.schema.field("amount").type == pa.decimal128(12, 2)
     got = sorted(zip(table.column("id").to_pylist(), table.column("amount").to_pylist(), strict=True))
     assert got == [(i, Decimal(str(a))) for i, a in source]
-    recorded_materialization(demo, "orders", run_id)
+    recorded_materialization(demo_copy, "orders", run_id)
 
 
-def test_materialize_todays_events_partition(demo: Demo) -> None:
+def test_materialize_todays_events_partition(demo_copy: Demo) -> None:
     today = datetime.now(UTC).date()
-    log = materialize(demo, "--select", "events", "--partition", today.isoformat(), "--config-json", IN_PROCESS)
+    log = materialize(demo_copy, "--select", "events", "--partition", today.isoformat(), "--config-json", IN_PROCESS)
     run_id = dagster_run_id(log)
     assert "Asset check 'manifest_verified' on 'events' passed" in log, log[-4000:]
 
-    prefix = demo.dir / "output" / "events" / f"created_at={today.isoformat()}"
+    prefix = demo_copy.dir / "output" / "events" / f"created_at={today.isoformat()}"
     manifest, table = published(prefix)
     assert manifest["format"] == "csv"
     assert manifest["dagster_run_id"] == run_id
-    source = [r[0] for r in demo.query(
+    source = [r[0] for r in demo_copy.query(
         "SELECT id FROM events WHERE created_at >= ? AND created_at < ? ORDER BY id",
         (today.isoformat(), (today + timedelta(days=1)).isoformat()))]
     assert manifest["row_count"] == len(source)
     assert sorted(table.column("id").to_pylist() if table.num_rows else []) == source
     # Only today's partition was exported.
-    days = sorted(p.name for p in (demo.dir / "output" / "events").iterdir() if p.is_dir())
+    days = sorted(p.name for p in (demo_copy.dir / "output" / "events").iterdir() if p.is_dir())
     assert days == [f"created_at={today.isoformat()}"]
-    assert date.fromisoformat(days[0].split("=", 1)[1]) == today
-    recorded_materialization(demo, "events", run_id, partition=today.isoformat())
+    recorded_materialization(demo_copy, "events", run_id, partition=today.isoformat())

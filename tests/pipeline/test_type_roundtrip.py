@@ -30,7 +30,14 @@ import pyarrow.parquet as pq
 import pymysql
 import pytest
 
-from tests.helpers import cursor_of, manifest_table, rivet, source_block, success_manifests, write_config
+from tests.helpers import (
+    cursor_of,
+    manifest_table,
+    rivet,
+    source_block,
+    success_manifests,
+    write_config,
+)
 
 UTC = dt.UTC
 D = decimal.Decimal
@@ -48,9 +55,12 @@ UUID_B = uuid.UUID("ffffffff-0000-4000-8000-00000000abcd")
 
 # ================================================================== shared plumbing
 def _run(config: Path, *args: str) -> dict[str, Any]:
-    result = rivet("run", "-c", str(config), "--json", *args)
+    """Run every export of `config`, verifying the destination against each manifest."""
+    result = rivet("run", "-c", str(config), "--json", "--validate", *args)
     assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
+    out = json.loads(result.stdout)
+    assert {r["status"] for r in out["runs"]} == {"success"}, out
+    return out
 
 
 def _manifest_paths(prefix: Path) -> list[Path]:
@@ -60,7 +70,8 @@ def _manifest_paths(prefix: Path) -> list[Path]:
 
 
 def _export(name: str, fmt: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "format": fmt, "destination": {"type": "local", "path": name}, **extra}
+    return {"name": name, "format": fmt, "destination": {"type": "local", "path": name},
+            "verify": "content", **extra}
 
 
 def _both_batchings(name: str, fmt: str, **extra: Any) -> list[dict[str, Any]]:
@@ -299,6 +310,7 @@ def _pg_source(url: str) -> tuple[list[dict[str, Any]], dict[int, tuple[str, str
     return rows, texts
 
 
+@pytest.mark.postgres
 def test_every_postgres_type_survives_cli_to_parquet_exactly(tmp_path: Path, pg_url: str) -> None:
     _pg_setup(pg_url)
     config = write_config(tmp_path, source_block(pg_url), _both_batchings("pq", "parquet", table="types"))
@@ -347,6 +359,7 @@ def _check_pg_parquet(prefix: Path, source: list[dict[str, Any]], texts: dict[in
     assert con.execute("SELECT count(*) FROM read_parquet(?) WHERE u IS NULL", [files]).fetchone() == (2,)
 
 
+@pytest.mark.postgres
 def test_every_postgres_scalar_type_renders_in_csv_as_the_spec_says(tmp_path: Path, pg_url: str) -> None:
     _pg_setup(pg_url)
     cols = ", ".join(PG_CSV_KINDS)
@@ -360,6 +373,7 @@ def test_every_postgres_scalar_type_renders_in_csv_as_the_spec_says(tmp_path: Pa
         _assert_csv_matches(path, source, PG_CSV_KINDS)
 
 
+@pytest.mark.postgres
 def test_list_and_decimal256_columns_sent_to_csv_fail_clearly_and_write_nothing(
         tmp_path: Path, pg_url: str) -> None:
     _pg_setup(pg_url)
@@ -490,6 +504,7 @@ def _my_source(url: str) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.mysql
 def test_every_mariadb_type_survives_cli_to_parquet_exactly(tmp_path: Path, mysql_url: str) -> None:
     _my_setup(mysql_url)
     config = write_config(tmp_path, source_block(mysql_url),
@@ -530,6 +545,7 @@ def _check_mariadb_parquet(prefix: Path, source: list[dict[str, Any]]) -> None:
     assert json.loads(j) == {"b": None, "a": [1, 2.5, "x"], "big": 12345678901234567890.123}
 
 
+@pytest.mark.mysql
 def test_every_mariadb_type_renders_in_csv_as_the_spec_says(tmp_path: Path, mysql_url: str) -> None:
     _my_setup(mysql_url)
     config = write_config(tmp_path, source_block(mysql_url),
@@ -553,6 +569,7 @@ def _assert_failed_cleanly(config: Path, export: str, result: Any) -> None:
     assert cursor_of(config, export) is None
 
 
+@pytest.mark.postgres
 def test_unsupported_postgres_columns_fail_the_run_by_name_until_overridden(tmp_path: Path, pg_url: str) -> None:
     with psycopg.connect(pg_url, autocommit=True) as conn:
         conn.execute("CREATE TABLE geo (id int PRIMARY KEY, p point, n numeric(10,2))")
@@ -577,6 +594,7 @@ def test_unsupported_postgres_columns_fail_the_run_by_name_until_overridden(tmp_
     assert cursor_of(config, "geo") is not None
 
 
+@pytest.mark.mysql
 def test_mariadb_geometry_fails_the_run_by_name_until_overridden(tmp_path: Path, mysql_url: str) -> None:
     conn = _my_connect(mysql_url)
     try:

@@ -23,26 +23,34 @@ EXPECTED_TABLES = {"rivet_schema_version", "export_state", "file_log", "export_m
 WORKERS = 4
 
 
-def _open_store(barrier, config_path: str, state_url: str) -> int:  # noqa: ANN001
+def _open_store(barrier, results, config_path: str, state_url: str) -> None:  # noqa: ANN001
     """Child process: wait for every sibling, then open (= migrate) the store at once."""
-    from rivet_core.state import StateStore
-    from rivet_core.state.migrations import migrate
-
-    barrier.wait(timeout=60)
-    store = StateStore.open(config_path, state_url=state_url)
     try:
-        return migrate(store.engine)  # re-running on a migrated store is a no-op
-    finally:
-        store.close()
+        from rivet_core.state import StateStore
+        from rivet_core.state.migrations import migrate
+
+        barrier.wait(timeout=60)
+        store = StateStore.open(config_path, state_url=state_url)
+        try:
+            results.put(migrate(store.engine))  # re-running on a migrated store is a no-op
+        finally:
+            store.close()
+    except BaseException as exc:  # noqa: BLE001 - report to the parent, which asserts
+        results.put(f"{type(exc).__name__}: {exc}")
 
 
-def _migrate_concurrently(config_path: Path, state_url: str) -> list[int]:
+def _migrate_concurrently(config_path: Path, state_url: str) -> list[int | str]:
     ctx = multiprocessing.get_context("spawn")
-    barrier = ctx.Barrier(WORKERS)
-    with ctx.Pool(WORKERS) as pool:
-        results = [pool.apply_async(_open_store, (barrier, str(config_path), state_url))
-                   for _ in range(WORKERS)]
-        return [r.get(timeout=120) for r in results]
+    barrier, results = ctx.Barrier(WORKERS), ctx.Queue()
+    procs = [ctx.Process(target=_open_store, args=(barrier, results, str(config_path), state_url))
+             for _ in range(WORKERS)]
+    for proc in procs:
+        proc.start()
+    outcomes = [results.get(timeout=120) for _ in procs]
+    for proc in procs:
+        proc.join(timeout=30)
+    assert [proc.exitcode for proc in procs] == [0] * WORKERS
+    return outcomes
 
 
 def test_migrations_from_several_processes_at_once_on_one_sqlite_file_apply_once(tmp_path):

@@ -1,0 +1,213 @@
+"""Definitions load: the demo code location, a config with every mode, and bad configs.
+
+The first gate of the Dagster suite: if these fail, nothing else can load. Loading never
+connects to the source, so the every-mode config names an unreachable PostgreSQL server.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pytest
+import yaml
+
+from rivet_core import api
+from rivet_dagster import build_definitions
+from tests.dagster.conftest import DEMO_CONFIG
+from tests.dagster.support import NOISE_MARKS, check_evaluations, instance, materialization, run_job  # noqa: F401
+from tests.helpers import rivet
+
+pytestmark = NOISE_MARKS
+
+PG = {"type": "postgres", "url": "postgresql://rivet@127.0.0.1:1/shopdb"}
+
+
+def load_module_defs(monkeypatch: pytest.MonkeyPatch) -> dg.Definitions:
+    """(Re-)import `rivet_dagster.definitions` under the current environment."""
+    monkeypatch.delitem(sys.modules, "rivet_dagster.definitions", raising=False)
+    module = importlib.import_module("rivet_dagster.definitions")
+    return module.defs
+
+
+def spec_of(defs: dg.Definitions, key: dg.AssetKey) -> dg.AssetSpec:
+    return next(s for s in defs.resolve_assets_def(key).specs if s.key == key)
+
+
+def check_names(defs: dg.Definitions, key: dg.AssetKey) -> set[str]:
+    return {k.name for k in defs.resolve_asset_graph().asset_check_keys if k.asset_key == key}
+
+
+# ------------------------------------------------------------------------------ the demo
+def test_the_code_location_with_no_rivet_config_serves_the_shipped_demo(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[Path] = []
+    monkeypatch.delenv("RIVET_CONFIG", raising=False)
+    monkeypatch.setenv("RIVET_DEMO_ORDERS", "2000")
+    # Record the call instead of building the 1 M-row database inside the repository.
+    monkeypatch.setattr("rivet_core.demo.ensure_demo_database", lambda *a, **k: made.append(Path("demo")))
+    defs = load_module_defs(monkeypatch)
+
+    assert made, "the demo database is not ensured when RIVET_CONFIG is unset"
+    assert {k.to_user_string() for k in defs.resolve_all_asset_keys()} == {"customers", "orders", "events"}
+    rivet_resource = defs.resources["rivet"]
+    assert Path(rivet_resource.config_path) == DEMO_CONFIG.resolve()
+    dg.Definitions.validate_loadable(defs)
+
+
+def test_the_demo_config_loads_and_every_demo_asset_materializes_from_a_temp_copy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, instance: dg.DagsterInstance) -> None:
+    from rivet_core.demo import ensure_demo_database
+
+    shutil.copy(DEMO_CONFIG, tmp_path / "rivet.yaml")
+    monkeypatch.setenv("RIVET_DEMO_ORDERS", "2000")
+    ensure_demo_database(tmp_path / "shop.db")
+    monkeypatch.setenv("RIVET_CONFIG", str(tmp_path / "rivet.yaml"))
+    defs = load_module_defs(monkeypatch)
+    dg.Definitions.validate_loadable(defs)
+
+    spec = spec_of(defs, dg.AssetKey("events"))
+    assert isinstance(spec.partitions_def, dg.TimeWindowPartitionsDefinition)
+    assert {s.name for s in defs.schedules} == {"orders_schedule", "events_schedule"}
+
+    yesterday = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
+    for job, partition, prefix in (("customers_job", None, "customers"), ("orders_job", None, "orders"),
+                                   ("events_job", yesterday, f"events/created_at={yesterday}")):
+        result = run_job(defs, job, instance, partition_key=partition)
+        assert result.success, f"{job} failed"
+        assert check_evaluations(result)["manifest_verified"].passed
+        mat = materialization(result)
+        assert mat.metadata["dagster/row_count"].value > 0, f"{job} exported nothing"
+        # The temp copy's output, not the repository's demo output.
+        assert mat.metadata["destination"].value == f"file://{tmp_path / 'output' / prefix}/"
+        assert (tmp_path / "output" / prefix / "_SUCCESS").is_file()
+
+
+# ------------------------------------------------------------------------------ every mode
+def every_mode_config(tmp: Path) -> Path:
+    exports = [
+        {"name": "orders_full", "description": "All orders, every night.", "table": "public.orders",
+         "mode": "full", "format": "parquet", "destination": {"type": "local", "path": "out/full"},
+         "quality": {"row_count_min": 1, "row_count_max": 10_000_000, "null_ratio_max": {"note": 0.5},
+                     "unique_columns": ["id"]},
+         "tuning": {"max_retries": 4, "retry_backoff_ms": 1500},
+         "dagster": {"schedule": "0 3 * * *", "schedule_status": "RUNNING"}},
+        {"name": "orders_inc", "table": "public.orders", "mode": "incremental", "cursor_column": "updated_at",
+         "format": "csv", "destination": {"type": "s3", "bucket": "lake", "prefix": "orders/",
+                                           "endpoint": "http://127.0.0.1:1", "region": "us-east-1"},
+         "dagster": {"key_prefix": ["sales", "raw"], "group": "sales", "pool": "pg_small",
+                     "schedule": "*/15 * * * *"}},
+        {"name": "orders_daily", "table": "public.orders", "mode": "time_window", "time_column": "created_at",
+         "days_window": 3, "format": "parquet", "destination": {"type": "local", "path": "out/daily"},
+         "dagster": {"start_date": "2026-03-01", "schedule": "10 0 * * *"}},
+    ]
+    path = tmp / "rivet.yaml"
+    path.write_text(yaml.safe_dump({"source": PG, "exports": exports,
+                                    "dagster": {"key_prefix": "rivet", "group": "exports"}}, sort_keys=False))
+    return path
+
+
+def test_every_mode_becomes_an_asset_with_the_configured_key_group_kinds_pool_and_partitions(tmp_path: Path) -> None:
+    defs = build_definitions(every_mode_config(tmp_path))
+    dg.Definitions.validate_loadable(defs)
+    full, inc, daily = dg.AssetKey(["rivet", "orders_full"]), dg.AssetKey(["sales", "raw", "orders_inc"]), \
+        dg.AssetKey(["rivet", "orders_daily"])
+    assert set(defs.resolve_all_asset_keys()) == {full, inc, daily}
+
+    expected: dict[dg.AssetKey, dict[str, Any]] = {
+        full: {"group": "exports", "kinds": {"postgres", "parquet", "local"}, "pool": "source_shopdb"},
+        inc: {"group": "sales", "kinds": {"postgres", "csv", "s3"}, "pool": "pg_small"},
+        daily: {"group": "exports", "kinds": {"postgres", "parquet", "local"}, "pool": "source_shopdb"},
+    }
+    for key, want in expected.items():
+        spec = spec_of(defs, key)
+        assert spec.group_name == want["group"], key
+        assert set(spec.kinds) == want["kinds"], key
+        assert defs.resolve_assets_def(key).op.pool == want["pool"], key
+
+    assert spec_of(defs, full).partitions_def is None
+    assert spec_of(defs, inc).partitions_def is None
+    days = spec_of(defs, daily).partitions_def
+    assert isinstance(days, dg.TimeWindowPartitionsDefinition) and days.cron_schedule == "0 0 * * *"
+    assert days.get_first_partition_key() == "2026-03-01"
+    assert days.has_partition_key("2026-03-05") and not days.has_partition_key("2026-02-28")
+
+    assert spec_of(defs, full).description.startswith("All orders, every night.")
+    policy = defs.resolve_assets_def(full).op.retry_policy
+    assert (policy.max_retries, policy.delay) == (4, 1.5)
+
+
+def test_every_export_has_the_manifest_and_drift_checks_and_one_check_per_quality_gate(tmp_path: Path) -> None:
+    defs = build_definitions(every_mode_config(tmp_path))
+    assert check_names(defs, dg.AssetKey(["rivet", "orders_full"])) == {
+        "manifest_verified", "schema_drift", "quality_row_count_min", "quality_row_count_max",
+        "quality_null_ratio_note", "quality_unique_id"}
+    for key in (dg.AssetKey(["sales", "raw", "orders_inc"]), dg.AssetKey(["rivet", "orders_daily"])):
+        assert check_names(defs, key) == {"manifest_verified", "schema_drift"}
+
+
+def test_each_export_gets_a_job_with_its_checks_and_its_schedule_as_configured(tmp_path: Path) -> None:
+    defs = build_definitions(every_mode_config(tmp_path))
+    for job_name, key in (("orders_full_job", dg.AssetKey(["rivet", "orders_full"])),
+                          ("orders_inc_job", dg.AssetKey(["sales", "raw", "orders_inc"])),
+                          ("orders_daily_job", dg.AssetKey(["rivet", "orders_daily"]))):
+        job = defs.resolve_job_def(job_name)
+        assert job.asset_layer.executable_asset_keys == {key}, job_name
+        checks = {k.name for k in job.asset_layer.asset_graph.asset_check_keys if k.asset_key == key}
+        assert "manifest_verified" in checks, job_name
+    assert defs.resolve_job_def("orders_daily_job").partitions_def is not None
+
+    schedules = {s.name: s for s in defs.schedules}
+    assert set(schedules) == {"orders_full_schedule", "orders_inc_schedule", "orders_daily_schedule"}
+    crons = {name: (s.cron_schedule, s.job_name, s.default_status) for name, s in schedules.items()}
+    assert crons == {
+        "orders_full_schedule": ("0 3 * * *", "orders_full_job", dg.DefaultScheduleStatus.RUNNING),
+        "orders_inc_schedule": ("*/15 * * * *", "orders_inc_job", dg.DefaultScheduleStatus.STOPPED),
+        "orders_daily_schedule": ("10 0 * * *", "orders_daily_job", dg.DefaultScheduleStatus.STOPPED),
+    }
+    sensor = defs.resolve_sensor_def("rivet_run_failure_notifier")
+    assert sensor is not None
+
+
+# ------------------------------------------------------------------------------ bad configs
+def cli_error(config: Path) -> str:
+    result = rivet("run", "-c", str(config))
+    assert result.returncode == 1, result.stderr
+    lines = result.stderr.strip().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Error: "))
+    return "\n".join(lines[start:])[len("Error: "):]
+
+
+@pytest.mark.parametrize("where", ["export", "dagster block"])
+def test_an_unknown_key_fails_loading_with_the_message_the_cli_prints(tmp_path: Path, where: str) -> None:
+    config = yaml.safe_load(every_mode_config(tmp_path).read_text())
+    if where == "export":
+        config["exports"][0]["formt"] = "parquet"
+    else:
+        config["exports"][1]["dagster"]["shedule"] = "0 1 * * *"
+    path = tmp_path / "rivet.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    with pytest.raises(api.ConfigError) as raised:
+        build_definitions(path)
+    message = str(raised.value)
+    assert message == cli_error(path)
+    assert ("formt" if where == "export" else "shedule") in message
+    assert ("Did you mean `format`?" if where == "export" else "schedule") in message
+
+
+def test_a_time_window_export_without_a_start_date_fails_loading_and_says_what_to_add(tmp_path: Path) -> None:
+    config = yaml.safe_load(every_mode_config(tmp_path).read_text())
+    del config["exports"][2]["dagster"]["start_date"]
+    path = tmp_path / "rivet.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    with pytest.raises(api.ConfigError) as raised:
+        build_definitions(path)
+    message = str(raised.value)
+    assert "orders_daily" in message and "dagster.start_date" in message
+    assert "start_date:" in message  # shows the YAML to add
