@@ -58,10 +58,11 @@ def verify_prefixes(config: api.RivetConfig, export: api.ExportConfig, prefixes:
             if f["kind"] == "untracked_object":
                 advisory += 1
                 continue
+            missing = f["kind"] == "part_missing"
             failures.append({"prefix": prefix or "/", "kind": f["kind"],
                              "path": f.get("path") or f.get("key") or "",
-                             "expected": f.get("expected", f.get("manifest_fingerprint", "")),
-                             "actual": f.get("actual", f.get("marker_fingerprint", ""))})
+                             "expected": "present" if missing else f.get("expected", f.get("manifest_fingerprint", "")),
+                             "actual": "missing" if missing else f.get("actual", f.get("marker_fingerprint", ""))})
     description = ("every part listed by the manifest is present at its recorded size; _SUCCESS matches"
                    if passed else f"{len(failures)} verification failure(s)" if prefixes else
                    "nothing to verify: no manifest at the destination yet")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # THE test command (`make test`, and CI's .ci/run): everything needed, from a fresh clone.
-#   1. as root, apt-installs what is missing (mariadb-server, postgresql, curl); as another
-#      user, says what to install and carries on (tests needing a missing server then fail);
+#   1. as root, apt-installs what is missing (mariadb-server, postgresql, curl, and chromium
+#      for the Dagster UI test; CHROMIUM_PATH is exported); as another user, says what to
+#      install and carries on (tests needing a missing server or browser then fail);
 #   2. scripts/bootstrap.sh: .venv exactly as requirements.lock (about 1 s when unchanged);
 #   3. starts PostgreSQL, MariaDB and SeaweedFS (scripts/services.sh) on free ports in a
 #      mktemp -d dir, UNLESS TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT are all exported
@@ -30,19 +31,42 @@ if [ "$start_services" = 1 ]; then   # services.sh starts all three, so it needs
   [ -x "$PGBIN/initdb" ] || missing+=(postgresql)
   command -v curl >/dev/null 2>&1 || missing+=(curl)
 fi
-if [ ${#missing[@]} -gt 0 ]; then
+# Headless Chromium for tests/dagster/test_ui.py ($CHROMIUM_PATH wins when it is executable).
+need_chromium=0
+if [ -n "${CHROMIUM_PATH:-}" ] && [ -x "$CHROMIUM_PATH" ]; then :
+elif ! command -v chromium >/dev/null 2>&1; then need_chromium=1; fi
+if [ ${#missing[@]} -gt 0 ] || [ "$need_chromium" = 1 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    say "installing system packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -q >/dev/null
-    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
-    say "system packages installed"
+    if [ ${#missing[@]} -gt 0 ]; then
+      say "installing system packages: ${missing[*]}"
+      apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+      say "system packages installed"
+    fi
+    if [ "$need_chromium" = 1 ]; then
+      # With recommends: fonts-liberation (a recommend) gives the Dagster UI readable text.
+      say "installing chromium (about 30 s)"
+      apt-get install -y -q chromium >/dev/null
+      say "chromium installed"
+    fi
   else
-    say "WARNING: missing system packages: ${missing[*]}"
-    say "  install them as root:  apt-get install --no-install-recommends ${missing[*]}"
-    say "  or export TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT to servers you already run"
+    if [ ${#missing[@]} -gt 0 ]; then
+      say "WARNING: missing system packages: ${missing[*]}"
+      say "  install them as root:  apt-get install --no-install-recommends ${missing[*]}"
+      say "  or export TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT to servers you already run"
+    fi
+    if [ "$need_chromium" = 1 ]; then
+      say "WARNING: chromium is missing: the Dagster UI test will fail"
+      say "  install it as root:  apt-get install chromium   (or export CHROMIUM_PATH=/path/to/chromium)"
+    fi
   fi
 fi
+if [ -z "${CHROMIUM_PATH:-}" ] || [ ! -x "$CHROMIUM_PATH" ]; then
+  CHROMIUM_PATH=$(command -v chromium 2>/dev/null || true)
+fi
+export CHROMIUM_PATH
+say "chromium: ${CHROMIUM_PATH:-MISSING}"
 export PATH=$PATH:/usr/sbin   # mariadbd lives in /usr/sbin, which a non-root PATH may lack
 
 # --- 2. python environment -------------------------------------------------------------

@@ -12,8 +12,9 @@
   each failure is a warning and the next step still runs.
 
 A time partition (a window unit) is *replaced* on re-materialization: after its new
-manifest landed, the parts the previous manifest listed are moved to
-`_quarantine/<run_id>/` — never deleted (M9).
+manifest landed, the parts the previous manifest listed, and that run's
+`manifest-<run_id>.json` copy, are moved to `_quarantine/<run_id>/` — never deleted (M9) —
+so every success manifest left at the prefix describes data that is still there.
 
 Failed runs (a deliberate difference from Rivet): we never overwrite the canonical
 `manifest.json` of the prefix with a failed one — that would leave a stale `_SUCCESS` next
@@ -134,12 +135,20 @@ def _previous_manifest(plan: UnitPlan, dest: Destination) -> Manifest | None:
 
 
 def _quarantine_superseded(summary: RunSummary, dest: Destination, previous: Manifest) -> None:
-    """Re-materializing a partition replaces its parts: move the previous run's parts aside
-    to `_quarantine/<run_id>/` (never deleted; a failed move is a warning)."""
+    """Re-materializing a partition replaces its parts: move the previous run's parts and its
+    per-run manifest copy aside to `_quarantine/<run_id>/` (never deleted; a failed move is a
+    warning). Left in place, that copy would still claim, as a success, parts that moved."""
     current = {p.path for p in summary.manifest_parts}
     for part in previous.parts:
         if part.path not in current and not quarantine_object(dest, summary.run_id, part.path):
             summary.add_warning(f"superseded part '{part.path}' could not be quarantined")
+    copy = run_manifest_key(previous.run_id)
+    try:
+        present = previous.run_id != summary.run_id and dest.head(copy) is not None
+    except Exception:  # noqa: BLE001 - cannot tell: try the move, which warns on failure
+        present = True
+    if present and not quarantine_object(dest, summary.run_id, copy):
+        summary.add_warning(f"superseded manifest copy '{copy}' could not be quarantined")
 
 
 def _commit_cursor(summary: RunSummary, state: StateStore) -> None:

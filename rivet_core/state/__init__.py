@@ -33,9 +33,16 @@ class StateStore(CursorStore, FileLogStore, MetricsStore, SchemaBaselineStore, R
 
     @classmethod
     def open(cls, config_path: Path | str | None, state_url: str | None = None) -> StateStore:
+        """Open and migrate the store. An unreachable or unusable backend is ONE clean error
+        naming the (redacted) store URL: `TransientError` (exit 2) when a retry may succeed
+        (connection refused, server starting), else `ConfigError` (exit 1)."""
         url = state_url_for(config_path, state_url)
         store = cls(create_state_engine(url))
-        migrate(store.engine)
+        try:
+            migrate(store.engine)
+        except Exception as exc:
+            store.close()
+            raise _open_error(store.url, exc) from exc
         return store
 
     @property
@@ -49,3 +56,14 @@ class StateStore(CursorStore, FileLogStore, MetricsStore, SchemaBaselineStore, R
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _open_error(where: str, exc: Exception) -> Exception:
+    from rivet_core.errors import ConfigError, TransientError
+    from rivet_core.source.retry import classify_error
+
+    cause = getattr(exc, "orig", None) or exc  # the driver's error, without SQLAlchemy's footer
+    hint = ("check RIVET_STATE_URL and that the server is reachable" if not where.startswith("sqlite")
+            else "check that the config's directory is writable")
+    message = f"cannot open the state store {where}: {redact_secrets(str(cause).strip())} — {hint}"
+    return TransientError(message) if classify_error(exc).transient else ConfigError(message)

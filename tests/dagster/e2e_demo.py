@@ -66,12 +66,6 @@ def make_demo(root: Path) -> Demo:
     return Demo(dir=root, config=config, db=db, dagster_home=home)
 
 
-@pytest.fixture(scope="module")
-def demo_copy(tmp_path_factory: pytest.TempPathFactory) -> Demo:
-    """A fresh demo copy per test module (import this fixture into the test module)."""
-    return make_demo(tmp_path_factory.mktemp("demo"))
-
-
 def chromium_path() -> str:
     """The Chromium binary to drive, or a test FAILURE saying how to get one (never a skip)."""
     configured = os.environ.get("CHROMIUM_PATH")

@@ -254,11 +254,8 @@ def check_only_job(name: str, key: dg.AssetKey, check: str = "manifest_verified"
 
 
 # ------------------------------------------------------------------------------ fixtures
-# Imported by the test modules (not conftest.py, which the CLI tests own), e.g.
-# `from tests.dagster.support import instance, orders_pg  # noqa: F401`.
-NOISE_MARKS = [pytest.mark.filterwarnings(spec) for spec in DAGSTER_NOISE]
-
-
+# Imported by the test modules that use them, e.g.
+# `from tests.dagster.support import instance, orders_pg  # noqa: F401 - fixtures`.
 @pytest.fixture
 def instance() -> Iterator[dg.DagsterInstance]:
     """An in-memory Dagster instance, cleaned up after the test."""

@@ -27,10 +27,16 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import pytest
 
-from tests.dagster.e2e_demo import REPO, Demo, demo_copy  # noqa: F401 - `demo_copy` is a fixture
+from tests.dagster.e2e_demo import REPO, Demo, make_demo
 
 IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})
 RUN_ID = re.compile(r" - __ASSET_JOB - ([0-9a-f-]{36}) - ")
+
+
+@pytest.fixture(scope="module")
+def demo_copy(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    """A fresh demo copy for this module (e2e_demo.make_demo)."""
+    return make_demo(tmp_path_factory.mktemp("demo"))
 
 
 def materialize(demo: Demo, *args: str, timeout: float = 120) -> str:

@@ -19,11 +19,9 @@ import yaml
 
 from rivet_core import api
 from rivet_dagster import build_definitions
-from tests.dagster.conftest import DEMO_CONFIG
-from tests.dagster.support import NOISE_MARKS, check_evaluations, instance, materialization, run_job  # noqa: F401
+from tests.dagster.e2e_demo import DEMO_CONFIG
+from tests.dagster.support import check_evaluations, instance, materialization, run_job  # noqa: F401 - fixture
 from tests.helpers import rivet
-
-pytestmark = NOISE_MARKS
 
 PG = {"type": "postgres", "url": "postgresql://rivet@127.0.0.1:1/shopdb"}
 

@@ -345,6 +345,25 @@ def test_a_permanent_sql_error_is_not_retried_and_exits_1(tmp_path, pg_url):
     assert files_under(tmp_path / "out") == []
 
 
+def test_a_multi_export_run_continues_past_failures_and_exits_with_the_most_severe_class(tmp_path):
+    url = sqlite_source(tmp_path, item_rows(1, 4))
+    exports = [items_export(name="bad_sql", table=None, query="SELEC 1", destination={"type": "local", "path": "a"}),
+               items_export(name="bad_quality", quality={"row_count_max": 1}, destination={"type": "local", "path": "b"}),
+               items_export(name="good", destination={"type": "local", "path": "c"})]
+    for e in exports:
+        if e["table"] is None:
+            del e["table"]
+    config = write_config(tmp_path, source_block(url), exports)
+    proc = rivet("run", "-c", str(config), "--json")
+
+    assert proc.returncode == 3, proc.stderr  # 3 (quality) outranks 1 (SQL error)
+    runs = {r["export_name"]: r for r in json.loads(proc.stdout)["runs"]}
+    assert {k: (r["status"], r["exit_code"]) for k, r in runs.items()} == \
+        {"bad_sql": ("failed", 1), "bad_quality": ("failed", 3), "good": ("success", 0)}
+    assert manifest_ids(tmp_path / "c") == [1, 2, 3, 4]
+    assert files_under(tmp_path / "a") == [] and files_under(tmp_path / "b") == []
+
+
 # --------------------------------------------------------------------- 6. config errors
 _CONFIG_CASES: dict[str, tuple[Any, str]] = {
     # id: (mutation of a valid config, stable substring of the message)

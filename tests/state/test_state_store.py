@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import sqlite3
+import urllib.parse
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -120,16 +121,33 @@ def test_a_run_with_rivet_state_url_keeps_cursor_files_and_metrics_in_postgresql
         [("items", "2026-01-01T00:06:00.000000")]
 
 
-def test_a_file_log_write_failure_is_a_warning_and_the_run_still_publishes(tmp_path, monkeypatch):
-    monkeypatch.delenv("RIVET_STATE_URL", raising=False)
-    config = _incremental_config(tmp_path)
+@pytest.mark.parametrize("backend", ["sqlite_dropped_table", "postgres_revoked_insert"])
+def test_a_file_log_write_failure_is_a_warning_and_the_run_still_publishes(tmp_path, monkeypatch,
+                                                                           request, backend):
     from rivet_core.state import StateStore
 
-    StateStore.open(config).close()  # migrate, then break the file_log table
-    with sqlite3.connect(tmp_path / ".rivet_state.db") as conn:
-        conn.execute("DROP TABLE file_log")
+    monkeypatch.delenv("RIVET_STATE_URL", raising=False)
+    config = _incremental_config(tmp_path)
+    env: dict[str, str] = {}
+    if backend == "sqlite_dropped_table":
+        StateStore.open(config).close()  # migrate, then break the file_log table
+        with sqlite3.connect(tmp_path / ".rivet_state.db") as conn:
+            conn.execute("DROP TABLE file_log")
+        query = lambda sql: state_rows(config, sql)  # noqa: E731
+    else:  # a least-privilege role that may use every table but cannot write file_log
+        admin = request.getfixturevalue("pg_url")
+        StateStore.open(config, state_url=admin).close()
+        role = f"rivet_lim_{tmp_path.name[-8:].replace('-', '_').lower()}"
+        pg_exec(admin, f"DROP ROLE IF EXISTS {role}", f"CREATE ROLE {role} LOGIN PASSWORD 'pw'",
+                f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}",
+                f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}",
+                f"REVOKE INSERT, DELETE ON file_log FROM {role}")
+        request.addfinalizer(lambda: pg_exec(admin, f"DROP OWNED BY {role}", f"DROP ROLE {role}"))
+        u = urllib.parse.urlsplit(admin)
+        env["RIVET_STATE_URL"] = u._replace(netloc=f"{role}:pw@{u.hostname}:{u.port}").geturl()
+        query = lambda sql: pg_exec(admin, sql)  # noqa: E731
 
-    run = _run(config)
+    run = _run(config, env=env)
 
     assert run["status"] == "success" and run["exit_code"] == 0
     assert "file_log write failed" in run["stderr"]
@@ -140,10 +158,11 @@ def test_a_file_log_write_failure_is_a_warning_and_the_run_still_publishes(tmp_p
     assert manifest["status"] == "success" and [p["path"] for p in manifest["parts"]] == [part.name]
     assert (out / "_SUCCESS").exists()
     assert pq.read_table(part).column("id").to_pylist() == [1, 2, 3, 4, 5, 6]
-    assert cursor_of(config, "items") == "2026-01-01T00:06:00.000000"  # the manifest landed
+    # the manifest landed, so the cursor advanced; the metrics row is terminal
+    assert query("SELECT last_cursor_value FROM export_state") == [("2026-01-01T00:06:00.000000",)]
+    assert query("SELECT status, total_rows FROM export_metrics") == [("success", 6)]
     report = json.loads((tmp_path / ".rivet" / "runs" / run["run_id"] / "summary.json").read_text())
     assert any("file_log write failed" in w for w in report["warnings"])
-    assert state_rows(config, "SELECT status FROM export_metrics") == [("success",)]
 
 
 def test_state_metrics_and_journal_commands_show_a_real_run(tmp_path, monkeypatch):
@@ -193,3 +212,39 @@ def test_state_commands_on_a_fresh_config_print_only_headers(tmp_path, monkeypat
     proc = rivet(*command, "-c", str(config))
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.strip().splitlines()) == 1
+
+
+def test_an_unreachable_postgresql_state_store_is_one_redacted_error_naming_the_store(tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = _incremental_config(tmp_path)
+    proc = rivet("run", "-c", str(config), env={"RIVET_STATE_URL": f"postgresql://rivet:s3cr3t@127.0.0.1:{port}/state"})
+
+    assert proc.returncode == 2, proc.stderr  # connection refused: a retry later may succeed
+    assert proc.stderr.startswith(f"Error: cannot open the state store postgresql+psycopg://REDACTED@127.0.0.1:{port}/state")
+    assert proc.stderr.count("Error:") == 1 and "check RIVET_STATE_URL" in proc.stderr
+    assert "s3cr3t" not in proc.stderr + proc.stdout
+    assert "sqlalche.me" not in proc.stderr and "Traceback" not in proc.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / ".rivet_state.db").exists()
+
+
+def test_two_runs_at_once_share_one_sqlite_state_file_without_losing_writes(tmp_path, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.delenv("RIVET_STATE_URL", raising=False)
+    config = _incremental_config(tmp_path, rows=50)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        procs = list(pool.map(lambda name: rivet("run", "-c", str(config), "-e", name), ["items", "other"]))
+    for proc in procs:
+        assert proc.returncode == 0, proc.stderr
+
+    assert sorted(state_rows(config, "SELECT export_name, status, total_rows FROM export_metrics")) == \
+        [("items", "success", 50), ("other", "success", 50)]
+    assert sorted(state_rows(config, "SELECT export_name, row_count FROM file_log")) == \
+        [("items", 50), ("other", 50)]
+    assert sorted(state_rows(config, "SELECT export_name, status FROM run_status")) == \
+        [("items", "success"), ("other", "success")]
+    assert cursor_of(config, "items") == "2026-01-01T00:50:00.000000"

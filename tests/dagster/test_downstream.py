@@ -1,0 +1,104 @@
+"""Downstream assets receive an export through the IO manager's `load_input`, as a
+`pandas.DataFrame` or a `pyarrow.Table` by the input's annotation, read from the parts the
+current manifest lists (one partition's prefix for a partition of a daily export)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import pandas as pd
+import pyarrow as pa
+
+from rivet_dagster import build_definitions
+from tests.dagster.support import (  # noqa: F401 - instance, local, orders_pg, target are fixtures
+    ROWS,
+    Target,
+    day_where,
+    export_block,
+    instance,
+    local,
+    orders_config,
+    orders_pg,
+    run_job,
+    source_rows,
+    target,
+)
+
+
+def received(result: Any) -> dict[str, dict[str, Any]]:
+    """asset name → metadata its body reported about the value it received."""
+    return {e.asset_key.to_user_string(): {k: v.value for k, v in e.materialization.metadata.items()}
+            for e in result.get_asset_materialization_events()}
+
+
+def describe(value: Any) -> dg.MaterializeResult:
+    ids = value["id"].tolist() if isinstance(value, pd.DataFrame) else value.column("id").to_pylist()
+    return dg.MaterializeResult(metadata={"type": type(value).__name__, "rows": len(value),
+                                          "ids": ",".join(map(str, sorted(ids)))})
+
+
+def test_a_downstream_asset_receives_a_full_export_as_a_dataframe_and_as_an_arrow_table(
+        orders_pg: str, target: Target, instance: dg.DagsterInstance) -> None:
+    key = dg.AssetKey("orders_full")
+    defs = build_definitions(orders_config(target.tmp, orders_pg,
+                                           [export_block("orders_full", "full", target.destination("orders_full"))]))
+
+    @dg.asset(ins={"orders": dg.AssetIn(key=key)})
+    def as_pandas(orders: pd.DataFrame) -> dg.MaterializeResult:
+        return describe(orders)
+
+    @dg.asset(ins={"orders": dg.AssetIn(key=key)})
+    def as_arrow(orders: pa.Table) -> dg.MaterializeResult:
+        return describe(orders)
+
+    job = dg.define_asset_job("downstream", selection=dg.AssetSelection.assets(as_pandas, as_arrow))
+    defs = dg.Definitions.merge(defs, dg.Definitions(assets=[as_pandas, as_arrow], jobs=[job]))
+    assert run_job(defs, "orders_full_job", instance).success
+    result = run_job(defs, "downstream", instance)
+    assert result.success
+
+    got = received(result)
+    expected_ids = ",".join(map(str, sorted(source_rows(orders_pg))))
+    assert got["as_pandas"]["type"] == "DataFrame" and got["as_arrow"]["type"] == "Table"
+    for name in ("as_pandas", "as_arrow"):
+        assert got[name]["rows"] == ROWS
+        assert got[name]["ids"] == expected_ids
+
+
+def test_a_downstream_asset_receives_one_partition_of_a_daily_export(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    key = dg.AssetKey("orders_daily")
+    defs = build_definitions(orders_config(local.tmp, orders_pg, [
+        export_block("orders_daily", "time_window", local.destination("orders_daily"))]))
+    daily = defs.resolve_assets_def(key).partitions_def
+
+    @dg.asset(partitions_def=daily, ins={"orders": dg.AssetIn(key=key)})
+    def same_day(orders: pd.DataFrame) -> dg.MaterializeResult:
+        return describe(orders)
+
+    @dg.asset(ins={"orders": dg.AssetIn(
+        key=key, partition_mapping=dg.SpecificPartitionsPartitionMapping(["2026-03-02"]))})
+    def march_second(orders: pa.Table) -> dg.MaterializeResult:
+        return describe(orders)
+
+    jobs = [dg.define_asset_job("same_day_job", selection=dg.AssetSelection.assets(same_day)),
+            dg.define_asset_job("march_second_job", selection=dg.AssetSelection.assets(march_second))]
+    defs = dg.Definitions.merge(defs, dg.Definitions(assets=[same_day, march_second], jobs=jobs))
+    for day in ("2026-03-01", "2026-03-02", "2026-03-03"):
+        assert run_job(defs, "orders_daily_job", instance, partition_key=day).success
+
+    for day in ("2026-03-01", "2026-03-03"):
+        result = run_job(defs, "same_day_job", instance, partition_key=day)
+        assert result.success
+        got = received(result)["same_day"]
+        expected = source_rows(orders_pg, day_where(day))
+        assert (got["type"], got["rows"]) == ("DataFrame", len(expected)), day
+        assert got["ids"] == ",".join(map(str, sorted(expected))), day
+
+    result = run_job(defs, "march_second_job", instance)
+    assert result.success
+    got = received(result)["march_second"]
+    expected = source_rows(orders_pg, day_where("2026-03-02"))
+    assert (got["type"], got["rows"]) == ("Table", len(expected))
+    assert got["ids"] == ",".join(map(str, sorted(expected)))
