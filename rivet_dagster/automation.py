@@ -2,7 +2,8 @@
 
 - An unpartitioned export with `dagster.schedule` gets a cron schedule of its asset (and
   checks). A daily export's schedule re-exports the last `days_window` days (including
-  today) on each tick, so late-arriving rows of recent days are picked up.
+  today) on each tick, so late-arriving rows of recent days are picked up — only days
+  inside the partitions' start/end dates.
 - Schedules are STOPPED unless `dagster.schedule_status: RUNNING`.
 - `rivet_run_failure_notifier` sends the configured notifications for Dagster runs that
   failed *outside* the core's own finalize (a crashed step, a failed check) — runs the
@@ -18,7 +19,7 @@ import dagster as dg
 
 from rivet_core import api
 from rivet_dagster.naming import asset_key, safe_name
-from rivet_dagster.partitions import recent_partition_keys
+from rivet_dagster.partitions import export_partitions, recent_partition_keys
 
 
 def _status(config: api.RivetConfig, export: api.ExportConfig) -> dg.DefaultScheduleStatus:
@@ -43,21 +44,37 @@ def build_schedule(config: api.RivetConfig, export: api.ExportConfig,
         return dg.ScheduleDefinition(name=name, cron_schedule=cron, job=job, execution_timezone="UTC",
                                      default_status=_status(config, export))
     days = max(int(export.days_window or 1), 1)
+    partitions = export_partitions(config, export)
 
     @dg.schedule(name=name, cron_schedule=cron, job=job, execution_timezone="UTC",
                  default_status=_status(config, export))
     def _recent_days(context: dg.ScheduleEvaluationContext):
         tick = context.scheduled_execution_time
-        for key in recent_partition_keys(days, tick):
+        for key in recent_partition_keys(days, tick, within=partitions):
             yield dg.RunRequest(run_key=f"{key}@{tick.isoformat()}", partition_key=key)
 
     return _recent_days
 
 
-def _exports_of_run(config: api.RivetConfig, run: dg.DagsterRun) -> list[str]:
+_PLANNED = {dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED}
+
+
+def _exports_of_run(config: api.RivetConfig, run: dg.DagsterRun, instance: dg.DagsterInstance) -> list[str]:
+    """The exports a run touched: the assets it selected or planned to materialize or check
+    (a checks-only run selects no asset, and a job's run records no selection), else the
+    job's `rivet/export` tag."""
     by_key = {asset_key(config, e).to_user_string(): e.name for e in config.exports}
-    keys = run.asset_selection or set()
-    names = [by_key[k.to_user_string()] for k in keys if k.to_user_string() in by_key]
+    keys = set(run.asset_selection or ()) | {c.asset_key for c in run.asset_check_selection or ()}
+    try:
+        for record in instance.get_records_for_run(run.run_id, of_type=_PLANNED, limit=1000).records:
+            event = record.event_log_entry.dagster_event
+            key = event.asset_key if event else None
+            key = key or getattr(event.event_specific_data if event else None, "asset_key", None)
+            if key is not None:
+                keys.add(key)
+    except Exception:  # noqa: BLE001 - naming the export is best-effort; the notice still goes out
+        pass
+    names = sorted({by_key[k.to_user_string()] for k in keys if k.to_user_string() in by_key})
     return names or ([run.tags["rivet/export"]] if "rivet/export" in run.tags else [])
 
 
@@ -77,7 +94,7 @@ def build_failure_sensor(config_path: str) -> dg.SensorDefinition:
         if reported:
             return
         message = context.failure_event.message if context.failure_event else "run failed"
-        for export_name in _exports_of_run(config, run) or ["(dagster run)"]:
+        for export_name in _exports_of_run(config, run, context.instance) or ["(dagster run)"]:
             for warning in api.send_notifications(config.notifications, api.RunNotice(
                     run_id=run.run_id, export_name=export_name, status="failed", rows=0, duration_ms=0,
                     error_message=f"Dagster run {run.run_id} failed: {message}")):

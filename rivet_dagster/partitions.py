@@ -37,7 +37,13 @@ def sub_prefix_for_key(export: api.ExportConfig, partition_key: str) -> str:
     return f"{export.time_column}={partition_key}/"
 
 
-def recent_partition_keys(days: int, now: datetime) -> list[str]:
-    """The last `days` day keys up to and including today (UTC)."""
+def recent_partition_keys(days: int, now: datetime,
+                          within: dg.TimeWindowPartitionsDefinition | None = None) -> list[str]:
+    """The last `days` day keys up to and including today (UTC); with `within`, only the
+    days inside its [start_date, end_date) (a tick near the start asks for fewer days)."""
     today = now.date()
-    return [(today - timedelta(days=i)).isoformat() for i in range(days - 1, -1, -1)]
+    keys = [today - timedelta(days=i) for i in range(days - 1, -1, -1)]
+    if within is not None:
+        first, end = within.start.date(), within.end.date() if within.end else None
+        keys = [d for d in keys if d >= first and (end is None or d < end)]
+    return [d.isoformat() for d in keys]

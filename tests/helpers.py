@@ -124,7 +124,7 @@ def mysql_exec(url: str, *sql: str) -> list[tuple]:
     u = urllib.parse.urlsplit(url)
     conn = pymysql.connect(host=u.hostname, port=u.port or 3306, user=urllib.parse.unquote(u.username or ""),
                            password=urllib.parse.unquote(u.password or ""), database=u.path.lstrip("/"),
-                           autocommit=True)
+                           autocommit=True, init_command="SET time_zone = '+00:00'")
     rows: list[tuple] = []
     try:
         with conn.cursor() as cur:

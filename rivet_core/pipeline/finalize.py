@@ -1,7 +1,7 @@
 """The end-of-run finalize sequence — one function, one order (ADR-0001 I8 + amendment).
 
-    status → journal RunCompleted → run_status → manifest.json → manifest-<run_id>.json
-    → _SUCCESS → cursor (RunStore) → validate → metrics → report → notification
+    status → manifest.json → manifest-<run_id>.json → _SUCCESS → cursor (RunStore)
+    → validate → journal RunCompleted + run_status → metrics → report → notification
 
 - The manifest step is fatal: if it cannot be written the run becomes `failed`, exits
   non-zero and the cursor is NOT advanced (the 2026-09-26 amendment).
@@ -203,6 +203,12 @@ def finalize_run(
     """Run the finalize sequence in its fixed order (module docstring). Never raises."""
     resolve_status(summary, error)
     summary.close()
+    _write_manifest(plan, summary, dest)
+    _commit_cursor(summary, state)
+    if validate:
+        _validate(summary, dest)
+    # The journal's terminal RunCompleted carries the final status (a manifest gap included)
+    # and follows ValidationResult; the journal and the run ledger are advisory.
     summary.journal.record("RunCompleted", status=summary.status, error_message=summary.error_message,
                            duration_ms=summary.duration_ms)
     for step in (lambda: state.store_journal(summary.run_id, summary.export_name, summary.journal.to_dict()),
@@ -211,15 +217,6 @@ def finalize_run(
             step()
         except Exception as exc:  # noqa: BLE001 - journal and ledger are advisory
             summary.add_warning(f"state ledger write failed: {redact_secrets(exc)}")
-    _write_manifest(plan, summary, dest)
-    if summary.status == "failed":
-        try:
-            state.finish_run(summary.run_id, summary.status)  # re-close after a manifest gap
-        except Exception:  # noqa: BLE001
-            pass
-    _commit_cursor(summary, state)
-    if validate:
-        _validate(summary, dest)
     try:
         state.record_metric(metric_row(plan, summary))
     except Exception as exc:  # noqa: BLE001 - I4 metrics are best-effort

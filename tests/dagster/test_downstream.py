@@ -102,3 +102,26 @@ def test_a_downstream_asset_receives_one_partition_of_a_daily_export(
     expected = source_rows(orders_pg, day_where("2026-03-02"))
     assert (got["type"], got["rows"]) == ("Table", len(expected))
     assert got["ids"] == ",".join(map(str, sorted(expected)))
+
+
+def test_an_unpartitioned_downstream_of_a_daily_export_receives_every_materialized_day(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    key = dg.AssetKey("orders_daily")
+    defs = build_definitions(orders_config(local.tmp, orders_pg, [
+        export_block("orders_daily", "time_window", local.destination("orders_daily"))]))
+
+    @dg.asset(ins={"orders": dg.AssetIn(key=key)})
+    def all_days(orders: pa.Table) -> dg.MaterializeResult:
+        return describe(orders)
+
+    job = dg.define_asset_job("all_days_job", selection=dg.AssetSelection.assets(all_days))
+    defs = dg.Definitions.merge(defs, dg.Definitions(assets=[all_days], jobs=[job]))
+    days = ("2026-03-01", "2026-03-04")
+    for day in days:
+        assert run_job(defs, "orders_daily_job", instance, partition_key=day).success
+
+    result = run_job(defs, "all_days_job", instance)
+    assert result.success
+    got = received(result)["all_days"]
+    expected = sorted(i for day in days for i in source_rows(orders_pg, day_where(day)))
+    assert got["rows"] == len(expected) and got["ids"] == ",".join(map(str, expected))

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import sqlite3
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -250,9 +252,6 @@ def test_a_source_password_never_leaves_through_output_notifications_or_state(tm
 
     httpserver.expect_request("/hook", method="POST").respond_with_handler(capture)
     httpserver.expect_request("/slack", method="POST").respond_with_handler(capture)
-    import os
-    import urllib.parse
-
     pg = urllib.parse.urlsplit(os.environ["TEST_PG_DSN"])
     url = f"postgresql://postgres:s3cr3t@{pg.hostname}:{pg.port}/nope"
     config = write_config(tmp_path, {"type": "postgres", "url": url}, [items_export()], notifications={
