@@ -33,8 +33,15 @@ from typing import Any
 from rivet_core import __version__
 from rivet_core.destination import Destination
 from rivet_core.errors import DataIntegrityError, RivetError
-from rivet_core.manifest import Manifest, verify_at_destination, write_manifest_files
-from rivet_core.manifest import quarantine_object, read_manifest, run_manifest_key, serialize_manifest
+from rivet_core.manifest import (
+    Manifest,
+    quarantine_object,
+    read_manifest,
+    run_manifest_key,
+    serialize_manifest,
+    verify_at_destination,
+    write_manifest_files,
+)
 from rivet_core.notify import RunNotice, send_notifications
 from rivet_core.pipeline.run_store import Progression, RunStore
 from rivet_core.pipeline.summary import RunSummary

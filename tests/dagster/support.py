@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import io
 import json
-import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
 from decimal import Decimal
@@ -25,7 +23,6 @@ import dagster as dg
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
-import pytest
 
 from tests.helpers import db_exec, source_block, write_config
 
@@ -43,12 +40,6 @@ DAGSTER_NOISE = [
 START_DATE = "2026-03-01"
 ROWS = 600
 SIDECARS = ("manifest.json", "_SUCCESS")
-
-
-def quiet_dagster() -> None:
-    """For code outside pytest's per-test warning capture (module import time)."""
-    for category in (dg.BetaWarning, dg.PreviewWarning, dg.SupersessionWarning):
-        warnings.filterwarnings("ignore", category=category)
 
 
 # ------------------------------------------------------------------------------ source
@@ -252,32 +243,3 @@ def with_jobs(defs: dg.Definitions, *jobs: Any, assets: list[Any] | None = None)
 def check_only_job(name: str, key: dg.AssetKey, check: str = "manifest_verified") -> Any:
     return dg.define_asset_job(name, selection=dg.AssetSelection.checks(dg.AssetCheckKey(key, check)))
 
-
-# ------------------------------------------------------------------------------ fixtures
-# Imported by the test modules that use them, e.g.
-# `from tests.dagster.support import instance, orders_pg  # noqa: F401 - fixtures`.
-@pytest.fixture
-def instance() -> Iterator[dg.DagsterInstance]:
-    """An in-memory Dagster instance, cleaned up after the test."""
-    with dg.DagsterInstance.ephemeral() as inst:
-        yield inst
-
-
-@pytest.fixture
-def orders_pg(pg_url: str) -> str:
-    """A fresh PostgreSQL database holding the `orders` table described above."""
-    create_orders(pg_url)
-    return pg_url
-
-
-@pytest.fixture(params=["local", "s3"])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
-    """A test using it runs once to local disk and once to the real S3 server."""
-    if request.param == "s3":
-        return Target("s3", tmp_path, request.getfixturevalue("s3"))
-    return Target("local", tmp_path)
-
-
-@pytest.fixture
-def local(tmp_path: Path) -> Target:
-    return Target("local", tmp_path)

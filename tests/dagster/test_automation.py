@@ -20,16 +20,13 @@ import pytest
 from pytest_httpserver import HTTPServer
 
 from rivet_dagster import build_definitions
-from tests.dagster.support import (  # noqa: F401 - instance, local, orders_pg are fixtures
+from tests.dagster.support import (
     START_DATE,
     Target,
     check_evaluations,
     check_only_job,
     export_block,
-    instance,
-    local,
     orders_config,
-    orders_pg,
     run_job,
     with_jobs,
 )

@@ -20,7 +20,7 @@ import yaml
 from rivet_core import api
 from rivet_dagster import build_definitions
 from tests.dagster.e2e_demo import DEMO_CONFIG
-from tests.dagster.support import check_evaluations, instance, materialization, run_job  # noqa: F401 - fixture
+from tests.dagster.support import check_evaluations, materialization, run_job
 from tests.helpers import rivet
 
 PG = {"type": "postgres", "url": "postgresql://rivet@127.0.0.1:1/shopdb"}

@@ -11,18 +11,14 @@ import pandas as pd
 import pyarrow as pa
 
 from rivet_dagster import build_definitions
-from tests.dagster.support import (  # noqa: F401 - instance, local, orders_pg, target are fixtures
+from tests.dagster.support import (
     ROWS,
     Target,
     day_where,
     export_block,
-    instance,
-    local,
     orders_config,
-    orders_pg,
     run_job,
     source_rows,
-    target,
 )
 
 

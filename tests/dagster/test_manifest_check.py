@@ -13,17 +13,13 @@ from typing import Any
 import dagster as dg
 
 from rivet_dagster import build_definitions
-from tests.dagster.support import (  # noqa: F401 - instance, local, orders_pg, target are fixtures
+from tests.dagster.support import (
     Target,
     check_evaluations,
     check_only_job,
     export_block,
-    instance,
-    local,
     orders_config,
-    orders_pg,
     run_job,
-    target,
     with_jobs,
 )
 

@@ -5,26 +5,25 @@ server — and compare what landed (re-read with pyarrow / boto3) with the sourc
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
 from rivet_dagster import build_definitions
-from tests.dagster.support import (  # noqa: F401 - instance, orders_pg, target are fixtures
+from tests.dagster.support import (
     ROWS,
     Target,
     day_where,
     export_block,
     id_amounts,
-    instance,
     materialization,
     meta,
     orders_config,
-    orders_pg,
     run_job,
     source_rows,
-    target,
 )
 from tests.helpers import db_exec
 
@@ -62,6 +61,8 @@ def test_a_full_export_publishes_every_source_row_and_reports_it_in_the_material
     assert m["bytes_written"] == sum(sizes[p["path"]] for p in manifest["parts"])
     assert all(isinstance(m[k], int) for k in ("dagster/row_count", "parts", "bytes_written", "duration_ms"))
     assert "run_report" in m and manifest["run_id"] in m["run_report"]
+    report = json.loads(Path(m["run_report_path"]).with_name("summary.json").read_text())
+    assert (report["run_id"], report["dagster_run_id"]) == (manifest["run_id"], result.run_id)
 
 
 def test_an_incremental_export_materialized_twice_publishes_only_the_new_rows_the_second_time(
@@ -134,6 +135,8 @@ def test_a_daily_export_writes_each_partition_to_its_own_prefix_and_a_rerun_repl
         assert m["dagster/row_count"] == len(expected), day
         assert materialization(results[day]).partition == day
         assert m["destination"] == view.uri + sub
+        report = json.loads(Path(m["run_report_path"]).with_name("summary.json").read_text())
+        assert (report["dagster_run_id"], report["partition_key"]) == (results[day].run_id, day)
 
     ids = {d: set(source_rows(orders_pg, day_where(d))) for d in days}
     assert 144 in ids["2026-03-02"] and 143 in ids["2026-03-01"]  # the midnight row belongs to its day

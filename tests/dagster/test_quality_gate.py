@@ -10,18 +10,15 @@ import dagster as dg
 import pytest
 
 from rivet_dagster import build_definitions
-from tests.dagster.support import (  # noqa: F401 - instance, orders_pg, target are fixtures
+from tests.dagster.support import (
     ROWS,
     Target,
     check_evaluations,
     export_block,
     id_amounts,
-    instance,
     orders_config,
-    orders_pg,
     run_job,
     source_rows,
-    target,
 )
 from tests.helpers import cursor_of, db_exec
 
