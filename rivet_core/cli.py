@@ -80,6 +80,9 @@ def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         except KeyboardInterrupt:
             click.echo("Error: interrupted", err=True)
             sys.exit(130)
+        except BrokenPipeError:  # `rivet … | head`: the reader left; not an error
+            sys.stderr.close()
+            sys.exit(0)
         except Exception as exc:  # noqa: BLE001 - the CLI's single error boundary
             log.debug("command failed", exc_info=True)
             _fail(exc, json_errors)
@@ -160,11 +163,13 @@ def summary_json(s: Any) -> dict[str, Any]:
 @_config_opt
 @click.option("-e", "--export", "export_names", multiple=True, help="Export(s) to run (default: all).")
 @click.option("--validate", is_flag=True, help="Verify the destination against the manifest after the run.")
+@click.option("--resume", is_flag=True, help="Continue the in-progress checkpointed chunk run.")
+@click.option("--force", is_flag=True, help="With --resume: allow resuming into a prefix that holds _SUCCESS.")
 @_param_opt
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every run summary.")
 @_guard
-def run(config_path: str, export_names: tuple[str, ...], validate: bool, params: tuple[str, ...],
-        as_json: bool) -> int:
+def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume: bool, force: bool,
+        params: tuple[str, ...], as_json: bool) -> int:
     """Run exports."""
     from rivet_core.pipeline.job import RunOptions, run_unit
     from rivet_core.state import StateStore
@@ -180,7 +185,8 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, params:
     summaries = []
     try:
         for export in exports:
-            summaries.append(run_unit(config, export, RunOptions(validate=validate), state=state))
+            summaries.append(run_unit(config, export, RunOptions(validate=validate, resume=resume, force=force),
+                                      state=state))
             s = summaries[-1]
             click.echo("\n".join(_summary_lines(s)), err=True)
     finally:
@@ -290,6 +296,59 @@ def state_reset(config_path: str, export_name: str) -> int:
 
     StateStore.open(config.config_path).reset_export(export_name)
     click.echo(f"State reset for export '{export_name}'")
+    return 0
+
+
+@state.command("chunks")
+@_config_opt
+@click.option("-e", "--export", "export_name", required=True)
+@click.option("--json", "as_json", is_flag=True)
+@_guard
+def state_chunks(config_path: str, export_name: str, as_json: bool) -> int:
+    """Show the latest chunk run of an export and its tasks."""
+    config = _load(config_path)
+    config.export(export_name)
+    from rivet_core.state import StateStore
+
+    store = StateStore.open(config.config_path)
+    run = store.get_latest_chunk_run(export_name)
+    if run is None:
+        click.echo(f"no chunk run recorded for export '{export_name}'")
+        return 0
+    tasks = store.list_chunk_tasks(run.run_id)
+    if as_json:
+        click.echo(json.dumps({"run": run.__dict__, "tasks": [t.__dict__ for t in tasks]}, indent=2, default=str))
+        return 0
+    counts: dict[str, int] = {}
+    for t in tasks:
+        counts[t.status] = counts.get(t.status, 0) + 1
+    click.echo(f"run {run.run_id}: {run.status}, plan {run.plan_hash}, "
+               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    click.echo(f"{'CHUNK':>6} {'STATUS':10} {'ATTEMPTS':>8} {'ROWS':>10} {'START':>14} {'END':>14} FILE / ERROR")
+    for t in tasks:
+        click.echo(f"{t.chunk_index:>6} {t.status:10} {t.attempts:>8} {t.rows_written if t.rows_written is not None else '':>10} "
+                   f"{t.start_key or '-':>14} {t.end_key or '-':>14} {t.file_name or t.last_error or ''}")
+    return 0
+
+
+@state.command("reset-chunks")
+@_config_opt
+@click.option("-e", "--export", "export_name")
+@click.option("--stuck-checkpoints", "stuck", is_flag=True, help="Only in-progress runs, of every export.")
+@_guard
+def state_reset_chunks(config_path: str, export_name: str | None, stuck: bool) -> int:
+    """Delete chunk checkpoints (runs and tasks) so the next run plans afresh."""
+    config = _load(config_path)
+    if bool(export_name) == bool(stuck):
+        raise RivetError("pass exactly one of -e EXPORT or --stuck-checkpoints")
+    from rivet_core.state import StateStore
+
+    store = StateStore.open(config.config_path)
+    names = [export_name] if export_name else [e.name for e in config.exports]
+    if export_name:
+        config.export(export_name)
+    removed = sum(store.reset_chunk_checkpoint(name, stuck_only=stuck) for name in names)
+    click.echo(f"Removed {removed} chunk run(s)" + (f" for export '{export_name}'" if export_name else ""))
     return 0
 
 

@@ -1,8 +1,9 @@
 """Resolve an export into the plan of one export unit: SQL, params, destination, options.
 
-An *export unit* is what runs as one transaction and publishes one manifest: a whole
-`full` or `incremental` export, a `time_window` export, or one day of a time-partitioned
-export (the Dagster layer passes that day as `window`). Planning is pure apart from
+An *export unit* is what publishes one manifest: a whole `full` or `incremental` export,
+a `time_window` export, one day of a time-partitioned export (the Dagster layer passes
+that day as `window`), or a whole chunked run (whose windows are planned separately by
+`rivet_core.chunks`). Planning is pure apart from
 reading the stored cursor, so the Dagster layer and the CLI resolve exports identically.
 """
 
@@ -133,7 +134,7 @@ def plan_unit(
 ) -> UnitPlan:
     """Build the plan of one export unit (see module docstring)."""
     now = now or datetime.now(UTC)
-    if export.mode not in ("full", "incremental", "time_window"):
+    if export.mode not in ("full", "incremental", "time_window", "chunked"):
         raise ConfigError(f"export '{export.name}': mode '{export.mode}' is not supported yet "
                           "— use full, incremental or time_window")
     url = config.source.resolve_url(config.config_dir)
@@ -156,6 +157,11 @@ def plan_unit(
         sub_prefix = f"{export.time_column}={window.label}/"
     elif export.mode == "full":
         sql, strategy = base, "full"
+    elif export.mode == "chunked":
+        # The unit of a chunked export is the whole run; its windows are planned by
+        # rivet_core.chunks against the source. `sql` is the base query, which is also
+        # what a small table falls back to (a full export).
+        sql, strategy = base, "chunked"
     elif export.mode == "incremental":
         assert export.cursor_column is not None
         cursor_column, cursor_low = export.cursor_column, stored_cursor
@@ -174,6 +180,9 @@ def plan_unit(
             export.time_column_type or "timestamp")
         strategy = "time_window"
     spec = destination_spec(config, export, now, sub_prefix)
+    if spec.kind == "stdout" and export.mode == "chunked":
+        raise ConfigError(f"export '{export.name}': a chunked export cannot write to stdout "
+                          "(each window is its own part) — write to local or s3")
     if spec.kind == "stdout" and export.max_file_size_bytes:
         raise ConfigError(f"export '{export.name}': stdout destination cannot rotate parts "
                           "(max_file_size) — remove max_file_size or write to local/s3")

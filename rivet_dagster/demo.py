@@ -54,7 +54,7 @@ def main() -> int:
                                    for e in result.get_asset_check_evaluations())
                 ok &= result.success
                 rows_out.append((label, "SUCCESS" if result.success else "FAILED", str(rows), checks))
-    print("\n== Dagster runs (instance: $DAGSTER_HOME = %s)" % os.environ["DAGSTER_HOME"])
+    print(f"\n== Dagster runs (instance: $DAGSTER_HOME = {os.environ['DAGSTER_HOME']})")
     width = max(len(r[0]) for r in rows_out)
     for label, status, rows, checks in rows_out:
         print(f"  {label:<{width}}  {status:<7}  rows={rows:<8} checks: {checks}")

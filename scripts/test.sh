@@ -131,4 +131,9 @@ if [ $rc -eq 5 ]; then
   rc=1
 fi
 say "pytest finished with exit code $rc"
+# Lint last, so a style slip never hides test results; it still fails the run.
+if ! ruff check rivet_core rivet_dagster tests; then
+  say "FAILED: ruff found problems (run: make lint)"
+  [ $rc -eq 0 ] && rc=1
+fi
 exit $rc

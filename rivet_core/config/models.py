@@ -380,7 +380,7 @@ class ExportConfig(_Strict):
     shape_drift_warn_factor: float = Field(default=2.0, ge=0)
     parquet: ParquetConfig | None = None
     tuning: TuningConfig | None = None
-    # chunked (parsed and checked; the mode itself is not supported yet)
+    # chunked (rivet_core.chunks plans the windows)
     chunk_column: Str | None = None
     chunk_by_key: Str | None = None
     chunk_size: int = 100_000

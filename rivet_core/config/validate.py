@@ -3,8 +3,10 @@
 Every check returns messages instead of raising, so the loader can report all problems
 at once. Messages name the export (`export 'x': …`), the key and value at fault, and the
 fix; the quoted fragments of the reference catalogue appear verbatim so tests (and
-users' scripts) can rely on them. Features we parse but do not implement yet (chunked,
-CDC, partition_by, GCS/Azure) are rejected here with a "not supported yet" message.
+users' scripts) can rely on them. Features we parse but do not implement yet (CDC,
+partition_by, GCS/Azure) are rejected here with a "not supported yet" message. Chunked
+rules that need the source (key types, statistics) are checked at plan time by
+`rivet_core.chunks.planner`.
 """
 
 from __future__ import annotations
@@ -276,9 +278,12 @@ def _chunked_errors(exp: ExportConfig, label: str) -> list[str]:
         )
     if exp.keyset_incremental and exp.chunk_by_key is None:
         errors.append(f"{label}: keyset_incremental requires `chunk_by_key:`")
-    errors.append(
-        f"{label}: mode: chunked is not supported yet — use full, incremental or time_window"
-    )
+    if exp.table is None and exp.chunk_column is None and exp.chunk_by_key is None:
+        errors.append(
+            f"{label}: chunked mode needs a chunking strategy. Pick one: chunk_column, "
+            "chunk_by_key, chunk_dense, chunk_by_days or chunk_count — a query export must "
+            "name its chunk_column (only a table: export can auto-resolve its primary key)"
+        )
     return errors
 
 

@@ -111,3 +111,22 @@ def record_part(
                                 f"{redact_secrets(exc)}")
     fault_point("after_manifest_update")
     return deduped
+
+
+def rehydrate_part(summary: RunSummary, part: PartRecord) -> None:
+    """Put a part committed by an EARLIER attempt of this run back into the manifest parts.
+
+    Used only by a chunked resume (and the chunked finalize in Dagster): the part is
+    already durable and in file_log, so this appends it and bumps the counters without
+    the fault points, the journal's FileWritten or a second file_log row.
+    """
+    if any(p.path == part.path for p in summary.manifest_parts):
+        return
+    next_id = max((p.part_id for p in summary.manifest_parts), default=0) + 1
+    summary.manifest_parts.append(ManifestPart(
+        part_id=next_id, path=part.path, rows=part.rows, size_bytes=part.size_bytes,
+        content_fingerprint=part.content_fingerprint, content_md5=part.content_md5, status="committed"))
+    summary.files_produced += 1
+    summary.files_committed += 1
+    summary.bytes_written += part.size_bytes
+    summary.total_rows += part.rows

@@ -45,6 +45,10 @@ class RunOptions:
     #: Retry transient source errors inside the run. The Dagster layer turns this off and
     #: lets the asset's RetryPolicy retry the step, so retries are visible in the UI.
     internal_retries: bool = True
+    #: Chunked checkpoint runs: continue the in-progress run instead of starting one.
+    resume: bool = False
+    #: Allow a resume into a prefix that already holds `_SUCCESS`.
+    force: bool = False
 
 
 def staging_root(config: RivetConfig) -> Path:
@@ -183,4 +187,8 @@ def run_unit(config: RivetConfig, export: ExportConfig, options: RunOptions | No
              *, state: StateStore | None = None, notifications: Any = "config") -> RunSummary:
     """Run one export unit end to end and return its summary. Run errors are reported in the
     summary (never raised); planning/config errors raise before anything is written."""
+    if export.mode == "chunked":
+        from rivet_core.pipeline.chunked import ChunkedRun
+
+        return ChunkedRun(config, export, options, state=state, notifications=notifications).run()
     return ExportRun(config, export, options, state=state, notifications=notifications).run()

@@ -1,4 +1,5 @@
-"""The state store: cursors, file log, metrics, schema baselines, journal, run ledger.
+"""The state store: cursors, file log, metrics, schema baselines, journal, run ledger, and the
+chunk checkpoint (chunk_run/chunk_task, I5/I6).
 
 `StateStore.open(config_path)` picks the backend (SQLite beside the config, or PostgreSQL
 from RIVET_STATE_URL), runs the versioned migrations, and exposes one method group per
@@ -13,6 +14,14 @@ import sqlalchemy as sa
 
 from rivet_core.redact import redact_secrets
 from rivet_core.state.baselines import SchemaBaselineStore
+from rivet_core.state.chunks import (
+    ChunkRunIncomplete,
+    ChunkRunInProgress,
+    ChunkRunRow,
+    ChunkStore,
+    ChunkTaskNotRunning,
+    ChunkTaskRow,
+)
 from rivet_core.state.cursors import CursorRow, CursorStore
 from rivet_core.state.engine import STATE_FILE_NAME, create_state_engine, state_url_for
 from rivet_core.state.files import FileLogStore, FileRow
@@ -21,11 +30,12 @@ from rivet_core.state.migrations import SCHEMA_VERSION, migrate
 from rivet_core.state.progression import ProgressionStore
 from rivet_core.state.runs import RunLedgerStore
 
-__all__ = ["StateStore", "CursorRow", "FileRow", "STATE_FILE_NAME", "SCHEMA_VERSION", "state_url_for"]
+__all__ = ["StateStore", "CursorRow", "FileRow", "STATE_FILE_NAME", "SCHEMA_VERSION", "state_url_for",
+           "ChunkRunRow", "ChunkTaskRow", "ChunkRunInProgress", "ChunkRunIncomplete", "ChunkTaskNotRunning"]
 
 
 class StateStore(CursorStore, FileLogStore, MetricsStore, SchemaBaselineStore, RunLedgerStore,
-                 ProgressionStore):
+                 ProgressionStore, ChunkStore):
     """All state operations over one SQLAlchemy engine."""
 
     def __init__(self, engine: sa.Engine) -> None:

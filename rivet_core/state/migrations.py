@@ -25,9 +25,17 @@ def _v1_create_core_tables(conn: sa.Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _v2_create_chunk_checkpoint_tables(conn: sa.Connection) -> None:
+    """chunk_run + chunk_task (issue 4), with the partial unique index that allows one
+    in-progress run per export. New tables, so there are no duplicate rows to demote."""
+    for table in schema.V2_TABLES:
+        table.create(conn, checkfirst=True)
+
+
 #: The ladder. Append only; never edit a released step.
 MIGRATIONS: list[tuple[int, Callable[[sa.Connection], None]]] = [
     (1, _v1_create_core_tables),
+    (2, _v2_create_chunk_checkpoint_tables),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

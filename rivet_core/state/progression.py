@@ -38,6 +38,25 @@ class ProgressionStore(StoreBase):
                 conn.execute(export_progression.update().where(
                     export_progression.c.export_name == export_name).values(**values))
 
+    def record_committed_chunked(self, export_name: str, chunk_index: int, run_id: str) -> None:
+        """Committed boundary of a chunked run: the highest completed chunk_index. No-op unless
+        it is strictly above the stored committed chunk index. Strategy `chunked`, cursor NULL."""
+        now = utc_now_text()
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(export_progression).where(
+                export_progression.c.export_name == export_name)).mappings().first()
+            stored = row["last_committed_chunk_index"] if row is not None else None
+            if stored is not None and int(chunk_index) <= int(stored):
+                return
+            values = dict(last_committed_strategy="chunked", last_committed_cursor=None,
+                          last_committed_chunk_index=int(chunk_index), last_committed_run_id=run_id,
+                          last_committed_at=now)
+            if row is None:
+                conn.execute(export_progression.insert().values(export_name=export_name, **values))
+            else:
+                conn.execute(export_progression.update().where(
+                    export_progression.c.export_name == export_name).values(**values))
+
     def get_progression(self, export_name: str) -> dict[str, Any] | None:
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(export_progression).where(

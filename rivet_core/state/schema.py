@@ -12,6 +12,11 @@ sort the same on either backend. The tables and their writers:
 - run_journal        — the per-run event log
 - run_status         — lifecycle ledger (running → success|failed|skipped)
 - export_progression — advisory committed/verified boundaries (PG2)
+- chunk_run          — (v2) one row per checkpointed chunked run; the database allows at most
+                       one `in_progress` run per export (partial unique index)
+- chunk_task         — (v2) one row per chunk window: pending → running → completed|failed
+                       (I5: a completed task is never claimed again; I6: a run is finalized only
+                       when every task is completed) — operations in chunks.py
 """
 
 from __future__ import annotations
@@ -135,3 +140,56 @@ export_progression = sa.Table(
 #: Tables created by migration 1, in dependency order.
 V1_TABLES = (export_state, file_log, export_metrics, export_schema, run_journal, run_status,
              export_progression)
+
+# ---------------------------------------------------------------- v2: chunk checkpoint
+CHUNK_RUN_STATUSES = ("in_progress", "completed", "interrupted")
+CHUNK_TASK_STATUSES = ("pending", "running", "completed", "failed")
+
+
+def _one_of(column: str, values: tuple[str, ...], name: str) -> sa.CheckConstraint:
+    return sa.CheckConstraint(f"{column} IN ({', '.join(repr(v) for v in values)})", name=name)
+
+
+chunk_run = sa.Table(
+    "chunk_run", metadata,
+    sa.Column("run_id", sa.Text, primary_key=True),
+    sa.Column("export_name", sa.Text, nullable=False),
+    sa.Column("plan_hash", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("max_chunk_attempts", sa.Integer, nullable=False, server_default=sa.text("3")),
+    sa.Column("strategy", sa.Text),
+    sa.Column("chunk_column", sa.Text),
+    sa.Column("chunk_size", sa.BigInteger),
+    sa.Column("created_at", sa.Text, nullable=False),
+    sa.Column("updated_at", sa.Text, nullable=False),
+    _one_of("status", CHUNK_RUN_STATUSES, "ck_chunk_run_status"),
+    sa.Index("idx_chunk_run_export_status", "export_name", "status"),
+    # The database, not a pre-check, enforces one in-progress run per export (reference v15).
+    sa.Index(
+        "idx_chunk_run_one_inprogress", "export_name", unique=True,
+        sqlite_where=sa.text("status = 'in_progress'"), postgresql_where=sa.text("status = 'in_progress'"),
+    ),
+)
+
+chunk_task = sa.Table(
+    "chunk_task", metadata,
+    sa.Column("id", sa.Integer().with_variant(sa.BigInteger, "postgresql"), primary_key=True, autoincrement=True),
+    sa.Column("run_id", sa.Text, nullable=False),
+    sa.Column("chunk_index", sa.Integer, nullable=False),
+    sa.Column("start_key", sa.Text),
+    sa.Column("end_key", sa.Text),
+    sa.Column("window_key", sa.Text, nullable=False),
+    sa.Column("status", sa.Text, nullable=False),
+    sa.Column("attempts", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("last_error", sa.Text),
+    sa.Column("rows_written", sa.BigInteger),
+    sa.Column("file_name", sa.Text),
+    sa.Column("worker", sa.Text),
+    sa.Column("updated_at", sa.Text, nullable=False),
+    sa.UniqueConstraint("run_id", "chunk_index", name="uq_chunk_task_run_index"),
+    _one_of("status", CHUNK_TASK_STATUSES, "ck_chunk_task_status"),
+    sa.Index("idx_chunk_task_run_status", "run_id", "status"),
+)
+
+#: Tables created by migration 2.
+V2_TABLES = (chunk_run, chunk_task)

@@ -598,18 +598,61 @@ def test_chunk_by_days_outside_chunked_is_rejected(config_error, base):
     assert "chunk_by_days requires mode: chunked" in config_error(_with(base, chunk_by_days=7))
 
 
-def test_chunked_mode_is_not_supported_yet(config_error, base):
-    message = config_error(_with(base, mode="chunked", chunk_column="id"))
-    assert (
-        "export 'orders': mode: chunked is not supported yet — use full, incremental or time_window"
-        in message
-    )
+def test_chunked_mode_with_a_chunk_column_loads(load, base):
+    config = load(_with(base, mode="chunked", chunk_column="id", chunk_size=5000, parallel=4))
+    export = config.exports[0]
+    assert export.mode == "chunked" and export.chunk_column == "id" and export.parallel == 4
 
 
-def test_chunked_knob_errors_come_before_not_supported(config_error, base):
+@pytest.mark.parametrize(
+    "knobs",
+    [
+        {},  # table: export without chunk_column → the planner auto-resolves the primary key
+        {"chunk_by_key": "id", "chunk_checkpoint": True, "keyset_incremental": True},
+        {"chunk_column": "id", "chunk_dense": True},
+        {"chunk_column": "at", "chunk_by_days": 7},
+        {"chunk_column": "id", "chunk_count": 8, "chunk_max_attempts": 2},
+        {"chunk_size_memory_mb": 64},
+    ],
+)
+def test_chunked_mode_loads_with_each_chunk_shape(load, base, knobs):
+    export = load(_with(base, mode="chunked", **knobs)).exports[0]
+    assert export.mode == "chunked"
+
+
+def test_chunked_mode_is_no_longer_reported_as_not_supported(config_error, base):
     message = config_error(_with(base, mode="chunked", chunk_size=0))
     assert "requires chunk_size >= 1" in message
-    assert message.index("chunk_size >= 1") < message.index("not supported yet")
+    assert "not supported yet" not in message
+
+
+@pytest.mark.parametrize(
+    ("knobs", "expected"),
+    [
+        ({"parallel": 0}, "requires parallel >= 1"),
+        ({"chunk_column": "id", "chunk_count": 0}, "chunk_count must be >= 1"),
+        ({"chunk_column": "d", "chunk_by_days": 0}, "chunk_by_days must be at least 1"),
+        ({"chunk_column": "id", "chunk_count": 2, "chunk_dense": True}, "mutually exclusive"),
+        ({"chunk_column": "d", "chunk_count": 2, "chunk_by_days": 1}, "mutually exclusive"),
+        ({"chunk_column": "d", "chunk_by_days": 1, "chunk_dense": True}, "cannot be combined"),
+        ({"chunk_size_memory_mb": 64, "chunk_size": 500},
+         "chunk_size and chunk_size_memory_mb are mutually exclusive"),
+        ({"keyset_incremental": True}, "requires `chunk_by_key:`"),
+    ],
+)
+def test_chunk_knob_rules_still_apply_in_chunked_mode(config_error, base, knobs, expected):
+    assert expected in config_error(_with(base, mode="chunked", **knobs))
+
+
+@pytest.mark.parametrize("knobs", [{}, {"chunk_dense": True}, {"chunk_count": 4}])
+def test_chunked_query_export_without_a_chunk_column_needs_a_strategy(config_error, base, knobs):
+    del base["exports"][0]["table"]
+    base["exports"][0]["query"] = "SELECT * FROM orders"
+    message = config_error(_with(base, mode="chunked", **knobs))
+    assert (
+        "chunked mode needs a chunking strategy. Pick one: chunk_column, chunk_by_key, "
+        "chunk_dense, chunk_by_days or chunk_count" in message
+    )
 
 
 def test_partition_by_is_not_supported_yet(config_error, base):

@@ -379,8 +379,8 @@ _CONFIG_CASES: dict[str, tuple[Any, str]] = {
                         "CSV output does not support compression: zstd"),
     "incremental_no_cursor": (lambda c: c["exports"][0].update(mode="incremental"),
                               "incremental mode requires cursor_column"),
-    "chunked_unsupported": (lambda c: c["exports"][0].update(mode="chunked", chunk_column="id"),
-                            "mode: chunked is not supported yet"),
+    "chunked_zero_size": (lambda c: c["exports"][0].update(mode="chunked", chunk_column="id", chunk_size=0),
+                          "requires chunk_size >= 1"),
     "non_loopback_s3": (lambda c: c["exports"][0].update(destination={
         "type": "s3", "bucket": "b", "endpoint": "http://10.1.2.3:9000"}), "points at a non-loopback host"),
 }

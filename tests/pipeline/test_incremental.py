@@ -80,7 +80,7 @@ def test_new_rows_only_are_exported_and_cursor_ranges_are_contiguous(tmp_path, u
                      for m in success_manifests(tmp_path / "out") if m["parts"]), key=lambda r: r[1])
     assert len(ranges) == 3
     assert ranges[0][0] is None
-    for (_, high), (low, _) in zip(ranges, ranges[1:]):
+    for (_, high), (low, _) in zip(ranges, ranges[1:], strict=False):
         assert low == high  # each run starts exactly where the previous one committed
     assert manifest_ids(tmp_path / "out") == list(range(1, 10))
 

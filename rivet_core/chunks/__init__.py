@@ -1,0 +1,10 @@
+"""Chunked exports: window planning (pure math + source probes) and window SQL.
+
+A chunked export runs as many short queries, one per window, each its own part(s),
+tracked by a checkpoint so a crash resumes from the last completed window (ADR-0001
+I5/I6). See model.py for the shapes every other module relies on.
+"""
+
+from rivet_core.chunks.model import ChunkPlan, ChunkWindow
+
+__all__ = ["ChunkPlan", "ChunkWindow"]

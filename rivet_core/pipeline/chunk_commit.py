@@ -1,0 +1,144 @@
+"""The per-window commit of a chunked export — one implementation for every runner.
+
+`export_window` streams one window's query into staged parts and writes them with
+`commit.write_part_file` (worker-safe: touches no shared run state). `commit_window`
+then runs the ordered tail, under the run's lock when workers run in parallel:
+
+    record_part per part (I2, M1, I7; fault points after_file_write / after_manifest_update)
+    → fault `after_chunk_file:N` → complete_chunk_task (checkpoint; fatal on error)
+    → fault `after_chunk_complete:N`
+
+so the sequential runner, the parallel runner and a Dagster chunk partition all commit a
+window the same way. Part names carry the run's stamp and a random nonce
+(`{export}_{runstamp}_chunk{i}_{nonce}.{ext}`, `_p{n}` for rotated siblings), so a
+re-exported window never overwrites a part and a resume can tell this run's objects
+from other runs'.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from rivet_core.chunks import ChunkPlan, ChunkWindow
+from rivet_core.chunks.sql import DENSE_RN_COLUMN, window_query
+from rivet_core.destination import Destination
+from rivet_core.format import PartRotator, file_extension
+from rivet_core.format.meta_columns import add_meta_columns
+from rivet_core.pipeline.commit import PartKind, PartRecord, record_part, write_part_file
+from rivet_core.pipeline.faults import fault_point
+from rivet_core.pipeline.summary import RunSummary
+from rivet_core.plan import UnitPlan
+from rivet_core.source import open_source
+from rivet_core.source.query import dialect_for
+from rivet_core.state import StateStore
+
+_ROTATED = re.compile(r"_p\d+(?=\.[A-Za-z0-9]+$)")
+
+
+def run_stamp(run_id: str, export_name: str) -> str:
+    """The run-unique token in part names: run_id minus the export prefix, filename-safe."""
+    tail = run_id[len(export_name) + 1:] if run_id.startswith(export_name + "_") else run_id
+    return re.sub(r"[^A-Za-z0-9]", "", tail)
+
+
+def part_prefix(export_name: str, run_id: str) -> str:
+    """Every part of this chunked run starts with this (resume tells own objects apart)."""
+    return f"{export_name}_{run_stamp(run_id, export_name)}_chunk"
+
+
+def attempt_key(file_name: str) -> str:
+    """A part name without its rotation suffix: the identity of one window attempt."""
+    return _ROTATED.sub("", file_name)
+
+
+@dataclass
+class WindowResult:
+    chunk_index: int
+    rows: int
+    records: list[PartRecord] = field(default_factory=list)
+
+    @property
+    def first_file(self) -> str | None:
+        return self.records[0].path if self.records else None
+
+
+@dataclass
+class WindowContext:
+    """What every window of one run shares (read-only across workers)."""
+
+    plan: UnitPlan
+    chunk_plan: ChunkPlan
+    schema: pa.Schema
+    dest: Destination
+    staging_dir: Path
+    run_id: str
+    exported_at: object | None = None
+    row_hash: bool | list[str] = False
+
+    @property
+    def strip(self) -> tuple[str, ...]:
+        return (DENSE_RN_COLUMN,) if self.chunk_plan.strategy == "dense" else ()
+
+
+def export_window(ctx: WindowContext, window: ChunkWindow) -> WindowResult:
+    """Stream one window to staged parts and write them durably (I1 then dest.write)."""
+    plan = ctx.plan
+    sql, params = window_query(dialect_for(plan.engine), plan.base_query, ctx.chunk_plan, window)
+    nonce = secrets.token_hex(8)
+    stem = f"{part_prefix(plan.export.name, ctx.run_id)}{window.index}_{nonce}"
+    staging = ctx.staging_dir / stem
+    staging.mkdir(parents=True, exist_ok=True)
+    rotator = PartRotator(staging, stem, ctx.schema, plan.writer_options, plan.max_file_size)
+    try:
+        with open_source(plan.source_url, plan.tuning) as src:
+            source_schema = src.describe(sql, params, plan.overrides, plan.table_hint)
+            from rivet_core.source import batch_rows
+
+            for batch in src.stream(sql, params, source_schema, batch_rows(source_schema, plan.tuning)):
+                if ctx.strip:
+                    batch = batch.select([i for i, f in enumerate(batch.schema) if f.name not in ctx.strip])
+                batch = add_meta_columns(batch, exported_at=ctx.exported_at, row_hash=ctx.row_hash)
+                rotator.write_batch(batch)
+        staged = rotator.finish()  # I1
+    except BaseException:
+        rotator.abort()
+        raise
+    ext = file_extension(plan.export.format)
+    result = WindowResult(chunk_index=window.index, rows=sum(p.rows for p in staged))
+    for n, part in enumerate(staged):
+        key = f"{stem}.{ext}" if len(staged) == 1 else f"{stem}_p{n}.{ext}"
+        result.records.append(write_part_file(ctx.dest, part, key))
+    return result
+
+
+def commit_window(summary: RunSummary, state: StateStore, result: WindowResult, *,
+                  checkpoint_run_id: str | None, lock: threading.Lock | None = None,
+                  worker: str | None = None) -> None:
+    """The ordered tail of one window (module docstring). Checkpoint errors are fatal."""
+    with lock or _NO_LOCK:
+        if not result.records:
+            summary.journal.record("ChunkCompleted", chunk_index=result.chunk_index, rows=0, file_name=None)
+        for record in result.records:
+            record_part(summary, state, record, PartKind.chunk(result.chunk_index))
+        fault_point(f"after_chunk_file:{result.chunk_index}")
+        if checkpoint_run_id is not None:
+            state.complete_chunk_task(checkpoint_run_id, result.chunk_index, result.rows, result.first_file,
+                                      worker=worker)
+        fault_point(f"after_chunk_complete:{result.chunk_index}")
+
+
+class _NullLock:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_LOCK = _NullLock()

@@ -1,0 +1,280 @@
+"""The chunked runner: plan windows → (checkpoint) → drain → I6 → finalize.
+
+`ChunkedRun` extends the single-unit `ExportRun` (same summary, journal, run ledger,
+schema-drift facade and finalize sequence) with a different middle:
+
+1. plan the windows against the source (`rivet_core.chunks.planner`); a small table
+   without an explicit shape falls back to a full export;
+2. the schema-drift gate runs on a scan-free type probe BEFORE any window is written;
+3. with `chunk_checkpoint: true`, the windows become `chunk_task` rows of a `chunk_run`
+   (fresh), or the in-progress run is adopted (`--resume`: plan hash must match; stale
+   `running` tasks back to pending; failed tasks get a fresh budget; the resume decisions
+   of chunk_resume.py rebuild the manifest parts);
+4. windows are drained sequentially or by `parallel: N` worker threads (one source
+   connection per window), each committed by `chunk_commit.commit_window`;
+5. I6: the run is finalized only when every task is completed — otherwise it fails with
+   the number of windows left and the resume command; then `finalize_chunk_run_completed`
+   and the committed progression, then the ordinary finalize sequence (manifest …).
+
+A failed window fails the run: never a short export reported as success.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from rivet_core.chunks import ChunkPlan, ChunkWindow
+from rivet_core.chunks.planner import plan_chunks
+from rivet_core.chunks.sql import DENSE_RN_COLUMN, probe_window, window_query
+from rivet_core.errors import DataIntegrityError
+from rivet_core.format.meta_columns import meta_schema
+from rivet_core.pipeline.chunk_commit import WindowContext, commit_window, export_window
+from rivet_core.pipeline.chunk_resume import prepare_resume
+from rivet_core.pipeline.faults import InjectedFault, fault_point
+from rivet_core.pipeline.job import ExportRun, RunOptions
+from rivet_core.pipeline.summary import RunSummary
+from rivet_core.redact import redact_secrets
+from rivet_core.source import classify_error, open_source
+from rivet_core.source.query import dialect_for
+from rivet_core.state import ChunkRunInProgress
+
+log = logging.getLogger("rivet.chunked")
+
+
+class ChunkedRun(ExportRun):
+    """A chunked export run (module docstring)."""
+
+    def __init__(self, config, export, options: RunOptions | None = None, **kwargs) -> None:  # noqa: ANN001, ANN003
+        super().__init__(config, export, options, **kwargs)
+        self.checkpoint = bool(export.chunk_checkpoint)
+        self.lock = threading.Lock()
+        self.chunk_plan: ChunkPlan | None = None
+
+    # ----------------------------------------------------------------- planning
+    def plan_windows(self) -> ChunkPlan | None:
+        with open_source(self.plan.source_url, self.plan.tuning) as src:
+            chunk_plan = plan_chunks(src, self.export, base_sql=self.plan.base_query,
+                                     table_parts=self.plan.table_hint)
+            if chunk_plan is None:
+                return None
+            sql, params = window_query(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan,
+                                       probe_window(chunk_plan))
+            source_schema = src.describe(sql, params, self.plan.overrides, self.plan.table_hint)
+        for warning in chunk_plan.warnings:
+            self.summary.add_warning(warning)
+            self.summary.journal.record("PlanWarning", rule="chunk_plan", message=warning)
+        self.chunk_plan = chunk_plan
+        self.output_schema = self._output_schema(source_schema)
+        return chunk_plan
+
+    def _output_schema(self, source_schema: pa.Schema) -> pa.Schema:
+        meta = self.export.meta_columns
+        schema = pa.schema([f for f in source_schema if f.name != DENSE_RN_COLUMN], metadata=source_schema.metadata)
+        return meta_schema(schema, bool(meta and meta.exported_at), (meta.row_hash if meta else False) or False)
+
+    def window_context(self, run_id: str) -> WindowContext:
+        meta = self.export.meta_columns
+        assert self.chunk_plan is not None
+        return WindowContext(
+            plan=self.plan, chunk_plan=self.chunk_plan, schema=self.output_schema, dest=self.dest,
+            staging_dir=self.staging_dir, run_id=run_id,
+            exported_at=datetime.now(UTC) if (meta and meta.exported_at) else None,
+            row_hash=(meta.row_hash if meta else False) or False)
+
+    # ----------------------------------------------------------------- the run
+    def run(self) -> RunSummary:
+        try:
+            chunk_plan = self.plan_windows()
+        except Exception as exc:  # noqa: BLE001
+            return self.fail(exc)
+        if chunk_plan is None:
+            log.info("export '%s': small table — exporting it in one piece (full)", self.export.name)
+            self.summary.journal.record("PlanWarning", rule="chunk_downgrade",
+                                        message="small table without an explicit chunk shape: full export")
+            return super().run()
+        try:
+            self._gate_probe_schema()
+            if self.checkpoint:
+                self._run_checkpointed(chunk_plan)
+            else:
+                if self.options.resume:
+                    self.summary.add_warning("--resume has no effect without chunk_checkpoint: true")
+                self._drain_in_memory(chunk_plan)
+            self._run_total_quality()
+        except Exception as exc:  # noqa: BLE001 - reported through finalize
+            return self._finalize(exc)
+        return self._finalize(None)
+
+    def _gate_probe_schema(self) -> None:
+        from rivet_core.manifest import schema_fingerprint
+        from rivet_core.pipeline.schema_drift import check_schema_drift
+
+        self.summary.schema_fingerprint = schema_fingerprint(self.output_schema)
+        if self.options.resume:
+            self.summary.schema_changed = False  # the gate ran when the run started
+            return
+        check_schema_drift(self.state, self.summary, self.output_schema, self.export.on_schema_drift or "warn")
+
+    def _max_attempts(self) -> int:
+        return max(1, self.export.chunk_max_attempts or self.plan.tuning.max_retries + 1)
+
+    def _run_checkpointed(self, chunk_plan: ChunkPlan) -> None:
+        state, export = self.state, self.export
+        if self.options.resume:
+            prepare_resume(self, chunk_plan)
+        else:
+            try:
+                state.create_chunk_run(
+                    self.summary.run_id, export.name, chunk_plan.plan_hash, self._max_attempts(),
+                    chunk_plan.strategy, chunk_plan.column, chunk_plan.size,
+                    [(w.index, w.lo, w.hi, w.key) for w in chunk_plan.windows])
+            except ChunkRunInProgress as exc:  # name the real config in the message
+                raise ChunkRunInProgress.for_run(exc.export_name, exc.run_id, str(self.config.config_path)) from exc
+        run_id = self.summary.run_id
+        # The checkpoint is the source of truth for the windows (a resume never re-plans them).
+        windows = {t.chunk_index: ChunkWindow(t.chunk_index, t.start_key, t.end_key, t.window_key)
+                   for t in state.list_chunk_tasks(run_id)}
+        self._drain_checkpoint(run_id, windows)
+        left = state.count_chunk_tasks_not_completed(run_id)
+        if left:
+            raise DataIntegrityError(
+                f"export '{export.name}': chunk checkpoint incomplete ({left} task(s) not completed) — "
+                f"nothing was published; resume with `rivet run -c {self.config.config_path} -e {export.name} "
+                "--resume`")
+        state.finalize_chunk_run_completed(run_id)
+        try:
+            highest = state.max_completed_chunk_index(run_id)
+            if highest is not None:
+                state.record_committed_chunked(export.name, highest, run_id)
+        except Exception as exc:  # noqa: BLE001 - progression is advisory (PG2)
+            self.summary.add_warning(f"progression write failed: {redact_secrets(exc)}")
+
+    def adopt_run_id(self, adopted: str) -> None:
+        """A resume continues the interrupted run under its run_id (both ids are closed)."""
+        opened = self.summary.run_id
+        if adopted == opened:
+            return
+        try:
+            self.state.finish_run(opened, "resumed")
+            self.state.begin_run(adopted, self.export.name, self.dest.uri, self.options.dagster_run_id)
+        except Exception as exc:  # noqa: BLE001 - ledger is advisory
+            self.summary.add_warning(f"run_status write failed: {redact_secrets(exc)}")
+        self.summary.run_id = adopted
+        self.summary.journal.run_id = adopted
+
+    # ----------------------------------------------------------------- draining
+    def _workers(self) -> int:
+        return max(1, int(self.export.parallel or 1))
+
+    def _drain_checkpoint(self, run_id: str, windows: dict[int, ChunkWindow]) -> None:
+        ctx = self.window_context(run_id)
+
+        def worker(name: str) -> None:
+            while True:
+                task = self.state.claim_next_chunk_task(run_id, worker=name)
+                if task is None:
+                    return
+                window = windows[task.chunk_index]
+                with self.lock:
+                    self.summary.journal.record("ChunkStarted", chunk_index=task.chunk_index,
+                                                start_key=task.start_key, end_key=task.end_key)
+                try:
+                    fault_point(f"chunk_export:{task.chunk_index}")
+                    result = export_window(ctx, window)
+                except Exception as exc:  # noqa: BLE001 - recorded on the task, run fails later (I6)
+                    decision = classify_error(exc)
+                    message = redact_secrets(exc)
+                    with self.lock:
+                        self.summary.journal.record("ChunkFailed", chunk_index=task.chunk_index,
+                                                    error=message, attempt=task.attempts)
+                    self.state.fail_chunk_task(run_id, task.chunk_index, message, retryable=decision.transient,
+                                               worker=name)
+                    log.warning("export '%s': chunk %d failed (attempt %d): %s", self.export.name,
+                                task.chunk_index, task.attempts, message)
+                    continue
+                commit_window(self.summary, self.state, result, checkpoint_run_id=run_id, lock=self.lock,
+                              worker=name)
+
+        self._run_workers(worker)
+
+    def _drain_in_memory(self, chunk_plan: ChunkPlan) -> None:
+        ctx = self.window_context(self.summary.run_id)
+        pending = list(chunk_plan.windows)
+        queue_lock = threading.Lock()
+        retries = self.plan.tuning.max_retries
+
+        def worker(_name: str) -> None:
+            while True:
+                with queue_lock:
+                    if not pending:
+                        return
+                    window = pending.pop(0)
+                attempt = 0
+                while True:
+                    with self.lock:
+                        self.summary.journal.record("ChunkStarted", chunk_index=window.index,
+                                                    start_key=window.lo, end_key=window.hi)
+                    try:
+                        fault_point(f"chunk_export:{window.index}")
+                        result = export_window(ctx, window)
+                        break
+                    except Exception as exc:
+                        decision = classify_error(exc)
+                        with self.lock:
+                            self.summary.journal.record("ChunkFailed", chunk_index=window.index,
+                                                        error=str(exc), attempt=attempt + 1)
+                        if not decision.transient or attempt >= retries or isinstance(exc, InjectedFault):
+                            raise
+                        attempt += 1
+                commit_window(self.summary, self.state, result, checkpoint_run_id=None, lock=self.lock)
+
+        self._run_workers(worker)
+
+    def _run_workers(self, worker) -> None:  # noqa: ANN001
+        n = self._workers()
+        if n == 1:
+            worker("w0")
+            return
+        with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rivet-chunk") as pool:
+            futures = [pool.submit(worker, f"w{i}") for i in range(n)]
+            wait(futures, return_when=FIRST_EXCEPTION)
+            for future in futures:
+                exc = future.exception()
+                if exc is not None:
+                    raise exc
+
+    def _run_total_quality(self) -> None:
+        """On chunked runs only row_count bounds apply, to the run total (reference §2.3)."""
+        q = self.export.quality
+        if q is None:
+            return
+        if q.null_ratio_max or q.unique_columns:
+            self.summary.add_warning("quality null_ratio_max/unique_columns are not supported on "
+                                     "chunked runs; only row_count_min/max are checked")
+        total = self.summary.total_rows
+        tracker_issues = []
+        if q.row_count_min is not None and total < q.row_count_min:
+            tracker_issues.append(f"row_count {total} below minimum {q.row_count_min}")
+        if q.row_count_max is not None and total > q.row_count_max:
+            tracker_issues.append(f"row_count {total} exceeds maximum {q.row_count_max}")
+        self.summary.quality_passed = not tracker_issues
+        for message in tracker_issues:
+            self.summary.journal.record("QualityIssue", severity="FAIL", message=message)
+        if tracker_issues:
+            raise DataIntegrityError(f"export '{self.export.name}': {len(tracker_issues)} quality check(s) "
+                                     "failed: " + "; ".join(tracker_issues))
+
+
+def chunked_run_for(config, export, options: RunOptions | None = None, **kwargs) -> ExportRun:  # noqa: ANN001, ANN003
+    """The run object for an export: ChunkedRun for `mode: chunked`, else ExportRun."""
+    if export.mode == "chunked":
+        return ChunkedRun(config, export, options, **kwargs)
+    return ExportRun(config, export, options, **kwargs)
+
+
+__all__ = ["ChunkedRun", "chunked_run_for"]
