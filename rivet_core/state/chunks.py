@@ -455,3 +455,17 @@ class ChunkStore(StoreBase):
         with self.engine.begin() as conn:
             row = conn.execute(q).mappings().first()
         return _run_row(row) if row else None
+
+    def record_repaired_chunk(self, run_id: str, chunk_index: int, rows_written: int,
+                              file_name: str | None) -> None:
+        """`rivet repair --execute`: a completed task was re-exported as new parts; record the
+        new attempt (completed → completed). Raises if the task is not completed."""
+        with self.engine.begin() as conn:
+            n = conn.execute(chunk_task.update().where(
+                (chunk_task.c.run_id == run_id) & (chunk_task.c.chunk_index == chunk_index)
+                & (chunk_task.c.status == "completed")
+            ).values(rows_written=rows_written, file_name=file_name, last_error=None,
+                     updated_at=utc_now_text())).rowcount
+        if n != 1:
+            raise RuntimeError(f"chunk {chunk_index} of run {run_id} is not completed; repair re-exports "
+                               "completed chunks only — resume the run first")

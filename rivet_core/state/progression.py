@@ -62,3 +62,21 @@ class ProgressionStore(StoreBase):
             row = conn.execute(sa.select(export_progression).where(
                 export_progression.c.export_name == export_name)).mappings().first()
         return dict(row) if row else None
+
+    def record_verified_chunked(self, export_name: str, chunk_index: int, run_id: str) -> None:
+        """Verified boundary (a clean `rivet reconcile`): highest verified chunk_index."""
+        now = utc_now_text()
+        with self.engine.begin() as conn:
+            row = conn.execute(sa.select(export_progression).where(
+                export_progression.c.export_name == export_name)).mappings().first()
+            stored = row["last_verified_chunk_index"] if row is not None else None
+            if stored is not None and int(chunk_index) <= int(stored):
+                return
+            values = dict(last_verified_strategy="chunked", last_verified_cursor=None,
+                          last_verified_chunk_index=int(chunk_index), last_verified_run_id=run_id,
+                          last_verified_at=now)
+            if row is None:
+                conn.execute(export_progression.insert().values(export_name=export_name, **values))
+            else:
+                conn.execute(export_progression.update().where(
+                    export_progression.c.export_name == export_name).values(**values))
