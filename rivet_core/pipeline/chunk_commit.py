@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rivet_core.chunks import ChunkPlan, ChunkWindow
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, window_query
@@ -62,6 +63,9 @@ class WindowResult:
     chunk_index: int
     rows: int
     records: list[PartRecord] = field(default_factory=list)
+    #: Highest key seen in the window (keyset plans; feeds keyset_incremental's cursor).
+    max_key: object | None = None
+    key_type: pa.DataType | None = None
 
     @property
     def first_file(self) -> str | None:
@@ -100,7 +104,13 @@ def export_window(ctx: WindowContext, window: ChunkWindow) -> WindowResult:
             source_schema = src.describe(sql, params, plan.overrides, plan.table_hint)
             from rivet_core.source import batch_rows
 
+            max_key = None
+            track = ctx.chunk_plan.strategy == "keyset"
             for batch in src.stream(sql, params, source_schema, batch_rows(source_schema, plan.tuning)):
+                if track and batch.num_rows:
+                    value = pc.max(batch.column(ctx.chunk_plan.column)).as_py()
+                    if value is not None and (max_key is None or value > max_key):
+                        max_key = value
                 if ctx.strip:
                     batch = batch.select([i for i, f in enumerate(batch.schema) if f.name not in ctx.strip])
                 batch = add_meta_columns(batch, exported_at=ctx.exported_at, row_hash=ctx.row_hash)
@@ -110,7 +120,8 @@ def export_window(ctx: WindowContext, window: ChunkWindow) -> WindowResult:
         rotator.abort()
         raise
     ext = file_extension(plan.export.format)
-    result = WindowResult(chunk_index=window.index, rows=sum(p.rows for p in staged))
+    result = WindowResult(chunk_index=window.index, rows=sum(p.rows for p in staged), max_key=max_key,
+                          key_type=ctx.schema.field(ctx.chunk_plan.column).type if max_key is not None else None)
     for n, part in enumerate(staged):
         key = f"{stem}.{ext}" if len(staged) == 1 else f"{stem}_p{n}.{ext}"
         result.records.append(write_part_file(ctx.dest, part, key))

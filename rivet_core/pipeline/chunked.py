@@ -39,7 +39,7 @@ from rivet_core.pipeline.faults import InjectedFault, fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
-from rivet_core.source import classify_error, open_source
+from rivet_core.source import classify_error, open_source, render_cursor_value
 from rivet_core.source.query import dialect_for
 from rivet_core.state import ChunkRunInProgress
 
@@ -54,12 +54,17 @@ class ChunkedRun(ExportRun):
         self.checkpoint = bool(export.chunk_checkpoint)
         self.lock = threading.Lock()
         self.chunk_plan: ChunkPlan | None = None
+        self.keyset_low: str | None = None
+        #: (max key, arrow type) of every window exported by this process (keyset_incremental).
+        self.window_maxima: list[tuple[object, pa.DataType]] = []
 
     # ----------------------------------------------------------------- planning
     def plan_windows(self) -> ChunkPlan | None:
+        self.keyset_low = (self.state.get_cursor(self.export.name)
+                           if self.export.keyset_incremental else None)
         with open_source(self.plan.source_url, self.plan.tuning) as src:
             chunk_plan = plan_chunks(src, self.export, base_sql=self.plan.base_query,
-                                     table_parts=self.plan.table_hint)
+                                     table_parts=self.plan.table_hint, keyset_after=self.keyset_low)
             if chunk_plan is None:
                 return None
             sql, params = window_query(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan,
@@ -106,6 +111,7 @@ class ChunkedRun(ExportRun):
                     self.summary.add_warning("--resume has no effect without chunk_checkpoint: true")
                 self._drain_in_memory(chunk_plan)
             self._run_total_quality()
+            self._keyset_cursor()
         except Exception as exc:  # noqa: BLE001 - reported through finalize
             return self._finalize(exc)
         return self._finalize(None)
@@ -199,6 +205,7 @@ class ChunkedRun(ExportRun):
                     continue
                 commit_window(self.summary, self.state, result, checkpoint_run_id=run_id, lock=self.lock,
                               worker=name)
+                self._note_max(result)
 
         self._run_workers(worker)
 
@@ -232,6 +239,7 @@ class ChunkedRun(ExportRun):
                             raise
                         attempt += 1
                 commit_window(self.summary, self.state, result, checkpoint_run_id=None, lock=self.lock)
+                self._note_max(result)
 
         self._run_workers(worker)
 
@@ -247,6 +255,22 @@ class ChunkedRun(ExportRun):
                 exc = future.exception()
                 if exc is not None:
                     raise exc
+
+    def _note_max(self, result) -> None:  # noqa: ANN001
+        if result.max_key is not None:
+            with self.lock:
+                self.window_maxima.append((result.max_key, result.key_type))
+
+    def _keyset_cursor(self) -> None:
+        """keyset_incremental: the next run starts after the highest key exported here; the
+        cursor is committed by RunStore after the manifest landed (finalize), like any cursor."""
+        if not self.export.keyset_incremental or self.chunk_plan is None:
+            return
+        self.summary.cursor_column = self.chunk_plan.column
+        self.summary.cursor_low = self.keyset_low
+        if self.window_maxima:
+            value, arrow_type = max(self.window_maxima, key=lambda m: m[0])
+            self.summary.cursor_high = render_cursor_value(value, arrow_type)
 
     def _run_total_quality(self) -> None:
         """On chunked runs only row_count bounds apply, to the run total (reference §2.3)."""
