@@ -20,7 +20,13 @@ from collections.abc import Callable
 from typing import Any
 
 from rivet_core.chunks.model import ChunkPlan, ChunkWindow
-from rivet_core.source.query import BASE_ALIAS, SupportsQuoteIdent, dialect_for
+from rivet_core.source.query import (
+    BASE_ALIAS,
+    SupportsQuoteIdent,
+    escaped_base,
+    param_safe_quoter,
+    resolve_dialect,
+)
 
 #: The synthetic ordinal column of dense windows; the runner drops it before writing.
 DENSE_RN_COLUMN = "_rivet_chunk_rn"
@@ -28,21 +34,8 @@ _INNER = "_rivet_i"
 _WRAP = "_rivet_w"
 
 
-def _resolve(dialect: SupportsQuoteIdent | str) -> SupportsQuoteIdent:
-    return dialect_for(dialect) if isinstance(dialect, str) else dialect
-
-
-def _base(base_sql: str, *, with_params: bool) -> str:
-    text = base_sql.strip()
-    while text.endswith(";"):
-        text = text[:-1].rstrip()
-    return text.replace("%", "%%") if with_params else text
-
-
-def _quoter(dialect: SupportsQuoteIdent, *, with_params: bool) -> Callable[[str], str]:
-    if with_params:
-        return lambda name: dialect.quote_ident(name).replace("%", "%%")
-    return dialect.quote_ident
+# The base-query wrapping rules are the single-unit builders' (one place for `%` escaping).
+_resolve, _base, _quoter = resolve_dialect, escaped_base, param_safe_quoter
 
 
 def _int_bound(value: str | None, what: str, window: ChunkWindow) -> int:

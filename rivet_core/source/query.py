@@ -100,6 +100,11 @@ def _quoter(dialect: SupportsQuoteIdent, *, with_params: bool) -> Callable[[str]
     return dialect.quote_ident
 
 
+# Public names for the chunk SQL builders (rivet_core.chunks.sql), which wrap the base query
+# by the same rules.
+resolve_dialect, escaped_base, param_safe_quoter = _resolve, _base, _quoter
+
+
 def build_incremental_query(
     dialect: SupportsQuoteIdent | str,
     base_sql: str,

@@ -41,16 +41,22 @@ class ProgressionStore(StoreBase):
     def record_committed_chunked(self, export_name: str, chunk_index: int, run_id: str) -> None:
         """Committed boundary of a chunked run: the highest completed chunk_index. No-op unless
         it is strictly above the stored committed chunk index. Strategy `chunked`, cursor NULL."""
-        now = utc_now_text()
+        self._advance_chunked("committed", export_name, chunk_index, run_id)
+
+    def record_verified_chunked(self, export_name: str, chunk_index: int, run_id: str) -> None:
+        """Verified boundary (a clean `rivet reconcile`): highest verified chunk_index."""
+        self._advance_chunked("verified", export_name, chunk_index, run_id)
+
+    def _advance_chunked(self, which: str, export_name: str, chunk_index: int, run_id: str) -> None:
+        col = f"last_{which}_chunk_index"
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(export_progression).where(
                 export_progression.c.export_name == export_name)).mappings().first()
-            stored = row["last_committed_chunk_index"] if row is not None else None
+            stored = row[col] if row is not None else None
             if stored is not None and int(chunk_index) <= int(stored):
                 return
-            values = dict(last_committed_strategy="chunked", last_committed_cursor=None,
-                          last_committed_chunk_index=int(chunk_index), last_committed_run_id=run_id,
-                          last_committed_at=now)
+            values = {f"last_{which}_strategy": "chunked", f"last_{which}_cursor": None, col: int(chunk_index),
+                      f"last_{which}_run_id": run_id, f"last_{which}_at": utc_now_text()}
             if row is None:
                 conn.execute(export_progression.insert().values(export_name=export_name, **values))
             else:
@@ -62,21 +68,3 @@ class ProgressionStore(StoreBase):
             row = conn.execute(sa.select(export_progression).where(
                 export_progression.c.export_name == export_name)).mappings().first()
         return dict(row) if row else None
-
-    def record_verified_chunked(self, export_name: str, chunk_index: int, run_id: str) -> None:
-        """Verified boundary (a clean `rivet reconcile`): highest verified chunk_index."""
-        now = utc_now_text()
-        with self.engine.begin() as conn:
-            row = conn.execute(sa.select(export_progression).where(
-                export_progression.c.export_name == export_name)).mappings().first()
-            stored = row["last_verified_chunk_index"] if row is not None else None
-            if stored is not None and int(chunk_index) <= int(stored):
-                return
-            values = dict(last_verified_strategy="chunked", last_verified_cursor=None,
-                          last_verified_chunk_index=int(chunk_index), last_verified_run_id=run_id,
-                          last_verified_at=now)
-            if row is None:
-                conn.execute(export_progression.insert().values(export_name=export_name, **values))
-            else:
-                conn.execute(export_progression.update().where(
-                    export_progression.c.export_name == export_name).values(**values))
