@@ -20,6 +20,16 @@ from rivet_core.errors import (
 )
 from rivet_core.manifest import Verification, read_manifest, verify_at_destination
 from rivet_core.notify import RunNotice, send_notifications
+from rivet_core.pipeline.chunk_partition import (
+    ChunkManifestRun,
+    ChunkPartitionBusy,
+    ChunkPartitionRun,
+    ChunkPlanTick,
+    ChunkWindowsMissing,
+    dagster_chunk_problem,
+    plan_chunk_partitions,
+    reconcile_chunks,
+)
 from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.job import ExportRun, RunOptions, run_unit
 from rivet_core.pipeline.quality import QualityIssue
@@ -28,6 +38,9 @@ from rivet_core.plan import DayWindow, destination_spec
 from rivet_core.state import StateStore
 
 __all__ = [
+    # chunked exports as Dagster partitions (rivet_core/pipeline/chunk_partition.py)
+    "ChunkManifestRun", "ChunkPartitionBusy", "ChunkPartitionRun", "ChunkPlanTick", "ChunkWindowsMissing",
+    "dagster_chunk_problem", "plan_chunk_partitions", "reconcile_chunks",
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",

@@ -73,11 +73,14 @@ def verify_prefixes(config: api.RivetConfig, export: api.ExportConfig, prefixes:
                   "failure_table": dg.MetadataValue.md(failures_markdown(failures))})
 
 
-def build_manifest_check(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetChecksDefinition:
+def build_manifest_check(config: api.RivetConfig, export: api.ExportConfig,
+                         key: dg.AssetKey | None = None) -> dg.AssetChecksDefinition:
+    """`manifest_verified` on the export's asset, or on `key` (a chunked export's
+    `<export>_manifest` asset, which owns the prefix's one manifest)."""
     export_name = export.name
     partitioned = export.mode == "time_window"
 
-    @dg.asset_check(asset=asset_key(config, export), name="manifest_verified", blocking=True,
+    @dg.asset_check(asset=key or asset_key(config, export), name="manifest_verified", blocking=True,
                     description="Verify the destination against manifest.json and _SUCCESS "
                                 "(same verdicts as `rivet validate`).")
     def _manifest_verified(context: dg.AssetCheckExecutionContext, rivet: RivetResource) -> dg.AssetCheckResult:

@@ -8,9 +8,16 @@ notification). It never re-implements a step. A failed publish fails the step.
 
 No `from __future__ import annotations`: Dagster resolves the nested resource annotation.
 
+Chunked exports hand it two more kinds of value (rivet_dagster/chunked.py):
+`PendingChunks` — a `ChunkPartitionRun` whose windows are claimed and staged; publishing
+writes and commits each window (`write_window` + `commit_window`: parts, file_log, chunk
+task completed) and writes no manifest — and `PendingManifest` — a `ChunkManifestRun` that
+passed its I6 pre-check; publishing finalizes the chunk run (manifest → … → notification).
+
 `load_input` returns the export as a `pyarrow.Table` or `pandas.DataFrame` (by the
 downstream input's annotation), reading only the parts that the current `manifest.json`
-lists — per partition for partitioned exports.
+lists — per partition for partitioned exports. For a chunked export, depend on
+`<export>_manifest` (the whole export); a chunk asset input is refused.
 """
 
 
@@ -24,7 +31,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from rivet_core import api
-from rivet_dagster.metadata import materialization_metadata
+from rivet_dagster.metadata import chunk_metadata, manifest_metadata, materialization_metadata
 from rivet_dagster.partitions import sub_prefix_for_key
 from rivet_dagster.resources import RivetResource
 
@@ -39,6 +46,35 @@ class PendingPublish:
 
 class RivetExportFailed(dg.Failure):
     pass
+
+
+@dataclass
+class PendingChunks:
+    """What a chunk asset hands to the IO manager: claimed, staged windows to publish."""
+
+    run: api.ChunkPartitionRun
+
+
+@dataclass
+class PendingManifest:
+    """What `<export>_manifest` hands to the IO manager: a chunk run ready to finalize."""
+
+    run: api.ChunkManifestRun
+
+
+def is_transient(exc: BaseException) -> bool:
+    return isinstance(exc, api.TransientError) or getattr(exc, "exit_code", None) == 2
+
+
+def chunk_failure(export_name: str, what: str, exc: BaseException) -> dg.Failure:
+    """A step failure for a chunk partition or the manifest; retryable only when transient."""
+    metadata: dict[str, Any] = {"error": type(exc).__name__}
+    missing = getattr(exc, "missing_keys", None)
+    if missing is not None:
+        metadata.update(missing_windows=len(missing), windows=getattr(exc, "total", 0),
+                        missing_keys=dg.MetadataValue.md("\n".join(f"- `{k}`" for k in missing[:200])))
+    return dg.Failure(description=f"export '{export_name}' {what} failed: {exc}", metadata=metadata,
+                      allow_retries=is_transient(exc))
 
 
 def failure_for(summary: api.RunSummary) -> dg.Failure:
@@ -77,6 +113,20 @@ class RivetIOManager(dg.ConfigurableIOManager):
     rivet: RivetResource
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        if isinstance(obj, PendingChunks):
+            self._publish_chunks(context, obj.run)
+            return
+        if isinstance(obj, PendingManifest):
+            try:
+                summary = obj.run.publish()
+            except Exception as exc:  # a refusal before I6 held: nothing was published
+                if is_transient(exc):
+                    raise
+                raise chunk_failure(obj.run.export.name, "manifest", exc) from exc
+            context.add_output_metadata(manifest_metadata(obj.run, summary))
+            if summary.status == "failed":
+                raise failure_for(summary)
+            return
         if not isinstance(obj, PendingPublish):
             raise dg.DagsterInvariantViolationError(
                 "the rivet IO manager only stores export assets built by rivet_dagster")
@@ -85,12 +135,27 @@ class RivetIOManager(dg.ConfigurableIOManager):
         if summary.status == "failed":
             raise failure_for(summary)
 
+    @staticmethod
+    def _publish_chunks(context: dg.OutputContext, run: api.ChunkPartitionRun) -> None:
+        try:
+            results = run.publish()
+        except Exception as exc:
+            if is_transient(exc):
+                raise  # the RetryPolicy retries the step; the task was released as retryable
+            raise chunk_failure(run.export.name, f"chunk partition(s) {', '.join(run.window_keys)}", exc) from exc
+        context.add_output_metadata(chunk_metadata(run, results))
+
     def load_input(self, context: dg.InputContext) -> Any:
         upstream = context.upstream_output
-        export_name = (upstream.definition_metadata or {}).get("rivet/export") if upstream else None
+        definition = (upstream.definition_metadata or {}) if upstream else {}
+        export_name = definition.get("rivet/export")
         if export_name is None:
             raise dg.DagsterInvariantViolationError(
                 f"input '{context.name}' does not come from a rivet export asset")
+        if definition.get("rivet/role") == "chunks":
+            raise dg.DagsterInvariantViolationError(
+                f"input '{context.name}': a chunk partition of export '{export_name}' is not a dataset; "
+                f"depend on the `{export_name}_manifest` asset to read the whole export")
         config = self.rivet.load()
         export = config.export(str(export_name))
         keys = context.asset_partition_keys if context.has_asset_partitions else [None]

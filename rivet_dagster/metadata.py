@@ -50,3 +50,36 @@ def materialization_metadata(summary: api.RunSummary, schema: pa.Schema | None) 
         meta["run_report"] = dg.MetadataValue.md(Path(summary.report_path).read_text())
         meta["run_report_path"] = dg.MetadataValue.path(summary.report_path)
     return meta
+
+
+def chunk_metadata(run: api.ChunkPartitionRun, results: list[Any]) -> dict[str, Any]:
+    """A chunk partition's materialization: its window(s), rows, parts, and the chunk run."""
+    rows = sum(r.rows for r in results)
+    records = [rec for r in results for rec in r.records]
+    windows = [c.window for c in run.claimed]
+    meta: dict[str, Any] = {
+        "dagster/row_count": rows,
+        "destination": dg.MetadataValue.url(run.dest.uri),
+        "parts": len(records),
+        "bytes_written": sum(rec.size_bytes for rec in records),
+        "chunk_run_id": run.run_id,
+        "rivet_run_id": run.run_id,
+        "windows": dg.MetadataValue.md(
+            "| partition | chunk | from | to | rows |\n|---|---:|---|---|---:|\n" + "\n".join(
+                f"| `{w.key}` | {w.index} | {w.lo if w.lo is not None else '−∞'} | "
+                f"{w.hi if w.hi is not None else '+∞'} | {r.rows} |" for w, r in zip(windows, results, strict=False))),
+        "dagster/column_schema": column_schema(run.output_schema),
+    }
+    if records:
+        meta["parts_table"] = dg.MetadataValue.md(
+            "| path | rows | bytes |\n|---|---:|---:|\n"
+            + "\n".join(f"| `{rec.path}` | {rec.rows} | {rec.size_bytes} |" for rec in records))
+    return meta
+
+
+def manifest_metadata(run: api.ChunkManifestRun, summary: api.RunSummary) -> dict[str, Any]:
+    """`<export>_manifest`: the finalized run (same keys as an export) plus its window count."""
+    meta = materialization_metadata(summary, run.output_schema)
+    meta["chunk_windows"] = run.windows_total
+    meta["chunk_run_id"] = summary.run_id
+    return meta

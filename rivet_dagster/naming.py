@@ -40,6 +40,11 @@ def asset_key(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetKey:
     return dg.AssetKey([*prefix, export.name])
 
 
+def manifest_asset_key(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetKey:
+    """The unpartitioned `<export>_manifest` asset of a chunked export (beside its chunk asset)."""
+    return dg.AssetKey([*asset_key(config, export).path[:-1], f"{export.name}_manifest"])
+
+
 def group_name(config: api.RivetConfig, export: api.ExportConfig) -> str:
     if export.dagster and export.dagster.group:
         return export.dagster.group

@@ -1,8 +1,14 @@
-"""Partitions of exports: daily time windows for `time_window` exports.
+"""Partitions of exports: daily time windows for `time_window` exports, chunk windows for
+`chunked` exports.
 
 Partition D exports rows with the time column in [D, D+1) (UTC) to its own prefix
 `<time_column>=D/`, with its own manifest and `_SUCCESS` (DESIGN.md §6). `dagster.start_date`
 is required: a time-partitioned asset needs to know where its history starts.
+
+A chunked export's partitions are dynamic, `<export>_chunks`: one key per chunk window
+(`rivet_core.chunks.keys`: stable, sortable, `[A-Za-z0-9_.-]`), registered in ascending order
+by the `<export>_planner` sensor; all windows share the export's prefix and one manifest,
+written by `<export>_manifest`.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from datetime import date, datetime, timedelta
 import dagster as dg
 
 from rivet_core import api
+from rivet_dagster.naming import safe_name
 
 
 def export_partitions(config: api.RivetConfig, export: api.ExportConfig) -> dg.PartitionsDefinition | None:
@@ -26,6 +33,10 @@ def export_partitions(config: api.RivetConfig, export: api.ExportConfig) -> dg.P
             "    dagster:\n      start_date: \"2026-01-01\"")
     end = export.dagster.end_date if export.dagster else None
     return dg.DailyPartitionsDefinition(start_date=start, end_date=end, timezone="UTC", end_offset=1)
+
+
+def chunk_partitions(export: api.ExportConfig) -> dg.DynamicPartitionsDefinition:
+    return dg.DynamicPartitionsDefinition(name=f"{safe_name(export.name)}_chunks")
 
 
 def window_for_key(partition_key: str) -> api.DayWindow:

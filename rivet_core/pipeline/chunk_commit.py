@@ -1,7 +1,9 @@
 """The per-window commit of a chunked export — one implementation for every runner.
 
 `export_window` streams one window's query into staged parts and writes them with
-`commit.write_part_file` (worker-safe: touches no shared run state). `commit_window`
+`commit.write_part_file` (worker-safe: touches no shared run state); it is
+`write_window(stage_window(…))`, split so a Dagster chunk partition can stage in the asset
+body and write in the IO manager (ADR-0003). `commit_window`
 then runs the ordered tail, under the run's lock when workers run in parallel:
 
     record_part per part (I2, M1, I7; fault points after_file_write / after_manifest_update)
@@ -29,7 +31,7 @@ import pyarrow.compute as pc
 from rivet_core.chunks import ChunkPlan, ChunkWindow
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, window_query
 from rivet_core.destination import Destination
-from rivet_core.format import PartRotator, file_extension
+from rivet_core.format import PartRotator, StagedPart, file_extension
 from rivet_core.format.meta_columns import add_meta_columns
 from rivet_core.pipeline.commit import PartKind, PartRecord, record_part, write_part_file
 from rivet_core.pipeline.faults import fault_point
@@ -90,8 +92,23 @@ class WindowContext:
         return (DENSE_RN_COLUMN,) if self.chunk_plan.strategy == "dense" else ()
 
 
-def export_window(ctx: WindowContext, window: ChunkWindow) -> WindowResult:
-    """Stream one window to staged parts and write them durably (I1 then dest.write)."""
+@dataclass
+class StagedWindow:
+    """One window streamed to finished staged parts (I1), not yet at the destination."""
+
+    chunk_index: int
+    stem: str
+    parts: list[StagedPart]
+    max_key: object | None = None
+    key_type: pa.DataType | None = None
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self.parts)
+
+
+def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
+    """Stream one window's query into finished staged parts (no destination write)."""
     plan = ctx.plan
     sql, params = window_query(dialect_for(plan.engine), plan.base_query, ctx.chunk_plan, window)
     nonce = secrets.token_hex(8)
@@ -105,10 +122,13 @@ def export_window(ctx: WindowContext, window: ChunkWindow) -> WindowResult:
             from rivet_core.source import batch_rows
 
             max_key = None
-            track = ctx.chunk_plan.strategy == "keyset"
+            track = ctx.chunk_plan.strategy == "keyset" and plan.export.keyset_incremental
             for batch in src.stream(sql, params, source_schema, batch_rows(source_schema, plan.tuning)):
                 if track and batch.num_rows:
-                    value = pc.max(batch.column(ctx.chunk_plan.column)).as_py()
+                    keys = batch.column(ctx.chunk_plan.column)
+                    if isinstance(keys.type, pa.BaseExtensionType):  # uuid: no min_max kernel;
+                        keys = keys.storage  # its 16 bytes order as the databases order uuids
+                    value = pc.max(keys).as_py()
                     if value is not None and (max_key is None or value > max_key):
                         max_key = value
                 if ctx.strip:
@@ -119,13 +139,25 @@ def export_window(ctx: WindowContext, window: ChunkWindow) -> WindowResult:
     except BaseException:
         rotator.abort()
         raise
-    ext = file_extension(plan.export.format)
-    result = WindowResult(chunk_index=window.index, rows=sum(p.rows for p in staged), max_key=max_key,
-                          key_type=ctx.schema.field(ctx.chunk_plan.column).type if max_key is not None else None)
-    for n, part in enumerate(staged):
-        key = f"{stem}.{ext}" if len(staged) == 1 else f"{stem}_p{n}.{ext}"
+    return StagedWindow(chunk_index=window.index, stem=stem, parts=list(staged), max_key=max_key,
+                        key_type=ctx.schema.field(ctx.chunk_plan.column).type if max_key is not None else None)
+
+
+def write_window(ctx: WindowContext, staged: StagedWindow) -> WindowResult:
+    """Write a staged window's parts durably (`write_part_file`; never overwrites: the stem
+    carries a nonce)."""
+    ext = file_extension(ctx.plan.export.format)
+    result = WindowResult(chunk_index=staged.chunk_index, rows=staged.rows, max_key=staged.max_key,
+                          key_type=staged.key_type)
+    for n, part in enumerate(staged.parts):
+        key = f"{staged.stem}.{ext}" if len(staged.parts) == 1 else f"{staged.stem}_p{n}.{ext}"
         result.records.append(write_part_file(ctx.dest, part, key))
     return result
+
+
+def export_window(ctx: WindowContext, window: ChunkWindow) -> WindowResult:
+    """Stream one window to staged parts and write them durably (I1 then dest.write)."""
+    return write_window(ctx, stage_window(ctx, window))
 
 
 def commit_window(summary: RunSummary, state: StateStore, result: WindowResult, *,

@@ -18,6 +18,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rivet_core.chunks import ChunkPlan
@@ -25,8 +27,11 @@ from rivet_core.errors import ConfigError
 from rivet_core.manifest import SUCCESS_KEY, quarantine_object
 from rivet_core.pipeline.chunk_commit import attempt_key, part_prefix
 from rivet_core.pipeline.commit import PartRecord, rehydrate_part
+from rivet_core.pipeline.summary import RunSummary
+from rivet_core.state import ChunkTaskRow, FileRow
 
 if TYPE_CHECKING:
+    from rivet_core.destination import ObjectInfo
     from rivet_core.pipeline.chunked import ChunkedRun
 
 log = logging.getLogger("rivet.resume")
@@ -52,6 +57,50 @@ def _refuse_or_find(run: ChunkedRun, chunk_plan: ChunkPlan) -> str:
     return found.run_id
 
 
+@dataclass
+class CompletedWindowParts:
+    """A completed task's attempt as file_log recorded it, checked against the destination."""
+
+    task: ChunkTaskRow
+    #: file_log rows of the attempt named by `task.file_name` (rotation siblings included).
+    parts: list[FileRow]
+    #: the subset missing at the destination, or present at another size.
+    broken: list[FileRow]
+
+    @property
+    def intact(self) -> bool:
+        return bool(self.parts) and not self.broken
+
+
+def match_completed_parts(tasks: Iterable[ChunkTaskRow], logged: Iterable[FileRow],
+                          listing: Mapping[str, ObjectInfo]) -> list[CompletedWindowParts]:
+    """Rehydration §3.6: for each completed task that produced a file, the parts of exactly the
+    attempt that completed it (`attempt_key` equal to the task's file_name), and which of them
+    the destination listing does not hold at the recorded size. Empty windows are skipped.
+    Shared by resume (below) and the Dagster chunk finalize (chunk_partition.py)."""
+    by_attempt: dict[str, dict[str, FileRow]] = {}
+    for f in logged:
+        by_attempt.setdefault(attempt_key(f.file_name), {})[f.file_name] = f
+    found = []
+    for task in tasks:
+        if task.status != "completed" or not task.file_name:
+            continue
+        parts = list(by_attempt.get(attempt_key(task.file_name), {}).values())
+        broken = [f for f in parts if f.file_name not in listing or listing[f.file_name].size != f.bytes]
+        found.append(CompletedWindowParts(task, parts, broken))
+    return found
+
+
+def rehydrate_window(summary: RunSummary, window: CompletedWindowParts,
+                     listing: Mapping[str, ObjectInfo]) -> list[str]:
+    """Put an intact window's parts back into the run's manifest parts; returns their keys."""
+    for f in window.parts:
+        rehydrate_part(summary, PartRecord(path=f.file_name, rows=f.row_count, size_bytes=f.bytes,
+                                           content_fingerprint="",
+                                           content_md5=listing[f.file_name].md5_b64 or ""))
+    return [f.file_name for f in window.parts]
+
+
 def prepare_resume(run: ChunkedRun, chunk_plan: ChunkPlan) -> None:
     """Everything a resume does before draining (module docstring)."""
     run_id = _refuse_or_find(run, chunk_plan)
@@ -63,28 +112,17 @@ def prepare_resume(run: ChunkedRun, chunk_plan: ChunkPlan) -> None:
     listing = {o.key: o for o in dest.list("")}
     kept: set[str] = set()
     stats = {"kept": 0, "rewrite": 0, "quarantined": 0}
-    for task in state.list_chunk_tasks(run_id):
-        if task.status != "completed":
-            continue
-        if not task.file_name:  # an empty window: nothing to rehydrate
-            continue
-        attempt = attempt_key(task.file_name)
-        parts = [f for f in logged if attempt_key(f.file_name) == attempt]
-        broken = [f for f in parts if f.file_name not in listing or listing[f.file_name].size != f.bytes]
-        if not parts or broken:
-            for f in broken:
+    for window in match_completed_parts(state.list_chunk_tasks(run_id), logged, listing):
+        if not window.intact:
+            for f in window.broken:
                 if f.file_name in listing and quarantine_object(dest, run_id, f.file_name):
                     stats["quarantined"] += 1
-            state.reset_chunk_task_for_re_export(run_id, task.chunk_index,
+            state.reset_chunk_task_for_re_export(run_id, window.task.chunk_index,
                                                  "resume: part missing or resized at the destination")
             stats["rewrite"] += 1
             continue
-        for f in parts:
-            rehydrate_part(summary, PartRecord(path=f.file_name, rows=f.row_count, size_bytes=f.bytes,
-                                               content_fingerprint="",
-                                               content_md5=listing[f.file_name].md5_b64 or ""))
-            kept.add(f.file_name)
-            stats["kept"] += 1
+        kept.update(rehydrate_window(summary, window, listing))
+        stats["kept"] += len(window.parts)
     own = part_prefix(run.export.name, run_id)
     for key in listing:
         if key.startswith(own) and key not in kept and quarantine_object(dest, run_id, key):

@@ -59,12 +59,16 @@ class ChunkedRun(ExportRun):
         self.window_maxima: list[tuple[object, pa.DataType]] = []
 
     # ----------------------------------------------------------------- planning
-    def plan_windows(self) -> ChunkPlan | None:
+    def plan_windows(self, *, allow_downgrade: bool = True) -> ChunkPlan | None:
+        """Plan the windows (one source snapshot) and the output schema. `allow_downgrade=False`
+        (the Dagster planner) never falls back to a full export: a partition set must not
+        flip between "full" and "chunked"."""
         self.keyset_low = (self.state.get_cursor(self.export.name)
                            if self.export.keyset_incremental else None)
         with open_source(self.plan.source_url, self.plan.tuning) as src:
             chunk_plan = plan_chunks(src, self.export, base_sql=self.plan.base_query,
-                                     table_parts=self.plan.table_hint, keyset_after=self.keyset_low)
+                                     table_parts=self.plan.table_hint, keyset_after=self.keyset_low,
+                                     allow_downgrade=allow_downgrade)
             if chunk_plan is None:
                 return None
             sql, params = window_query(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan,

@@ -14,7 +14,9 @@
 A time partition (a window unit) is *replaced* on re-materialization: after its new
 manifest landed, the parts the previous manifest listed, and that run's
 `manifest-<run_id>.json` copy, are moved to `_quarantine/<run_id>/` — never deleted (M9) —
-so every success manifest left at the prefix describes data that is still there.
+so every success manifest left at the prefix describes data that is still there. The
+Dagster chunk finalize (`supersede_previous=True`) does the same: a re-materialized chunk
+partition's old parts leave the prefix only once a manifest without them has landed.
 
 Failed runs (a deliberate difference from Rivet): we never overwrite the canonical
 `manifest.json` of the prefix with a failed one — that would leave a stale `_SUCCESS` next
@@ -100,14 +102,14 @@ def build_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Ma
     )
 
 
-def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> None:
+def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination, supersede: bool = False) -> None:
     if not dest.supports_manifest:
         return
     if summary.status == "skipped" and not summary.manifest_parts:
         return  # the prefix keeps describing the last delivering run
     summary.check_post_run_invariants()
     if summary.status == "success":
-        previous = _previous_manifest(plan, dest)
+        previous = _previous_manifest(plan, dest) if plan.window is not None or supersede else None
         try:
             write_manifest_files(dest, build_manifest(plan, summary, dest))
             summary.manifest_written = True
@@ -129,9 +131,8 @@ def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> N
 
 
 def _previous_manifest(plan: UnitPlan, dest: Destination) -> Manifest | None:
-    """For a window unit (a time partition), the manifest this run is about to replace."""
-    if plan.window is None:
-        return None
+    """For a window unit (a time partition) or a Dagster chunk finalize, the manifest this run
+    is about to replace."""
     try:
         found = read_manifest(dest)
     except Exception as exc:  # noqa: BLE001 - an unreadable old manifest supersedes nothing
@@ -206,11 +207,12 @@ def metric_row(plan: UnitPlan, summary: RunSummary) -> dict[str, Any]:
 def finalize_run(
     plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination, *,
     error: BaseException | None, validate: bool, notifications: Any, report_root: Path,
+    supersede_previous: bool = False,
 ) -> RunSummary:
     """Run the finalize sequence in its fixed order (module docstring). Never raises."""
     resolve_status(summary, error)
     summary.close()
-    _write_manifest(plan, summary, dest)
+    _write_manifest(plan, summary, dest, supersede_previous)
     _commit_cursor(summary, state)
     if validate:
         _validate(summary, dest)

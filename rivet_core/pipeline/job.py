@@ -49,6 +49,10 @@ class RunOptions:
     resume: bool = False
     #: Allow a resume into a prefix that already holds `_SUCCESS`.
     force: bool = False
+    #: Open a `run_status` row when the run starts. Off for the Dagster chunk runs
+    #: (chunk_partition.py): a partition works for the chunk run and is not a run of its own;
+    #: the chunk run's row is opened by its finalize (`open_ledger`) once I6 held.
+    ledger: bool = True
 
 
 def staging_root(config: RivetConfig) -> Path:
@@ -57,6 +61,10 @@ def staging_root(config: RivetConfig) -> Path:
 
 class ExportRun:
     """One export unit from plan to finalize; see the module docstring for the phases."""
+
+    #: The new manifest replaces the prefix's previous one part by part: parts it no longer
+    #: lists are quarantined after it landed (time partitions always; the Dagster chunk finalize).
+    supersedes_previous = False
 
     def __init__(self, config: RivetConfig, export: ExportConfig, options: RunOptions | None = None,
                  *, state: StateStore | None = None, notifications: Any = "config") -> None:
@@ -76,8 +84,13 @@ class ExportRun:
         self.summary = self._new_summary()
         self.staging_dir = staging_root(config) / self.summary.run_id
         self.finalized = False
+        if self.options.ledger:
+            self.open_ledger()
+
+    def open_ledger(self) -> None:
+        """The run's `run_status` row (advisory: a failed write is a warning)."""
         try:
-            self.state.begin_run(self.summary.run_id, export.name, self.dest.uri, self.options.dagster_run_id)
+            self.state.begin_run(self.summary.run_id, self.export.name, self.dest.uri, self.options.dagster_run_id)
         except Exception as exc:  # noqa: BLE001 - the ledger is advisory
             self.summary.add_warning(f"run_status write failed: {redact_secrets(exc)}")
 
@@ -173,7 +186,8 @@ class ExportRun:
         try:
             return finalize_run(self.plan, self.summary, self.state, self.dest, error=error,
                                 validate=self.options.validate, notifications=self.notifications,
-                                report_root=self.config.config_dir)
+                                report_root=self.config.config_dir,
+                                supersede_previous=self.supersedes_previous)
         finally:
             shutil.rmtree(self.staging_dir, ignore_errors=True)
             self.close()

@@ -85,7 +85,7 @@ def _chunked_run(config: RivetConfig, export: ExportConfig):  # noqa: ANN202
         raise ConfigError(f"export '{export.name}': reconcile and repair need a chunked export with "
                           "chunk_checkpoint: true (they compare per-chunk counts recorded in the checkpoint); "
                           f"this export is mode '{export.mode}' — use `rivet validate` instead")
-    return ChunkedRun(config, export, RunOptions(), notifications=None)
+    return ChunkedRun(config, export, RunOptions(ledger=False), notifications=None)
 
 
 def _plan_for(run: Any, run_row: Any, tasks: list) -> ChunkPlan:

@@ -35,7 +35,7 @@ chunk is completed here and its attempt name equals `chunk_task.file_name`:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -161,11 +161,16 @@ class ChunkStore(StoreBase):
     def create_chunk_run(
         self, run_id: str, export_name: str, plan_hash: str, max_chunk_attempts: int,
         strategy: str | None, chunk_column: str | None, chunk_size: int | None,
-        tasks: Sequence[ChunkTaskSpec],
+        tasks: Sequence[ChunkTaskSpec], *, completed: Mapping[int, tuple[int, str | None]] | None = None,
     ) -> None:
         """Create the run (status in_progress) and all its tasks (pending, attempts 0) in one
         transaction. Raises ChunkRunInProgress when the export already has an in-progress run —
-        seen by the pre-check, or (two processes racing) by the partial unique index."""
+        seen by the pre-check, or (two processes racing) by the partial unique index.
+
+        `completed` (chunk_index → (rows_written, file_name)) inserts those tasks as already
+        completed: a Dagster-managed chunk run continuing the previous, finalized one carries
+        the windows that are materialized (their parts stay where they are) and exports only
+        the rest (rivet_core/pipeline/chunk_partition.py)."""
         if max_chunk_attempts < 1:
             raise ValueError(f"max_chunk_attempts must be at least 1, got {max_chunk_attempts}")
         now = utc_now_text()
@@ -180,6 +185,11 @@ class ChunkStore(StoreBase):
                     max_chunk_attempts=int(max_chunk_attempts), strategy=strategy, chunk_column=chunk_column,
                     chunk_size=chunk_size, created_at=now, updated_at=now))
                 values = _task_values(run_id, tasks, now)
+                for value in values:  # every row the same keys: one executemany
+                    carried = (completed or {}).get(value["chunk_index"])
+                    value.update(rows_written=None, file_name=None)
+                    if carried is not None:
+                        value.update(status="completed", rows_written=int(carried[0]), file_name=carried[1])
                 if values:
                     conn.execute(chunk_task.insert(), values)
         except sa.exc.IntegrityError:
@@ -257,19 +267,24 @@ class ChunkStore(StoreBase):
     # ----------------------------------------------------------------- tasks
     def add_chunk_tasks(self, run_id: str, tasks: Sequence[ChunkTaskSpec]) -> int:
         """Append windows to an in-progress run (the Dagster planner saw the table grow).
-        Existing chunk_index values are skipped; returns how many tasks were added."""
+        Existing chunk_index values, and windows whose window_key is already a task (a window
+        is identified by its key; two planners may number a new window alike), are skipped;
+        returns how many tasks were added."""
         now = utc_now_text()
         with self.engine.begin() as conn:
             run = _lock_run(conn, run_id, exclusive=True)  # serializes two planners of one run
             if run is None or run.status != "in_progress":
                 state = "does not exist" if run is None else f"is {run.status}"
                 raise RuntimeError(f"cannot add chunk tasks to run {run_id}: it {state} (must be in progress)")
-            existing = set(conn.execute(sa.select(chunk_task.c.chunk_index)
-                                        .where(chunk_task.c.run_id == run_id)).scalars())
+            rows = conn.execute(sa.select(chunk_task.c.chunk_index, chunk_task.c.window_key)
+                                .where(chunk_task.c.run_id == run_id)).all()
+            existing = {int(r.chunk_index) for r in rows}
+            keys = {r.window_key for r in rows}
             fresh: dict[int, ChunkTaskSpec] = {}
             for spec in tasks:
-                if int(spec[0]) not in existing:
+                if int(spec[0]) not in existing and spec[3] not in keys:
                     fresh.setdefault(int(spec[0]), spec)
+                    keys.add(spec[3])
             if fresh:
                 conn.execute(chunk_task.insert(), _task_values(run_id, fresh.values(), now))
                 conn.execute(chunk_run.update().where(chunk_run.c.run_id == run_id).values(updated_at=now))
@@ -292,27 +307,43 @@ class ChunkStore(StoreBase):
                 return None
             return self._mark_running(conn, task_id, worker, now)
 
-    def claim_chunk_task(self, run_id: str, chunk_index: int, worker: str | None = None) -> ChunkTaskRow | None:
+    def claim_chunk_task(self, run_id: str, chunk_index: int, worker: str | None = None, *,
+                         reclaim_from: str | None = None, fresh_budget: bool = False) -> ChunkTaskRow | None:
         """Claim one SPECIFIC task (a Dagster partition run): pending, failed with attempts left,
         or completed (a deliberate re-materialization of that window) → running, attempts + 1.
         None when the run is not in progress, the task does not exist, it is running elsewhere,
         or it is failed with its attempts used up (reset it on resume first). A re-claimed
         completed task keeps its previous file_name until it completes again, so the caller can
-        supersede (quarantine) the previous attempt's parts."""
+        supersede (quarantine) the previous attempt's parts.
+
+        `reclaim_from`: also take a task that is `running` for exactly that worker — the caller
+        knows that worker is gone (a Dagster run that crashed or failed mid-commit). It is a
+        compare-and-swap: a task claimed since by anyone else is not taken. The old worker's
+        late complete/fail then raises ChunkTaskNotRunning (its result is discarded).
+        `fresh_budget`: a failed task whose attempts are used up is claimable too, with its
+        attempts reset first (a deliberate re-materialization is the Dagster form of resume)."""
         now = utc_now_text()
         with self.engine.begin() as conn:
             run = _lock_run(conn, run_id, exclusive=False)  # completed → running must not race finalize
             if run is None or run.status != "in_progress":
                 return None
             task = conn.execute(
-                sa.select(chunk_task.c.id, chunk_task.c.status, chunk_task.c.attempts)
+                sa.select(chunk_task.c.id, chunk_task.c.status, chunk_task.c.attempts, chunk_task.c.worker)
                 .where((chunk_task.c.run_id == run_id) & (chunk_task.c.chunk_index == int(chunk_index)))
                 .with_for_update(skip_locked=True)
             ).first()
-            if task is None or task.status == "running":
+            if task is None:
                 return None
-            if task.status == "failed" and task.attempts >= run.max_chunk_attempts:
-                return None
+            if task.status == "running":
+                if reclaim_from is None or task.worker != reclaim_from:
+                    return None
+                conn.execute(chunk_task.update().where(
+                    (chunk_task.c.id == task.id) & (chunk_task.c.status == "running")
+                    & (chunk_task.c.worker == reclaim_from)).values(status="pending", worker=None))
+            elif task.status == "failed" and task.attempts >= run.max_chunk_attempts:
+                if not fresh_budget:
+                    return None
+                conn.execute(chunk_task.update().where(chunk_task.c.id == task.id).values(attempts=0))
             if task.status == "completed":  # re-materialization: a fresh attempt budget
                 conn.execute(chunk_task.update().where(chunk_task.c.id == task.id).values(attempts=0))
             return self._mark_running(conn, task.id, worker, now)

@@ -70,6 +70,12 @@ class FileLogStore(StoreBase):
             q = q.where(file_log.c.export_name == export_name)
         return self._rows(q)
 
+    def list_files_for_export(self, export_name: str) -> list[FileRow]:
+        """Every part ever recorded for the export, oldest first (a Dagster chunk run finds the
+        parts of windows carried over from earlier runs, or repaired, by their attempt name)."""
+        return self._rows(sa.select(file_log).where(file_log.c.export_name == export_name)
+                          .order_by(file_log.c.id))
+
     def list_files_for_run(self, run_id: str) -> list[FileRow]:
         return self._rows(sa.select(file_log).where(file_log.c.run_id == run_id).order_by(file_log.c.id))
 

@@ -1,0 +1,596 @@
+"""Chunked exports as Dagster partitions: the planner tick, one window as a unit of work,
+and the chunk finalize (DESIGN.md §6, issue 4 item 6). No Dagster import here.
+
+A Dagster-managed chunked export is a sequence of checkpointed chunk runs (`chunk_run` +
+`chunk_task`, state/chunks.py). Checkpointing is implied (`dagster_export` sets
+`chunk_checkpoint: true`), and planning never downgrades to a full export.
+
+- **The chunk run in progress** is opened by whoever needs it first (the planner sensor, a
+  partition run, the manifest asset). If the export's previous chunk run was finalized with
+  the same plan hash, the new one *continues* it: every window completed there is carried
+  as completed (its parts stay where they are, found again through file_log by attempt
+  name), so a finalized dataset grows by the new windows only. Otherwise (first run, a
+  changed plan, a reset) every window starts pending.
+- **Planner tick** (`plan_chunk_partitions`, the `<export>_planner` sensor): plans the
+  windows against the source; new grid windows (range, days) are added to the in-progress
+  run (`add_chunk_tasks`); keyset plans keep their windows (the open last window absorbs
+  appended rows). The last window that was already registered is *refilled* when its source
+  COUNT differs from the rows it exported (it was partly filled). A finalized run with
+  nothing new opens nothing.
+- **Partition run** (`ChunkPartitionRun`, one or more window keys): claims exactly those
+  tasks (`claim_chunk_task`: a completed window is re-claimed on purpose, a failed one gets
+  a fresh budget, and a task left `running` by a worker the caller knows is gone is taken
+  over by compare-and-swap), stages each window (`stage_window`, asset body) and publishes
+  it (`write_window` + `commit_window`, the same per-window commit as every runner; IO
+  manager). No manifest per partition. A failed window fails its task (`fail_chunk_task`,
+  retryable for transient errors); an error inside the commit leaves the task `running`
+  for the next materialization of that partition to take over.
+- **Finalize** (`ChunkManifestRun`, the `<export>_manifest` asset): refuses, publishing
+  nothing, while a window is not completed (I6; it says how many and which); checks every
+  completed window's parts against the destination (a missing or resized part resets its
+  task and the window must be materialized again); then `finalize_chunk_run_completed`,
+  rebuilds the manifest parts from file_log (`match_completed_parts`, the rehydration of
+  resume), moves this run's unlisted objects (crashed or superseded attempts) to
+  `_quarantine/<run_id>/`, and runs the ordinary finalize sequence with
+  `supersede_previous`: after the new manifest landed, parts the previous manifest listed
+  and this one does not (a re-materialized window's old attempt) are quarantined. Nothing
+  is deleted.
+
+Each planning call (tick, partition, finalize) checks that the config still plans the plan
+hash of the in-progress run; a changed query, column or chunk shape is refused with the
+command that clears the checkpoint.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import xxhash
+
+from rivet_core.chunks import ChunkPlan, ChunkWindow
+from rivet_core.chunks.sql import window_count_query
+from rivet_core.config import ExportConfig, RivetConfig
+from rivet_core.errors import ConfigError, DataIntegrityError, RivetError
+from rivet_core.manifest import quarantine_object, schema_fingerprint
+from rivet_core.pipeline.chunk_commit import (
+    StagedWindow,
+    WindowResult,
+    commit_window,
+    part_prefix,
+    stage_window,
+    write_window,
+)
+from rivet_core.pipeline.chunk_resume import match_completed_parts, rehydrate_window
+from rivet_core.pipeline.chunked import ChunkedRun
+from rivet_core.pipeline.faults import fault_point
+from rivet_core.pipeline.job import RunOptions
+from rivet_core.pipeline.summary import RunSummary, new_run_id
+from rivet_core.redact import redact_secrets
+from rivet_core.source import classify_error, open_source
+from rivet_core.source.query import dialect_for
+from rivet_core.state import (
+    ChunkRunIncomplete,
+    ChunkRunInProgress,
+    ChunkRunRow,
+    ChunkTaskNotRunning,
+    ChunkTaskRow,
+)
+
+log = logging.getLogger("rivet.chunk_partition")
+
+#: Strategies whose window keys never change as the table grows: new windows are appended.
+GRID_STRATEGIES = ("range", "days")
+
+
+def dagster_export(export: ExportConfig) -> ExportConfig:
+    """The export as Dagster runs it: checkpointing implied (partitions ARE the checkpoint)."""
+    if export.chunk_checkpoint:
+        return export
+    return export.model_copy(update={"chunk_checkpoint": True})
+
+
+def dagster_chunk_problem(export: ExportConfig) -> str | None:
+    """Why a chunked export cannot be Dagster partitions, or None. Decided from the config
+    alone (no source probe), so a code location refuses it at load time."""
+    if export.mode != "chunked":
+        return f"export '{export.name}' is mode '{export.mode}', not chunked"
+    if export.chunk_count is not None or export.chunk_dense:
+        knob = "chunk_count" if export.chunk_count is not None else "chunk_dense"
+        return (f"export '{export.name}': {knob} windows depend on the table's current extent and change "
+                "as it grows, so they cannot be Dagster partitions (a partition key must name the same rows "
+                "forever) — use chunk_column + chunk_size (grid-aligned), chunk_by_days or chunk_by_key, "
+                "or run this export with the CLI")
+    if export.keyset_incremental:
+        return (f"export '{export.name}': keyset_incremental is a CLI mode; as Dagster partitions a keyset "
+                "export already grows through its open last window, which the planner sensor re-requests — "
+                "remove keyset_incremental for Dagster")
+    return None
+
+
+class ChunkWindowsMissing(DataIntegrityError):
+    """The chunk run cannot be finalized: windows are not completed (I6)."""
+
+    def __init__(self, export_name: str, run_id: str, missing: list[ChunkTaskRow], total: int,
+                 reasons: dict[str, str] | None = None) -> None:
+        keys = [t.window_key for t in missing]
+        shown = ", ".join(keys[:10]) + (f", … ({len(keys) - 10} more)" if len(keys) > 10 else "")
+        detail = "; ".join(f"{k}: {r}" for k, r in list((reasons or {}).items())[:5])
+        super().__init__(
+            f"export '{export_name}': {len(missing)} of {total} chunk window(s) not materialized "
+            f"(chunk run {run_id}) — nothing was published; materialize partition(s) {shown} of the "
+            f"chunk asset, then `{export_name}_manifest` again" + (f" ({detail})" if detail else ""))
+        self.missing_keys = keys
+        self.total = total
+
+
+class ChunkPartitionBusy(RivetError):
+    """The window is being exported by another live worker (or cannot be claimed)."""
+
+    exit_code = 1
+
+
+@dataclass
+class ChunkPlanTick:
+    """What one planner evaluation found and did (the sensor turns it into Dagster requests)."""
+
+    export_name: str
+    #: The in-progress chunk run after this call, or None (a finalized run, nothing new).
+    run_id: str | None
+    #: Every window key of that run (else of the last finalized run), in window order.
+    keys: list[str]
+    #: True when this call opened a chunk run where every window is pending (nothing carried).
+    fresh: bool = False
+    #: Windows this call added to the checkpoint (new windows), in window order.
+    added: list[str] = field(default_factory=list)
+    #: Completed windows whose source COUNT differs from the rows they exported → count now.
+    refill: dict[str, int] = field(default_factory=dict)
+    not_completed: int = 0
+    #: Fingerprint of (window, attempt) of every completed window: a manifest run key.
+    stamp: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        """Every window of the in-progress run is completed: `<export>_manifest` can finalize."""
+        return self.run_id is not None and self.not_completed == 0
+
+    @property
+    def to_export(self) -> list[str]:
+        """Windows this tick asks to (re-)export, in window order."""
+        wanted = set(self.keys if self.fresh else self.added) | set(self.refill)
+        return [k for k in self.keys if k in wanted]
+
+
+def _task_spec(window: ChunkWindow) -> tuple[int, str | None, str | None, str]:
+    return (window.index, window.lo, window.hi, window.key)
+
+
+def _window(task: ChunkTaskRow) -> ChunkWindow:
+    return ChunkWindow(task.chunk_index, task.start_key, task.end_key, task.window_key)
+
+
+def _stamp(tasks: Sequence[ChunkTaskRow]) -> str:
+    hasher = xxhash.xxh3_64()
+    for t in sorted(tasks, key=lambda t: t.window_key):
+        if t.status == "completed":
+            hasher.update(f"{t.window_key}\0{t.file_name or ''}\0{t.rows_written}\n".encode())
+    return hasher.hexdigest()
+
+
+class DagsterChunkRun(ChunkedRun):
+    """What the planner, a partition run and the finalize share: planning without downgrade,
+    and finding or opening the in-progress chunk run (module docstring)."""
+
+    def __init__(self, config: RivetConfig, export: ExportConfig, *, dagster_run_id: str | None = None,
+                 state=None, notifications="config") -> None:  # noqa: ANN001
+        problem = dagster_chunk_problem(export)
+        if problem:
+            raise ConfigError(problem)
+        super().__init__(config, dagster_export(export),
+                         RunOptions(dagster_run_id=dagster_run_id, internal_retries=False, ledger=False),
+                         state=state, notifications=notifications)
+        self.chunk_run: ChunkRunRow | None = None
+
+    def plan_grid(self) -> ChunkPlan:
+        chunk_plan = self.plan_windows(allow_downgrade=False)
+        assert chunk_plan is not None  # allow_downgrade=False always plans
+        return chunk_plan
+
+    def refuse_changed(self, found: ChunkRunRow, chunk_plan: ChunkPlan) -> None:
+        if found.plan_hash != chunk_plan.plan_hash:
+            cfg = self.config.config_path
+            raise ConfigError(
+                f"export '{self.export.name}': the config now plans {chunk_plan.plan_hash} but the chunk run "
+                f"{found.run_id} in progress was planned as {found.plan_hash} (the query, chunk column or chunk "
+                "shape changed), so its partitions no longer name the same rows. Restore the old settings, or "
+                f"clear the checkpoint with `rivet state reset-chunks -c {cfg} -e {self.export.name}` (the next "
+                "planner tick starts a fresh chunk run)")
+
+    def new_windows(self, chunk_plan: ChunkPlan, tasks: Sequence[ChunkTaskRow]) -> list[ChunkWindow]:
+        """Planned windows that are not tasks yet (grid strategies only), renumbered after the
+        highest existing chunk_index so indices stay unique when the table's minimum moved."""
+        if not tasks:
+            return list(chunk_plan.windows)
+        if chunk_plan.strategy not in GRID_STRATEGIES:
+            return []
+        known = {t.window_key for t in tasks}
+        fresh = sorted((w for w in chunk_plan.windows if w.key not in known), key=lambda w: w.key)
+        top = max(t.chunk_index for t in tasks)
+        return [ChunkWindow(top + 1 + i, w.lo, w.hi, w.key) for i, w in enumerate(fresh)]
+
+    def continued_run(self, chunk_plan: ChunkPlan) -> ChunkRunRow | None:
+        """The finalized chunk run a new one continues: the export's latest, if it completed
+        with the same plan hash (else the new run starts with every window pending)."""
+        previous = self.state.get_latest_chunk_run(self.export.name)
+        if previous is not None and previous.status == "completed" and previous.plan_hash == chunk_plan.plan_hash:
+            return previous
+        return None
+
+    def open_chunk_run(self, chunk_plan: ChunkPlan, *, extra: Sequence[ChunkWindow] = ()) -> tuple[ChunkRunRow, bool]:
+        """Open the in-progress chunk run, continuing `continued_run` with `extra` windows
+        appended; returns (run, fresh). A concurrent opener's run wins the race."""
+        state, name = self.state, self.export.name
+        previous = self.continued_run(chunk_plan)
+        carry = previous is not None
+        if previous is not None:
+            old = state.list_chunk_tasks(previous.run_id)
+            specs = [(t.chunk_index, t.start_key, t.end_key, t.window_key) for t in old]
+            specs += [_task_spec(w) for w in extra]
+            completed = {t.chunk_index: (t.rows_written or 0, t.file_name) for t in old if t.status == "completed"}
+        else:
+            specs, completed = [_task_spec(w) for w in chunk_plan.windows], {}
+        run_id = new_run_id(name)
+        try:
+            state.create_chunk_run(run_id, name, chunk_plan.plan_hash, self._max_attempts(), chunk_plan.strategy,
+                                   chunk_plan.column, chunk_plan.size, specs, completed=completed)
+        except ChunkRunInProgress:
+            found = state.find_in_progress_chunk_run(name)
+            if found is None:
+                raise
+            self.refuse_changed(found, chunk_plan)
+            return found, False
+        log.info("export '%s': chunk run %s opened (%d window(s), %d carried from %s)", name, run_id, len(specs),
+                 len(completed), previous.run_id if previous is not None else "-")
+        found = state.get_chunk_run(run_id)
+        assert found is not None
+        return found, not carry
+
+    def in_progress(self, chunk_plan: ChunkPlan) -> ChunkRunRow:
+        """The in-progress chunk run, opened (continuing the last one) when there is none."""
+        found = self.state.find_in_progress_chunk_run(self.export.name)
+        if found is not None:
+            self.refuse_changed(found, chunk_plan)
+        else:
+            found, _ = self.open_chunk_run(chunk_plan)
+        self.chunk_run = found
+        return found
+
+    def use_run_id(self, run_id: str) -> None:
+        """Work under the chunk run's id: file_log rows, part names and the journal carry it."""
+        self.summary.run_id = run_id
+        self.summary.journal.run_id = run_id
+
+    def source_count(self, chunk_plan: ChunkPlan, window: ChunkWindow) -> int:
+        sql, params = window_count_query(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan, window)
+        with open_source(self.plan.source_url, self.plan.tuning) as src:
+            return int(src.scalar(sql, params))
+
+
+# ------------------------------------------------------------------------------- planner
+def plan_chunk_partitions(config: RivetConfig, export: ExportConfig, *, state=None) -> ChunkPlanTick:  # noqa: ANN001
+    """One planner evaluation (module docstring): keeps the checkpoint in step with the
+    source and says which windows to (re-)export and whether the run can be finalized."""
+    run = DagsterChunkRun(config, export, state=state, notifications=None)
+    try:
+        chunk_plan = run.plan_grid()
+        store, name = run.state, run.export.name
+        current = store.find_in_progress_chunk_run(name)
+        previous = None
+        if current is not None:
+            run.refuse_changed(current, chunk_plan)
+            before = store.list_chunk_tasks(current.run_id)
+        else:
+            previous = run.continued_run(chunk_plan)
+            before = store.list_chunk_tasks(previous.run_id) if previous is not None else []
+        carry = previous is not None
+        extra = run.new_windows(chunk_plan, before)
+        refill = _refill(run, chunk_plan, before)
+        fresh = False
+        if current is None:
+            if carry and not extra and not refill:  # finalized, and nothing new: open nothing
+                return ChunkPlanTick(name, None, sorted(t.window_key for t in before), stamp=_stamp(before),
+                                     warnings=list(chunk_plan.warnings))
+            current, fresh = run.open_chunk_run(chunk_plan, extra=extra if carry else ())
+        elif extra:
+            store.add_chunk_tasks(current.run_id, [_task_spec(w) for w in extra])
+        tasks = store.list_chunk_tasks(current.run_id)
+        keys = sorted(t.window_key for t in tasks)
+        present = set(keys)
+        added = [] if fresh else sorted(w.key for w in extra if w.key in present)
+        return ChunkPlanTick(
+            name, current.run_id, keys, fresh=fresh, added=added, refill=refill,
+            not_completed=sum(t.status != "completed" for t in tasks), stamp=_stamp(tasks),
+            warnings=list(chunk_plan.warnings))
+    finally:
+        run.close()
+
+
+def _refill(run: DagsterChunkRun, chunk_plan: ChunkPlan, tasks: Sequence[ChunkTaskRow]) -> dict[str, int]:
+    """The last registered window, when it is completed and the source now holds a different
+    number of rows in it than it exported (it was partly filled; rows arrived since)."""
+    if not tasks:
+        return {}
+    last = max(tasks, key=lambda t: t.window_key)
+    if last.status != "completed":
+        return {}
+    count = run.source_count(chunk_plan, _window(last))
+    return {last.window_key: count} if count != (last.rows_written or 0) else {}
+
+
+# ------------------------------------------------------------------------------- one partition
+@dataclass
+class _Claimed:
+    task: ChunkTaskRow
+    window: ChunkWindow
+    staged: StagedWindow | None = None
+    result: WindowResult | None = None
+    #: committed (task completed), or left running by an error inside the commit: not released.
+    settled: bool = False
+
+
+class ChunkPartitionRun(DagsterChunkRun):
+    """One Dagster partition run: exports exactly its window(s) into the in-progress chunk run.
+
+        run = ChunkPartitionRun(config, export, ["id_…"], dagster_run_id=…)
+        run.claim(is_gone=…)   # asset body: plan, schema gate, claim the tasks
+        run.extract()          # asset body: stage each window (no destination write)
+        run.publish()          # IO manager: write_window + commit_window per window
+
+    A failure in any phase fails the claimed tasks that are not committed (the failing window
+    as classified — transient → retryable —, the others retryable) and removes the staging
+    files, except an error inside `commit_window`, which leaves that task `running` as a
+    crash would. `is_gone(worker)` says whether the worker holding a `running` task is dead
+    (the adapter asks Dagster whether that run is still going); only then is it taken over.
+    A step retry of the same Dagster run takes its own `running` task back.
+    """
+
+    def __init__(self, config: RivetConfig, export: ExportConfig, window_keys: Sequence[str], *,
+                 dagster_run_id: str, state=None) -> None:  # noqa: ANN001
+        super().__init__(config, export, dagster_run_id=dagster_run_id, state=state, notifications=None)
+        self.window_keys = list(window_keys)
+        self.worker = dagster_run_id
+        self.claimed: list[_Claimed] = []
+        self.ctx = None
+
+    @property
+    def run_id(self) -> str:
+        assert self.chunk_run is not None
+        return self.chunk_run.run_id
+
+    def claim(self, *, is_gone: Callable[[str], bool] | None = None) -> list[ChunkTaskRow]:
+        try:
+            chunk_plan = self.plan_grid()
+            self._gate_probe_schema()  # the schema-drift facade, before anything is claimed
+            run = self.in_progress(chunk_plan)
+            self.use_run_id(run.run_id)
+            tasks = {t.window_key: t for t in self.state.list_chunk_tasks(run.run_id)}
+            unknown = [k for k in self.window_keys if k not in tasks]
+            if unknown:
+                raise ConfigError(
+                    f"export '{self.export.name}': partition(s) {', '.join(unknown)} are not windows of chunk "
+                    f"run {run.run_id} (registered by an older plan?) — let the `{self.export.name}_planner` "
+                    "sensor register the current windows")
+            for key in self.window_keys:
+                self.claimed.append(self._claim_one(tasks[key], is_gone))
+            self.ctx = self.window_context(run.run_id)
+        except BaseException as exc:
+            self.release(exc)
+            raise
+        return [c.task for c in self.claimed]
+
+    def _claim_one(self, task: ChunkTaskRow, is_gone: Callable[[str], bool] | None) -> _Claimed:
+        state, run_id = self.state, self.run_id
+        claimed = state.claim_chunk_task(run_id, task.chunk_index, self.worker, fresh_budget=True)
+        if claimed is None:
+            now = state.get_chunk_task(run_id, task.chunk_index) or task
+            gone = now.status == "running" and now.worker is not None and (
+                now.worker == self.worker or (is_gone is not None and is_gone(now.worker)))
+            if gone:
+                log.warning("export '%s': window %s was left running by %s; taking it over",
+                            self.export.name, task.window_key, now.worker)
+                claimed = state.claim_chunk_task(run_id, task.chunk_index, self.worker, reclaim_from=now.worker,
+                                                 fresh_budget=True)
+            if claimed is None:
+                owner = f" by {now.worker}" if now.status == "running" and now.worker else ""
+                raise ChunkPartitionBusy(
+                    f"export '{self.export.name}': window {task.window_key} is {now.status}{owner} and cannot be "
+                    f"claimed by {self.worker} (chunk run {run_id}) — wait for that run, or cancel it and "
+                    "materialize the partition again")
+        self.summary.journal.record("ChunkStarted", chunk_index=claimed.chunk_index, start_key=claimed.start_key,
+                                    end_key=claimed.end_key)
+        return _Claimed(task=claimed, window=_window(claimed))
+
+    def extract(self) -> list[StagedWindow]:
+        """Stage every claimed window (asset body); the fault point `chunk_export:N` fires first."""
+        assert self.ctx is not None, "claim() first"
+        for c in self.claimed:
+            try:
+                fault_point(f"chunk_export:{c.window.index}")
+                c.staged = stage_window(self.ctx, c.window)
+            except BaseException as exc:
+                self.release(exc, failing=c)
+                raise
+        return [c.staged for c in self.claimed if c.staged is not None]
+
+    def publish(self) -> list[WindowResult]:
+        """Write and commit each staged window (IO manager): `write_window`, then
+        `commit_window` (record_part per part → file_log, fault points, complete_chunk_task)."""
+        assert self.ctx is not None, "claim() first"
+        for c in self.claimed:
+            assert c.staged is not None, "extract() first"
+            try:
+                c.result = write_window(self.ctx, c.staged)
+            except BaseException as exc:
+                self.release(exc, failing=c)
+                raise
+            c.settled = True  # from here on an error leaves the task running (like a crash)
+            try:
+                commit_window(self.summary, self.state, c.result, checkpoint_run_id=self.run_id, worker=self.worker)
+            except BaseException as exc:
+                self.release(exc)
+                raise
+            log.info("export '%s': window %s committed (%d rows)", self.export.name, c.window.key, c.result.rows)
+        self.cleanup()
+        return [c.result for c in self.claimed if c.result is not None]
+
+    def release(self, error: BaseException, *, failing: _Claimed | None = None) -> None:
+        """Fail every claimed task that is not settled, then remove the staging files."""
+        message = redact_secrets(error)
+        transient = isinstance(error, Exception) and classify_error(error).transient
+        for c in self.claimed:
+            if c.settled:
+                continue
+            c.settled = True
+            note = message if c is failing else f"not exported: {message}"
+            try:
+                self.state.fail_chunk_task(self.run_id, c.window.index, note,
+                                           retryable=transient or c is not failing, worker=self.worker)
+                self.summary.journal.record("ChunkFailed", chunk_index=c.window.index, error=note,
+                                            attempt=c.task.attempts)
+            except ChunkTaskNotRunning:
+                pass  # taken over meanwhile: that worker owns it now
+            except Exception as exc:  # noqa: BLE001 - the step fails anyway; the task is taken over later
+                log.warning("export '%s': could not mark window %s failed: %s", self.export.name, c.window.key,
+                            redact_secrets(exc))
+        self.cleanup()
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.staging_dir, ignore_errors=True)
+        self.close()
+
+
+# ------------------------------------------------------------------------------- finalize
+class ChunkManifestRun(DagsterChunkRun):
+    """`<export>_manifest`: finalize the in-progress chunk run (module docstring).
+
+        run = ChunkManifestRun(config, export, dagster_run_id=…)
+        run.prepare()     # asset body: I6 pre-check (raises ChunkWindowsMissing; nothing published)
+        run.publish()     # IO manager: I6 (atomic) → parts from file_log → finalize sequence
+    """
+
+    supersedes_previous = True
+
+    def __init__(self, config: RivetConfig, export: ExportConfig, *, dagster_run_id: str | None = None,
+                 state=None, notifications="config") -> None:  # noqa: ANN001
+        super().__init__(config, export, dagster_run_id=dagster_run_id, state=state, notifications=notifications)
+        self.windows_total = 0
+
+    def prepare(self) -> ChunkRunRow:
+        """Find (or continue) the chunk run and refuse while a window is not completed or a
+        completed window's parts are not at the destination (that window is reset)."""
+        try:
+            chunk_plan = self.plan_grid()
+            run = self.in_progress(chunk_plan)
+            tasks = self.state.list_chunk_tasks(run.run_id)
+            listing = {o.key: o for o in self.dest.list("")}
+            reasons: dict[str, str] = {}
+            for window in match_completed_parts(tasks, self.state.list_files_for_export(self.export.name), listing):
+                if window.intact:
+                    continue
+                for f in window.broken:
+                    if f.file_name in listing:
+                        quarantine_object(self.dest, run.run_id, f.file_name)
+                self.state.reset_chunk_task_for_re_export(run.run_id, window.task.chunk_index,
+                                                          "finalize: part missing or resized at the destination")
+                reasons[window.task.window_key] = "its part is missing or resized at the destination"
+            if reasons:
+                tasks = self.state.list_chunk_tasks(run.run_id)
+            missing = [t for t in tasks if t.status != "completed"]
+            if missing:
+                raise ChunkWindowsMissing(self.export.name, run.run_id, missing, len(tasks), reasons)
+        except BaseException:
+            self.abandon()
+            raise
+        self.windows_total = len(tasks)
+        self.use_run_id(run.run_id)
+        return run
+
+    def publish(self) -> RunSummary:
+        """I6 (atomic), then the run is ours: ledger, parts from file_log, sweep, finalize
+        sequence. Refusals before I6 raise and publish nothing (no ledger, no metrics)."""
+        assert self.chunk_run is not None, "prepare() first"
+        run_id, state, dest, summary = self.chunk_run.run_id, self.state, self.dest, self.summary
+        try:
+            found = state.get_chunk_run(run_id)
+            if found is None or found.status != "in_progress":
+                raise DataIntegrityError(
+                    f"export '{self.export.name}': chunk run {run_id} is "
+                    f"{'gone' if found is None else found.status} — another `{self.export.name}_manifest` "
+                    "run finalized it (or a reset removed it) meanwhile; this run published nothing")
+            try:
+                state.finalize_chunk_run_completed(run_id)  # I6, atomic with the count
+            except ChunkRunIncomplete:
+                tasks = state.list_chunk_tasks(run_id)
+                raise ChunkWindowsMissing(self.export.name, run_id, [t for t in tasks if t.status != "completed"],
+                                          len(tasks)) from None
+        except BaseException:
+            self.abandon()
+            raise
+        self.open_ledger()
+        try:
+            tasks = state.list_chunk_tasks(run_id)
+            listing = {o.key: o for o in dest.list("")}
+            kept: set[str] = set()
+            for window in match_completed_parts(tasks, state.list_files_for_export(self.export.name), listing):
+                if not window.intact:
+                    raise DataIntegrityError(
+                        f"export '{self.export.name}': window {window.task.window_key} lost its part(s) at the "
+                        "destination while the manifest was being built — materialize that partition again")
+                kept.update(rehydrate_window(summary, window, listing))
+            own = part_prefix(self.export.name, run_id)
+            for key in listing:
+                if key.startswith(own) and key not in kept and not quarantine_object(dest, run_id, key):
+                    summary.add_warning(f"unlisted object '{key}' could not be quarantined")
+            summary.schema_fingerprint = schema_fingerprint(self.output_schema)
+            summary.schema_changed = False  # gated per partition, before each window was claimed
+            summary.journal.record("Warning", context="chunk_finalize",
+                                   message=f"chunk run {run_id}: {len(tasks)} window(s), {len(kept)} part(s)")
+            self._run_total_quality()
+            try:
+                highest = state.max_completed_chunk_index(run_id)
+                if highest is not None:
+                    state.record_committed_chunked(self.export.name, highest, run_id)
+            except Exception as exc:  # noqa: BLE001 - progression is advisory (PG2)
+                summary.add_warning(f"progression write failed: {redact_secrets(exc)}")
+        except Exception as exc:  # noqa: BLE001 - reported through finalize
+            return self._finalize(exc)
+        return self._finalize(None)
+
+    def abandon(self) -> None:
+        """Give up before the finalize sequence: nothing was published or recorded."""
+        shutil.rmtree(self.staging_dir, ignore_errors=True)
+        self.close()
+
+
+# ------------------------------------------------------------------------------- reconcile
+def reconcile_chunks(config: RivetConfig, export: ExportConfig, *, state=None):  # noqa: ANN001, ANN201
+    """`rivet reconcile` (reconcile.py) for a Dagster-managed chunked export, checkpointing
+    implied; returns (report, chunk_index → window key) so results name partitions."""
+    from rivet_core.pipeline.reconcile import reconcile_export
+    from rivet_core.state import StateStore
+
+    report = reconcile_export(config, dagster_export(export))
+    store = state or StateStore.open(config.config_path)
+    try:
+        keys = {t.chunk_index: t.window_key for t in store.list_chunk_tasks(report.run_id)}
+    finally:
+        if state is None:
+            store.close()
+    return report, keys
+
+
+__all__ = ["ChunkManifestRun", "ChunkPartitionBusy", "ChunkPartitionRun", "ChunkPlanTick", "ChunkWindowsMissing",
+           "DagsterChunkRun", "dagster_chunk_problem", "dagster_export", "plan_chunk_partitions", "reconcile_chunks"]

@@ -1,0 +1,244 @@
+"""Chunked exports as Dagster partitions (DESIGN.md §6, issue 4 item 6).
+
+A `mode: chunked` export becomes:
+
+- **the chunk asset** (the export's key), partitioned by `DynamicPartitionsDefinition`
+  `<export>_chunks`, one key per window. Materializing partitions exports exactly those
+  windows into the in-progress chunk run (`api.ChunkPartitionRun`): the body claims the
+  tasks, gates schema drift and stages the windows; the IO manager writes and commits them
+  (parts, file_log, task completed) — no manifest. Re-materializing a partition replaces
+  its parts once the next manifest lands (the old ones are quarantined). A backfill is
+  split into runs of `MAX_PARTITIONS_PER_RUN` windows; the source pool caps concurrent
+  queries.
+- **`<export>_manifest`** (unpartitioned, deps on the chunk asset, nothing loaded): finalizes
+  the chunk run once every registered window is completed (I6), else fails naming how many
+  are missing. Carries `manifest_verified` (blocking, the same check as every export) and
+  `reconcile` (per window: source COUNT vs rows written). Downstream assets read the whole
+  export from it through the IO manager.
+- **`<export>_planner`** sensor: plans the windows against the source
+  (`api.plan_chunk_partitions`), registers new keys in ascending order, requests runs for
+  new windows and for the last window when it filled up since it was exported (run key
+  `<chunk run>:<key>:<source count>`, so a refill is requested once per fill level), and
+  requests `<export>_manifest` once every window is completed (run key stamped with the
+  windows' attempts, so the same state is finalized once). STOPPED unless
+  `dagster.schedule_status: RUNNING`.
+
+No `from __future__ import annotations` here (Dagster resolves resource annotations).
+"""
+
+import re
+from typing import Any
+
+import dagster as dg
+
+from rivet_core import api
+from rivet_dagster.assets import describe, drift_result
+from rivet_dagster.io_manager import PendingChunks, PendingManifest, chunk_failure, is_transient
+from rivet_dagster.naming import asset_key, group_name, manifest_asset_key, pool_name, safe_name
+from rivet_dagster.partitions import chunk_partitions
+from rivet_dagster.resources import RivetResource
+
+#: Windows per run in a backfill: amortizes run start-up (seconds per run) while a failed
+#: run re-exports at most this many windows; windows of one run are exported one by one.
+MAX_PARTITIONS_PER_RUN = 10
+PLANNER_INTERVAL_SECONDS = 60
+_DAGSTER_RUN_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def require_partitionable(export: api.ExportConfig) -> None:
+    problem = api.dagster_chunk_problem(export)
+    if problem:
+        raise api.ConfigError(problem)
+    if export.dagster and export.dagster.schedule:
+        raise api.ConfigError(
+            f"export '{export.name}': dagster.schedule does not apply to a chunked export — its "
+            f"`{export.name}_planner` sensor plans and requests the windows; start it with "
+            "dagster.schedule_status: RUNNING (or from the UI) and remove dagster.schedule")
+
+
+def chunked_description(config: api.RivetConfig, export: api.ExportConfig) -> str:
+    return describe(config, export) + (
+        f"\n- partitions: one per chunk window (`{safe_name(export.name)}_chunks`), registered by the "
+        f"`{safe_name(export.name)}_planner` sensor\n"
+        "- checkpointed: Dagster-managed chunked exports always use the chunk checkpoint "
+        "(`chunk_checkpoint: true` is implied)\n"
+        f"- published by `{export.name}_manifest` once every window is materialized")
+
+
+def worker_gone(instance: dg.DagsterInstance, worker: str) -> bool:
+    """True when `worker` (who holds a running chunk task) is a Dagster run that is over or
+    unknown to this instance: its task may be taken over. Other workers (a CLI process) are
+    never presumed dead."""
+    if not _DAGSTER_RUN_ID.match(worker):
+        return False
+    run = instance.get_run_by_id(worker)
+    return run is None or run.is_finished
+
+
+def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetsDefinition:
+    key = asset_key(config, export)
+    tuning = export.resolved_tuning(config.source)
+    export_name = export.name
+
+    @dg.asset(
+        key=key, group_name=group_name(config, export), description=chunked_description(config, export),
+        kinds={config.source.type, export.format, export.destination.type},
+        pool=pool_name(config, export), partitions_def=chunk_partitions(export),
+        backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=MAX_PARTITIONS_PER_RUN),
+        check_specs=[dg.AssetCheckSpec("schema_drift", asset=key, description=(
+            f"schema drift of the source (on_schema_drift: {export.on_schema_drift or 'warn'})"))],
+        io_manager_key="rivet_io_manager",
+        metadata={"rivet/export": export_name, "rivet/mode": "chunked", "rivet/role": "chunks"},
+        retry_policy=dg.RetryPolicy(max_retries=tuning.max_retries,
+                                    delay=tuning.retry_backoff_ms / 1000.0, backoff=dg.Backoff.EXPONENTIAL),
+    )
+    def _chunks(context: dg.AssetExecutionContext, rivet: RivetResource):
+        cfg = rivet.load()
+        exp = cfg.export(export_name)
+        keys = list(context.partition_keys)
+        what = f"chunk partition(s) {', '.join(keys)}"
+        run = api.ChunkPartitionRun(cfg, exp, keys, dagster_run_id=context.run.run_id)
+        try:
+            run.claim(is_gone=lambda worker: worker_gone(context.instance, worker))
+        except api.SchemaDriftError as exc:
+            yield drift_result(exp, run.summary)
+            raise chunk_failure(export_name, what, exc) from exc
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            raise chunk_failure(export_name, what, exc) from exc
+        context.log.info(f"chunk run {run.run_id}: exporting window(s) {', '.join(keys)} → {run.dest.uri}")
+        yield drift_result(exp, run.summary)
+        try:
+            run.extract()
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            raise chunk_failure(export_name, what, exc) from exc
+        yield dg.Output(PendingChunks(run))
+
+    return _chunks
+
+
+def build_manifest_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetsDefinition:
+    export_name = export.name
+
+    @dg.asset(
+        key=manifest_asset_key(config, export), deps=[asset_key(config, export)],
+        group_name=group_name(config, export),
+        description=(f"The published dataset of chunked export `{export_name}`: finalizes the chunk run "
+                     "(manifest.json, _SUCCESS, metrics, report, notification) once every window of "
+                     f"`{safe_name(export_name)}_chunks` is materialized, and refuses otherwise (I6)."),
+        kinds={export.format, export.destination.type}, pool=pool_name(config, export),
+        io_manager_key="rivet_io_manager",
+        metadata={"rivet/export": export_name, "rivet/mode": "chunked", "rivet/role": "manifest"},
+    )
+    def _manifest(context: dg.AssetExecutionContext, rivet: RivetResource):
+        cfg = rivet.load()
+        run = api.ChunkManifestRun(cfg, cfg.export(export_name), dagster_run_id=context.run.run_id)
+        try:
+            chunk_run = run.prepare()
+        except Exception as exc:
+            if is_transient(exc):
+                raise
+            raise chunk_failure(export_name, "manifest", exc) from exc
+        context.log.info(f"finalizing chunk run {chunk_run.run_id} ({run.windows_total} window(s)) → {run.dest.uri}")
+        return dg.Output(PendingManifest(run))
+
+    return _manifest
+
+
+def _reconcile_table(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "Every window matches the source."
+    lines = ["| partition | chunk | source rows | exported rows | status |", "|---|---:|---:|---:|---|"]
+    lines += [f"| `{r['key']}` | {r['chunk']} | {r['source']} | {r['exported']} | {r['status']} |" for r in rows]
+    return "\n".join(lines)
+
+
+def build_reconcile_check(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetChecksDefinition:
+    export_name = export.name
+
+    @dg.asset_check(asset=manifest_asset_key(config, export), name="reconcile", blocking=False,
+                    pool=pool_name(config, export),
+                    description="Per chunk window: the source's COUNT(*) of the window vs the rows exported "
+                                "(same verdicts as `rivet reconcile`). A mismatch names the partitions to "
+                                "materialize again.")
+    def _reconcile(context: dg.AssetCheckExecutionContext, rivet: RivetResource) -> dg.AssetCheckResult:
+        cfg = rivet.load()
+        report, keys = api.reconcile_chunks(cfg, cfg.export(export_name))
+        counts = report.counts()
+        bad = [{"key": keys.get(c.chunk_index, str(c.chunk_index)), "chunk": c.chunk_index,
+                "source": c.source_count, "exported": c.exported_count, "status": c.status}
+               for c in report.checks if c.status != "match"]
+        mismatched = [b["key"] for b in bad if b["status"] == "mismatch"]
+        description = ("every window matches the source" if not bad else
+                       f"{len(mismatched)} window(s) differ from the source: {', '.join(mismatched[:10])}"
+                       if mismatched else f"{len(bad)} window(s) could not be compared")
+        return dg.AssetCheckResult(
+            passed=not mismatched, severity=dg.AssetCheckSeverity.ERROR, description=description,
+            metadata={"chunk_run_id": report.run_id, "windows_checked": len(report.checks),
+                      "matches": counts["match"], "mismatches": counts["mismatch"], "unknown": counts["unknown"],
+                      "source_rows": sum(c.source_count or 0 for c in report.checks),
+                      "exported_rows": sum(c.exported_count or 0 for c in report.checks),
+                      "mismatched_partitions": dg.MetadataValue.md(_reconcile_table(bad))})
+
+    return _reconcile
+
+
+def manifest_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
+    return dg.define_asset_job(f"{safe_name(export.name)}_manifest_job",
+                               selection=dg.AssetSelection.assets(manifest_asset_key(config, export)),
+                               tags={"rivet/export": export.name})
+
+
+def _sensor_status(config: api.RivetConfig, export: api.ExportConfig) -> dg.DefaultSensorStatus:
+    status = (export.dagster.schedule_status if export.dagster and export.dagster.schedule_status else
+              config.dagster.schedule_status if config.dagster and config.dagster.schedule_status else "STOPPED")
+    return dg.DefaultSensorStatus.RUNNING if status == "RUNNING" else dg.DefaultSensorStatus.STOPPED
+
+
+def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chunk_job: Any,
+                         finalize_job: Any) -> dg.SensorDefinition:
+    config_path = str(config.config_path)
+    export_name = export.name
+    partitions = chunk_partitions(export)
+
+    @dg.sensor(name=f"{safe_name(export_name)}_planner", jobs=[chunk_job, finalize_job],
+               minimum_interval_seconds=PLANNER_INTERVAL_SECONDS, default_status=_sensor_status(config, export),
+               description=f"Plans the chunk windows of `{export_name}` against the source, registers new "
+                           "ones as partitions (ascending), requests runs for new windows and for the last "
+                           "window when it filled up, and requests the manifest once every window is done.")
+    def _planner(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        cfg = api.load_config(config_path)
+        tick = api.plan_chunk_partitions(cfg, cfg.export(export_name))
+        for warning in tick.warnings:
+            context.log.warning(warning)
+        registered = list(context.instance.get_dynamic_partitions(partitions.name))
+        known, current = set(registered), set(tick.keys)
+        new_keys = [k for k in tick.keys if k not in known]  # tick.keys is ascending: insertion order
+        stale = [k for k in registered if k not in current]
+        dynamic = []
+        if stale:
+            dynamic.append(partitions.build_delete_request(stale))
+        if new_keys:
+            dynamic.append(partitions.build_add_request(new_keys))
+        requests: list[dg.RunRequest] = []
+        if tick.run_id is not None:
+            tags = {"rivet/export": export_name, "rivet/chunk_run": tick.run_id}
+            wanted = set(tick.to_export) | set(new_keys)
+            for key in [k for k in tick.keys if k in wanted]:
+                fill = f":{tick.refill[key]}" if key in tick.refill else ""
+                requests.append(dg.RunRequest(job_name=chunk_job.name, partition_key=key,
+                                              run_key=f"{tick.run_id}:{key}{fill}", tags=tags))
+            if tick.complete and not requests:
+                requests.append(dg.RunRequest(job_name=finalize_job.name, run_key=f"{tick.run_id}:manifest:{tick.stamp}",
+                                              tags=tags))
+        if not requests and not dynamic:
+            return dg.SensorResult(skip_reason=(
+                f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize" if tick.run_id
+                else f"nothing new: {len(tick.keys)} window(s) published"))
+        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic,
+                               cursor=tick.run_id or context.cursor)
+
+    return _planner
