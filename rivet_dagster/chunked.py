@@ -75,6 +75,16 @@ def worker_gone(instance: dg.DagsterInstance, worker: str) -> bool:
     return run is None or run.is_finished
 
 
+def backfill_policy(export: api.ExportConfig) -> dg.BackfillPolicy:
+    """`dagster.backfill_policy`: multi_run (default, parallel runs of up to
+    `max_partitions_per_run` windows) or single_run (needed for `--partition-range`)."""
+    d = export.dagster
+    if d is not None and d.backfill_policy == "single_run":
+        return dg.BackfillPolicy.single_run()
+    return dg.BackfillPolicy.multi_run(
+        max_partitions_per_run=d.max_partitions_per_run if d is not None else MAX_PARTITIONS_PER_RUN)
+
+
 def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetsDefinition:
     key = asset_key(config, export)
     tuning = export.resolved_tuning(config.source)
@@ -84,7 +94,7 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         key=key, group_name=group_name(config, export), description=chunked_description(config, export),
         kinds={config.source.type, export.format, export.destination.type},
         pool=pool_name(config, export), partitions_def=chunk_partitions(export),
-        backfill_policy=dg.BackfillPolicy.multi_run(max_partitions_per_run=MAX_PARTITIONS_PER_RUN),
+        backfill_policy=backfill_policy(export),
         check_specs=[dg.AssetCheckSpec("schema_drift", asset=key, description=(
             f"schema drift of the source (on_schema_drift: {export.on_schema_drift or 'warn'})"))],
         io_manager_key="rivet_io_manager",

@@ -290,6 +290,12 @@ class ExportDagsterConfig(_DagsterCommon):
     schedule: Str | None = None
     end_date: Str | None = None
     timezone: Str | None = None
+    #: Chunked exports: how a backfill of many chunk partitions is split into runs.
+    #: `multi_run` (default): up to `max_partitions_per_run` windows per run, runs in parallel
+    #: (pool-limited). `single_run`: one run for a whole range — required by
+    #: `dagster asset materialize --partition-range` (a Dagster 1.13 rule).
+    backfill_policy: Literal["multi_run", "single_run"] = "multi_run"
+    max_partitions_per_run: int = Field(default=10, ge=1)
 
     @field_validator("end_date")
     @classmethod

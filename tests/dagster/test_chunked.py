@@ -413,3 +413,30 @@ def test_a_partition_run_killed_mid_commit_keeps_its_window_until_dagster_says_t
         assert run_job(defs, MANIFEST_JOB, instance).success
     manifest = assert_destination_equals_source(target, orders_550)
     assert sum("_chunk2_" in p["path"] for p in manifest["parts"]) == 1
+
+
+def test_with_the_single_run_policy_a_cli_partition_range_backfills_every_window_in_one_run(
+        orders_550: str, tmp_path: Path) -> None:
+    """`dagster asset materialize --partition-range` needs BackfillPolicy.single_run (a
+    Dagster 1.13 rule), which `dagster.backfill_policy: single_run` selects; the default
+    multi_run policy is for UI backfills (parallel runs of `max_partitions_per_run` windows)."""
+    target = Target("local", tmp_path)
+    config = chunked_config(target, orders_550, backfill_policy="single_run")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    defs = build_definitions(config)
+    assert defs.resolve_assets_def(EXPORT).backfill_policy == dg.BackfillPolicy.single_run()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        tick(defs, instance)
+        env = {**os.environ, "RIVET_CONFIG": str(config), "DAGSTER_HOME": str(home)}
+        ranged = subprocess.run(
+            [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "rivet_dagster.definitions",
+             "--select", EXPORT, "--partition-range", f"{INITIAL_KEYS[0]}...{INITIAL_KEYS[-1]}",
+             "--config-json", json.dumps({"execution": {"config": {"in_process": {}}}})],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=180)
+        assert ranged.returncode == 0, ranged.stderr[-3000:]
+        assert len(instance.get_runs()) == 1  # one run for the whole range
+        assert {t.status for t in checkpoint(config)[1].values()} == {"completed"}
+        assert run_job(defs, MANIFEST_JOB, instance).success
+    assert_destination_equals_source(target, orders_550)
