@@ -26,7 +26,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = REPO / "examples" / "demo" / "rivet.yaml"
 DEMO_ORDERS = 500
-DEMO_ASSETS = ("customers", "orders", "events")
+DEMO_ASSETS = ("customers", "orders", "events", "customers_chunked", "customers_chunked_manifest")
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,8 @@ def test_the_code_location_with_no_rivet_config_serves_the_shipped_demo(monkeypa
     defs = load_module_defs(monkeypatch)
 
     assert made, "the demo database is not ensured when RIVET_CONFIG is unset"
-    assert {k.to_user_string() for k in defs.resolve_all_asset_keys()} == {"customers", "orders", "events"}
+    assert {k.to_user_string() for k in defs.resolve_all_asset_keys()} == {
+        "customers", "orders", "events", "customers_chunked", "customers_chunked_manifest"}
     rivet_resource = defs.resources["rivet"]
     assert Path(rivet_resource.config_path) == DEMO_CONFIG.resolve()
     dg.Definitions.validate_loadable(defs)
