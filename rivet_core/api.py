@@ -44,7 +44,7 @@ __all__ = [
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
-    "export_destination", "load_config", "open_state", "read_manifest", "run_export",
+    "export_destination", "load_config", "open_state", "partition_prefixes", "read_manifest", "run_export",
     "send_notifications", "verify_at_destination", "verify_export",
 ]
 
@@ -69,6 +69,23 @@ def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = ""
     """`verify_at_destination` on an export's prefix (the CLI and asset checks share this)."""
     dest = export_destination(config, config.export(export_name), sub_prefix=sub_prefix)
     return dest, verify_at_destination(dest, depth=depth)
+
+
+def partition_prefixes(config: RivetConfig, export: ExportConfig) -> list[str]:
+    """Every `<time_column>=YYYY-MM-DD/` prefix under a time_window export that holds a
+    manifest (the daily partitions the Dagster layer wrote); [] for other exports."""
+    import re
+
+    if export.mode != "time_window" or not export.time_column:
+        return []
+    day = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+    marker = f"{export.time_column}="
+    found = set()
+    for obj in export_destination(config, export).list(""):
+        head, _, rest = obj.key.partition("/")
+        if head.startswith(marker) and rest == "manifest.json" and day.match(head[len(marker):]):
+            found.add(head + "/")
+    return sorted(found)
 
 
 def open_state(config: RivetConfig | Path | str) -> StateStore:

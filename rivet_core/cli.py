@@ -207,7 +207,7 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
 def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: str,
              params: tuple[str, ...]) -> int:
     """Verify each export's destination against its manifest and _SUCCESS (no source queries)."""
-    from rivet_core.api import export_destination
+    from rivet_core.api import export_destination, partition_prefixes
     from rivet_core.manifest import verify_at_destination
 
     config = _load(config_path, params)
@@ -217,10 +217,15 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
         if not dest.supports_manifest:
             warnings.append({"export_name": export.name, "warning": "stdout destination has no manifest"})
             continue
-        verdict = verify_at_destination(dest, depth=depth)
-        codes.append(verdict.exit_code())
-        results.append({"export_name": export.name, "resolved_prefix": dest.uri,
-                        "verification": verdict.to_dict()})
+        # A daily-partitioned export (written by the Dagster layer) has one manifest per day.
+        prefixes = partition_prefixes(config, export) if dest.head("manifest.json") is None else []
+        targets = [(export_destination(config, export, sub_prefix=p), f"{export.name} [{p.rstrip('/')}]")
+                   for p in prefixes] or [(dest, export.name)]
+        for target, label in targets:
+            verdict = verify_at_destination(target, depth=depth)
+            codes.append(verdict.exit_code())
+            results.append({"export_name": label, "resolved_prefix": target.uri,
+                            "verification": verdict.to_dict()})
     if fmt == "json":
         click.echo(json.dumps({"exports": results, "warnings": warnings, "errors": []}, indent=2, default=str))
     else:

@@ -9,7 +9,6 @@ not run; the metadata lists each failure with its part, expected and actual valu
 No `from __future__ import annotations` here (Dagster resolves resource annotations).
 """
 
-import re
 
 import dagster as dg
 
@@ -18,19 +17,7 @@ from rivet_dagster.naming import asset_key
 from rivet_dagster.partitions import sub_prefix_for_key
 from rivet_dagster.resources import RivetResource
 
-_DAY = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-
-
-def partition_prefixes(config: api.RivetConfig, export: api.ExportConfig) -> list[str]:
-    """Every `<time_column>=YYYY-MM-DD/` prefix under the export that holds a manifest."""
-    dest = api.export_destination(config, export)
-    marker = f"{export.time_column}="
-    found = set()
-    for obj in dest.list(""):
-        head, _, rest = obj.key.partition("/")
-        if head.startswith(marker) and rest == "manifest.json" and _DAY.match(head[len(marker):]):
-            found.add(head + "/")
-    return sorted(found)
+partition_prefixes = api.partition_prefixes
 
 
 def failures_markdown(rows: list[dict]) -> str:

@@ -56,3 +56,23 @@ def test_rematerializing_a_partition_replaces_its_parts_and_quarantines_the_old_
     dest, verdict = api.verify_export(config, "ev", sub_prefix="at=2026-03-01/")
     assert verdict.passed and not [f for f in verdict.failures if f.kind == "untracked_object"]
     assert verify_at_destination(dest).passed
+
+
+def test_rivet_validate_checks_every_daily_partition_prefix_and_names_a_broken_one(tmp_path):
+    import json
+
+    from tests.helpers import rivet
+
+    _, config = _setup(tmp_path)
+    for day in (DAY, api.DayWindow(start=date(2026, 3, 2), end=date(2026, 3, 3))):
+        assert api.run_export(config, "ev", window=day).status == "success"
+    clean = rivet("validate", "-c", str(config.config_path), "--format", "json")
+    assert clean.returncode == 0, clean.stderr
+    labels = [e["export_name"] for e in json.loads(clean.stdout)["exports"]]
+    assert labels == ["ev [at=2026-03-01]", "ev [at=2026-03-02]"]
+    next((tmp_path / "out" / "at=2026-03-02").glob("*.parquet")).unlink()
+    broken = rivet("validate", "-c", str(config.config_path), "--format", "json")
+    assert broken.returncode == 3
+    verdicts = {e["export_name"]: e["verification"] for e in json.loads(broken.stdout)["exports"]}
+    assert verdicts["ev [at=2026-03-01]"]["passed"] is True
+    assert [f["kind"] for f in verdicts["ev [at=2026-03-02]"]["failures"]] == ["part_missing"]
