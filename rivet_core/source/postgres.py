@@ -20,11 +20,13 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
+import pyarrow as pa
 from psycopg.types.string import TextLoader
 
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.redact import redact_url
-from rivet_core.source.base import SourceColumn, SourceSession, wrap_driver_error
+from rivet_core.source import pg_copy
+from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.query import quote_ident_pg
 from rivet_core.source.types_pg import CATALOG_SQL, PgTypeInfo, pg_column
 
@@ -134,6 +136,11 @@ class PostgresSession(SourceSession):
         return [self._type_cache[(o, m)] for o, m in zip(oids, mods, strict=True)]
 
     def _live_columns(self, cursor: psycopg.ServerCursor[Any]) -> list[SourceColumn]:
+        return [column for column, _ in self._live_columns_with_types(cursor)]
+
+    def _live_columns_with_types(
+        self, cursor: psycopg.ServerCursor[Any]
+    ) -> list[tuple[SourceColumn, PgTypeInfo]]:
         result = cursor.pgresult
         description = cursor.description or []
         if result is None:
@@ -142,9 +149,40 @@ class PostgresSession(SourceSession):
         mods = [result.fmod(i) for i in range(result.nfields)]
         infos = self._type_infos(oids, mods)
         return [
-            pg_column(column.name, mod, info)
+            (pg_column(column.name, mod, info), info)
             for column, mod, info in zip(description, mods, infos, strict=True)
         ]
+
+    def _probe_with_types(
+        self, sql: str, params: Sequence[Any]
+    ) -> list[tuple[SourceColumn, PgTypeInfo]]:
+        cursor = self._new_cursor()
+        try:
+            cursor.execute(sql, list(params) or None)  # DECLARE + describe; no rows run
+            return self._live_columns_with_types(cursor)
+        finally:
+            cursor.close()
+
+    # --- fast read path (pg_copy) -------------------------------------------------------
+
+    def stream(
+        self, sql: str, params: Sequence[Any], schema: pa.Schema, batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        """COPY … (FORMAT csv) when every column has an exact CSV form, else the row path."""
+        self._require_open()
+        if batch_rows < 1:
+            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+        mode = pg_copy.read_path_mode()
+        if mode == "rows":
+            use_copy, why = False, f"{pg_copy.READ_PATH_ENV}=rows"
+        else:
+            with self._driver_errors("describing the query"):
+                use_copy, why = pg_copy.plan_copy(self, strip_sql(sql), params, schema)
+        pg_copy.log.info("PG read path: %s (%s)", "copy" if use_copy else "rows", why)
+        if use_copy:
+            yield from pg_copy.stream_copy(self, strip_sql(sql), params, schema, batch_rows)
+        else:
+            yield from super().stream(sql, params, schema, batch_rows)
 
     def _new_cursor(self) -> psycopg.ServerCursor[Any]:
         return self.connection.cursor(
