@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import sqlite3
+import time
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -42,6 +44,24 @@ def state_url_for(config_path: Path | str | None, env_url: str | None = None) ->
     return f"sqlite:///{db}"
 
 
+def _ensure_wal(cur: sqlite3.Cursor) -> None:
+    """Switch the file to WAL once (the mode is persistent). Switching needs an exclusive
+    lock and SQLite may answer "database is locked" without waiting for the busy timeout
+    while another process creates or migrates the store, so retry for up to ~10 s."""
+    mode = str(cur.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+    deadline = time.monotonic() + 10.0
+    while mode != "wal":
+        try:
+            mode = str(cur.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower()
+            if mode != "wal":
+                log.warning("state store: WAL journal mode unavailable (got %s)", mode)
+                return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)  # another process holds the file's lock: back off and retry
+
+
 def create_state_engine(url: str) -> sa.Engine:
     """Create the engine with the per-dialect connection settings described above."""
     if url.startswith("sqlite"):
@@ -53,9 +73,7 @@ def create_state_engine(url: str) -> sa.Engine:
             cur = dbapi_conn.cursor()
             try:
                 cur.execute("PRAGMA busy_timeout=10000")
-                mode = cur.execute("PRAGMA journal_mode=WAL").fetchone()
-                if mode and str(mode[0]).lower() != "wal":
-                    log.warning("state store: WAL journal mode unavailable (got %s)", mode[0])
+                _ensure_wal(cur)
             finally:
                 cur.close()
 
