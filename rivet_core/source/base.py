@@ -128,6 +128,28 @@ class SourceSession:
     def _close(self, *, success: bool) -> None:
         raise NotImplementedError
 
+    def _end_read_transaction(self, driver_error: type[BaseException], *, success: bool) -> None:
+        """Shared `_close` of the DB-API servers (PostgreSQL, MySQL): commit a finished read,
+        roll back an abandoned one, always close. A failing commit of a read that completed
+        is reported (the snapshot's data may be unreliable); anything else on the way out is
+        not, because the connection is being released anyway."""
+        conn, self._conn = self._conn, None  # type: ignore[attr-defined]
+        if conn is None:
+            return
+        try:
+            if success:
+                conn.commit()
+            else:
+                conn.rollback()
+        except driver_error as exc:
+            if success:
+                raise wrap_driver_error(exc, f"{self.engine_label} error while ending the read transaction") from exc
+        finally:
+            try:
+                conn.close()
+            except driver_error:
+                pass  # already closed by the server; nothing left to release
+
     def quote_ident(self, name: str) -> str:
         raise NotImplementedError
 

@@ -121,22 +121,7 @@ class MySQLSession(SourceSession):
             raise wrap_driver_error(exc, "cannot start the MySQL read transaction") from exc
 
     def _close(self, *, success: bool) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        try:
-            if success:
-                conn.commit()
-            else:
-                conn.rollback()
-        except pymysql.err.MySQLError as exc:
-            if success:
-                raise wrap_driver_error(exc, "MySQL error while ending the read transaction") from exc
-        finally:
-            try:
-                conn.close()
-            except pymysql.err.Error:
-                pass  # already closed by the server; nothing left to release
+        self._end_read_transaction(pymysql.err.MySQLError, success=success)
 
     @property
     def connection(self) -> pymysql.connections.Connection[Any]:

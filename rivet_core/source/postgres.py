@@ -97,19 +97,7 @@ class PostgresSession(SourceSession):
             raise wrap_driver_error(exc, "cannot start the PostgreSQL read transaction") from exc
 
     def _close(self, *, success: bool) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None:
-            return
-        try:
-            if success:
-                conn.commit()
-            else:
-                conn.rollback()
-        except psycopg.Error as exc:
-            if success:
-                raise wrap_driver_error(exc, "PG error while ending the read transaction") from exc
-        finally:
-            conn.close()
+        self._end_read_transaction(psycopg.Error, success=success)
 
     @property
     def connection(self) -> psycopg.Connection[Any]:
