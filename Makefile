@@ -5,19 +5,23 @@
 #   make demo                 the end-to-end demo (scripts/demo.sh)
 #   make dev                  the Dagster UI on the demo (or RIVET_CONFIG) at http://127.0.0.1:3000
 #   make lint                 ruff (not part of `make test` yet)
+#   make bench ARGS='--scale 0.1'  the export benchmark (benchmarks/) → docs/benchmarks.md
 #   make lock                 re-pin requirements.lock from pyproject.toml (then commit both)
 #   make clean                remove caches and build output (keeps .venv: `rm -rf .venv` for that)
 SHELL := /usr/bin/env bash
 VENV  := .venv
 ARGS  ?=
 
-.PHONY: test demo dev lint lock bootstrap clean
+.PHONY: test demo dev lint lock bootstrap clean bench
 
 test:
 	bash scripts/test.sh $(ARGS)
 
 demo:
 	bash scripts/demo.sh $(ARGS)
+
+bench:
+	bash benchmarks/run.sh $(ARGS)
 
 dev: bootstrap
 	DAGSTER_HOME=$${DAGSTER_HOME:-$$PWD/dagster_home} $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $${PORT:-3000}
@@ -26,7 +30,7 @@ bootstrap:
 	bash scripts/bootstrap.sh
 
 lint: bootstrap
-	$(VENV)/bin/ruff check rivet_core rivet_dagster tests
+	$(VENV)/bin/ruff check rivet_core rivet_dagster tests benchmarks
 
 # The lock is for Python 3.11 (the CI machines' version); --custom-compile-command makes the
 # file's header say how to regenerate it.

@@ -35,6 +35,7 @@ from rivet_core.pipeline.job import ExportRun, RunOptions, run_unit
 from rivet_core.pipeline.quality import QualityIssue
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import DayWindow, destination_spec
+from rivet_core.progress import ProgressTracker, callback_tracker
 from rivet_core.state import StateStore
 
 __all__ = [
@@ -45,6 +46,8 @@ __all__ = [
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
     "export_destination", "load_config", "open_state", "partition_prefixes", "read_manifest", "run_export",
+    # progress reporting through a callback (the adapter passes context.log.info)
+    "ProgressTracker", "callback_tracker",
     "send_notifications", "verify_at_destination", "verify_export",
 ]
 

@@ -167,11 +167,15 @@ def summary_json(s: Any) -> dict[str, Any]:
 @click.option("--force", is_flag=True, help="With --resume: allow resuming into a prefix that holds _SUCCESS.")
 @_param_opt
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every run summary.")
+@click.option("--progress", "progress_mode", type=click.Choice(["auto", "tty", "log", "none"]), default="auto",
+              show_default=True, help="Progress on stderr: a live line on a terminal (tty), periodic log "
+              "lines (log; interval RIVET_PROGRESS_INTERVAL seconds, default 10), or none.")
 @_guard
 def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume: bool, force: bool,
-        params: tuple[str, ...], as_json: bool) -> int:
+        params: tuple[str, ...], as_json: bool, progress_mode: str = "auto") -> int:
     """Run exports."""
     from rivet_core.pipeline.job import RunOptions, run_unit
+    from rivet_core.progress import cli_tracker, resolve_mode
     from rivet_core.state import StateStore
 
     config = _load(config_path, params)
@@ -181,19 +185,33 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
         raise RivetError(f"--json cannot be used with a stdout destination (export '{streamed[0]}'): the "
                          "JSON document would be mixed into the data stream — drop --json or write to "
                          "local/s3")
+    from rivet_core.state import ExportLocked
+
     state = StateStore.open(config.config_path)
     summaries = []
+    refused: list[ExportLocked] = []
     try:
         for export in exports:
-            summaries.append(run_unit(config, export, RunOptions(validate=validate, resume=resume, force=force),
-                                      state=state))
+            try:
+                tracker = cli_tracker(config, export, resolve_mode(progress_mode))
+                summaries.append(run_unit(config, export, RunOptions(validate=validate, resume=resume, force=force,
+                                                                     progress=tracker), state=state))
+            except ExportLocked as exc:  # another run holds it: refused before anything was read
+                refused.append(exc)
+                click.echo(f"Error: {redact_secrets(exc.message)}", err=True)
+                continue
+            if tracker is not None:
+                tracker.finish()
             s = summaries[-1]
             click.echo("\n".join(_summary_lines(s)), err=True)
     finally:
         state.close()
     if as_json:
-        click.echo(json.dumps({"runs": [summary_json(s) for s in summaries]}, indent=2, default=str))
-    return worst_exit([s.exit_code for s in summaries])
+        click.echo(json.dumps({"runs": [summary_json(s) for s in summaries],
+                               "refused": [{"export_name": e.export_name, "status": "locked",
+                                            "exit_code": e.exit_code, "error": redact_secrets(e.message)}
+                                           for e in refused]}, indent=2, default=str))
+    return worst_exit([s.exit_code for s in summaries] + [e.exit_code for e in refused])
 
 
 # ----------------------------------------------------------------------------- validate
@@ -431,6 +449,43 @@ def state_reset_chunks(config_path: str, export_name: str | None, stuck: bool) -
     return 0
 
 
+@state.command("locks")
+@_config_opt
+@click.option("-e", "--export", "export_name")
+@click.option("--json", "as_json", is_flag=True)
+@_guard
+def state_locks(config_path: str, export_name: str | None, as_json: bool) -> int:
+    """Show who holds export locks (a running export, or Dagster chunk workers)."""
+    rows = _store(config_path).list_export_locks(export_name)
+    if as_json:
+        click.echo(json.dumps([{**r.__dict__, "stale": r.stale_reason()} for r in rows], indent=2))
+        return 0
+    if not rows:
+        click.echo("no export is locked")
+    for r in rows:
+        stale = r.stale_reason()
+        click.echo(f"{r.lock_key}: {r.mode}, {r.describe()}" + (f" — STALE ({stale})" if stale else ""))
+    return 0
+
+
+@state.command("unlock")
+@_config_opt
+@click.option("-e", "--export", "export_name", required=True)
+@click.option("--force", is_flag=True, help="Also clear a lock whose holder still runs on this host.")
+@_guard
+def state_unlock(config_path: str, export_name: str, force: bool) -> int:
+    """Clear an export's lock left by a dead run (refuses a live holder on this host without --force)."""
+    config = _load(config_path)
+    config.export(export_name)
+    from rivet_core.state import StateStore
+
+    removed = StateStore.open(config.config_path).clear_export_locks(export_name, force=force)
+    for r in removed:
+        click.echo(f"cleared {r.lock_key}: {r.mode}, {r.describe()}")
+    click.echo(f"Removed {len(removed)} lock(s) for export '{export_name}'")
+    return 0
+
+
 # ------------------------------------------------------------------------ metrics/journal
 @main.command()
 @_config_opt
@@ -467,6 +522,21 @@ def journal(config_path: str, export_name: str, last: int, run_id: str | None) -
             brief = ", ".join(f"{k}={v}" for k, v in fields.items() if k != "base_query")
             click.echo(f"  {entry['recorded_at']}  {name}  {brief}")
     return 0
+
+
+# ------------------------------------------------- init / check / plan / apply (own modules)
+from rivet_core import cli_check, cli_init, cli_plan  # noqa: E402 - registered after `main` exists
+
+main.add_command(cli_init.init)
+main.add_command(cli_check.check)
+main.add_command(cli_plan.plan)
+main.add_command(cli_plan.apply)
+
+
+# ------------------------------------------------------------------- doctor (own module)
+from rivet_core.cli_doctor import doctor as _doctor  # noqa: E402 - registered after `main` exists
+
+main.add_command(_doctor)
 
 
 if __name__ == "__main__":

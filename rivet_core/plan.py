@@ -106,7 +106,7 @@ def destination_spec(config: RivetConfig, export: ExportConfig, now: datetime,
             access_key=_env(dest.access_key_env, "access_key_env", export.name),
             secret_key=_env(dest.secret_key_env, "secret_key_env", export.name),
             session_token=_env(dest.session_token_env, "session_token_env", export.name),
-            aws_profile=dest.aws_profile)
+            aws_profile=dest.aws_profile, timeout_s=dest.timeout_s, max_attempts=dest.max_attempts)
     return DestinationSpec(kind="stdout")
 
 

@@ -15,11 +15,10 @@ import dagster as dg
 
 from rivet_core import api
 from rivet_dagster.io_manager import PendingPublish, failure_for
+from rivet_dagster.metadata import describe_export
 from rivet_dagster.naming import asset_key, group_name, pool_name, safe_name
 from rivet_dagster.partitions import export_partitions, window_for_key
 from rivet_dagster.resources import RivetResource
-
-MODE_LABELS = {"full": "full snapshot", "incremental": "incremental", "time_window": "daily time window"}
 
 
 def quality_check_names(export: api.ExportConfig) -> dict[tuple[str, str | None], str]:
@@ -79,18 +78,8 @@ def drift_result(export: api.ExportConfig, summary: api.RunSummary) -> dg.AssetC
 
 
 def describe(config: api.RivetConfig, export: api.ExportConfig) -> str:
-    dest = export.destination
-    where = (f"s3://{dest.bucket}/{dest.prefix or ''}" if dest.type == "s3" else
-             dest.path or dest.prefix or "." if dest.type == "local" else dest.type)
-    lines = [export.description or f"Rivet export `{export.name}`.", "",
-             f"- mode: {MODE_LABELS.get(export.mode, export.mode)}",
-             f"- source: {config.source.type} ({export.table or 'query'})",
-             f"- destination: {dest.type} `{where}` ({export.format})"]
-    if export.cursor_column:
-        lines.append(f"- cursor: `{export.cursor_column}`")
-    if export.dagster and export.dagster.schedule:
-        lines.append(f"- schedule: `{export.dagster.schedule}`")
-    return "\n".join(lines)
+    """The asset description (built in rivet_dagster/metadata.py with the other UI text)."""
+    return describe_export(config, export)
 
 
 def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetsDefinition:
@@ -118,11 +107,14 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
         cfg = rivet.load()
         exp = cfg.export(export_name)
         window = window_for_key(context.partition_key) if partitions is not None else None
+        # Progress lines (rows, size, rate, ETA) in the run's event log, like `rivet run` logs them.
+        progress = api.callback_tracker(cfg, exp, context.log.info)
         run = api.ExportRun(cfg, exp, api.RunOptions(dagster_run_id=context.run.run_id, window=window,
-                                                      internal_retries=False))
+                                                      internal_retries=False, progress=progress))
         context.log.info(f"rivet run {run.summary.run_id} → {run.dest.uri}")
         try:
             staged = run.extract()
+            progress.finish()
         except api.DataIntegrityError as exc:
             yield from quality_results(exp, run.summary.quality_issues, None)
             raise failure_for(run.fail(exc)) from exc

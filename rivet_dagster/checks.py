@@ -4,15 +4,19 @@ It calls the core's `verify_at_destination` — the same function as `rivet vali
 the export's prefix (for a daily export: the partition of this run, or every partition
 prefix that has a manifest when run on its own). It reads only the destination, never
 the asset value. A failure is ERROR and blocking: the run fails and downstream assets do
-not run; the metadata lists each failure with its part, expected and actual values.
+not run. The metadata (rivet_dagster/metadata.py) leads with the verdict and counts, then
+a table of failures: file, problem, expected, found.
 
 No `from __future__ import annotations` here (Dagster resolves resource annotations).
 """
 
 
+from typing import Any
+
 import dagster as dg
 
 from rivet_core import api
+from rivet_dagster.metadata import verification_metadata
 from rivet_dagster.naming import asset_key
 from rivet_dagster.partitions import sub_prefix_for_key
 from rivet_dagster.resources import RivetResource
@@ -20,44 +24,55 @@ from rivet_dagster.resources import RivetResource
 partition_prefixes = api.partition_prefixes
 
 
-def failures_markdown(rows: list[dict]) -> str:
-    if not rows:
-        return "No failures."
-    lines = ["| prefix | failure | part | expected | actual |", "|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| `{r['prefix']}` | {r['kind']} | `{r.get('path', '')}` | {r.get('expected', '')} "
-                     f"| {r.get('actual', '')} |")
-    return "\n".join(lines)
+def failure_row(prefix: str, failure: dict[str, Any]) -> dict[str, Any]:
+    """One verifier finding as a row of the failure table: the file (prefix-relative to the
+    export root), the problem, and what the manifest expected vs what the destination holds."""
+    kind = failure["kind"]
+    path = failure.get("path") or failure.get("key") or ""
+    if kind in ("success_marker_stale", "success_marker_malformed", "success_marker_read_error"):
+        path = path or "_SUCCESS"
+    elif kind.startswith("manifest_"):
+        path = path or "manifest.json"
+    if kind == "part_missing":
+        expected, found = "present", "missing"
+    elif kind == "success_marker_stale":
+        expected, found = failure.get("manifest_fingerprint", ""), failure.get("marker_fingerprint", "")
+    elif "expected" in failure or "actual" in failure:
+        expected, found = failure.get("expected", ""), failure.get("actual", "")
+    else:
+        expected, found = "", failure.get("detail", failure.get("body_preview", ""))
+    return {"file": (prefix or "") + path if path else prefix, "problem": kind,
+            "expected": expected, "found": found}
 
 
 def verify_prefixes(config: api.RivetConfig, export: api.ExportConfig, prefixes: list[str]) -> dg.AssetCheckResult:
-    failures: list[dict] = []
-    verified = advisory = 0
+    """The verdict over `prefixes` (the export root is `""`), as one check result."""
+    failures: list[dict[str, Any]] = []
+    verified = md5_verified = advisory = 0
     passed = bool(prefixes)
     for prefix in prefixes:
         _, verdict = api.verify_export(config, export.name, sub_prefix=prefix)
         verified += verdict.parts_verified
+        md5_verified += verdict.parts_md5_verified
         if not verdict.passed:
             passed = False
         if verdict.legacy_run:
-            failures.append({"prefix": prefix or "/", "kind": "no_manifest"})
+            failures.append({"file": prefix + "manifest.json", "problem": "no_manifest",
+                             "expected": "present", "found": "missing"})
         for f in verdict.to_dict()["failures"]:
             if f["kind"] == "untracked_object":
                 advisory += 1
                 continue
-            missing = f["kind"] == "part_missing"
-            failures.append({"prefix": prefix or "/", "kind": f["kind"],
-                             "path": f.get("path") or f.get("key") or "",
-                             "expected": "present" if missing else f.get("expected", f.get("manifest_fingerprint", "")),
-                             "actual": "missing" if missing else f.get("actual", f.get("marker_fingerprint", ""))})
+            failures.append(failure_row(prefix, f))
     description = ("every part listed by the manifest is present at its recorded size; _SUCCESS matches"
-                   if passed else f"{len(failures)} verification failure(s)" if prefixes else
+                   if passed else f"{len(failures)} verification failure(s): "
+                   + ", ".join(f"{r['problem']} `{r['file']}`" for r in failures[:3])
+                   + (" …" if len(failures) > 3 else "") if prefixes else
                    "nothing to verify: no manifest at the destination yet")
     return dg.AssetCheckResult(
         passed=passed, severity=dg.AssetCheckSeverity.ERROR, description=description,
-        metadata={"prefixes_checked": len(prefixes), "parts_verified": verified,
-                  "failures": len(failures), "untracked_objects": advisory,
-                  "failure_table": dg.MetadataValue.md(failures_markdown(failures))})
+        metadata=verification_metadata(passed=passed, prefixes=len(prefixes), parts_verified=verified,
+                                       parts_md5_verified=md5_verified, failures=failures, untracked=advisory))
 
 
 def build_manifest_check(config: api.RivetConfig, export: api.ExportConfig,

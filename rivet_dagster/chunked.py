@@ -108,6 +108,8 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         keys = list(context.partition_keys)
         what = f"chunk partition(s) {', '.join(keys)}"
         run = api.ChunkPartitionRun(cfg, exp, keys, dagster_run_id=context.run.run_id)
+        # Progress lines in the event log (rows, size, rate; no ETA: a partition is a slice).
+        run.options.progress = progress = api.callback_tracker(cfg, exp, context.log.info, estimate=False)
         try:
             run.claim(is_gone=lambda worker: worker_gone(context.instance, worker))
         except api.SchemaDriftError as exc:
@@ -121,6 +123,7 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         yield drift_result(exp, run.summary)
         try:
             run.extract()
+            progress.finish()
         except Exception as exc:
             if is_transient(exc):
                 raise

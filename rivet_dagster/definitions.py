@@ -1,8 +1,9 @@
 """The code location: `defs` built from `RIVET_CONFIG` (default: the shipped demo config).
 
 `dagster dev -w workspace.yaml` and `dagster asset materialize -m rivet_dagster.definitions`
-load this module. With no `RIVET_CONFIG`, the demo SQLite database is created on first
-load so the demo works with no setup.
+load this module; `RIVET_DAGSTER_EXECUTOR` picks the executor (executors.py). With no
+`RIVET_CONFIG`, the demo SQLite database is created on first load so the demo works with
+no setup.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rivet_dagster.executors import executor_from_env
 from rivet_dagster.factory import build_definitions
 
 DEMO_CONFIG = Path(__file__).resolve().parent.parent / "examples" / "demo" / "rivet.yaml"
@@ -25,4 +27,4 @@ def config_path_from_env() -> Path:
     return DEMO_CONFIG
 
 
-defs = build_definitions(config_path_from_env())
+defs = build_definitions(config_path_from_env(), executor=executor_from_env())

@@ -32,7 +32,8 @@ from rivet_dagster.naming import manifest_asset_key
 from rivet_dagster.resources import RivetResource
 
 
-def build_definitions(config_path: str | os.PathLike[str]) -> dg.Definitions:
+def build_definitions(config_path: str | os.PathLike[str],
+                      executor: dg.ExecutorDefinition | None = None) -> dg.Definitions:
     path = str(Path(config_path).resolve())
     config = api.load_config(path)
     assets, checks, jobs, schedules, sensors = [], [], [], [], []
@@ -58,4 +59,5 @@ def build_definitions(config_path: str | os.PathLike[str]) -> dg.Definitions:
         assets=assets, asset_checks=checks, jobs=jobs, schedules=schedules,
         sensors=[*sensors, build_failure_sensor(path)],
         resources={"rivet": rivet, "rivet_io_manager": RivetIOManager(rivet=rivet)},
+        executor=executor,  # None: Dagster's default; see executors.py / docs/distributed.md
     )

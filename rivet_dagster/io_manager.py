@@ -23,6 +23,7 @@ lists — per partition for partitioned exports. For a chunked export, depend on
 
 import io
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
@@ -143,7 +144,9 @@ class RivetIOManager(dg.ConfigurableIOManager):
             if is_transient(exc):
                 raise  # the RetryPolicy retries the step; the task was released as retryable
             raise chunk_failure(run.export.name, f"chunk partition(s) {', '.join(run.window_keys)}", exc) from exc
-        context.add_output_metadata(chunk_metadata(run, results))
+        # From the run's creation in the asset body (claim, extract) to the commit: the plotted duration.
+        elapsed = datetime.now(UTC) - run.summary.started_at
+        context.add_output_metadata(chunk_metadata(run, results, int(elapsed.total_seconds() * 1000)))
 
     def load_input(self, context: dg.InputContext) -> Any:
         upstream = context.upstream_output

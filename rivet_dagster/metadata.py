@@ -1,13 +1,23 @@
-"""Materialization metadata: what an operator needs without opening a terminal.
+"""What the Dagster UI shows about an export: asset descriptions and event metadata.
 
-Standard keys (`dagster/row_count`, `dagster/column_schema`) so the UI renders and plots
-them; plain numbers (bytes, parts, duration, rows/s) so trends plot across
-materializations; the destination, cursor range, both run ids and the run report as
-markdown.
+Everything an operator reads in the UI is built here, so the wording, the redaction and
+the metadata types stay the same across assets, chunk partitions, manifests and checks:
+
+- `describe_export`: the asset description (mode, source, destination, schedule). It is
+  built when the definitions load, from the config only (no connection, no env lookup of
+  secrets), and every string passes through `redact_secrets`.
+- `materialization_metadata` / `chunk_metadata` / `manifest_metadata`: standard keys
+  (`dagster/row_count`, `dagster/column_schema`) so the UI renders them; plain numbers
+  (`rows`, `bytes`, `parts`, `duration_s`, `rows_per_s`) typed with `MetadataValue.int` /
+  `MetadataValue.float` so the asset's Plots tab charts them across materializations; a
+  table of parts (file, rows, bytes, checksum); the run report as markdown.
+- `verification_metadata`: the `manifest_verified` check's verdict, counts and a markdown
+  table of failures (file, problem, expected, found) readable at a glance.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +25,94 @@ import dagster as dg
 import pyarrow as pa
 
 from rivet_core import api
+from rivet_core.redact import redact_secrets
+
+MODE_LABELS = {"full": "full snapshot", "incremental": "incremental", "time_window": "daily time window",
+               "chunked": "chunked"}
+#: The parts table lists at most this many parts (a huge export has thousands); the
+#: `parts` count is always exact and the manifest lists every part.
+MAX_PART_ROWS = 500
+QUERY_PREVIEW_CHARS = 200
 
 
+# ------------------------------------------------------------------------------ description
+def source_label(config: api.RivetConfig, export: api.ExportConfig) -> str:
+    """`<engine> <where> · <table or query>`, without resolving any secret.
+
+    `url_env` / `password_env` are shown by variable name (the value is never read here);
+    an inline URL is redacted (`scheme://REDACTED@host`)."""
+    src = config.source
+    if src.url:
+        where = f"`{redact_secrets(src.url)}`"
+    elif src.url_env:
+        where = f"URL from `${src.url_env}`"
+    elif src.url_file:
+        where = f"URL from file `{src.url_file}`"
+    else:
+        host = f"{src.host or 'localhost'}" + (f":{src.port}" if src.port else "")
+        where = f"`{src.user + '@' if src.user else ''}{host}/{src.database or ''}`"
+    if export.table:
+        what = f"table `{export.table}`"
+    elif export.query_file:
+        what = f"query file `{export.query_file}`"
+    else:
+        sql = " ".join((export.query or "").split())
+        if len(sql) > QUERY_PREVIEW_CHARS:
+            sql = sql[:QUERY_PREVIEW_CHARS] + "…"
+        what = f"query `{redact_secrets(sql)}`"
+    return redact_secrets(f"{src.type} {where} · {what}")
+
+
+def destination_label(config: api.RivetConfig, export: api.ExportConfig) -> str:
+    """`<type> <url> · <format>[, <compression>]`, the endpoint redacted."""
+    dest = export.destination
+    if dest.type == "s3":
+        where = f"`s3://{dest.bucket}/{dest.prefix or ''}`"
+        if dest.endpoint:
+            where += f" at `{dest.endpoint}`"
+    elif dest.type == "local":
+        path = Path(dest.local_path)
+        where = f"`{path if path.is_absolute() else config.config_dir / path}`"
+    else:
+        where = ""
+    codec, level = export.effective_compression()
+    fmt = export.format + (f", {codec}" + (f" level {level}" if level is not None else "")
+                           if codec != "none" else "")
+    return redact_secrets(f"{dest.type} {where} · {fmt}".replace("  ", " "))
+
+
+def schedule_label(config: api.RivetConfig, export: api.ExportConfig) -> str:
+    """The cron expression and its default status (the export's, else the top-level
+    `dagster.schedule_status`, else STOPPED — the rule automation.py applies), or `none`."""
+    own = export.dagster
+    if export.mode == "chunked":
+        return "none (the planner sensor requests chunk windows)"
+    if not (own and own.schedule):
+        return "none"
+    status = (own.schedule_status or (config.dagster.schedule_status if config.dagster else None)
+              or "STOPPED")
+    label = f"`{own.schedule}` ({status} by default)"
+    if export.mode == "time_window":
+        label += f", re-exports the last {export.days_window or 1} day partition(s) per tick"
+    return label
+
+
+def describe_export(config: api.RivetConfig, export: api.ExportConfig) -> str:
+    """The asset description: the export's own description, then mode, source,
+    destination and schedule (markdown; the UI renders it on the asset page)."""
+    lines = [export.description or f"Rivet export `{export.name}`.", "",
+             f"- mode: {MODE_LABELS.get(export.mode, export.mode)}"]
+    if export.cursor_column:
+        lines.append(f"- cursor: `{export.cursor_column}`")
+    if export.time_column:
+        lines.append(f"- time column: `{export.time_column}`")
+    lines += [f"- source: {source_label(config, export)}",
+              f"- destination: {destination_label(config, export)}",
+              f"- schedule: {schedule_label(config, export)}"]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ materializations
 def column_schema(schema: pa.Schema) -> dg.TableSchema:
     return dg.TableSchema(columns=[
         dg.TableColumn(name=f.name, type=str(f.type),
@@ -24,44 +120,72 @@ def column_schema(schema: pa.Schema) -> dg.TableSchema:
         for f in schema])
 
 
+PARTS_SCHEMA = dg.TableSchema(columns=[
+    dg.TableColumn("file", "string"), dg.TableColumn("rows", "int"),
+    dg.TableColumn("bytes", "int"), dg.TableColumn("checksum", "string")])
+
+
+def part_checksum(part: Any) -> str:
+    """The part's content fingerprint as recorded in the manifest (`xxh3:<hex>`), else its
+    MD5 (`md5:<base64>`), else empty (a part rehydrated from the file log)."""
+    if getattr(part, "content_fingerprint", ""):
+        return part.content_fingerprint
+    return f"md5:{part.content_md5}" if getattr(part, "content_md5", "") else ""
+
+
+def parts_table(parts: Sequence[Any]) -> dg.TableMetadataValue:
+    """file, rows, bytes, checksum per part (ManifestPart or PartRecord), capped at MAX_PART_ROWS."""
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord({"file": p.path, "rows": int(p.rows), "bytes": int(p.size_bytes),
+                                 "checksum": part_checksum(p)}) for p in parts[:MAX_PART_ROWS]],
+        schema=PARTS_SCHEMA)
+
+
+def numbers(rows: int, size_bytes: int, parts: int, duration_ms: int | None) -> dict[str, dg.MetadataValue]:
+    """The plotted numbers. Typed explicitly: a Python int that happens to be a float
+    elsewhere would otherwise become a different metadata type and break the plot."""
+    meta: dict[str, dg.MetadataValue] = {
+        "dagster/row_count": dg.MetadataValue.int(rows),
+        "rows": dg.MetadataValue.int(rows),
+        "bytes": dg.MetadataValue.int(size_bytes),
+        "parts": dg.MetadataValue.int(parts),
+    }
+    if duration_ms is not None:
+        seconds = max(duration_ms, 1) / 1000.0
+        meta["duration_s"] = dg.MetadataValue.float(round(seconds, 3))
+        meta["rows_per_s"] = dg.MetadataValue.float(round(rows / seconds, 1))
+    return meta
+
+
 def materialization_metadata(summary: api.RunSummary, schema: pa.Schema | None) -> dict[str, Any]:
-    seconds = max(summary.duration_ms, 1) / 1000.0
-    meta: dict[str, Any] = {
-        "dagster/row_count": summary.total_rows,
+    meta: dict[str, Any] = numbers(summary.total_rows, summary.bytes_written, len(summary.manifest_parts),
+                                   summary.duration_ms)
+    meta.update({
         "destination": dg.MetadataValue.url(summary.destination_uri or ""),
-        "parts": len(summary.manifest_parts),
-        "bytes_written": summary.bytes_written,
-        "duration_ms": summary.duration_ms,
-        "rows_per_second": round(summary.total_rows / seconds, 1),
         "status": summary.status,
         "rivet_run_id": summary.run_id,
-    }
+        "parts_table": parts_table(summary.manifest_parts),
+    })
     if schema is not None:
         meta["dagster/column_schema"] = column_schema(schema)
     if summary.cursor_column:
         meta["cursor_column"] = summary.cursor_column
         meta["cursor_low"] = summary.cursor_low or ""
         meta["cursor_high"] = summary.cursor_high or ""
-    if summary.manifest_parts:
-        meta["parts_table"] = dg.MetadataValue.md(
-            "| path | rows | bytes |\n|---|---:|---:|\n"
-            + "\n".join(f"| `{p.path}` | {p.rows} | {p.size_bytes} |" for p in summary.manifest_parts))
     if summary.report_path and Path(summary.report_path).exists():
-        meta["run_report"] = dg.MetadataValue.md(Path(summary.report_path).read_text())
+        meta["run_report"] = dg.MetadataValue.md(redact_secrets(Path(summary.report_path).read_text()))
         meta["run_report_path"] = dg.MetadataValue.path(summary.report_path)
     return meta
 
 
-def chunk_metadata(run: api.ChunkPartitionRun, results: list[Any]) -> dict[str, Any]:
+def chunk_metadata(run: api.ChunkPartitionRun, results: list[Any], duration_ms: int | None = None) -> dict[str, Any]:
     """A chunk partition's materialization: its window(s), rows, parts, and the chunk run."""
     rows = sum(r.rows for r in results)
     records = [rec for r in results for rec in r.records]
     windows = [c.window for c in run.claimed]
-    meta: dict[str, Any] = {
-        "dagster/row_count": rows,
+    meta: dict[str, Any] = numbers(rows, sum(rec.size_bytes for rec in records), len(records), duration_ms)
+    meta.update({
         "destination": dg.MetadataValue.url(run.dest.uri),
-        "parts": len(records),
-        "bytes_written": sum(rec.size_bytes for rec in records),
         "chunk_run_id": run.run_id,
         "rivet_run_id": run.run_id,
         "windows": dg.MetadataValue.md(
@@ -69,17 +193,53 @@ def chunk_metadata(run: api.ChunkPartitionRun, results: list[Any]) -> dict[str, 
                 f"| `{w.key}` | {w.index} | {w.lo if w.lo is not None else '−∞'} | "
                 f"{w.hi if w.hi is not None else '+∞'} | {r.rows} |" for w, r in zip(windows, results, strict=False))),
         "dagster/column_schema": column_schema(run.output_schema),
-    }
-    if records:
-        meta["parts_table"] = dg.MetadataValue.md(
-            "| path | rows | bytes |\n|---|---:|---:|\n"
-            + "\n".join(f"| `{rec.path}` | {rec.rows} | {rec.size_bytes} |" for rec in records))
+        "parts_table": parts_table(records),
+    })
     return meta
 
 
 def manifest_metadata(run: api.ChunkManifestRun, summary: api.RunSummary) -> dict[str, Any]:
     """`<export>_manifest`: the finalized run (same keys as an export) plus its window count."""
     meta = materialization_metadata(summary, run.output_schema)
-    meta["chunk_windows"] = run.windows_total
+    meta["chunk_windows"] = dg.MetadataValue.int(run.windows_total)
     meta["chunk_run_id"] = summary.run_id
     return meta
+
+
+# ------------------------------------------------------------------------------ manifest check
+def _cell(value: object) -> str:
+    """A markdown table cell: redacted, pipes escaped, one line."""
+    return redact_secrets(value).replace("|", "\\|").replace("\n", " ")
+
+
+def failures_markdown(rows: Iterable[dict[str, Any]]) -> str:
+    """| file | problem | expected | found | — one line per failure."""
+    rows = list(rows)
+    if not rows:
+        return "No failures."
+    lines = ["| file | problem | expected | found |", "|---|---|---|---|"]
+    for r in rows:
+        file = r.get("file") or "—"
+        lines.append(f"| `{_cell(file)}` | {_cell(r['problem'])} | {_cell(r.get('expected', ''))} "
+                     f"| {_cell(r.get('found', ''))} |")
+    return "\n".join(lines)
+
+
+def verdict_label(passed: bool, prefixes: int, failures: int) -> str:
+    if not prefixes:
+        return "NOTHING TO VERIFY"
+    return "PASSED" if passed else f"FAILED ({failures} failure{'s' if failures != 1 else ''})"
+
+
+def verification_metadata(*, passed: bool, prefixes: int, parts_verified: int, parts_md5_verified: int,
+                          failures: list[dict[str, Any]], untracked: int) -> dict[str, Any]:
+    """The check's metadata: the verdict first, then the counts, then the failure table."""
+    return {
+        "verdict": dg.MetadataValue.text(verdict_label(passed, prefixes, len(failures))),
+        "prefixes_checked": dg.MetadataValue.int(prefixes),
+        "parts_verified": dg.MetadataValue.int(parts_verified),
+        "parts_md5_verified": dg.MetadataValue.int(parts_md5_verified),
+        "failures": dg.MetadataValue.int(len(failures)),
+        "untracked_objects": dg.MetadataValue.int(untracked),
+        "failure_table": dg.MetadataValue.md(failures_markdown(failures)),
+    }

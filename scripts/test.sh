@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # THE test command (`make test`, and CI's .ci/run): everything needed, from a fresh clone.
-#   1. as root, apt-installs what is missing (mariadb-server, postgresql, curl, and chromium
+#   1. as root, apt-installs what is missing (mariadb-server, postgresql, curl, redis-server
+#      unless TEST_REDIS_URL is set, and chromium
 #      for the Dagster UI test; CHROMIUM_PATH is exported); as another user, says what to
 #      install and carries on (tests needing a missing server or browser then fail);
 #   2. scripts/bootstrap.sh: .venv exactly as requirements.lock (about 1 s when unchanged);
@@ -30,6 +31,11 @@ if [ "$start_services" = 1 ]; then   # services.sh starts all three, so it needs
   command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
   [ -x "$PGBIN/initdb" ] || missing+=(postgresql)
   command -v curl >/dev/null 2>&1 || missing+=(curl)
+fi
+# Redis for the Celery executor tests (tests/distributed/ start a private redis-server on a
+# free port), unless TEST_REDIS_URL points at a broker you already run.
+if [ -z "${TEST_REDIS_URL:-}" ]; then
+  command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server)
 fi
 # Headless Chromium for tests/dagster/test_ui.py ($CHROMIUM_PATH wins when it is executable).
 need_chromium=0
@@ -132,7 +138,7 @@ if [ $rc -eq 5 ]; then
 fi
 say "pytest finished with exit code $rc"
 # Lint last, so a style slip never hides test results; it still fails the run.
-if ! ruff check rivet_core rivet_dagster tests; then
+if ! ruff check rivet_core rivet_dagster tests benchmarks; then
   say "FAILED: ruff found problems (run: make lint)"
   [ $rc -eq 0 ] && rc=1
 fi

@@ -33,6 +33,11 @@ from rivet_core.redact import redact_secrets
 
 log = logging.getLogger("rivet.config")
 
+#: A rivet.yaml is a few KiB; even thousands of exports stay far below this. The cap keeps a
+#: wrong `-c` (a data file, a log) from being read whole and fed to the pure-Python YAML
+#: parser for minutes; a bigger file is refused at once with a clear error.
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+
 
 def _fail(errors: list[str], path: Path) -> ConfigError:
     message = redact_secrets(combine(errors, what=f"config '{path}'"))
@@ -48,6 +53,14 @@ def _read(path: Path) -> str:
         )
     if path.is_dir():
         raise ConfigError(f"config file '{path}' is a directory — pass the YAML file with -c PATH")
+    try:
+        size = path.stat().st_size
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file '{path}': {exc.strerror or exc}") from None
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"config file '{path}' is {size} bytes, over the {MAX_CONFIG_BYTES // (1024 * 1024)} MiB "
+            "limit for a rivet config — check that -c names the YAML file")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError:

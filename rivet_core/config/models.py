@@ -162,6 +162,11 @@ class DestinationConfig(_Strict):
     secret_key_env: Str | None = None
     session_token_env: Str | None = None
     aws_profile: Str | None = None
+    #: S3 only: seconds to wait for a connection / for a response to each request, and the
+    #: attempts per request (first try + retries) before the write fails the run. A hung or
+    #: dead endpoint then fails the run in about attempts × timeout instead of minutes.
+    timeout_s: float | None = Field(default=None, gt=0, le=3600)
+    max_attempts: int | None = Field(default=None, ge=1, le=20)
     #: Azure-only fields (accepted so Rivet configs parse; Azure itself is not supported).
     account_name: Str | None = None
     account_key_env: Str | None = None

@@ -499,6 +499,10 @@ def destination_errors(dest: DestinationConfig, label: str, export_name: str) ->
                     f"(destination.{field} is '{value}') — use a path below the working "
                     "directory or an absolute path"
                 )
+    for field in ("path", "prefix", "bucket"):
+        value = getattr(dest, field)
+        if value is not None and "\x00" in value:  # the OS refuses it later with a bare ValueError
+            errors.append(f"{label}: destination.{field} contains a NUL character — remove it")
     if dest.type == "s3":
         if not dest.bucket:
             errors.append(f"{label}: S3 destination requires 'bucket' — set destination.bucket")

@@ -41,6 +41,10 @@ class DestinationSpec:
     aws_profile: str | None = None
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD
     multipart_chunksize: int = DEFAULT_MULTIPART_CHUNKSIZE
+    #: S3: per-request connect/read timeout in seconds (None: 10 s connect, 120 s read) and
+    #: attempts per request including the first (None: 5).
+    timeout_s: float | None = None
+    max_attempts: int | None = None
 
     def __repr__(self) -> str:  # never print secrets, even in a traceback
         return (

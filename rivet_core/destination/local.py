@@ -120,8 +120,11 @@ class LocalDestination(Destination):
                 tmp.unlink()
             if isinstance(exc, OSError):
                 transient = exc.errno in (errno.EINTR, errno.EAGAIN)
+                hint = (" — free space on that filesystem (or raise its quota) or point "
+                        "destination.path at a larger one, then re-run: nothing was recorded for "
+                        "this part") if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
                 raise destination_error(
-                    f"writing '{key}' to '{self.root}' failed: {exc.strerror or exc}",
+                    f"writing '{key}' to '{self.root}' failed: {exc.strerror or exc}{hint}",
                     transient=transient,
                 ) from exc
             raise

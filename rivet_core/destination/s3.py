@@ -89,9 +89,11 @@ def _make_client(spec: DestinationSpec) -> Any:
         else:
             session = boto3.session.Session(region_name=region)
         config = Config(
-            retries={"mode": "standard", "max_attempts": 5},
-            connect_timeout=10,
-            read_timeout=120,
+            # botocore: "max_attempts" counts retries, "total_max_attempts" every attempt.
+            retries=({"mode": "standard", "total_max_attempts": spec.max_attempts} if spec.max_attempts
+                     else {"mode": "standard", "max_attempts": 5}),
+            connect_timeout=spec.timeout_s or 10,
+            read_timeout=spec.timeout_s or 120,
             signature_version="s3v4",
             s3={"addressing_style": "path"} if spec.endpoint else None,
             request_checksum_calculation="when_required",
@@ -174,7 +176,10 @@ class S3Destination(Destination):
                     f"{action} {where}", transient=True,
                 )
             transient = status >= 500 or code in _TRANSIENT_CODES
-            return destination_error(f"{action} {where} failed: {code or status}: {detail}", transient=transient)
+            hint = (" — the S3 service is failing or overloaded; retry the run later (raise "
+                    "destination.max_attempts to retry more within one run)") if transient else ""
+            return destination_error(f"{action} {where} failed: {code or status}: {detail}{hint}",
+                                     transient=transient)
         if isinstance(exc, (NoCredentialsError, PartialCredentialsError)):
             return destination_error(
                 f"no S3 credentials found to {action} {where} — set destination.access_key_env and "
@@ -184,7 +189,9 @@ class S3Destination(Destination):
         if isinstance(exc, (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError,
                             ConnectTimeoutError, BotoConnectionError)):
             return destination_error(
-                f"cannot reach the S3 endpoint {self.endpoint or '(AWS)'} to {action} {where}: {exc}",
+                f"cannot reach the S3 endpoint {self.endpoint or '(AWS)'} to {action} {where}: {exc} "
+                f"— check that the endpoint is up and reachable (raise destination.timeout_s or "
+                f"destination.max_attempts for a slow one), then retry the run",
                 transient=True,
             )
         return destination_error(f"{action} {where} failed: {type(exc).__name__}: {exc}")

@@ -65,6 +65,12 @@ class PartRotator:
     def _staged_path(self, index: int) -> Path:
         return self.staging_dir / f".{self.stem}_part{index}.{self.ext}.partial"
 
+    @property
+    def bytes_written(self) -> int:
+        """Bytes flushed to staged parts so far (finished parts + the open one): progress
+        reporting reads it once per batch, so it must stay O(parts), never stat a file."""
+        return sum(p.size_bytes for p in self._done) + (self._writer.bytes_written if self._writer else 0)
+
     def write_batch(self, batch: pa.RecordBatch) -> None:
         """Append `batch` to the current part, opening one lazily; rotate if the part is full.
 

@@ -37,6 +37,7 @@ from rivet_core.pipeline.commit import PartKind, PartRecord, record_part, write_
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
+from rivet_core.progress import ProgressTracker, feed_for
 from rivet_core.source import open_source
 from rivet_core.source.query import dialect_for
 from rivet_core.state import StateStore
@@ -86,6 +87,8 @@ class WindowContext:
     run_id: str
     exported_at: object | None = None
     row_hash: bool | list[str] = False
+    #: Progress reporting: each window is one feed of the run's tracker (None = off).
+    progress: ProgressTracker | None = None
 
     @property
     def strip(self) -> tuple[str, ...]:
@@ -116,6 +119,7 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     staging = ctx.staging_dir / stem
     staging.mkdir(parents=True, exist_ok=True)
     rotator = PartRotator(staging, stem, ctx.schema, plan.writer_options, plan.max_file_size)
+    feed = feed_for(ctx.progress)
     try:
         with open_source(plan.source_url, plan.tuning) as src:
             source_schema = src.describe(sql, params, plan.overrides, plan.table_hint)
@@ -135,10 +139,13 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
                     batch = batch.select([i for i, f in enumerate(batch.schema) if f.name not in ctx.strip])
                 batch = add_meta_columns(batch, exported_at=ctx.exported_at, row_hash=ctx.row_hash)
                 rotator.write_batch(batch)
+                feed.update(rotator.rows_written, rotator.bytes_written)
         staged = rotator.finish()  # I1
     except BaseException:
         rotator.abort()
+        feed.abandon()
         raise
+    feed.done(sum(p.rows for p in staged), sum(p.size_bytes for p in staged))
     return StagedWindow(chunk_index=window.index, stem=stem, parts=list(staged), max_key=max_key,
                         key_type=ctx.schema.field(ctx.chunk_plan.column).type if max_key is not None else None)
 

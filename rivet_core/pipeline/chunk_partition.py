@@ -182,7 +182,13 @@ def _stamp(tasks: Sequence[ChunkTaskRow]) -> str:
 
 class DagsterChunkRun(ChunkedRun):
     """What the planner, a partition run and the finalize share: planning without downgrade,
-    and finding or opening the in-progress chunk run (module docstring)."""
+    and finding or opening the in-progress chunk run (module docstring).
+
+    Many workers export partitions of one export at once by design, so they hold the export
+    lock `shared`: they never exclude each other, but a CLI run of the same export (exclusive)
+    and they refuse each other (state/locks.py)."""
+
+    lock_mode = "shared"
 
     def __init__(self, config: RivetConfig, export: ExportConfig, *, dagster_run_id: str | None = None,
                  state=None, notifications="config") -> None:  # noqa: ANN001
@@ -524,14 +530,15 @@ class ChunkManifestRun(DagsterChunkRun):
         assert self.chunk_run is not None, "prepare() first"
         run_id, state, dest, summary = self.chunk_run.run_id, self.state, self.dest, self.summary
         try:
+            fault_point("before_chunk_finalize")  # two finalizers racing meet here in tests
             found = state.get_chunk_run(run_id)
             if found is None or found.status != "in_progress":
-                raise DataIntegrityError(
-                    f"export '{self.export.name}': chunk run {run_id} is "
-                    f"{'gone' if found is None else found.status} — another `{self.export.name}_manifest` "
-                    "run finalized it (or a reset removed it) meanwhile; this run published nothing")
+                raise self._finalized_elsewhere(run_id, "gone" if found is None else found.status)
             try:
-                state.finalize_chunk_run_completed(run_id)  # I6, atomic with the count
+                # I6, atomic with the count. Of two finalizers racing past the check above, only
+                # the one that makes the transition publishes: one manifest, one ledger row.
+                if not state.finalize_chunk_run_completed(run_id):
+                    raise self._finalized_elsewhere(run_id, "completed")
             except ChunkRunIncomplete:
                 tasks = state.list_chunk_tasks(run_id)
                 raise ChunkWindowsMissing(self.export.name, run_id, [t for t in tasks if t.status != "completed"],
@@ -568,6 +575,12 @@ class ChunkManifestRun(DagsterChunkRun):
         except Exception as exc:  # noqa: BLE001 - reported through finalize
             return self._finalize(exc)
         return self._finalize(None)
+
+    def _finalized_elsewhere(self, run_id: str, status: str) -> DataIntegrityError:
+        return DataIntegrityError(
+            f"export '{self.export.name}': chunk run {run_id} is {status} — another "
+            f"`{self.export.name}_manifest` run finalized it (or a reset removed it) meanwhile; this run "
+            "published nothing")
 
     def abandon(self) -> None:
         """Give up before the finalize sequence: nothing was published or recorded."""

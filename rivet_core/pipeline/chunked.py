@@ -93,7 +93,7 @@ class ChunkedRun(ExportRun):
             plan=self.plan, chunk_plan=self.chunk_plan, schema=self.output_schema, dest=self.dest,
             staging_dir=self.staging_dir, run_id=run_id,
             exported_at=datetime.now(UTC) if (meta and meta.exported_at) else None,
-            row_hash=(meta.row_hash if meta else False) or False)
+            row_hash=(meta.row_hash if meta else False) or False, progress=self.options.progress)
 
     # ----------------------------------------------------------------- the run
     def run(self) -> RunSummary:
@@ -183,6 +183,9 @@ class ChunkedRun(ExportRun):
 
     def _drain_checkpoint(self, run_id: str, windows: dict[int, ChunkWindow]) -> None:
         ctx = self.window_context(run_id)
+        if self.options.progress is not None:
+            left = self.state.count_chunk_tasks_not_completed(run_id)
+            self.options.progress.set_chunks(len(windows), len(windows) - left)
 
         def worker(name: str) -> None:
             while True:
@@ -210,12 +213,16 @@ class ChunkedRun(ExportRun):
                 commit_window(self.summary, self.state, result, checkpoint_run_id=run_id, lock=self.lock,
                               worker=name)
                 self._note_max(result)
+                if self.options.progress is not None:
+                    self.options.progress.chunk_done()
 
         self._run_workers(worker)
 
     def _drain_in_memory(self, chunk_plan: ChunkPlan) -> None:
         ctx = self.window_context(self.summary.run_id)
         pending = list(chunk_plan.windows)
+        if self.options.progress is not None:
+            self.options.progress.set_chunks(len(pending))
         queue_lock = threading.Lock()
         retries = self.plan.tuning.max_retries
 
@@ -244,6 +251,8 @@ class ChunkedRun(ExportRun):
                         attempt += 1
                 commit_window(self.summary, self.state, result, checkpoint_run_id=None, lock=self.lock)
                 self._note_max(result)
+                if self.options.progress is not None:
+                    self.options.progress.chunk_done()
 
         self._run_workers(worker)
 

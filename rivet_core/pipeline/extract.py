@@ -26,6 +26,7 @@ from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityTracker, quality_error
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
+from rivet_core.progress import ProgressTracker, feed_for
 from rivet_core.source import batch_rows, last_cursor_in_batch, open_source, render_cursor_value
 
 log = logging.getLogger("rivet.extract")
@@ -50,8 +51,10 @@ def _strip(batch: pa.RecordBatch, names: tuple[str, ...]) -> pa.RecordBatch:
     return batch.select(keep)
 
 
-def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path) -> StagedExtract:
-    """Run the unit's query into staged part files; raise on a failed quality gate."""
+def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
+                       progress: ProgressTracker | None = None) -> StagedExtract:
+    """Run the unit's query into staged part files; raise on a failed quality gate.
+    `progress` (optional) is told the running totals once per batch."""
     export = plan.export
     staging_dir.mkdir(parents=True, exist_ok=True)
     meta = export.meta_columns
@@ -72,6 +75,7 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path) -
         tracker = QualityTracker(export.quality, out_schema) if export.quality else None
         throttle = plan.tuning.throttle_ms / 1000.0
         guard = MemoryGuard(plan.tuning, export.name)
+        feed = feed_for(progress)
         try:
             for batch in src.stream(plan.sql, plan.params, source_schema, rows_per_batch):
                 if plan.cursor_column is not None and batch.num_rows:
@@ -85,14 +89,18 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path) -
                 if tracker is not None:
                     tracker.observe(batch)
                 rotator.write_batch(batch)
+                feed.update(rotator.rows_written, rotator.bytes_written)
+                fault_point("during_source_read")  # mid-stream: the source cursor is open
                 if throttle:
                     time.sleep(throttle)  # deliberate pacing of the source, not synchronisation
             fault_point("after_source_read")
             parts = rotator.finish()  # I1: every staged part is complete from here on
         except BaseException:
             rotator.abort()
+            feed.abandon()
             raise
     rows = sum(p.rows for p in parts)
+    feed.done(rows, sum(p.size_bytes for p in parts))
     issues = tracker.evaluate() if tracker is not None else []
     for issue in issues:
         summary.journal.record("QualityIssue", severity=issue.severity, message=issue.message)

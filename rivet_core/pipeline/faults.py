@@ -1,10 +1,20 @@
-"""Fault-injection hooks used by crash tests (reference state-and-trust §7).
+"""Fault-injection hooks used by crash and fault tests (reference state-and-trust §7).
 
 `RIVET_TEST_PANIC_AT=<point>` ends the process abruptly at that point — SIGKILL to itself,
 so no `finally`, no atexit, no flush: exactly what a kill or power loss leaves behind.
-`RIVET_TEST_ERROR_AT=<point>` raises `InjectedFault` there instead. Points fire from the
-facades (record_part, RunStore, the single runner), so every runner inherits them. The
-environment is read at each call, so a test can arm a point in a subprocess only.
+`RIVET_TEST_ERROR_AT=<point>` raises `InjectedFault` there instead.
+`RIVET_TEST_PAUSE_AT=<point>` (with `RIVET_TEST_PAUSE_DIR=<dir>`) parks the process at the
+point, the first time it is reached, until the test has done something to the world
+around it (killed the S3 server, terminated the source backend, locked the state store):
+the process creates `<dir>/<point>.reached` (holding its pid), then waits for
+`<dir>/<point>.release`. It is a file barrier, not a sleep: the test polls for `.reached`,
+acts, and creates `.release`. The wait is bounded (`RIVET_TEST_PAUSE_TIMEOUT_S`, default
+120 s) and ends in `InjectedFault`, so a broken test never leaves a process behind.
+
+Points fire from the facades (record_part, RunStore, the single runner) and from the read
+loop (`during_source_read`, after each batch is staged — the source cursor is still open),
+so every runner inherits them. The environment is read at each call, so a test can arm a
+point in a subprocess only.
 """
 
 from __future__ import annotations
@@ -12,10 +22,17 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
+from pathlib import Path
 
 from rivet_core.errors import RivetError
 
-POINTS = ("after_source_read", "after_file_write", "after_manifest_update", "after_cursor_commit")
+POINTS = ("during_source_read", "after_source_read", "after_file_write", "after_manifest_update",
+          "after_cursor_commit")
+
+#: Pause points already taken by this process (a pause fires once: a retried read or the
+#: next part passes straight through).
+_paused: set[str] = set()
 
 
 class InjectedFault(RivetError):
@@ -29,6 +46,23 @@ def _armed(var: str, point: str) -> bool:
     return bool(value) and value.strip() == point
 
 
+def _pause(point: str) -> None:
+    """The file barrier described in the module docstring."""
+    _paused.add(point)
+    directory = Path(os.environ.get("RIVET_TEST_PAUSE_DIR") or ".")
+    timeout = float(os.environ.get("RIVET_TEST_PAUSE_TIMEOUT_S") or 120)
+    release = directory / f"{point}.release"
+    staged = directory / f".{point}.reached.{os.getpid()}"
+    staged.write_text(str(os.getpid()))
+    os.replace(staged, directory / f"{point}.reached")  # the test never reads a half-written pid
+    deadline = time.monotonic() + timeout
+    while not release.exists():
+        if time.monotonic() > deadline:
+            raise InjectedFault(f"pause at {point} was not released within {timeout:g} s "
+                                f"(RIVET_TEST_PAUSE_AT)")
+        time.sleep(0.01)  # polling a barrier file with a deadline
+
+
 def fault_point(point: str) -> None:
     """Fire the hook named `point` if a test armed it; otherwise do nothing (cheap)."""
     if _armed("RIVET_TEST_PANIC_AT", point):
@@ -37,3 +71,5 @@ def fault_point(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if _armed("RIVET_TEST_ERROR_AT", point):
         raise InjectedFault(f"injected fault at {point} (RIVET_TEST_ERROR_AT)")
+    if point not in _paused and _armed("RIVET_TEST_PAUSE_AT", point):
+        _pause(point)

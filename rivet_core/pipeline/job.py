@@ -14,6 +14,7 @@ finalize sequence (finalize.py) always runs exactly once, via `publish` or `fail
 from __future__ import annotations
 
 import logging
+import shlex
 import shutil
 import time
 from dataclasses import dataclass
@@ -30,9 +31,11 @@ from rivet_core.pipeline.publish import publish_staged
 from rivet_core.pipeline.schema_drift import check_schema_drift
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.plan import DayWindow, UnitPlan, plan_unit
+from rivet_core.progress import ProgressTracker
 from rivet_core.redact import redact_secrets
 from rivet_core.source import backoff_ms, classify_error
-from rivet_core.state import StateStore
+from rivet_core.state import ExportLockHandle, StateStore
+from rivet_core.state.writable import assert_writable
 
 log = logging.getLogger("rivet.run")
 
@@ -53,6 +56,9 @@ class RunOptions:
     #: (chunk_partition.py): a partition works for the chunk run and is not a run of its own;
     #: the chunk run's row is opened by its finalize (`open_ledger`) once I6 held.
     ledger: bool = True
+    #: Progress reporting (rivet_core/progress.py): fed once per batch; None = off. The CLI
+    #: and the Dagster layer pass their own sinks, the run never picks one itself.
+    progress: ProgressTracker | None = None
 
 
 def staging_root(config: RivetConfig) -> Path:
@@ -65,6 +71,10 @@ class ExportRun:
     #: The new manifest replaces the prefix's previous one part by part: parts it no longer
     #: lists are quarantined after it landed (time partitions always; the Dagster chunk finalize).
     supersedes_previous = False
+    #: How this run holds the export's lock (state/locks.py): a CLI run or one time partition
+    #: is `exclusive` (never two cursors racing); the Dagster chunk flow is `shared`; None
+    #: takes no lock (read-only inspection: `rivet reconcile`).
+    lock_mode: str | None = "exclusive"
 
     def __init__(self, config: RivetConfig, export: ExportConfig, options: RunOptions | None = None,
                  *, state: StateStore | None = None, notifications: Any = "config") -> None:
@@ -73,7 +83,17 @@ class ExportRun:
         self._own_state = state is None
         self.state = state or StateStore.open(config.config_path)
         self.notifications = config.notifications if notifications == "config" else notifications
+        self.export_lock: ExportLockHandle | None = None
         try:
+            # Before the cursor is read: a second run of the export is refused (ExportLocked,
+            # exit 2) here, having read and written nothing.
+            if self.lock_mode is not None:
+                # A store that cannot record the outcome must not let the run publish.
+                assert_writable(self.state.engine, self.state.url)
+                self.export_lock = self.state.acquire_export_lock(
+                    export.name, mode=self.lock_mode,
+                    window_label=self.options.window.label if self.options.window else None,
+                    dagster_run_id=self.options.dagster_run_id, config_hint=shlex.quote(str(config.config_path)))
             stored = (self.state.get_cursor(export.name)
                       if export.mode == "incremental" and not self.options.window else None)
             self.plan: UnitPlan = plan_unit(config, export, stored_cursor=stored, window=self.options.window)
@@ -82,6 +102,8 @@ class ExportRun:
             self.close()
             raise
         self.summary = self._new_summary()
+        if self.export_lock is not None:
+            self.export_lock.annotate(run_id=self.summary.run_id)
         self.staging_dir = staging_root(config) / self.summary.run_id
         self.finalized = False
         if self.options.ledger:
@@ -118,7 +140,8 @@ class ExportRun:
         attempt = 0
         while True:
             try:
-                return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{attempt}")
+                return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{attempt}",
+                                          progress=self.options.progress)
             except Exception as exc:
                 decision = classify_error(exc)
                 if not (decision.transient and self.options.internal_retries) \
@@ -193,6 +216,9 @@ class ExportRun:
             self.close()
 
     def close(self) -> None:
+        """Release the export lock (idempotent), then the store if this run opened it."""
+        if self.export_lock is not None:
+            self.export_lock.release()
         if self._own_state:
             self.state.close()
 

@@ -78,14 +78,17 @@ class ReconcileReport:
         return DataIntegrityError.exit_code if self.counts()["mismatch"] else 0
 
 
-def _chunked_run(config: RivetConfig, export: ExportConfig):  # noqa: ANN202
+def _chunked_run(config: RivetConfig, export: ExportConfig, *, read_only: bool = False):  # noqa: ANN202
+    """The chunked run object reconcile/repair plan with. Reconcile only reads, so it takes no
+    export lock (it must work beside running chunk workers); repair writes, so it locks."""
     from rivet_core.pipeline.chunked import ChunkedRun
 
     if export.mode != "chunked" or not export.chunk_checkpoint:
         raise ConfigError(f"export '{export.name}': reconcile and repair need a chunked export with "
                           "chunk_checkpoint: true (they compare per-chunk counts recorded in the checkpoint); "
                           f"this export is mode '{export.mode}' — use `rivet validate` instead")
-    return ChunkedRun(config, export, RunOptions(ledger=False), notifications=None)
+    cls = type("InspectChunkedRun", (ChunkedRun,), {"lock_mode": None}) if read_only else ChunkedRun
+    return cls(config, export, RunOptions(ledger=False), notifications=None)
 
 
 def _plan_for(run: Any, run_row: Any, tasks: list) -> ChunkPlan:
@@ -103,7 +106,7 @@ def _plan_for(run: Any, run_row: Any, tasks: list) -> ChunkPlan:
 
 def reconcile_export(config: RivetConfig, export: ExportConfig) -> ReconcileReport:
     """Per completed chunk: source COUNT vs rows written (see the module docstring)."""
-    run = _chunked_run(config, export)
+    run = _chunked_run(config, export, read_only=True)
     try:
         run_row = run.state.get_latest_chunk_run(export.name)
         if run_row is None:

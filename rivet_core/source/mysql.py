@@ -13,6 +13,12 @@ batch at a time. While a stream is open the connection cannot run another statem
 
 `describe` runs `SELECT * FROM (<sql>) AS _rivet_probe LIMIT 0`, which returns the column
 definitions without reading rows.
+
+`stream` decodes the row packets of that unbuffered result straight into Arrow columns
+(`mysql_raw`, vectorized per column) unless `RIVET_MYSQL_READ_PATH=rows` or the PyMySQL
+connection lacks what that needs; then it uses the row path (PyMySQL rows → Arrow). Both
+read the same statement on the same connection, so snapshot, time zone and timeouts are
+identical; the choice is logged.
 """
 
 from __future__ import annotations
@@ -22,13 +28,15 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pyarrow as pa
 import pymysql
 import pymysql.cursors
 
 from rivet_core.config.tuning import ResolvedTuning
-from rivet_core.errors import ConfigError
+from rivet_core.errors import ConfigError, SourceError
 from rivet_core.redact import redact_url
-from rivet_core.source.base import SourceColumn, SourceSession, wrap_driver_error
+from rivet_core.source import mysql_raw
+from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.query import quote_ident_mysql
 from rivet_core.source.types_mysql import _TEXTUAL, BINARY_CHARSET, MySQLField, mysql_column
 
@@ -202,9 +210,53 @@ class MySQLSession(SourceSession):
                 ]
         return [mysql_column(f, json_columns) for f in fields]
 
-    def _open_cursor(
-        self, sql: str, params: Sequence[Any], batch_rows: int
-    ) -> tuple[list[SourceColumn] | None, Iterator[Sequence[Sequence[Any]]]]:
+    def stream(
+        self, sql: str, params: Sequence[Any], schema: pa.Schema, batch_rows: int
+    ) -> Iterator[pa.RecordBatch]:
+        """Raw packets → Arrow (`mysql_raw`) by default, else the row path (module doc)."""
+        self._require_open()
+        if batch_rows < 1:
+            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+        if mysql_raw.read_path_mode() == "rows":
+            reason: str | None = f"{mysql_raw.READ_PATH_ENV}=rows"
+        else:
+            reason = mysql_raw.unsupported_reason(self.connection)
+        if reason is not None:
+            mysql_raw.log.info("MySQL read path: rows (%s)", reason)
+            yield from super().stream(sql, params, schema, batch_rows)
+            return
+        with self._driver_errors("starting the query"):
+            live, cur = self._execute_unbuffered(strip_sql(sql), params)
+        try:
+            if len(live) != len(schema):
+                raise SourceError(
+                    f"the query returns {len(live)} column(s) but the expected schema has "
+                    f"{len(schema)} ({', '.join(schema.names)}) — the source changed between "
+                    f"describe and read; re-run the export"
+                )
+            result = cur._result
+            if result is None or not result.unbuffered_active:
+                return  # no result set: nothing to read (the row path yields nothing too)
+            decoder = mysql_raw.BatchDecoder(
+                schema, live, result.converters, self._converters(schema, live),
+                self.tuning.max_value_mb,
+            )
+            mysql_raw.log.info(
+                "MySQL read path: raw (%d of %d column(s) vectorized)",
+                len(decoder.vector_columns), len(schema),
+            )
+            reader = mysql_raw.PacketReader(self.connection, result)
+            yield from mysql_raw.stream_raw(reader, decoder, batch_rows, self._driver_errors)
+        finally:
+            try:
+                cur.close()
+            except pymysql.err.Error:
+                pass  # the connection is already broken; the read error surfaced above
+
+    def _execute_unbuffered(
+        self, sql: str, params: Sequence[Any]
+    ) -> tuple[list[SourceColumn], pymysql.cursors.SSCursor]:
+        """Run `sql` on an unbuffered cursor; return the live columns and the open cursor."""
         cur = self.connection.cursor(pymysql.cursors.SSCursor)
         try:
             if params:
@@ -219,7 +271,12 @@ class MySQLSession(SourceSession):
         # describe, and a lookup now would collide with the open unbuffered result.
         fields = [_field_of(p) for p in packets]
         json_columns: frozenset[tuple[str, str]] = frozenset().union(*self._json_cache.values())
-        live = [mysql_column(f, json_columns) for f in fields]
+        return [mysql_column(f, json_columns) for f in fields], cur
+
+    def _open_cursor(
+        self, sql: str, params: Sequence[Any], batch_rows: int
+    ) -> tuple[list[SourceColumn] | None, Iterator[Sequence[Sequence[Any]]]]:
+        live, cur = self._execute_unbuffered(sql, params)
         return live, _fetch_chunks(cur, batch_rows)
 
     def _scalar(self, sql: str, params: Sequence[Any]) -> Any:

@@ -25,17 +25,25 @@ from rivet_core.state.chunks import (
 from rivet_core.state.cursors import CursorRow, CursorStore
 from rivet_core.state.engine import STATE_FILE_NAME, create_state_engine, state_url_for
 from rivet_core.state.files import FileLogStore, FileRow
+from rivet_core.state.locks import (
+    ExportLocked,
+    ExportLockHandle,
+    ExportLockLost,
+    ExportLockStore,
+    LockHolder,
+)
 from rivet_core.state.metrics import MetricsStore
 from rivet_core.state.migrations import SCHEMA_VERSION, migrate
 from rivet_core.state.progression import ProgressionStore
 from rivet_core.state.runs import RunLedgerStore
 
 __all__ = ["StateStore", "CursorRow", "FileRow", "STATE_FILE_NAME", "SCHEMA_VERSION", "state_url_for",
-           "ChunkRunRow", "ChunkTaskRow", "ChunkRunInProgress", "ChunkRunIncomplete", "ChunkTaskNotRunning"]
+           "ChunkRunRow", "ChunkTaskRow", "ChunkRunInProgress", "ChunkRunIncomplete", "ChunkTaskNotRunning",
+           "ExportLocked", "ExportLockHandle", "ExportLockLost", "LockHolder"]
 
 
 class StateStore(CursorStore, FileLogStore, MetricsStore, SchemaBaselineStore, RunLedgerStore,
-                 ProgressionStore, ChunkStore):
+                 ProgressionStore, ChunkStore, ExportLockStore):
     """All state operations over one SQLAlchemy engine."""
 
     def __init__(self, engine: sa.Engine) -> None:
@@ -75,5 +83,10 @@ def _open_error(where: str, exc: Exception) -> Exception:
     cause = getattr(exc, "orig", None) or exc  # the driver's error, without SQLAlchemy's footer
     hint = ("check RIVET_STATE_URL and that the server is reachable" if not where.startswith("sqlite")
             else "check that the config's directory is writable")
+    if "database is locked" in str(cause):  # SQLite: another process held it past busy_timeout
+        return TransientError(
+            f"cannot open the state store {where}: database is locked — another process holds a "
+            f"lock on it (a running rivet or a tool with an open transaction); retry when it has "
+            f"finished (nothing was exported)")
     message = f"cannot open the state store {where}: {redact_secrets(str(cause).strip())} — {hint}"
     return TransientError(message) if classify_error(exc).transient else ConfigError(message)

@@ -35,6 +35,8 @@ chunk is completed here and its attempt name equals `chunk_task.file_name`:
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -77,6 +79,9 @@ class ChunkTaskRow:
     updated_at: str
     #: Who claimed it last (a process/thread/Dagster run label), for forensics.
     worker: str | None = None
+    #: The OS process that claimed it last (pid on host): which machine ran the window.
+    worker_pid: int | None = None
+    worker_host: str | None = None
 
 
 class ChunkRunInProgress(ConfigError):
@@ -217,17 +222,21 @@ class ChunkStore(StoreBase):
         with self.engine.begin() as conn:
             return [_run_row(r) for r in conn.execute(q).mappings()]
 
-    def finalize_chunk_run_completed(self, run_id: str) -> None:
+    def finalize_chunk_run_completed(self, run_id: str) -> bool:
         """Mark the run completed — only if every task is completed (I6). The count and the
         update are one transaction holding the run row exclusively, so no task can be reset,
         re-claimed or added in between. Raises ChunkRunIncomplete (a RuntimeError) naming how
-        many tasks are not completed; finalizing an already completed run is a no-op."""
+        many tasks are not completed; finalizing an already completed run is a no-op.
+
+        Returns True only for the call that made the transition: of two finalizers racing
+        (two `<export>_manifest` runs), exactly one gets True and publishes; the other sees the
+        run completed once it gets the row lock (or the write lock on SQLite) and gets False."""
         with self.engine.begin() as conn:
             run = _lock_run(conn, run_id, exclusive=True)
             if run is None:
                 raise LookupError(f"cannot finalize chunk run {run_id}: no such run in the checkpoint")
             if run.status == "completed":
-                return
+                return False
             if run.status != "in_progress":
                 raise RuntimeError(f"cannot finalize chunk run {run_id} of export '{run.export_name}': "
                                    f"it is {run.status}, not in progress")
@@ -236,8 +245,10 @@ class ChunkStore(StoreBase):
                 .group_by(chunk_task.c.status)).all())
             if any(n for status, n in counts.items() if status != "completed"):
                 raise ChunkRunIncomplete(run, counts)
-            conn.execute(chunk_run.update().where(chunk_run.c.run_id == run_id)
-                         .values(status="completed", updated_at=utc_now_text()))
+            n = conn.execute(chunk_run.update().where(
+                (chunk_run.c.run_id == run_id) & (chunk_run.c.status == "in_progress"))
+                .values(status="completed", updated_at=utc_now_text())).rowcount
+            return n == 1
 
     def mark_chunk_run_interrupted(self, run_id: str) -> None:
         """in_progress → interrupted (frees the export for a fresh run; never resumable)."""
@@ -353,7 +364,8 @@ class ChunkStore(StoreBase):
         claimed = conn.execute(
             chunk_task.update()
             .where((chunk_task.c.id == task_id) & (chunk_task.c.status != "running"))
-            .values(status="running", attempts=chunk_task.c.attempts + 1, worker=worker, updated_at=now)
+            .values(status="running", attempts=chunk_task.c.attempts + 1, worker=worker, updated_at=now,
+                    worker_pid=os.getpid(), worker_host=socket.gethostname())
         ).rowcount
         if claimed != 1:  # defensive: the row lock / write lock makes this unreachable
             return None

@@ -25,9 +25,15 @@ class CursorStore(StoreBase):
             ).scalar()
 
     def set_cursor(self, export_name: str, value: str) -> None:
-        """Upsert the cursor. No monotonicity check here: ordering is RunStore's job."""
+        """Upsert the cursor. No monotonicity check here: ordering is RunStore's job.
+        When this store holds the export's run lock, the write is conditional on still holding
+        it, checked in the same transaction (state/locks.py: a run whose lock was swept as
+        stale raises ExportLockLost instead of racing the run that took it over)."""
         now = utc_now_text()
         with self.engine.begin() as conn:
+            guard = getattr(self, "_assert_lock_held", None)  # ExportLockStore, in the StateStore
+            if guard is not None:
+                guard(conn, export_name)
             updated = conn.execute(
                 export_state.update()
                 .where(export_state.c.export_name == export_name)

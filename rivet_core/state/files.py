@@ -4,6 +4,14 @@
 run's `running` export_metrics row is (re)projected from file_log — insert-if-absent, then
 update — so parallel writers of one run never create two running rows. Callers treat any
 error as a warning (I7): the part is already durable at the destination.
+
+Concurrency (many Dagster chunk partitions of one chunk run write under the same run_id):
+on SQLite the transaction holds the write lock from BEGIN IMMEDIATE. On PostgreSQL (READ
+COMMITTED) two first writers would both see no running row and both insert it — the partial
+unique index then failed the second transaction, losing its file_log row — and two
+projections computed side by side each miss the other's part. So the running row is inserted
+with ON CONFLICT DO NOTHING, then locked (FOR UPDATE) before the aggregate is read: the
+projections of one run are serialized and each sees every committed part.
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from rivet_core.state._base import StoreBase, utc_now_text
 from rivet_core.state.schema import export_metrics, file_log
@@ -48,12 +57,15 @@ class FileLogStore(StoreBase):
     @staticmethod
     def _project_running(conn: sa.Connection, run_id: str, export_name: str,
                          format: str | None, mode: str | None, now: str) -> None:
-        exists = conn.execute(sa.select(export_metrics.c.id).where(
-            (export_metrics.c.run_id == run_id) & (export_metrics.c.status == "running"))).first()
-        if exists is None:
-            conn.execute(export_metrics.insert().values(
-                export_name=export_name, run_id=run_id, run_at=now, status="running",
-                duration_ms=0, retries=0, format=format, mode=mode))
+        running = (export_metrics.c.run_id == run_id) & (export_metrics.c.status == "running")
+        row = dict(export_name=export_name, run_id=run_id, run_at=now, status="running",
+                   duration_ms=0, retries=0, format=format, mode=mode)
+        if conn.dialect.name == "postgresql":
+            conn.execute(pg_insert(export_metrics).values(**row).on_conflict_do_nothing(
+                index_elements=[export_metrics.c.run_id], index_where=export_metrics.c.status == "running"))
+        elif conn.execute(sa.select(export_metrics.c.id).where(running)).first() is None:
+            conn.execute(export_metrics.insert().values(**row))  # SQLite: BEGIN IMMEDIATE serializes
+        conn.execute(sa.select(export_metrics.c.id).where(running).with_for_update())  # one projector at a time
         agg = conn.execute(sa.select(
             sa.func.coalesce(sa.func.sum(file_log.c.row_count), 0),
             sa.func.count(),

@@ -32,10 +32,25 @@ def _v2_create_chunk_checkpoint_tables(conn: sa.Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _v3_export_lock_and_chunk_worker_process(conn: sa.Connection) -> None:
+    """export_lock (issue 7): who runs an export right now (state/locks.py), a new table; and
+    chunk_task.worker_pid / worker_host (which process claimed a window), nullable columns
+    added to a v2 table (a store created at v2 by this release already has them)."""
+    for table in schema.V3_TABLES:
+        table.create(conn, checkfirst=True)
+    present = {c["name"] for c in sa.inspect(conn).get_columns("chunk_task")}
+    for name in schema.V3_CHUNK_TASK_COLUMNS:
+        if name not in present:
+            column = schema.chunk_task.c[name]
+            kind = column.type.compile(dialect=conn.dialect)
+            conn.execute(sa.text(f"ALTER TABLE chunk_task ADD COLUMN {name} {kind}"))
+
+
 #: The ladder. Append only; never edit a released step.
 MIGRATIONS: list[tuple[int, Callable[[sa.Connection], None]]] = [
     (1, _v1_create_core_tables),
     (2, _v2_create_chunk_checkpoint_tables),
+    (3, _v3_export_lock_and_chunk_worker_process),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

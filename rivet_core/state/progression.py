@@ -6,6 +6,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from rivet_core.state._base import StoreBase, utc_now_text
 from rivet_core.state.schema import export_progression
@@ -21,12 +22,23 @@ def cursor_advances(new: str, old: str | None) -> bool:
         return new.encode() > old.encode()
 
 
+def _locked_row(conn: sa.Connection, export_name: str) -> sa.RowMapping | None:
+    """The export's progression row, locked for this transaction. On PostgreSQL the row is
+    created first (ON CONFLICT DO NOTHING) so two first writers do not both insert it, and
+    FOR UPDATE makes the read-compare-write atomic (no lost update); SQLite's BEGIN IMMEDIATE
+    already serializes the whole transaction."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(pg_insert(export_progression).values(export_name=export_name).on_conflict_do_nothing(
+            index_elements=[export_progression.c.export_name]))
+    return conn.execute(sa.select(export_progression).where(
+        export_progression.c.export_name == export_name).with_for_update()).mappings().first()
+
+
 class ProgressionStore(StoreBase):
     def record_committed_incremental(self, export_name: str, cursor: str, run_id: str) -> None:
         now = utc_now_text()
         with self.engine.begin() as conn:
-            row = conn.execute(sa.select(export_progression).where(
-                export_progression.c.export_name == export_name)).mappings().first()
+            row = _locked_row(conn, export_name)
             if row is not None and not cursor_advances(cursor, row["last_committed_cursor"]):
                 return
             values = dict(last_committed_strategy="incremental", last_committed_cursor=cursor,
@@ -50,8 +62,7 @@ class ProgressionStore(StoreBase):
     def _advance_chunked(self, which: str, export_name: str, chunk_index: int, run_id: str) -> None:
         col = f"last_{which}_chunk_index"
         with self.engine.begin() as conn:
-            row = conn.execute(sa.select(export_progression).where(
-                export_progression.c.export_name == export_name)).mappings().first()
+            row = _locked_row(conn, export_name)
             stored = row[col] if row is not None else None
             if stored is not None and int(chunk_index) <= int(stored):
                 return

@@ -186,6 +186,10 @@ chunk_task = sa.Table(
     sa.Column("file_name", sa.Text),
     sa.Column("worker", sa.Text),
     sa.Column("updated_at", sa.Text, nullable=False),
+    # (v3) the OS process that claimed the task last: pid and host (forensics of a
+    # distributed run — which machine ran which window; `worker` names the Dagster run).
+    sa.Column("worker_pid", sa.Integer),
+    sa.Column("worker_host", sa.Text),
     sa.UniqueConstraint("run_id", "chunk_index", name="uq_chunk_task_run_index"),
     _one_of("status", CHUNK_TASK_STATUSES, "ck_chunk_task_status"),
     sa.Index("idx_chunk_task_run_status", "run_id", "status"),
@@ -193,3 +197,28 @@ chunk_task = sa.Table(
 
 #: Tables created by migration 2.
 V2_TABLES = (chunk_run, chunk_task)
+
+# ---------------------------------------------------------------- v3: export locks
+#: One row per holder of an export's run lock (state/locks.py): an exclusive CLI run, or each
+#: shared worker of a Dagster chunked export. Timestamps are RFC3339 UTC text like the rest.
+export_lock = sa.Table(
+    "export_lock", metadata,
+    sa.Column("lock_key", sa.Text, primary_key=True),
+    sa.Column("token", sa.Text, primary_key=True),
+    sa.Column("mode", sa.Text, nullable=False),
+    sa.Column("export_name", sa.Text, nullable=False),
+    sa.Column("run_id", sa.Text),
+    sa.Column("dagster_run_id", sa.Text),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("host", sa.Text, nullable=False),
+    sa.Column("process_start", sa.Text),
+    sa.Column("started_at", sa.Text, nullable=False),
+    sa.Column("heartbeat_at", sa.Text, nullable=False),
+    sa.Column("expires_at", sa.Text, nullable=False),
+    sa.CheckConstraint("mode IN ('exclusive', 'shared')", name="ck_export_lock_mode"),
+    sa.Index("idx_export_lock_export", "export_name"),
+)
+
+#: Tables created by migration 3 (which also adds chunk_task.worker_pid / worker_host).
+V3_TABLES = (export_lock,)
+V3_CHUNK_TASK_COLUMNS = ("worker_pid", "worker_host")

@@ -258,7 +258,8 @@ def test_a_crashed_partition_is_taken_over_by_its_next_materialization_and_the_m
     # … then windows 3..5 are materialized again: 3 is taken over from the dead run, 4 gets a
     # fresh budget. Window 1, already done, is re-materialized on purpose (its old part is superseded).
     assert materialize(defs, instance, INITIAL_KEYS[3], INITIAL_KEYS[5]).success
-    assert materialize(defs, instance, INITIAL_KEYS[1]).success
+    window1 = materialize(defs, instance, INITIAL_KEYS[1])
+    assert window1.success
     run, tasks = checkpoint(config)
     assert {t.status for t in tasks.values()} == {"completed"}
 
@@ -280,6 +281,16 @@ def test_a_crashed_partition_is_taken_over_by_its_next_materialization_and_the_m
     assert len(quarantined) == 2  # the crashed attempt of window 3 and window 1's first attempt
     m = meta(materialization(finalized))
     assert m["dagster/row_count"] == INITIAL_ROWS and m["chunk_windows"] == 6
+    # The window's own materialization: its part (the one the manifest lists), re-read.
+    chunk_mat = materialization(window1)
+    cm = meta(chunk_mat)
+    [part] = [r.data for r in cm["parts_table"].records]
+    view = target.view(EXPORT)
+    assert part["file"] in [p["path"] for p in manifest["parts"]]
+    assert part["rows"] == cm["rows"] == cm["dagster/row_count"] == view.read_part(part["file"]).num_rows > 0
+    assert part["bytes"] == cm["bytes"] == len(view.read(part["file"]))
+    assert isinstance(chunk_mat.metadata["duration_s"], dg.FloatMetadataValue) and cm["duration_s"] > 0
+    assert cm["rows_per_s"] == round(cm["rows"] / cm["duration_s"], 1)
 
     store = StateStore.open(load_config(config).config_path)
     try:

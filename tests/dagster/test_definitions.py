@@ -140,6 +140,49 @@ def test_every_mode_becomes_an_asset_with_the_configured_key_group_kinds_pool_an
     assert (policy.max_retries, policy.delay) == (4, 1.5)
 
 
+def test_each_asset_description_states_mode_source_destination_and_schedule_with_credentials_redacted(
+        tmp_path: Path) -> None:
+    config = yaml.safe_load(every_mode_config(tmp_path).read_text())
+    secret = "pw-Sup3r-s3cret"
+    config["source"] = {"type": "postgres", "url": f"postgresql://rivet:{secret}@127.0.0.1:1/shopdb"}
+    config["exports"][1]["destination"]["endpoint"] = f"http://ak:{secret}@127.0.0.1:1"
+    config["exports"][2].pop("table")
+    config["exports"][2]["query"] = f"SELECT * FROM orders WHERE note <> 'password={secret}'"
+    path = tmp_path / "rivet.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    defs = build_definitions(path)
+
+    def lines(key: dg.AssetKey) -> dict[str, str]:
+        text = spec_of(defs, key).description
+        assert secret not in text, text
+        return dict(line[2:].split(": ", 1) for line in text.splitlines() if line.startswith("- "))
+
+    full = lines(dg.AssetKey(["rivet", "orders_full"]))
+    assert full["mode"] == "full snapshot"
+    assert full["source"] == "postgres `postgresql://REDACTED@127.0.0.1:1/shopdb` · table `public.orders`"
+    assert full["destination"] == f"local `{tmp_path / 'out/full'}` · parquet, zstd level 3"
+    assert full["schedule"] == "`0 3 * * *` (RUNNING by default)"
+
+    inc = lines(dg.AssetKey(["sales", "raw", "orders_inc"]))
+    assert (inc["mode"], inc["cursor"]) == ("incremental", "`updated_at`")
+    assert inc["destination"] == "s3 `s3://lake/orders/` at `http://REDACTED@127.0.0.1:1` · csv"
+    assert inc["schedule"] == "`*/15 * * * *` (STOPPED by default)"
+
+    daily = lines(dg.AssetKey(["rivet", "orders_daily"]))
+    assert daily["mode"] == "daily time window" and daily["time column"] == "`created_at`"
+    assert daily["source"].startswith("postgres `postgresql://REDACTED@127.0.0.1:1/shopdb` · query `SELECT * FROM")
+    assert "password=REDACTED" in daily["source"]
+    assert daily["schedule"].startswith("`10 0 * * *` (STOPPED by default), re-exports the last 3 day")
+
+    del config["exports"][0]["dagster"]
+    config["source"] = {"type": "postgres", "url_env": "SHOP_DB_URL"}
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    defs = build_definitions(path)
+    full = lines(dg.AssetKey(["rivet", "orders_full"]))
+    assert full["schedule"] == "none"
+    assert full["source"] == "postgres URL from `$SHOP_DB_URL` · table `public.orders`"
+
+
 def test_every_export_has_the_manifest_and_drift_checks_and_one_check_per_quality_gate(tmp_path: Path) -> None:
     defs = build_definitions(every_mode_config(tmp_path))
     assert check_names(defs, dg.AssetKey(["rivet", "orders_full"])) == {

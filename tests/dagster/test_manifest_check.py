@@ -8,6 +8,7 @@ every partition prefix holding a manifest when the run has no partition.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -26,6 +27,13 @@ from tests.dagster.support import (
 
 def values(evaluation: Any) -> dict[str, Any]:
     return {k: v.value for k, v in evaluation.metadata.items()}
+
+
+def table_rows(markdown: str) -> list[list[str]]:
+    """The body rows of the failure table (header checked: file, problem, expected, found)."""
+    lines = markdown.splitlines()
+    assert lines[0] == "| file | problem | expected | found |", markdown
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines[2:]]
 
 
 def setup(target: Target, url: str, name: str, mode: str) -> tuple[dg.Definitions, dg.AssetKey]:
@@ -53,6 +61,10 @@ def test_manifest_verified_passes_after_a_materialization_and_fails_with_error_n
     parts = [p["path"] for p in view.current_manifest()["parts"]]
     assert check.passed and values(check)["failures"] == 0
     assert values(check)["parts_verified"] == len(parts)
+    assert values(check)["verdict"] == "PASSED" and values(check)["failure_table"] == "No failures."
+    for name in ("prefixes_checked", "parts_verified", "failures", "untracked_objects"):
+        assert isinstance(check.metadata[name], dg.IntMetadataValue), name
+    assert isinstance(check.metadata["failure_table"], dg.MarkdownMetadataValue)
 
     result, check = verify_alone(defs, instance)
     assert result.success and check.passed
@@ -62,8 +74,8 @@ def test_manifest_verified_passes_after_a_materialization_and_fails_with_error_n
     assert not result.success  # blocking + ERROR fails the run
     assert not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
     meta = values(check)
-    assert meta["failures"] == 1
-    assert parts[0] in meta["failure_table"] and "part_missing" in meta["failure_table"]
+    assert meta["failures"] == 1 and meta["verdict"] == "FAILED (1 failure)"
+    assert table_rows(meta["failure_table"]) == [[f"`{parts[0]}`", "part_missing", "present", "missing"]]
     record = instance.get_latest_asset_check_evaluation_record(dg.AssetCheckKey(key, "manifest_verified"))
     assert record.status.value == "FAILED"
 
@@ -78,9 +90,11 @@ def test_manifest_verified_reports_a_resized_part_with_its_expected_and_actual_s
 
     result, check = verify_alone(defs, instance)
     assert not result.success and not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
-    row = next(line for line in values(check)["failure_table"].splitlines() if part["path"] in line)
-    assert "part_size_mismatch" in row
-    assert f"| {part['size_bytes']} | {len(b'truncated')} |" in row
+    meta = values(check)
+    assert meta["verdict"] == "FAILED (1 failure)"
+    assert table_rows(meta["failure_table"]) == [
+        [f"`{part['path']}`", "part_size_mismatch", str(part["size_bytes"]), str(len(b"truncated"))]]
+    assert part["path"] in check.description and "part_size_mismatch" in check.description
 
 
 def test_manifest_verified_on_a_daily_export_checks_the_tagged_partition_or_every_partition(
@@ -105,3 +119,25 @@ def test_manifest_verified_on_a_daily_export_checks_the_tagged_partition_or_ever
     assert not result.success and not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
     assert values(check)["prefixes_checked"] == 2 and values(check)["failures"] == 1
     assert damaged in values(check)["failure_table"]
+
+
+def test_manifest_verified_names_a_part_corrupted_in_place_on_s3_in_its_failure_table(
+        orders_pg: str, s3: Any, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    """Same size, different bytes: the size check cannot see it; the MD5 the manifest
+    recorded against the object's ETag can (local listings carry no MD5, so S3 only)."""
+    target = Target("s3", tmp_path, s3)
+    defs, _ = setup(target, orders_pg, "orders_full", "full")
+    assert run_job(defs, "orders_full_job", instance).success
+    view = target.view("orders_full")
+    part = view.current_manifest()["parts"][0]
+    data = bytearray(view.read(part["path"]))
+    data[len(data) // 2] ^= 0xFF
+    view.client.put_object(Bucket=s3.bucket, Key=view.prefix + part["path"], Body=bytes(data))
+
+    result, check = verify_alone(defs, instance)
+    assert not result.success and not check.passed and check.severity == dg.AssetCheckSeverity.ERROR
+    meta = values(check)
+    assert meta["verdict"] == "FAILED (1 failure)" and meta["failures"] == 1
+    [row] = table_rows(meta["failure_table"])
+    assert row[:2] == [f"`{part['path']}`", "part_checksum_mismatch"]
+    assert row[2] == part["content_md5"] and row[3] not in ("", row[2])

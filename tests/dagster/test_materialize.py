@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import xxhash
 
 from rivet_dagster import build_definitions
 from tests.dagster.support import (
@@ -50,18 +51,40 @@ def test_a_full_export_publishes_every_source_row_and_reports_it_in_the_material
     assert id_amounts(table) == source_rows(orders_pg)
     assert "_SUCCESS" in view.keys()
 
-    m = meta(materialization(result))
-    assert m["dagster/row_count"] == table.num_rows == ROWS
+    mat = materialization(result)
+    m = meta(mat)
+    assert m["dagster/row_count"] == m["rows"] == table.num_rows == ROWS
     assert [c.name for c in m["dagster/column_schema"].columns] == table.column_names
     assert m["destination"] == view.uri
     assert m["rivet_run_id"] == manifest["run_id"]
     assert manifest["dagster_run_id"] == result.run_id
     sizes = view.keys()
     assert m["parts"] == len(manifest["parts"]) >= 1
-    assert m["bytes_written"] == sum(sizes[p["path"]] for p in manifest["parts"])
-    assert all(isinstance(m[k], int) for k in ("dagster/row_count", "parts", "bytes_written", "duration_ms"))
-    assert "run_report" in m and manifest["run_id"] in m["run_report"]
+    assert m["bytes"] == sum(sizes[p["path"]] for p in manifest["parts"])
+    # Typed numbers, so the asset's Plots tab charts them across materializations.
+    for key in ("dagster/row_count", "rows", "bytes", "parts"):
+        assert isinstance(mat.metadata[key], dg.IntMetadataValue), key
+    for key in ("duration_s", "rows_per_s"):
+        assert isinstance(mat.metadata[key], dg.FloatMetadataValue), key
     report = json.loads(Path(m["run_report_path"]).with_name("summary.json").read_text())
+    assert m["duration_s"] == report["duration_ms"] / 1000 > 0
+    assert m["rows_per_s"] == round(ROWS / m["duration_s"], 1)
+
+    # The parts table: one row per part the manifest lists, each checked against the re-read file.
+    assert isinstance(mat.metadata["parts_table"], dg.TableMetadataValue)
+    records = [r.data for r in m["parts_table"].records]
+    assert [r["file"] for r in records] == [p["path"] for p in manifest["parts"]]
+    for r in records:
+        data = view.read(r["file"])
+        assert r["bytes"] == len(data) == sizes[r["file"]]
+        assert r["rows"] == view.read_part(r["file"]).num_rows
+        assert r["checksum"] == "xxh3:" + xxhash.xxh3_64(data).hexdigest()
+    assert sum(r["rows"] for r in records) == ROWS
+
+    # The run report, as markdown, is the one the engine wrote for this run.
+    assert isinstance(mat.metadata["run_report"], dg.MarkdownMetadataValue)
+    assert m["run_report"] == Path(m["run_report_path"]).read_text()
+    assert f"# Rivet run: `{manifest['run_id']}`" in m["run_report"] and "**SUCCESS**" in m["run_report"]
     assert (report["run_id"], report["dagster_run_id"]) == (manifest["run_id"], result.run_id)
 
 

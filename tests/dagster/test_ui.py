@@ -10,15 +10,22 @@ group stops every one of them (SIGKILL only after a bounded wait, and then the t
 Chromium is headless Debian `chromium` ($CHROMIUM_PATH); without it the browser test FAILS
 (see e2e_demo.chromium_path). `--virtual-time-budget` lets the single-page app render before
 the DOM dump / screenshot; without it the page is blank.
+
+After a `dagster asset materialize` of `customers` against the same instance, the asset
+page test reads the row count and the check results off the Overview, `manifest_verified`
+off the Checks tab, and keeps the screenshot and DOM dumps in $RIVET_ARTIFACTS (default
+`artifacts/`, gitignored) for CI to publish.
 """
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -27,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from tests.dagster.e2e_demo import DEMO_ASSETS, REPO, Demo, chromium_path, make_demo
@@ -265,6 +273,90 @@ def test_assets_page_renders_in_chromium(dagster_dev: DagsterDev, tmp_path: Path
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "the screenshot is not a PNG"
     # A blank white 1400x900 page compresses to a few KB; the rendered catalog is ~80 KB.
     assert len(data) > 20_000, f"the screenshot looks blank ({len(data)} bytes): {png}"
+    print(f"screenshot: {png}")
+
+
+def artifacts_dir() -> Path:
+    """Where browser screenshots and DOM dumps are kept for CI: $RIVET_ARTIFACTS, else
+    `artifacts/` in the repository (gitignored). Kept after the run, unlike tmp_path."""
+    path = Path(os.environ.get("RIVET_ARTIFACTS") or REPO / "artifacts")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _materialize(demo: Demo, asset: str) -> None:
+    """`dagster asset materialize` against the same DAGSTER_HOME as the running `dagster dev`
+    (in-process executor: one process, faster on a loaded machine); fails with its log."""
+    cmd = [sys.executable, "-m", "dagster", "asset", "materialize", "-m", "rivet_dagster.definitions",
+           "--select", asset, "--config-json", json.dumps({"execution": {"config": {"in_process": {}}}})]
+    proc = subprocess.run(cmd, cwd=REPO, env=demo.env(), capture_output=True, text=True, timeout=300)
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "RUN_SUCCESS" in log, f"materializing {asset} failed:\n{log[-6000:]}"
+
+
+def visible_text(dom: str) -> list[str]:
+    """The text nodes of a DOM dump, in document order (scripts and styles dropped)."""
+    dom = re.sub(r"<(script|style)\b[^>]*>.*?</\1>", "", dom, flags=re.S | re.I)
+    return [t for t in (html.unescape(chunk).strip() for chunk in re.split(r"<[^>]+>", dom)) if t]
+
+
+def value_after(tokens: list[str], label: str) -> str:
+    """The text node right after the first node equal to `label` (a UI label → its value)."""
+    assert label in tokens, f"no `{label}` on the page"
+    return tokens[tokens.index(label) + 1]
+
+
+def published_rows(prefix: Path) -> tuple[int, int]:
+    """(rows, parts) of what the current manifest at `prefix` lists, re-read with pyarrow."""
+    manifest = json.loads((prefix / "manifest.json").read_text())
+    rows = sum(pq.read_table(prefix / part["path"]).num_rows for part in manifest["parts"])
+    return rows, len(manifest["parts"])
+
+
+def test_an_export_asset_page_shows_its_row_count_and_manifest_check_after_a_materialization(
+        dagster_dev: DagsterDev, demo_copy: Demo, tmp_path: Path) -> None:
+    """The acceptance view: after a materialization, the asset page (Overview) shows the row
+    count and the checks, the Checks tab shows `manifest_verified` succeeded with its
+    verdict; a screenshot of the Overview is kept as a CI artifact."""
+    browser = chromium_path()
+    _wait_until_loaded(dagster_dev)
+    _materialize(demo_copy, "customers")
+    rows, parts = published_rows(demo_copy.dir / "output" / "customers")
+    assert rows == demo_copy.query("SELECT count(*) FROM customers")[0][0] > 0
+
+    out = artifacts_dir()
+    overview = dagster_dev.url + "/assets/customers"
+    png = out / "dagster_asset_customers.png"
+    png.unlink(missing_ok=True)
+    # Two browsers at a time on a small machine: Overview DOM + screenshot, then the Checks tab.
+    dom_proc = _chromium(browser, tmp_path / "profile-dom", "--dump-dom", overview)
+    shot_proc = _chromium(browser, tmp_path / "profile-shot", f"--screenshot={png}", overview, "--window-size=1400,1000")
+    dom = _finish(dom_proc, "--dump-dom")
+    _finish(shot_proc, "--screenshot")
+    checks_dom = _finish(_chromium(browser, tmp_path / "profile-checks", "--dump-dom", overview + "?view=checks"),
+                         "--dump-dom (Checks tab)")
+    (out / "dagster_asset_customers.html").write_text(dom)
+    (out / "dagster_asset_customers_checks.html").write_text(checks_dom)
+
+    page = visible_text(dom)
+    assert value_after(page, "Row count") == f"{rows:,}", f"row count not shown (DOM in {out})"
+    # customers has 5 checks (manifest_verified, schema_drift, 3 quality gates), all passed.
+    assert value_after(page, "Latest check results") == "5", f"check results not shown (DOM in {out})"
+    assert "mode: full snapshot" in page and "schedule: none" in page, "the description lacks mode/schedule"
+
+    tab = visible_text(checks_dom)
+    at = tab.index("manifest_verified")
+    assert tab[at:at + 3] == ["manifest_verified", "manifest_verified", "Succeeded"], tab[at:at + 3]
+    assert value_after(tab, "Evaluation result") == "Passed"
+    assert value_after(tab, "verdict") == "PASSED"
+    assert value_after(tab, "parts_verified") == str(parts)
+
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "the screenshot is not a PNG"
+    width, height = struct.unpack(">II", data[16:24])   # IHDR
+    assert (width, height) == (1400, 1000)
+    # A blank page compresses to a few KB; the rendered asset page is ~120 KB.
+    assert len(data) > 40_000, f"the screenshot looks blank ({len(data)} bytes): {png}"
     print(f"screenshot: {png}")
 
 

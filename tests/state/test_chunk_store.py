@@ -95,7 +95,8 @@ def test_a_store_at_schema_v1_gains_the_chunk_tables_on_open_and_keeps_its_rows(
         create(store)
     finally:
         store.close()
-    assert backend.query("SELECT version FROM rivet_schema_version ORDER BY version") == [(1,), (2,)]
+    assert backend.query("SELECT version FROM rivet_schema_version ORDER BY version") == [
+        (v,) for v in range(1, migrations.SCHEMA_VERSION + 1)]  # every later step ran too
     assert backend.query("SELECT COUNT(*) FROM chunk_task") == [(3,)]
 
 

@@ -1,0 +1,78 @@
+"""`rivet plan` (write a reviewable JSON plan) and `rivet apply` (run it if still fresh).
+
+`apply` refuses a stale plan (see planfile.py for the rules) with one line per reason and
+the fix; `--force` runs it anyway, printing the reasons as warnings. The run itself is the
+`rivet run` command invoked for exactly the planned exports, so progress, locks, the
+commit sequence, summaries and exit codes are the ones `run` has.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from rivet_core.cli_guard import lazy_guard
+from rivet_core.errors import ConfigError
+
+
+@click.command("plan")
+@click.option("-c", "--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="Path to rivet.yaml.")
+@click.option("-e", "--export", "export_names", multiple=True, help="Export(s) to plan (default: all).")
+@click.option("-p", "--param", "params", multiple=True, metavar="K=V", help="Value for ${K} in the config.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False),
+              help="Write the JSON plan here (default: print it on stdout).")
+@lazy_guard
+def plan(config_path: str, export_names: tuple[str, ...], params: tuple[str, ...],
+         output: str | None) -> int:
+    """Plan exports without writing data: strategy, windows, cursor, estimate, diagnostics."""
+    from rivet_core.cli import _load
+    from rivet_core.planfile import build_plan, write_plan
+
+    config = _load(config_path, params)
+    doc = build_plan(config, list(export_names) or None)
+    if output is None:
+        click.echo(json.dumps(doc, indent=2))
+        return 0
+    write_plan(doc, Path(output))
+    for e in doc["exports"]:
+        windows = len(e.get("windows") or [])
+        est = "unknown" if e["row_estimate"] is None else f"~{e['row_estimate']:,}"
+        click.echo(f"{e['export_name']:30} {e['strategy']}; rows {est}; windows {windows}; "
+                   f"verdict {e['diagnostics']['verdict']}", err=True)
+    click.echo(f"wrote {output}; review it, then: rivet apply {output}", err=True)
+    return 0
+
+
+@click.command("apply")
+@click.argument("plan_file", type=click.Path(dir_okay=False))
+@click.option("--force", is_flag=True, help="Run a stale plan anyway (the reasons are printed).")
+@click.option("--max-age", default="24h", show_default=True,
+              help="Refuse plans older than this (e.g. 0, 90s, 30m, 24h, 2d).")
+@click.option("-p", "--param", "params", multiple=True, metavar="K=V",
+              help="The same -p values the plan was made with.")
+@click.option("--validate", is_flag=True, help="Verify each destination after its run.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every run summary.")
+@lazy_guard
+def apply(plan_file: str, force: bool, max_age: str, params: tuple[str, ...], validate: bool,
+          as_json: bool) -> int:
+    """Run a plan made by `rivet plan`, refusing it when stale (age, config, cursor, windows)."""
+    from rivet_core.cli import _load, main
+    from rivet_core.planfile import parse_duration, read_plan, staleness
+
+    doc = read_plan(Path(plan_file))
+    config = _load(doc["config_path"], params)
+    problems = staleness(doc, config, max_age=parse_duration(max_age))
+    if problems and not force:
+        reasons = "; ".join(p.reason for p in problems)
+        raise ConfigError(f"plan {plan_file} is stale: {reasons} — re-run `rivet plan` and review it, "
+                          "or pass --force to apply it anyway")
+    for p in problems:
+        click.echo(f"warning: applying a stale plan (--force): {p.reason}", err=True)
+    names = tuple(e["export_name"] for e in doc["exports"])
+    click.echo(f"applying plan {doc.get('plan_id', '?')}: {', '.join(names)}", err=True)
+    ctx = click.get_current_context()
+    return ctx.invoke(main.commands["run"], config_path=doc["config_path"], export_names=names,
+                      validate=validate, params=params, as_json=as_json)

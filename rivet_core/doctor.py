@@ -1,0 +1,404 @@
+"""`rivet doctor`: prove, before a run, that every piece a run touches is usable.
+
+Why: the first real run of a new config should not be where a user learns that the password
+in the env var is stale, the bucket policy lacks DeleteObject or the state directory is
+read-only — least of all at 2 a.m. Each check does the smallest real operation that would
+fail the same way a run fails, and turns the failure into one line naming the problem and
+the fix:
+
+- config: the file loads (substitution, strict schema);
+- source: connect, authenticate, `SELECT 1` (the one source of the config);
+- destination (each distinct prefix): write, read back and delete a `.rivet_doctor_probe`
+  object under the export's prefix (the only object rivet ever deletes; verification
+  ignores it should a crash leave it behind);
+- state store: open + migrate, then insert a probe row inside a transaction that is always
+  rolled back — proves write access (SQLite takes its write lock) without changing state.
+
+Pure engine code: no click, no printing. Every text a check produces passes through
+`redact_secrets` (passwords registered by `SourceConfig.resolve_url` are masked too).
+
+Exit code (reference §3.5): 0 when every check passed; 2 when every failure is transient
+(connection refused, timeout, server starting — a retry later may pass); else 1.
+"""
+
+from __future__ import annotations
+
+import getpass
+import urllib.parse
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rivet_core.destination import DOCTOR_PROBE_KEY
+from rivet_core.redact import redact_secrets
+
+ENGINE_LABELS = {"postgres": "PostgreSQL", "mysql": "MySQL/MariaDB", "sqlite": "SQLite"}
+DEFAULT_PORTS = {"postgres": 5432, "mysql": 3306}
+PROBE_KEY = DOCTOR_PROBE_KEY  # verification ignores it (manifest/artifacts.py)
+
+
+@dataclass
+class Check:
+    """One doctor line. `detail` says what was verified (OK) or what is wrong (FAIL)."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+    #: A failure a retry may clear (network, server starting) — decides exit 2 vs 1.
+    transient: bool = False
+
+    def __post_init__(self) -> None:
+        self.detail = _clean(self.detail)
+        self.fix = _clean(self.fix) if self.fix else None
+        if not self.ok and not self.fix:
+            self.fix = "see the message; `rivet -vv doctor` logs the full driver error"
+
+    def line(self) -> str:
+        if self.ok:
+            return f"[OK] {self.name}: {self.detail}"
+        return f"[FAIL] {self.name}: {self.detail} — fix: {self.fix}"
+
+
+@dataclass
+class DoctorReport:
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    @property
+    def exit_code(self) -> int:
+        failed = [c for c in self.checks if not c.ok]
+        if not failed:
+            return 0
+        return 2 if all(c.transient for c in failed) else 1
+
+    def lines(self) -> list[str]:
+        failed = sum(not c.ok for c in self.checks)
+        tail = ("All checks passed." if not failed else
+                f"{failed} of {len(self.checks)} check(s) failed — fix the [FAIL] lines above and re-run "
+                "`rivet doctor`.")
+        return [c.line() for c in self.checks] + [tail]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "exit_code": self.exit_code, "checks": [asdict(c) for c in self.checks]}
+
+
+def _clean(text: str) -> str:
+    """Redacted, single line, no terminal control characters."""
+    text = "; ".join(ln.strip() for ln in redact_secrets(text).splitlines() if ln.strip()).replace(":; ", ": ")
+    return "".join(ch for ch in text if ch.isprintable())
+
+
+def _split(message: str) -> tuple[str, str | None]:
+    """The engine's errors read "problem — fix"; a doctor line shows the two apart. A
+    multi-line message (several config problems, each with its own fix) stays whole."""
+    if "\n" in message.strip():
+        return message.strip(), None
+    problem, sep, fix = message.partition(" — ")
+    return (problem.strip(), fix.strip() or None) if sep else (message.strip(), None)
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and its causes/contexts (the driver error sits under the engine's wrapper)."""
+    seen: list[BaseException] = []
+    node: BaseException | None = exc
+    while node is not None and node not in seen and len(seen) < 10:
+        seen.append(node)
+        node = node.__cause__ or node.__context__
+    return seen
+
+
+def _message(exc: BaseException) -> str:
+    return str(getattr(exc, "message", None) or exc) or type(exc).__name__
+
+
+# ------------------------------------------------------------------------------ runner
+def run_doctor(config_path: str | Path, params: Mapping[str, str] | None = None) -> DoctorReport:
+    """Run every check of the config at `config_path` (never raises for a failed check)."""
+    from rivet_core.config import load_config
+
+    path = Path(config_path)
+    try:
+        config = load_config(path, dict(params or {}))
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a [FAIL] line
+        problem, fix = _split(_message(exc))
+        return DoctorReport([Check("config", False, f"{path}: {problem}",
+                                   fix or f"correct {path} as the message says (each problem names its "
+                                   "own fix), then re-run `rivet doctor`")])
+    checks = [Check("config", True, f"{config.config_path} parsed ({len(config.exports)} export(s))")]
+    checks.append(check_source(config))
+    checks.extend(check_destinations(config))
+    checks.append(check_state(config))
+    return DoctorReport(checks)
+
+
+# ------------------------------------------------------------------------------ source
+def _credential_fix(source: Any) -> str:
+    """Where the password comes from, so the fix names the exact place to correct."""
+    if source.url_env:
+        return (f"check the user and password in the URL held by the environment variable "
+                f"{source.url_env} (percent-encode special characters in the password)")
+    if source.password_env:
+        return f"check the password in the environment variable {source.password_env} (source.password_env)"
+    if source.url_file:
+        return f"check the user and password in the URL in the file {source.url_file} (source.url_file)"
+    return ("check source.user/source.password or the URL in source.url — and move the secret to an "
+            "environment variable named by source.url_env")
+
+
+def _url_where(url: str, engine: str) -> tuple[str, str, str]:
+    """(host:port, user, database) of a server URL — never the password."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or "localhost"
+    try:
+        port = parts.port or DEFAULT_PORTS.get(engine)
+    except ValueError:
+        port = None
+    user = urllib.parse.unquote(parts.username or "") or getpass.getuser()
+    database = urllib.parse.unquote(parts.path.lstrip("/"))
+    return (f"{host}:{port}" if port else host), user, database
+
+
+def check_source(config: Any) -> Check:
+    """Connect, authenticate and run `SELECT 1` against the config's source."""
+    from rivet_core.config.tuning import resolve_tuning
+    from rivet_core.source import open_source
+
+    source = config.source
+    label = f"source ({ENGINE_LABELS.get(source.type, source.type)})"
+    try:
+        url = source.resolve_url(config.config_dir)
+    except Exception as exc:  # noqa: BLE001 - env var unset, url_file missing …
+        problem, fix = _split(_message(exc))
+        return Check(label, False, problem, fix or "set the environment variable / file source.url_env, "
+                     "source.url_file or source.password_env names")
+    try:
+        tuning = resolve_tuning(source.tuning.as_dict() if source.tuning else None, None, source.environment)
+        with open_source(url, tuning, engine=source.type) as session:
+            session.scalar("SELECT 1")
+    except Exception as exc:  # noqa: BLE001
+        return _source_failure(label, source, url, exc)
+    if source.type == "sqlite":
+        return Check(label, True, f"opened {url.split(':///', 1)[-1]} and ran SELECT 1")
+    where, user, database = _url_where(url, source.type)
+    return Check(label, True, f"connected to {where}" + (f"/{database}" if database else "")
+                 + f" as user '{user}', authenticated, SELECT 1 ok")
+
+
+def _source_failure(label: str, source: Any, url: str, exc: BaseException) -> Check:
+    from rivet_core.source.retry import classify_error
+
+    transient = classify_error(exc).transient
+    engine = source.type
+    if engine == "sqlite":
+        problem, fix = _split(_message(exc))
+        return Check(label, False, problem, fix or "check the SQLite path in the source URL and its permissions",
+                     transient=transient)
+    where, user, database = _url_where(url, engine)
+    kind = _source_error_kind(exc)
+    url_hint = (f"the host/port in the URL held by {source.url_env}" if source.url_env
+                else "source.host/source.port or the host/port in the source URL")
+    if kind == "auth":
+        return Check(label, False, f"authentication failed for user '{user}' at {where}",
+                     _credential_fix(source), transient=False)
+    if kind == "dns":
+        return Check(label, False, f"cannot connect to {where} (host name not found)",
+                     "check the host name in " + (f"the URL held by {source.url_env}" if source.url_env
+                                                  else "source.host or the source URL")
+                     + ": this machine's DNS cannot resolve it",
+                     transient=True)
+    if kind in ("refused", "timeout"):
+        reason = "connection refused" if kind == "refused" else "timed out"
+        return Check(label, False, f"cannot connect to {where} ({reason})",
+                     f"check that the {ENGINE_LABELS[engine]} server is running and listening on {where}, "
+                     f"and {url_hint}; a firewall, VPN or security group must let this machine in",
+                     transient=True)
+    if kind == "database":
+        return Check(label, False, f"database '{database}' does not exist on {where}",
+                     "fix the database name in the source URL (or source.database), or create the database",
+                     transient=False)
+    problem, fix = _split(_message(exc))
+    return Check(label, False, problem, fix, transient=transient)
+
+
+def _source_error_kind(exc: BaseException) -> str:
+    """auth | refused | timeout | dns | database | other, from driver codes then text."""
+    for node in _chain(exc):
+        sqlstate = getattr(node, "sqlstate", None)
+        if sqlstate in ("28P01", "28000"):
+            return "auth"
+        if sqlstate == "3D000":
+            return "database"
+        args = getattr(node, "args", ())
+        code = args[0] if args and isinstance(args[0], int) else None
+        if code in (1045, 1698, 1044):
+            return "auth"
+        if code == 1049:
+            return "database"
+    text = " ".join(str(n) for n in _chain(exc)).lower()
+    if "password authentication failed" in text or "access denied for user" in text:
+        return "auth"
+    if "connection refused" in text:
+        return "refused"
+    if "timeout" in text or "timed out" in text:
+        return "timeout"
+    if "name or service not known" in text or "could not translate host name" in text \
+            or "nodename nor servname" in text or "temporary failure in name resolution" in text:
+        return "dns"
+    if ("does not exist" in text and "database" in text) or "unknown database" in text:
+        return "database"
+    if "can't connect" in text or "could not connect" in text:
+        return "refused"
+    return "other"
+
+
+# ------------------------------------------------------------------------- destination
+def check_destinations(config: Any) -> list[Check]:
+    """One write/read/delete probe per distinct destination prefix (stdout: nothing to probe)."""
+    from rivet_core.plan import destination_spec
+
+    now = datetime.now(UTC)
+    checks: list[Check] = []
+    seen: set[tuple[Any, ...]] = set()
+    for export in config.exports:
+        label = f"destination {export.name}"
+        try:
+            spec = destination_spec(config, export, now)
+        except Exception as exc:  # noqa: BLE001 - e.g. access_key_env not set
+            problem, fix = _split(_message(exc))
+            checks.append(Check(label, False, problem, fix))
+            continue
+        identity = (spec.kind, spec.path, spec.bucket, spec.prefix, spec.endpoint)
+        if identity in seen:
+            continue
+        seen.add(identity)
+        if spec.kind == "stdout":
+            checks.append(Check(label, True, "stdout (nothing to probe)"))
+            continue
+        checks.append(probe_destination(label, spec, config.config_dir))
+    return checks
+
+
+def probe_destination(label: str, spec: Any, base_dir: Path) -> Check:
+    """Write, read back and delete the probe object; the first step that fails is reported."""
+    from rivet_core.destination import open_destination
+
+    where = _spec_where(spec, base_dir)
+    token = f"rivet doctor probe {uuid.uuid4()}\n".encode()
+    steps: list[tuple[str, Callable[[Any], Any]]] = [
+        ("write", lambda d: d.write_bytes(token, PROBE_KEY)),
+        ("read back", lambda d: _expect(d.read_bytes(PROBE_KEY, max_bytes=4096) == token,
+                                        "the object read back differs from what was written")),
+        ("delete", lambda d: d.delete(PROBE_KEY)),
+        ("confirm deletion of", lambda d: _expect(d.head(PROBE_KEY) is None,
+                                                  "the probe object is still listed after delete")),
+    ]
+    try:
+        dest = open_destination(spec, base_dir)
+    except Exception as exc:  # noqa: BLE001
+        return _destination_failure(label, spec, where, "create", exc)
+    for action, step in steps:
+        try:
+            step(dest)
+        except Exception as exc:  # noqa: BLE001
+            if action != "write":
+                try:
+                    dest.delete(PROBE_KEY)  # never leave the probe behind if we can help it
+                except Exception:  # noqa: BLE001,S110 - the reported failure is the first one
+                    pass
+            return _destination_failure(label, spec, where, action, exc)
+    return Check(label, True, f"{where}: wrote, read back and deleted {PROBE_KEY}")
+
+
+class _ProbeMismatch(Exception):
+    pass
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise _ProbeMismatch(message)
+
+
+def _spec_where(spec: Any, base_dir: Path) -> str:
+    if spec.kind == "local":
+        root = Path(spec.path or spec.prefix or ".").expanduser()
+        return str(root if root.is_absolute() else (base_dir / root))
+    return f"s3://{spec.bucket}/{spec.prefix or ''}"
+
+
+def _destination_failure(label: str, spec: Any, where: str, action: str, exc: BaseException) -> Check:
+    transient = bool(getattr(exc, "transient", False))
+    if spec.kind == "local":
+        os_error = next((n for n in _chain(exc) if isinstance(n, OSError)), None)
+        reason = (os_error.strerror if os_error is not None and os_error.strerror else _split(_message(exc))[0])
+        if action in ("create", "write"):
+            return Check(label, False, f"local directory {where} is not writable ({reason})",
+                         f"make {where} writable by user '{getpass.getuser()}' (chown/chmod, or remount "
+                         "the filesystem read-write), or point destination.path at a writable directory",
+                         transient=False)
+        return Check(label, False, f"{action} of the probe object in {where} failed ({reason})",
+                     f"check the permissions and the filesystem of {where}", transient=transient)
+    problem, fix = _split(_message(exc))
+    if action not in ("create", "write") and not problem.lower().startswith(action):
+        problem = f"{action} of the probe object failed: {problem}"
+    if action == "delete" and not fix:
+        fix = "grant s3:DeleteObject on the prefix (rivet deletes only this probe object)"
+    return Check(label, False, f"{where}: {problem}", fix, transient=transient)
+
+
+# ------------------------------------------------------------------------------- state
+def check_state(config: Any) -> Check:
+    """Open (and migrate) the state store, then write a probe row and roll it back."""
+    import sqlalchemy as sa
+
+    from rivet_core.state import StateStore, state_url_for
+    from rivet_core.state.schema import run_status
+
+    label = "state store"
+    try:
+        target = redact_secrets(state_url_for(config.config_path))
+    except Exception as exc:  # noqa: BLE001
+        problem, fix = _split(_message(exc))
+        return Check(label, False, problem, fix)
+    sqlite_path = target.split(":///", 1)[1] if target.startswith("sqlite") else None
+    fix = (f"make sure {sqlite_path} can be created and written (its directory writable, the path a "
+           f"SQLite file, not a directory), or set RIVET_STATE_URL=postgresql://… to use PostgreSQL"
+           if sqlite_path else
+           "check RIVET_STATE_URL (host, port, user, password, database) and that the PostgreSQL "
+           "server is reachable from this machine")
+    try:
+        store = StateStore.open(config.config_path)
+    except Exception as exc:  # noqa: BLE001
+        problem, _hint = _split(_message(exc))
+        return Check(label, False, problem, fix, transient=getattr(exc, "exit_code", 1) == 2)
+    probe_id = f"__rivet_doctor_probe_{uuid.uuid4().hex}"
+    try:
+        with store.engine.connect() as conn:
+            tx = conn.begin()
+            try:
+                conn.execute(run_status.insert().values(
+                    run_id=probe_id, export_name="__rivet_doctor__", prefix=None, status="doctor_probe",
+                    started_at=datetime.now(UTC).isoformat(), finished_at=None, dagster_run_id=None))
+                found = conn.execute(sa.select(sa.func.count()).select_from(run_status)
+                                     .where(run_status.c.run_id == probe_id)).scalar()
+            finally:
+                tx.rollback()  # the probe never lands: state is exactly as before
+        if found != 1:
+            return Check(label, False, f"{store.url}: a probe row written in a transaction was not read back",
+                         fix)
+    except Exception as exc:  # noqa: BLE001
+        cause = getattr(exc, "orig", None) or exc
+        return Check(label, False, f"{store.url} is not writable ({_message(cause)})", fix)
+    finally:
+        store.close()
+    return Check(label, True, f"{store.url}: opened, schema current, probe write rolled back")
+
+
+__all__ = ["Check", "DoctorReport", "PROBE_KEY", "check_destinations", "check_source", "check_state",
+           "probe_destination", "run_doctor"]

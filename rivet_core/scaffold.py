@@ -1,0 +1,238 @@
+"""`rivet init`: a commented `rivet.yaml` scaffolded from a live database.
+
+Introspection (rivet_core.introspect) describes each selected table; the heuristics pick a
+mode per table; this module renders the YAML by hand because the comments are the point:
+each export says *why* it got its mode, and every line a human must confirm is marked
+`# REVIEW`. The source block names the environment variable that holds the URL
+(`url_env`) — the URL itself, and so the password, is never written.
+
+The rendered file is validated with the normal loader before it is written, so a scaffold
+that would not load is an error here, not at the user's first run.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rivet_core.config.tuning import resolve_tuning
+from rivet_core.errors import ConfigError
+from rivet_core.introspect.catalog import TableReport, describe_table, list_tables
+from rivet_core.introspect.heuristics import SMALL_TABLE_ROWS, Suggestion, suggest
+from rivet_core.introspect.select import select_tables
+from rivet_core.introspect.session import split_table
+from rivet_core.redact import redact_url
+from rivet_core.source import engine_of, open_source
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass
+class InitOptions:
+    source_env: str
+    table: str | None = None
+    schema: str | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    s3_bucket: str | None = None
+    s3_prefix: str = "rivet/"
+    s3_region: str | None = None
+    s3_endpoint: str | None = None
+    s3_access_key_env: str | None = None
+    s3_secret_key_env: str | None = None
+    output_dir: str = "output"
+    format: str = "parquet"
+    small_rows: int = SMALL_TABLE_ROWS
+    chunk_size: int | None = None
+
+
+@dataclass
+class ScaffoldExport:
+    name: str
+    report: TableReport
+    suggestion: Suggestion
+    table_ref: str | None  # `table:` value, or None when a `query:` is needed
+    query: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def source_url_from_env(var: str) -> str:
+    url = os.environ.get(var)
+    if not url:
+        raise ConfigError(f"environment variable '{var}' is not set — export {var}=postgresql://"
+                          "user:password@host:5432/db (or mysql://…, sqlite:////path.db) and re-run")
+    return url
+
+
+def introspect(options: InitOptions) -> tuple[str, list[ScaffoldExport]]:
+    """(engine, one ScaffoldExport per selected table) read from the live database."""
+    if options.table and (options.include or options.exclude):
+        raise ConfigError("--table names one table; --include/--exclude filter a --schema — "
+                          "use one or the other")
+    url = source_url_from_env(options.source_env)
+    engine = engine_of(url)
+    with open_source(url, resolve_tuning(None, None), engine=engine) as session:
+        if options.table:
+            schema, name = split_table(options.table)
+            targets = [(schema or options.schema, name)]
+        else:
+            names = select_tables(list_tables(session, options.schema), options.include,
+                                  options.exclude)
+            if not names:
+                where = options.schema or "the default schema"
+                raise ConfigError(f"no tables selected in {where} of {redact_url(url)} — check "
+                                  "--schema and the --include/--exclude globs")
+            targets = [(options.schema, n) for n in names]
+        exports: list[ScaffoldExport] = []
+        used: set[str] = set()
+        for schema, name in targets:
+            report = describe_table(session, schema, name)
+            suggestion = suggest(report, small_rows=options.small_rows, chunk_size=options.chunk_size)
+            exports.append(_export_for(engine, session.quote_ident, report, suggestion, used))
+    return engine, exports
+
+
+def _export_for(engine: str, quote: Any, report: TableReport, suggestion: Suggestion,
+                used: set[str]) -> ScaffoldExport:
+    base = re.sub(r"[^A-Za-z0-9_]", "_", report.name).strip("_") or "table"
+    if base[0].isdigit():
+        base = f"t_{base}"
+    name, n = base, 2
+    while name in used:
+        name, n = f"{base}_{n}", n + 1
+    used.add(name)
+    default_schema = engine == "sqlite" or report.schema in (None, "public")
+    parts = [report.name] if default_schema else [report.schema or "", report.name]
+    if all(_IDENT.match(p) for p in parts):
+        return ScaffoldExport(name, report, suggestion, ".".join(parts))
+    # `table:` accepts plain identifiers only; other names are read through a query.
+    query = "SELECT * FROM " + ".".join(quote(p) for p in parts)
+    notes = []
+    if suggestion.mode == "chunked" and "chunk_by_key" in suggestion.fields:
+        suggestion = Suggestion("full", reason=suggestion.reason, overrides=suggestion.overrides,
+                                review=suggestion.review)
+        notes.append("keyset chunking needs a `table:` name; this name needs quoting, so the "
+                     "export is full")
+    return ScaffoldExport(name, report, suggestion, None, query, notes)
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _scalar(value: Any) -> str:
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True).strip()
+    return text[:-4].rstrip() if text.endswith("\n...") else text.removesuffix("...").rstrip()
+
+
+def _comment(text: str) -> str:
+    return " ".join(text.split())
+
+
+def render(engine: str, exports: list[ScaffoldExport], options: InitOptions,
+           now: datetime | None = None) -> str:
+    """The commented YAML text (pure)."""
+    now = now or datetime.now(UTC)
+    where = f"--table {options.table}" if options.table else (
+        f"schema {options.schema or 'default'}"
+        + (f", include {list(options.include)}" if options.include else "")
+        + (f", exclude {list(options.exclude)}" if options.exclude else ""))
+    group = re.sub(r"[^A-Za-z0-9_]", "_", options.schema or "rivet") or "rivet"
+    lines = [
+        f"# Generated by `rivet init` on {now:%Y-%m-%d %H:%M} UTC from a {engine} source ({where}).",
+        "# Each export says why it got its mode. Lines marked REVIEW need a human decision",
+        "# before the first production run. Check it with: rivet check -c <this file> --type-report",
+        "source:",
+        f"  type: {engine}",
+        f"  url_env: {_scalar(options.source_env)}   # the URL (with its password) stays in the environment",
+        "",
+        "dagster:",
+        f"  group: {group}   # schedules below stay STOPPED until schedule_status: RUNNING",
+        "",
+        "exports:",
+    ]
+    for exp in exports:
+        lines.extend(_render_export(exp, options))
+    return "\n".join(lines) + "\n"
+
+
+def _render_export(exp: ScaffoldExport, options: InitOptions) -> list[str]:
+    s = exp.suggestion
+    out = ["", f"  # {exp.name}: {_comment(s.reason)}"]
+    if exp.report.cursor_candidates and s.mode != "incremental":
+        out.append(f"  # cursor candidates (for mode: incremental): "
+                   f"{', '.join(exp.report.cursor_candidates)}")
+    out += [f"  # REVIEW: {_comment(r)}" for r in s.review + exp.notes]
+    out.append(f"  - name: {_scalar(exp.name)}")
+    if exp.table_ref is not None:
+        out.append(f"    table: {_scalar(exp.table_ref)}")
+    else:
+        out.append(f"    query: {_scalar(exp.query)}")
+    out.append(f"    mode: {s.mode}")
+    for key, value in s.fields.items():
+        out.append(f"    {key}: {_scalar(value)}")
+    out.append(f"    format: {options.format}")
+    out += ["    meta_columns:", "      exported_at: true", "      row_hash: true"]
+    if s.overrides:
+        out.append("    columns:")
+        for column, type_text in s.overrides.items():
+            out.append(f"      {_scalar(column)}: {_scalar(type_text)}   # REVIEW: unbounded numeric "
+                       "in the source — confirm precision and scale (values beyond them fail the run)")
+    out += _render_destination(exp.name, options)
+    if s.mode in ("full", "incremental"):
+        cron = "0 * * * *" if s.mode == "incremental" else "0 3 * * *"
+        out += ["    dagster:", f"      schedule: {_scalar(cron)}"]
+    return out
+
+
+def _render_destination(name: str, options: InitOptions) -> list[str]:
+    if not options.s3_bucket:
+        path = options.output_dir.rstrip("/") + "/" + name
+        return ["    destination:", "      type: local", f"      path: {_scalar(path)}"]
+    prefix = options.s3_prefix
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    out = ["    destination:", "      type: s3", f"      bucket: {_scalar(options.s3_bucket)}",
+           f"      prefix: {_scalar(f'{prefix}{name}/')}"]
+    for key, value in (("region", options.s3_region), ("endpoint", options.s3_endpoint),
+                       ("access_key_env", options.s3_access_key_env),
+                       ("secret_key_env", options.s3_secret_key_env)):
+        if value:
+            out.append(f"      {key}: {_scalar(value)}")
+    return out
+
+
+def write_scaffold(options: InitOptions, output: Path, *, force: bool = False) -> list[ScaffoldExport]:
+    """Introspect, render, check that the result loads, then write `output`."""
+    if output.exists() and not force:
+        raise ConfigError(f"'{output}' already exists — pass --force to overwrite it, or choose "
+                          "another path with -o")
+    engine, exports = introspect(options)
+    text = render(engine, exports, options)
+    _check_loads(text, output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output.with_name(f".{output.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, output)
+    return exports
+
+
+def _check_loads(text: str, output: Path) -> None:
+    """Load the rendered text with the real loader (in a temp file next to `output`)."""
+    from rivet_core.config import load_config
+
+    probe = output.with_name(f".{output.name}.check.yaml")
+    probe.parent.mkdir(parents=True, exist_ok=True)
+    probe.write_text(text, encoding="utf-8")
+    try:
+        load_config(str(probe), {})
+    except ConfigError as exc:
+        raise ConfigError(f"rivet init produced a config that does not load ({exc.message}) — this "
+                          "is a bug in init; please report it with the table definitions") from exc
+    finally:
+        probe.unlink(missing_ok=True)

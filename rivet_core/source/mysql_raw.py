@@ -1,0 +1,376 @@
+"""MySQL / MariaDB fast read path: row packets decoded straight into Arrow columns.
+
+The row path (`MySQLSession` + `SourceSession.stream`) lets PyMySQL turn every value into a
+Python object (`Decimal`, `datetime`, `str` …) and then converts those objects to Arrow —
+several Python calls per value. This path runs the same query on the same connection and
+the same unbuffered result (same consistent-snapshot transaction, same session time zone,
+statement and lock timeouts, same error wrapping), but after PyMySQL has read the column
+definitions it takes the row packets off the socket itself:
+
+1. framing (the only per-row Python): packets are cut out of 1 MiB socket reads by their
+   3-byte length and checked for sequence number, error (0xFF) and end (EOF 0xFE) packets;
+2. fields, vectorized per column with numpy: every value of the text protocol is a
+   length-encoded string (0xFB = NULL), so a column's start, length and NULL mask for a
+   whole batch are array operations, and its bytes become one Arrow binary array;
+3. types, vectorized with Arrow casts from the server's canonical text: integers (signed and
+   unsigned 64-bit), DECIMAL(p,s) straight to decimal128/256 (never via float), FLOAT via
+   float64 exactly as PyMySQL's `float()` does, DOUBLE, DATE, DATETIME/TIMESTAMP to
+   microseconds (TIMESTAMP as UTC: the session runs at time_zone '+00:00'), YEAR,
+   tinyint(1) → bool (non-zero is true), text (UTF-8 validated), binary, JSON, ENUM/SET.
+
+Everything else — TIME, BIT, `columns:` overrides, and any batch of a column whose text
+the vectorized cast refuses (zero dates, invalid dates) — goes through PyMySQL's own
+decoder and the row path's converter for that column and batch, so the values are exactly
+the row path's. Memory: one socket read plus one batch of raw packets.
+
+`RIVET_MYSQL_READ_PATH=rows|raw|auto` (default auto) chooses; `rows` forces the row path,
+`raw`/`auto` take this path unless the PyMySQL connection lacks the internals it relies on
+(then the row path, logged). The choice is logged at INFO on `rivet.source`.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pymysql
+from pymysql.constants import CR
+
+from rivet_core.errors import SourceError
+from rivet_core.source.base import SourceColumn
+from rivet_core.source.batching import Converter, check_value_sizes
+
+log = logging.getLogger("rivet.source")
+
+READ_PATH_ENV = "RIVET_MYSQL_READ_PATH"
+_MODES = ("rows", "raw", "auto")
+_READ_CHUNK = 1 << 20
+_MAX_PACKET = 0xFFFFFF
+_GATHER_ROWS = 4096
+
+
+def read_path_mode() -> str:
+    """`rows`, `raw` or `auto` (default) from RIVET_MYSQL_READ_PATH."""
+    raw = os.environ.get(READ_PATH_ENV, "auto").strip().lower() or "auto"
+    if raw not in _MODES:
+        log.warning("%s=%r is not one of rows|raw|auto; using auto", READ_PATH_ENV, raw)
+        return "auto"
+    return raw
+
+
+def unsupported_reason(conn: Any) -> str | None:
+    """Why this PyMySQL connection cannot be read raw (None = it can)."""
+    for attribute in ("_rfile", "_next_seq_id", "_force_close", "_sock"):
+        if not hasattr(conn, attribute):
+            return f"PyMySQL connection has no {attribute} (PyMySQL {pymysql.__version__})"
+    if getattr(conn, "_rfile", None) is None:
+        return "the connection has no socket reader"
+    return None
+
+
+# --- framing ------------------------------------------------------------------------
+
+class PacketReader:
+    """Row packets of the active unbuffered result, read straight from PyMySQL's socket.
+
+    After `execute()` on an SSCursor, PyMySQL has consumed the column definitions and
+    left the rows unread; this reader owns the connection until the result's end packet,
+    then hands it back in the state PyMySQL's own drain would leave (result inactive,
+    warning count and more-results flag recorded), so `cursor.close()` and the next
+    statement work as usual.
+    """
+
+    def __init__(self, conn: Any, result: Any) -> None:
+        self._conn = conn
+        self._result = result
+        self._buf = b""
+        self._pos = 0
+        self.done = False
+
+    def _fill(self, need: int) -> None:
+        """Read until `need` unread bytes are buffered (blocking), keeping the unread ones.
+
+        Small needs read whatever the socket has (up to 1 MiB) so one call frames many
+        rows; a large packet is read in one exact `read`, never by regrowing the buffer
+        MiB by MiB (quadratic for a 256 MB value)."""
+        missing = need - (len(self._buf) - self._pos)
+        if missing <= 0:
+            return
+        conn = self._conn
+        if conn._current_timeout != conn._read_timeout:
+            conn._sock.settimeout(conn._read_timeout)
+            conn._current_timeout = conn._read_timeout
+        while True:
+            try:
+                data = (conn._rfile.read(missing) if missing > _READ_CHUNK
+                        else conn._rfile.read1(_READ_CHUNK))
+                break
+            except OSError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                conn._force_close()
+                raise pymysql.err.OperationalError(
+                    CR.CR_SERVER_LOST, f"Lost connection to MySQL server during query ({exc})"
+                ) from exc
+        if not data:
+            conn._force_close()
+            raise pymysql.err.OperationalError(CR.CR_SERVER_LOST, "Lost connection to MySQL server during query")
+        self._buf = self._buf[self._pos:] + data
+        self._pos = 0
+        if len(self._buf) < need:
+            self._fill(need)
+
+    def _packet(self) -> tuple[bytes, int, int]:
+        """(buffer, start, end) of the next whole packet payload (multi-packet joined)."""
+        parts: list[bytes] = []
+        while True:
+            self._fill(4)
+            buf, pos = self._buf, self._pos
+            length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
+            self._check_seq(buf[pos + 3])
+            self._fill(4 + length)
+            buf, pos = self._buf, self._pos
+            start, end = pos + 4, pos + 4 + length
+            self._pos = end
+            if length < _MAX_PACKET and not parts:
+                return buf, start, end
+            parts.append(buf[start:end])
+            if length < _MAX_PACKET:
+                joined = b"".join(parts)
+                return joined, 0, len(joined)
+
+    def _check_seq(self, seq: int) -> None:
+        conn = self._conn
+        if seq != conn._next_seq_id:
+            conn._force_close()
+            raise pymysql.err.InternalError(
+                f"Packet sequence number wrong - got {seq} expected {conn._next_seq_id}")
+        conn._next_seq_id = (conn._next_seq_id + 1) % 256
+
+    def _end(self, buf: bytes, start: int, end: int) -> None:
+        """The EOF packet: record what PyMySQL would, release the result."""
+        warnings = int.from_bytes(buf[start + 1:start + 3], "little") if end - start >= 5 else 0
+        status = int.from_bytes(buf[start + 3:start + 5], "little") if end - start >= 5 else 0
+        result = self._result
+        result.warning_count = warnings
+        result.has_next = bool(status & 8)  # SERVER_MORE_RESULTS_EXISTS
+        result.unbuffered_active = False
+        result.connection = None
+        result.rows = None
+        self.done = True
+
+    def read_batch(self, max_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """Up to `max_rows` rows as (bytes as uint8, row starts, row ends); None at the end."""
+        if self.done:
+            return None
+        pieces: list[bytes] = []
+        starts: list[int] = []
+        ends: list[int] = []
+        base = 0  # offset of the current buffer inside the concatenation of `pieces`
+        current: bytes | None = None
+        rows = 0
+        while rows < max_rows:
+            buf, start, end = self._packet()
+            first = buf[start] if end > start else -1
+            if first == 0xFE and end - start < 9:
+                self._end(buf, start, end)
+                break
+            if first == 0xFF:
+                self._result.unbuffered_active = False
+                self.done = True
+                pymysql.err.raise_mysql_exception(buf[start:end])
+            if buf is not current:
+                if current is not None:
+                    base += len(current)
+                pieces.append(buf)
+                current = buf
+            starts.append(base + start)
+            ends.append(base + end)
+            rows += 1
+        if not starts:
+            return None
+        # Only the bytes from the first row on are needed; the buffers are ~1 MiB each.
+        data = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+        return data, np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+
+    def drain(self) -> None:
+        """Read and drop the rest of the result (an abandoned stream) so the connection is usable."""
+        while not self.done:
+            buf, start, end = self._packet()
+            first = buf[start] if end > start else -1
+            if first == 0xFE and end - start < 9:
+                self._end(buf, start, end)
+            elif first == 0xFF:
+                self._result.unbuffered_active = False
+                self.done = True
+
+
+# --- fields -------------------------------------------------------------------------
+
+def _le(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    value = np.zeros(len(at), dtype=np.int64)
+    for i in range(width):
+        value |= data[at + i].astype(np.int64) << (8 * i)
+    return value
+
+
+def split_columns(
+    data: np.ndarray, starts: np.ndarray, ends: np.ndarray, ncols: int
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per column: (value start, value length, NULL mask) of every row, vectorized."""
+    pos = starts.copy()
+    out = []
+    for _ in range(ncols):
+        if (pos >= ends).any():
+            raise SourceError("MySQL row packet ends before its last column (protocol error)")
+        first = data[pos].astype(np.int64)
+        null = first == 0xFB
+        length = first.copy()
+        header = np.ones(len(pos), dtype=np.int64)
+        for marker, width in ((0xFC, 2), (0xFD, 3), (0xFE, 8)):
+            wide = first == marker
+            if wide.any():
+                length[wide] = _le(data, pos[wide] + 1, width)
+                header[wide] = 1 + width
+        length[null] = 0
+        value_start = pos + header
+        out.append((value_start, length, null))
+        pos = value_start + length
+    return out
+
+
+def binary_column(data: np.ndarray, start: np.ndarray, length: np.ndarray, null: np.ndarray) -> pa.Array:
+    """One column's values as an Arrow binary array (a single gather of their bytes)."""
+    n = len(start)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    total = int(offsets[-1])
+    if total:
+        # Gather the values' bytes with an index array, a few thousand rows at a time so
+        # the int64 index (8 bytes per value byte) stays a few MB whatever the batch.
+        values = np.empty(total, dtype=np.uint8)
+        for lo in range(0, n, _GATHER_ROWS):
+            hi = min(lo + _GATHER_ROWS, n)
+            first, last = int(offsets[lo]), int(offsets[hi])
+            if last > first:
+                part_len = length[lo:hi]
+                index = np.repeat(start[lo:hi] - offsets[lo:hi], part_len)
+                index += np.arange(first, last, dtype=np.int64)
+                values[first:last] = data[index]
+    else:
+        values = np.zeros(0, dtype=np.uint8)
+    large = total >= 2**31 - 1
+    arrow_type = pa.large_binary() if large else pa.binary()
+    offset_buffer = pa.py_buffer(offsets if large else offsets.astype(np.int32))
+    null_count = int(null.sum())
+    validity = pa.py_buffer(np.packbits(~null, bitorder="little")) if null_count else None
+    return pa.Array.from_buffers(arrow_type, n, [validity, offset_buffer, pa.py_buffer(values)],
+                                 null_count=null_count)
+
+
+# --- types --------------------------------------------------------------------------
+
+_TEXT_NATIVE = ("char", "varchar", "text", "enum", "set", "json", "null")
+_BINARY_NATIVE = ("binary", "varbinary", "blob")
+
+
+def _vector_cast(live: SourceColumn, target: pa.DataType) -> Callable[[pa.Array], pa.Array] | None:
+    """A vectorized text → `target` cast for a live column, or None (per-value path)."""
+    if live.arrow_type is None or live.arrow_type != target:
+        return None
+    if not live.direct and not live.native_type.startswith("tinyint(1)"):
+        return None  # TIME, BIT: the row path's per-value rules
+    native = live.native_type.split("(")[0].split(" ")[0]
+    storage = target.storage_type if isinstance(target, pa.BaseExtensionType) else target
+
+    def as_text(array: pa.Array) -> pa.Array:
+        return array.cast(pa.large_string() if pa.types.is_large_binary(array.type) else pa.string())
+
+    if pa.types.is_boolean(target) and live.native_type.startswith("tinyint(1)"):
+        return lambda a: pc.not_equal(as_text(a).cast(pa.int64()), 0)
+    if (pa.types.is_integer(target) or pa.types.is_decimal(target) or pa.types.is_float64(target)
+            or pa.types.is_date32(target)):
+        return lambda a: as_text(a).cast(target)
+    if pa.types.is_float32(target):
+        return lambda a: as_text(a).cast(pa.float64()).cast(pa.float32())
+    if pa.types.is_timestamp(target) and target.unit == "us":
+        naive = pa.timestamp("us")
+        if target.tz is None:
+            return lambda a: as_text(a).cast(naive)
+        return lambda a: as_text(a).cast(naive).cast(target)
+    if native in _TEXT_NATIVE and (pa.types.is_string(storage) or pa.types.is_large_string(storage)):
+        if isinstance(target, pa.BaseExtensionType):
+            return lambda a: pa.ExtensionArray.from_storage(target, as_text(a).cast(storage))
+        return lambda a: as_text(a).cast(storage)
+    if native in _BINARY_NATIVE and pa.types.is_binary(target):
+        return lambda a: a
+    return None
+
+
+class BatchDecoder:
+    """Raw row batches → RecordBatches of `schema`, column by column (see module doc)."""
+
+    def __init__(self, schema: pa.Schema, live: Sequence[SourceColumn],
+                 pymysql_converters: Sequence[tuple[str | None, Any]],
+                 row_converters: Sequence[Converter], max_value_mb: int) -> None:
+        self.schema = schema
+        self.casts = [_vector_cast(col, field.type) for col, field in zip(live, schema, strict=True)]
+        self.pymysql_converters = list(pymysql_converters)
+        self.row_converters = list(row_converters)
+        self.max_value_mb = max_value_mb
+        self.vector_columns = [f.name for f, c in zip(schema, self.casts, strict=True) if c is not None]
+
+    def _per_value(self, index: int, raw: pa.Array) -> pa.Array:
+        """The row path's exact result for one column: PyMySQL's decoder, then its converter."""
+        encoding, decode = self.pymysql_converters[index]
+        values: list[Any] = []
+        for item in raw.to_pylist():
+            if item is not None:
+                if encoding is not None:
+                    item = item.decode(encoding)
+                if decode is not None:
+                    item = decode(item)
+            values.append(item)
+        return self.row_converters[index](values)
+
+    def decode(self, data: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> pa.RecordBatch:
+        fields = split_columns(data, starts, ends, len(self.schema))
+        arrays: list[pa.Array] = []
+        for index, (field, (start, length, null)) in enumerate(zip(self.schema, fields, strict=True)):
+            raw = binary_column(data, start, length, null)
+            cast = self.casts[index]
+            array = None
+            if cast is not None:
+                try:
+                    array = cast(raw)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                    array = None  # e.g. a zero date: the per-value path knows the rule
+            if array is None:
+                array = self._per_value(index, raw)
+            check_value_sizes(array, field.name, self.max_value_mb)
+            arrays.append(array)
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def stream_raw(reader: PacketReader, decoder: BatchDecoder, batch_rows: int,
+               driver_errors: Callable[[str], Any]) -> Iterator[pa.RecordBatch]:
+    """Yield decoded batches; an abandoned stream drains the rest of the result."""
+    try:
+        while True:
+            with driver_errors("reading rows"):
+                raw = reader.read_batch(batch_rows)
+            if raw is None:
+                return
+            yield decoder.decode(*raw)
+    finally:
+        if not reader.done:
+            try:
+                reader.drain()
+            except (pymysql.err.Error, SourceError):
+                pass  # the connection is broken; the read error surfaced already

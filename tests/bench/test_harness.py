@@ -1,0 +1,111 @@
+"""The benchmark harness (benchmarks/, issue 5) at a tiny scale: it runs end to end against
+the test servers, writes the docs-style report, and its correctness check really catches a
+corrupted output (the check is what makes every number in docs/benchmarks.md trustworthy).
+
+Only rivet methods and floors run here, so the peers' venv (.venv-bench) is not needed.
+No wall-clock assertions: the numbers are whatever this shared machine gives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from benchmarks import harness
+from benchmarks.checksum import compare, file_checksums
+
+ROWS = 2000
+
+
+def _urls() -> tuple[str, str]:
+    pg, my = os.environ.get("TEST_PG_DSN"), os.environ.get("TEST_MYSQL_DSN")
+    if not pg or not my:
+        pytest.fail("TEST_PG_DSN / TEST_MYSQL_DSN are not set — run the suite with `make test`",
+                    pytrace=False)
+    return pg, my
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    pg, my = _urls()
+    root = tmp_path_factory.mktemp("bench")
+    report = root / "benchmarks.md"
+    rc = harness.main([
+        "--engines", "pg,mysql", "--tables", "orders", "--rows", str(ROWS), "--repeat", "1",
+        "--warmup", "0", "--methods", "rivet_full,rivet_chunked_par2,floor_psql_copy,floor_mariadb_client",
+        "--pg-url", pg, "--mysql-url", my, "--output", str(report), "--results", str(root),
+        "--work", str(root / "work"), "--keep-output",
+    ])
+    return {"rc": rc, "report": report, "runs": root / "runs.jsonl", "work": root / "work"}  # type: ignore[dict-item]
+
+
+def test_harness_writes_the_report_and_every_rivet_output_checks_out(bench_run: dict) -> None:
+    assert bench_run["rc"] == 0
+    text = bench_run["report"].read_text()
+    for heading in ("## PostgreSQL → Parquet: `orders` (2,000 rows", "## MariaDB → Parquet: `orders` (2,000 rows"):
+        assert heading in text
+    assert "| method | what | wall s (runs) | rows/s | MB/s | ×floor | peak RSS MB |" in text
+    assert "Machine: " in text and "Command: `python -m benchmarks" in text
+    runs = [json.loads(line) for line in bench_run["runs"].read_text().splitlines()]
+    assert {(r["engine"], r["method"]) for r in runs} == {
+        ("pg", "rivet_full"), ("pg", "rivet_chunked_par2"), ("pg", "floor_psql_copy"),
+        ("mysql", "rivet_full"), ("mysql", "rivet_chunked_par2"), ("mysql", "floor_mariadb_client"),
+    }
+    for r in runs:
+        assert r["rc"] == 0, r.get("error")
+        assert r["peak_rss_mb"] and r["peak_rss_mb"] > 0
+        if r["kind"] == "rivet":
+            assert r["verified"] is True, r.get("mismatch_detail")
+            assert r["output_bytes"] > 0
+    # The table rows carry the check verdict of every rivet method.
+    rivet_rows = [line for line in text.splitlines() if line.startswith("| rivet_")]
+    assert len(rivet_rows) == 4 and all(line.rstrip().endswith("| ok |") for line in rivet_rows)
+
+
+def _rivet_output(bench_run: dict, engine: str) -> list[Path]:
+    out = bench_run["work"] / f"{engine}-orders-rivet_full-r0"
+    files = harness.data_files(out)
+    assert files, f"no output kept under {out}"
+    return files
+
+
+def _source_checksums(engine: str) -> dict[str, str]:
+    pg, my = _urls()
+    admin = pg if engine == "pg" else my
+    url = urllib.parse.urlunsplit(urllib.parse.urlsplit(admin)._replace(path="/" + harness.BENCH_DB))
+    return harness.table_facts(engine, url, "orders")["checksums"]
+
+
+@pytest.mark.parametrize("engine", ["pg", "mysql"])
+def test_the_check_detects_a_corrupted_output(bench_run: dict, engine: str, tmp_path: Path) -> None:
+    source = _source_checksums(engine)
+    files = _rivet_output(bench_run, engine)
+    assert compare(source, file_checksums(files, "orders")) == []
+
+    table = pa.concat_tables([pq.read_table(f) for f in files])
+    corruptions = {
+        # one character of one note
+        "note": lambda t: t.set_column(t.schema.get_field_index("note"), "note", pa.array(
+            [v + "x" if i == 7 else v for i, v in enumerate(t.column("note").to_pylist())],
+            type=t.schema.field("note").type)),
+        # one microsecond on one timestamp
+        "created_at": lambda t: t.set_column(t.schema.get_field_index("created_at"), "created_at",
+            pc.add(t.column("created_at"), pa.array(
+                [pa.scalar(1 if i == 3 else 0, pa.duration("us")).as_py() for i in range(t.num_rows)],
+                type=pa.duration("us")))),
+        # a lost row
+        "rows": lambda t: t.slice(1),
+    }
+    for column, corrupt in corruptions.items():
+        bad = corrupt(table)
+        path = tmp_path / f"{column}.parquet"
+        pq.write_table(bad, path)
+        mismatch = compare(source, file_checksums([path], "orders"))
+        assert column in mismatch, (column, mismatch)
