@@ -195,6 +195,24 @@ def test_abandoning_a_copy_stream_keeps_the_snapshot_usable(
         assert session.scalar("SELECT count(*) FROM big") == before == 300000
 
 
+def test_abandoning_wide_copy_streams_while_arrow_reads_ahead_never_hangs(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Arrow's CSV reader pulls COPY data on a background thread; abandoning the stream
+    must take that thread off the connection before the COPY is left (it used to race the
+    savepoint rollback: a hang, or a crash at interpreter exit)."""
+    pg_exec(pg_url, "CREATE TABLE wide AS SELECT g AS id, repeat(md5(g::text), 8) AS t "
+                    "FROM generate_series(1, 60000) g")
+    monkeypatch.setenv("RIVET_PG_READ_PATH", "copy")
+    with open_source(pg_url, TUNING) as session:
+        schema = session.describe("SELECT * FROM wide")
+        for _ in range(5):
+            stream = session.stream("SELECT * FROM wide", [], schema, 100)
+            assert next(stream).num_rows == 100
+            stream.close()
+            assert session.scalar("SELECT count(*) FROM wide") == 60000
+
+
 def test_copy_errors_match_the_row_path(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
