@@ -229,21 +229,21 @@ def _marker(orders: int, narrow: int) -> str:
     return f"rivet-bench fixture v{FIXTURE_VERSION} orders={orders} narrow={narrow}"
 
 
-def ensure_fixture(engine: str, admin_url: str, orders: int, narrow: int) -> str:
-    """Create/refresh database rivet_bench; return its URL. Rebuilt only when stale."""
+def ensure_fixture(engine: str, admin_url: str, orders: int, narrow: int, database: str = BENCH_DB) -> str:
+    """Create/refresh the bench database; return its URL. Rebuilt only when stale."""
     want = _marker(orders, narrow)
     conn = connect(engine, admin_url)
     try:
         cur = conn.cursor()
         if engine == "pg":
-            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (BENCH_DB,))
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
             if cur.fetchone() is None:
-                cur.execute(f'CREATE DATABASE "{BENCH_DB}"')
+                cur.execute(f'CREATE DATABASE "{database}"')
         else:
-            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{BENCH_DB}` CHARACTER SET utf8mb4")
+            cur.execute(f"CREATE DATABASE IF NOT EXISTS `{database}` CHARACTER SET utf8mb4")
     finally:
         conn.close()
-    url = _with_db(admin_url, BENCH_DB)
+    url = _with_db(admin_url, database)
     conn = connect(engine, url)
     try:
         cur = conn.cursor()
@@ -496,6 +496,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=1, help="unrecorded client-floor runs per table")
     ap.add_argument("--pg-url", default="", help="admin URL (default TEST_PG_DSN, else a private server)")
     ap.add_argument("--mysql-url", default="", help="admin URL (default TEST_MYSQL_DSN, else private)")
+    ap.add_argument("--database", default=BENCH_DB, help=f"bench database (default {BENCH_DB})")
     ap.add_argument("--output", type=Path, default=ROOT / "docs" / "benchmarks.md")
     ap.add_argument("--results", type=Path, default=None, help="runs.jsonl directory (default: benchmarks/results)")
     ap.add_argument("--work", type=Path, default=None, help="scratch dir for outputs (default: temp)")
@@ -538,7 +539,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with servers(args) as admin_urls, open(runs_path, "w") as runs:
             for engine in args.engines:
-                url = ensure_fixture(engine, admin_urls[engine], args.orders_rows, args.narrow_rows)
+                url = ensure_fixture(engine, admin_urls[engine], args.orders_rows, args.narrow_rows,
+                                     args.database)
                 env_facts["sources"][engine] = {"version": server_version(engine, url), "tables": {}}
                 for table in args.tables:
                     facts = table_facts(engine, url, table)

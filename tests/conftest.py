@@ -21,9 +21,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 os.environ.setdefault("RIVET_STRICT_INVARIANTS", "1")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+
+# Hypothesis: no per-example deadline (the suite shares two cores with three database
+# servers, so wall time per example says nothing about correctness) and, in CI, a fixed
+# seed so a red run reproduces. Explicit @settings on a test still win.
+settings.register_profile("rivet", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("rivet-ci", parent=settings.get_profile("rivet"), derandomize=True,
+                          print_blob=True)
+settings.load_profile("rivet-ci" if os.environ.get("CI") == "true" else "rivet")
 
 
 def _require_env(name: str, what: str) -> str:

@@ -5,6 +5,9 @@ build its `ChunkPlan` (reference §2.3 strategy resolution + window generation, 
                        table_parts=export.table_parts)
     if plan is None: ...  # small table without an explicit shape → run a full export
 
+    shape = describe_chunking(session, export)  # steps 1–3 only: no probe reads the table
+    shape.strategy, shape.column, shape.chunk_size, shape.warnings
+
 Strategy resolution, in order:
 
 1. Static rules (also checked at load time): `chunk_by_key` excludes chunk_column /
@@ -126,6 +129,27 @@ class TableInfo:
         return None
 
 
+@dataclass(frozen=True)
+class ChunkShape:
+    """How a chunked export will be cut, as resolved from config + catalog alone.
+
+    Produced by `describe_chunking`: steps 1–3 of the module docstring (static rules,
+    catalog introspection, memory sizing, strategy/column resolution) and nothing after,
+    so no NULL, MIN/MAX, COUNT or boundary probe runs. `plan_chunks` resolves through the
+    same code, so what `rivet check` reports is what a run will do.
+    """
+
+    #: "range", "count", "dense", "days" or "keyset" (an auto-resolved keyset included).
+    strategy: str
+    #: The chunk column (keyset: the key), as configured or auto-resolved.
+    column: str
+    #: Rows per window: `chunk_size`, or the `chunk_size_memory_mb` sizing.
+    chunk_size: int
+    #: Non-fatal findings of the resolution (auto-resolved column, huge memory chunks),
+    #: in the order the planner logged them. Fatal ones raise `ConfigError` instead.
+    warnings: tuple[str, ...] = ()
+
+
 @dataclass
 class _Ctx:
     session: SourceSession
@@ -171,17 +195,7 @@ def plan_chunks(
     keys strictly after that stored high-water key: the first window's lo is it.
     """
     ctx = _Ctx(session, export, base_sql, table_parts, None)
-    _static_checks(ctx)
-    if table_parts is not None:
-        ctx.info = table_info(session, table_parts)
-        if not ctx.info.columns:
-            table = ".".join(p for p in table_parts if p)
-            raise ConfigError(
-                f"{ctx.label}: table '{table}' was not found in the source (or has no visible "
-                "columns) — check `table:` and the source user's privileges"
-            )
-    size = _chunk_size(ctx)
-    strategy, column = _resolve_shape(ctx)
+    strategy, column, size = _resolve(ctx)
     if strategy == "keyset":
         if keyset_after is None and _downgrade(ctx, size, allow_downgrade):
             return None
@@ -201,7 +215,40 @@ def plan_chunks(
     return _plan_range(ctx, strategy, column, size)
 
 
+def describe_chunking(session: SourceSession, export: ExportConfig) -> ChunkShape:
+    """The strategy, column and chunk size `plan_chunks` would use — without planning.
+
+    For reports (`rivet check`, `rivet plan`) that must stay cheap on a billion-row table:
+    it reads only the catalog and scan-free `describe` probes, never the table's rows (no
+    NULL probe, no MIN/MAX, no COUNT(*), no keyset boundary scan), and it does not apply
+    the small-table fallback or the column type checks that `plan_chunks` runs next.
+    Raises the same `ConfigError`s as `plan_chunks` for an export that cannot be resolved
+    (static rule broken, table not found, no safe shape). `session` must be open.
+    """
+    ctx = _Ctx(session, export, export.resolved_query, export.table_parts, None)
+    strategy, column, size = _resolve(ctx)
+    return ChunkShape(strategy=strategy, column=column, chunk_size=size,
+                      warnings=tuple(ctx.warnings))
+
+
 # --------------------------------------------------------------------------- resolution
+
+
+def _resolve(ctx: _Ctx) -> tuple[str, str, int]:
+    """(strategy, column, chunk size): steps 1–3 of the module docstring, shared by
+    `plan_chunks` and `describe_chunking` so the two can never disagree. Fills `ctx.info`."""
+    _static_checks(ctx)
+    if ctx.table_parts is not None:
+        ctx.info = table_info(ctx.session, ctx.table_parts)
+        if not ctx.info.columns:
+            table = ".".join(p for p in ctx.table_parts if p)
+            raise ConfigError(
+                f"{ctx.label}: table '{table}' was not found in the source (or has no visible "
+                "columns) — check `table:` and the source user's privileges"
+            )
+    size = _chunk_size(ctx)
+    strategy, column = _resolve_shape(ctx)
+    return strategy, column, size
 
 
 def _static_checks(ctx: _Ctx) -> None:

@@ -120,7 +120,7 @@ def load_config(
     for exp in cfg.exports:
         if exp.query_file is not None and exp.query is None and exp.table is None:
             try:
-                exp._query_file_text = read_query_file(exp, config_path.parent, params, used)
+                exp.attach_query_file_text(read_query_file(exp, config_path.parent, params, used))
             except ConfigError as exc:
                 errors.append(Problem(exc.message))
     if errors:

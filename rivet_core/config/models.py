@@ -419,6 +419,14 @@ class ExportConfig(_Strict):
 
     # -- what to read ---------------------------------------------------------
 
+    def attach_query_file_text(self, text: str) -> None:
+        """Record the `query_file` contents the loader read (after `${k}` substitution).
+
+        The file is read relative to the config file, which the model does not know, so
+        the loader resolves it and hands the text over; `resolved_query` then serves it.
+        """
+        self._query_file_text = text
+
     @property
     def table_parts(self) -> tuple[str | None, str] | None:
         """`table:` split into (schema, name); None for query exports. Validated at load."""

@@ -20,7 +20,7 @@ from rivet_core.errors import ConfigError
 from rivet_core.introspect.estimate import estimate_rows_in
 from rivet_core.introspect.fidelity import ColumnReport, column_reports
 from rivet_core.introspect.session import qualified, raw_rows
-from rivet_core.source.base import SourceColumn, SourceSession
+from rivet_core.source.base import SourceSession
 
 #: Column names that usually track "last changed" (best first), then "created".
 _UPDATED = re.compile(r"^(updated|modified|changed|last_?modified|last_?updated|mtime)(_?(at|on|ts|time|date))?$|^update_?(time|ts|date)$", re.I)
@@ -77,7 +77,7 @@ def describe_table(session: SourceSession, schema: str | None, name: str,
         raise ConfigError(f"table '{shown}' was not found in the source — check the name (and "
                           "--schema) and that the source user may read it")
     sql = f"SELECT * FROM {qualified(session, schema, name)}"
-    probed = probe_columns(session, sql, (schema, name))
+    probed = session.probe_columns(sql, table_hint=(schema, name))
     info = table_info(session, (schema, name))
     indexes = list_indexes(session, schema, name)
     columns = column_reports(session.engine, probed, overrides or {},
@@ -91,18 +91,6 @@ def describe_table(session: SourceSession, schema: str | None, name: str,
     )
     report.cursor_candidates = cursor_candidates(report)
     return report
-
-
-def probe_columns(session: SourceSession, sql: str,
-                  table_hint: tuple[str | None, str] | None = None) -> list[SourceColumn]:
-    """Result columns of `sql` with the engine's mapping, *including* unsupported ones.
-
-    `SourceSession.describe` raises on the first unmappable column, which is right for an
-    export but not for a report that must list every column's fate; this calls the same
-    engine probe describe uses, under the same driver-error translation.
-    """
-    with session._driver_errors("describing the table"):  # noqa: SLF001 - see docstring
-        return session._probe_columns(sql, (), table_hint)  # noqa: SLF001
 
 
 def cursor_candidates(report: TableReport) -> list[str]:

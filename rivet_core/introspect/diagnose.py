@@ -23,10 +23,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from rivet_core.chunks.planner import describe_chunking
 from rivet_core.config.models import ExportConfig
 from rivet_core.errors import RivetError
 from rivet_core.introspect.access import AccessProbe, probe_access
-from rivet_core.introspect.catalog import TableReport, describe_table, probe_columns
+from rivet_core.introspect.catalog import TableReport, describe_table
 from rivet_core.introspect.estimate import estimate_rows_in
 from rivet_core.introspect.fidelity import LOSSY, UNSUPPORTED, ColumnReport, column_reports
 from rivet_core.source.base import SourceSession
@@ -96,7 +97,7 @@ def _diagnose(session: SourceSession, export: ExportConfig, diag: ExportDiagnosi
         diag.columns, diag.row_estimate = report.columns, report.row_estimate
         diag.row_width_bytes = report.avg_row_bytes
     else:
-        probed = probe_columns(session, export.resolved_query)
+        probed = session.probe_columns(export.resolved_query)  # every column, unmappable too
         diag.columns = column_reports(session.engine, probed, overrides)
         diag.row_estimate = estimate_rows_in(session, query=export.resolved_query)
     if diag.row_width_bytes is None:
@@ -119,8 +120,9 @@ def _strategy(session: SourceSession, export: ExportConfig,
                 export.time_column, None)
     if export.mode != "chunked":
         return "full", None, None
-    strategy, column, size, warnings = resolve_chunk_shape(session, export)
-    diag.warnings.extend(warnings)
+    shape = describe_chunking(session, export)  # the planner's resolution, without its probes
+    strategy, column, size = shape.strategy, shape.column, shape.chunk_size
+    diag.warnings.extend(shape.warnings)
     if strategy == "days":
         windows, shown = None, f"chunked days on {column}, {export.chunk_by_days} day(s) per window"
     elif strategy == "count":
@@ -131,21 +133,6 @@ def _strategy(session: SourceSession, export: ExportConfig,
     if windows is not None:
         shown += f" (~{windows:,} window(s))"
     return shown, column, windows
-
-
-def resolve_chunk_shape(session: SourceSession,
-                        export: ExportConfig) -> tuple[str, str, int, list[str]]:
-    """The chunk planner's own strategy resolution, without its probes (no MIN/MAX, no
-    boundary scan) — so `check` stays cheap on a billion-row table."""
-    from rivet_core.chunks import planner  # the planner's resolution steps, reused as-is
-
-    ctx = planner._Ctx(session, export, export.resolved_query, export.table_parts, None)  # noqa: SLF001
-    planner._static_checks(ctx)  # noqa: SLF001
-    if export.table_parts is not None:
-        ctx.info = planner.table_info(session, export.table_parts)
-    size = planner._chunk_size(ctx)  # noqa: SLF001
-    strategy, column = planner._resolve_shape(ctx)  # noqa: SLF001
-    return strategy, column, size, list(ctx.warnings)
 
 
 def _verdict(export: ExportConfig, diag: ExportDiagnosis, report: TableReport | None,

@@ -170,6 +170,26 @@ class SourceSession:
 
     # --- public API ---------------------------------------------------------------------
 
+    def probe_columns(
+        self,
+        sql: str,
+        params: Sequence[Any] = (),
+        table_hint: tuple[str | None, str] | None = None,
+    ) -> list[SourceColumn]:
+        """Result columns of `sql` as the engine maps them, *including* the unmappable ones
+        (`arrow_type` None, `unsupported_reason` set), before `columns:` overrides.
+
+        Scan-free like `describe` (SQLite reads at most a few sample rows to type an
+        untyped expression); `params` and `table_hint` are as for `describe`.
+
+        The raw material of `describe`, for reports that must show every column's fate
+        (`rivet check`, `rivet init`) where `describe` would stop at the first unmappable
+        column. Driver errors leave as `SourceError`/`TransientError` like everywhere else.
+        """
+        self._require_open()
+        with self._driver_errors("describing the query"):
+            return self._probe_columns(strip_sql(sql), params, table_hint)
+
     def describe(
         self,
         sql: str,
@@ -183,9 +203,7 @@ class SourceSession:
         that column's "unsupported". `table_hint` = (schema, table) of a `table:` export;
         engines use it where result metadata alone is not enough (MariaDB JSON columns).
         """
-        self._require_open()
-        with self._driver_errors("describing the query"):
-            columns = self._probe_columns(strip_sql(sql), params, table_hint)
+        columns = self.probe_columns(sql, params, table_hint)
         overrides = overrides or {}
         fields: list[pa.Field] = []
         unsupported: list[SourceColumn] = []

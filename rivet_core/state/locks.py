@@ -80,12 +80,24 @@ def _process_start(pid: int) -> str | None:
 
 
 def _process_alive(pid: int, started: str | None) -> bool:
+    """Whether the holder process on THIS host still runs: the pid exists, is not a zombie
+    (killed, not yet reaped by its parent), and started when the holder did (not reused)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         pass  # exists, owned by someone else
+    try:
+        import psutil
+
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return False
+        except psutil.NoSuchProcess:
+            return False
+    except Exception:  # noqa: BLE001 - unknowable (no access): the start-time check decides
+        pass
     if started is None:
         return True
     now = _process_start(pid)

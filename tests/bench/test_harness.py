@@ -22,6 +22,7 @@ from benchmarks import harness
 from benchmarks.checksum import compare, file_checksums
 
 ROWS = 2000
+TEST_DB = "rivet_bench_test"  # not the benchmark's own database: its fixture stays intact
 
 
 def _urls() -> tuple[str, str]:
@@ -41,7 +42,7 @@ def bench_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "--engines", "pg,mysql", "--tables", "orders", "--rows", str(ROWS), "--repeat", "1",
         "--warmup", "0", "--methods", "rivet_full,rivet_chunked_par2,floor_psql_copy,floor_mariadb_client",
         "--pg-url", pg, "--mysql-url", my, "--output", str(report), "--results", str(root),
-        "--work", str(root / "work"), "--keep-output",
+        "--work", str(root / "work"), "--keep-output", "--database", TEST_DB,
     ])
     return {"rc": rc, "report": report, "runs": root / "runs.jsonl", "work": root / "work"}  # type: ignore[dict-item]
 
@@ -79,7 +80,7 @@ def _rivet_output(bench_run: dict, engine: str) -> list[Path]:
 def _source_checksums(engine: str) -> dict[str, str]:
     pg, my = _urls()
     admin = pg if engine == "pg" else my
-    url = urllib.parse.urlunsplit(urllib.parse.urlsplit(admin)._replace(path="/" + harness.BENCH_DB))
+    url = urllib.parse.urlunsplit(urllib.parse.urlsplit(admin)._replace(path="/" + TEST_DB))
     return harness.table_facts(engine, url, "orders")["checksums"]
 
 

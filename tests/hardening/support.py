@@ -123,13 +123,16 @@ class PrivateS3:
             if self.proc is not None and self.proc.poll() is not None:
                 pytest.fail(f"private SeaweedFS exited: {(self.root / 'weed.log').read_text()[-2000:]}",
                             pytrace=False)
-            try:
-                self.client().list_buckets()
+            try:  # the write path (filer + volume server), not just the front door
+                client = self.client()
+                if "ready-probe" not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+                    client.create_bucket(Bucket="ready-probe")
+                client.put_object(Bucket="ready-probe", Key="probe", Body=b"ok")
                 return True
             except Exception:  # noqa: BLE001 - not up yet
                 return False
 
-        wait_until(ready, 60, "the private SeaweedFS to answer", interval=0.1)
+        wait_until(ready, 60, "the private SeaweedFS to accept writes", interval=0.1)
         return self
 
     def kill(self) -> None:

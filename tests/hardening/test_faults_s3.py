@@ -93,6 +93,8 @@ def test_s3_server_killed_mid_run_fails_cleanly_and_a_rerun_recovers_everything(
                               "destination.timeout_s")
         assert rc == 2  # transient: a scheduler may retry it as is
 
+        # The re-run, with the default (patient) timeouts: a restarted server may be slow at first.
+        config = _config(tmp_path, pg_items, _s3_dest(server.endpoint, bucket, prefix))
         rerun = cli("run", "-c", str(config), "--validate", env=env)
         assert rerun.returncode == 0, rerun.stderr
         assert s3_success_ids(server.client(), bucket, prefix) == list(range(1, ROWS + 1))
