@@ -125,3 +125,39 @@ def test_required_fields_are_marked_required() -> None:
         for name, info in model.model_fields.items():
             if info.is_required() and name in sections.get(path, {}):
                 assert "required" in sections[path][name][2], f"`{path}.{name}` is required; say so"
+
+
+CODE = [*sorted((REFERENCE.parents[1] / "rivet_core").rglob("*.py")),
+        *sorted((REFERENCE.parents[1] / "rivet_dagster").rglob("*.py"))]
+MODELS = REFERENCE.parents[1] / "rivet_core" / "config" / "models.py"
+_IMPORT = re.compile(r"^\s*(from|import)\s")
+
+
+def _reads(name: str) -> list[str]:
+    """Lines of the engine/Dagster code (outside the model declarations) that read field `name`:
+    `x.name`, `getattr(x, "name")` or `x.get("name")`."""
+    use = re.compile(rf"\.{name}\b|(getattr|\.get)\([^)]*[\"']{name}[\"']")
+    return [f"{path.relative_to(REFERENCE.parents[1])}:{number}: {line.strip()}"
+            for path in CODE if path != MODELS
+            for number, line in enumerate(path.read_text().splitlines(), start=1)
+            if use.search(line) and not _IMPORT.match(line)]
+
+
+def test_fields_documented_as_having_no_effect_are_read_by_no_code() -> None:
+    """"Accepted for Rivet compatibility; no effect" must stay true: a field the code starts
+    reading needs its real meaning in the reference."""
+    no_effect = sorted({name for rows in documented().values() for name, cells in rows.items()
+                        if len(cells) > 3 and "no effect" in cells[3]})
+    assert {"verify", "wave", "adaptive", "credentials_file", "min_parallel"} <= set(no_effect), no_effect
+    used = {name: lines for name in no_effect if (lines := _reads(name))}
+    assert not used, ("docs/config-reference.md says these fields have no effect, but code reads them "
+                      "— document what they do:\n" + "\n".join(f"{n}: {ls}" for n, ls in used.items()))
+
+
+def test_the_tls_block_documented_as_not_applied_is_read_by_no_code() -> None:
+    """`source.tls` is validated (prescan) but no connection uses it; the reference says so."""
+    assert "not applied" in REFERENCE.read_text()
+    prescan = REFERENCE.parents[1] / "rivet_core" / "config" / "prescan.py"
+    lines = [line for line in _reads("tls") if not line.startswith(str(prescan.relative_to(REFERENCE.parents[1])))]
+    assert not lines, ("source.tls is read by the engine now — update the `source.tls` section of "
+                       "docs/config-reference.md:\n" + "\n".join(lines))

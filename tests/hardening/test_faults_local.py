@@ -14,6 +14,7 @@ source id exactly once across the success manifests, re-read with pyarrow.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -33,6 +34,7 @@ from tests.helpers import (
     manifest_ids,
     mysql_exec,
     pg_exec,
+    rivet,
     source_block,
     write_config,
 )
@@ -167,7 +169,7 @@ def test_a_read_only_sqlite_state_store_refuses_the_run_before_publishing(tmp_pa
     assert first.returncode == 0, first.stderr
     _sqlite_items(tmp_path, 21, 30)
     state = tmp_path / ".rivet_state.db"
-    with sqlite3.connect(state) as conn:  # fold the WAL in, so the main file is the whole store
+    with contextlib.closing(sqlite3.connect(state)) as conn:  # fold the WAL into the main file
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     made = subprocess.run(["chattr", "+i", str(state)], capture_output=True, text=True)
     if made.returncode != 0:
@@ -175,10 +177,12 @@ def test_a_read_only_sqlite_state_store_refuses_the_run_before_publishing(tmp_pa
                     f"CAP_LINUX_IMMUTABLE on ext4/xfs/tmpfs): {made.stderr}", pytrace=False)
     immutable.append(state)
     with pytest.raises(sqlite3.OperationalError, match="readonly"):  # really read-only, even for root
-        with sqlite3.connect(state) as conn:
+        with contextlib.closing(sqlite3.connect(state)) as conn:
             conn.execute("UPDATE export_state SET last_run_at = last_run_at")
 
-    refused = cli("run", "-c", str(config))
+    # A process of its own: SQLite shares and reuses a process's descriptors per file, so a
+    # descriptor this test process opened before `chattr` could still write; a fresh open cannot.
+    refused = rivet("run", "-c", str(config))
     out = tmp_path / "out"
     assert refused.returncode == 1, refused.stderr
     assert "is not writable (attempt to write a readonly database)" in refused.stderr

@@ -56,7 +56,7 @@ def test_incremental_soak_under_concurrent_writes_loses_nothing_and_memory_stays
     runs = [json.loads(line) for line in (tmp_path / "exporter.out").read_text().splitlines()]
 
     assert wrote["ops"] >= SOAK_SECONDS * WRITE_RATE * 0.3  # the load really happened
-    assert len(runs) >= 5, runs
+    assert len(runs) >= 8, runs  # enough runs for a warm-up window and a tail that do not overlap
     assert [r for r in runs if r["status"] not in ("success", "skipped")] == []
     assert sum(1 for r in runs if r["rows"] > 0) >= 3  # several runs each picked up new writes
 
