@@ -355,20 +355,27 @@ class ServerSampler:
             rows = cur.fetchall()
         else:
             # INNODB_TRX.trx_started has whole-second resolution, so a transaction's length
-            # is measured from when the sampler first saw its id to when it last saw it.
+            # is measured from when the sampler first saw it to when it last saw it. A
+            # read-only transaction's trx_id is recycled (it is derived from the reused trx
+            # object), so the key includes the connection and the start second, and a key
+            # missing from one sample starts over.
             cur.execute(
-                "SELECT CASE WHEN p.COMMAND = 'Query' THEN p.TIME_MS / 1000 END, t.trx_id"
+                "SELECT CASE WHEN p.COMMAND IN ('Query', 'Execute') THEN p.TIME_MS / 1000 END,"
+                " p.ID, t.trx_id, t.trx_started"
                 " FROM information_schema.PROCESSLIST p"
                 " LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID"
                 " WHERE p.DB = DATABASE() AND p.ID <> CONNECTION_ID()")
             now = time.monotonic()
             rows = []
-            for stmt, trx_id in cur.fetchall():
+            seen: dict[Any, float] = {}
+            for stmt, thread_id, trx_id, started in cur.fetchall():
                 xact = None
                 if trx_id is not None:
-                    first = self._trx_seen.setdefault(trx_id, now)
-                    xact = now - first
+                    key = (thread_id, trx_id, started)
+                    seen[key] = self._trx_seen.get(key, now)
+                    xact = now - seen[key]
                 rows.append((stmt, xact))
+            self._trx_seen = seen
         for stmt, xact in rows:
             if stmt is not None:
                 self.max_stmt = max(self.max_stmt, float(stmt))
@@ -406,6 +413,10 @@ def run_one(method: Method, engine: str, table: str, url: str, args: argparse.Na
             os.killpg(proc.pid, signal.SIGKILL)  # our own child's process group only
             rc = proc.wait()
             rec["timed_out"] = True
+        except BaseException:  # interrupted: never leave the measured process running
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise
         wall = time.perf_counter() - t0
     rec.update(rc=rc, wall_s=round(wall, 3), max_stmt_s=round(sampler.max_stmt, 2),
                max_xact_s=round(sampler.max_xact, 2), samples=sampler.samples)
@@ -515,8 +526,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _terminate(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)  # unwinds through run_one, which kills its child
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
+    try:
+        return _run(args, argv)
+    finally:
+        if on_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
     methods = select_methods(args.methods, args.no_peers)
     command = "python -m benchmarks " + shlex.join(argv if argv is not None else sys.argv[1:])
     tmp = None
@@ -563,6 +588,7 @@ def main(argv: list[str] | None = None) -> int:
         if tmp is not None and not args.keep_output:
             shutil.rmtree(tmp, ignore_errors=True)
     env_facts["load_end"] = os.getloadavg()
+    (results_dir / "env.json").write_text(json.dumps(env_facts, indent=2, default=str))
     from benchmarks.report import write_report
     write_report(args.output, env_facts, records, methods, args)
     print(f"[bench] wrote {args.output} ({len(records)} runs; raw runs in {runs_path})", flush=True)

@@ -29,10 +29,14 @@ from tests.dagster.support import DAGSTER_NOISE
 _HERE = Path(__file__).resolve().parent
 
 
+#: dagster-celery re-creates its `execute_plan` task for every step it submits (executor.py).
+CELERY_NOISE = ["ignore:Task name 'execute_plan' is already registered:Warning"]
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if _HERE in Path(str(item.path)).resolve().parents:
-            for spec in DAGSTER_NOISE:
+            for spec in (*DAGSTER_NOISE, *CELERY_NOISE):
                 item.add_marker(pytest.mark.filterwarnings(spec))
 
 
@@ -148,24 +152,23 @@ def extra_pg_db() -> Iterator[Callable[[str], str]]:
             conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
-def instance_yaml(storage_url: str) -> str:
-    """The Dagster instance config of the deployment (docs/distributed.md)."""
-    parts = urllib.parse.urlsplit(storage_url)
-    # +psycopg2: dagster-postgres sends `NOTIFY run_events, %s`, which psycopg 3 (SQLAlchemy
-    # 2.1's default PostgreSQL driver) binds server-side and PostgreSQL rejects.
-    return (
-        "storage:\n"
-        "  postgres:\n"
-        f"    postgres_url: \"postgresql+psycopg2://{parts.netloc}{parts.path}\"\n"
-        "telemetry:\n"
-        "  enabled: false\n"
-    )
+#: The documented deployment files (docs/distributed.md); the tests use them as shipped.
+EXAMPLES = _HERE.parent.parent / "examples" / "distributed"
+
+
+def psycopg2_url(url: str) -> str:
+    """dagster-postgres needs psycopg2 (SQLAlchemy 2.1 defaults to psycopg 3, whose
+    server-side binding breaks its `NOTIFY run_events, %s`)."""
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(scheme="postgresql+psycopg2"))
 
 
 @pytest.fixture
-def dagster_home(tmp_path: Path, extra_pg_db: Callable[[str], str]) -> Path:
-    """A DAGSTER_HOME with its instance storage (runs, events, schedules) on PostgreSQL."""
+def dagster_home(tmp_path: Path, extra_pg_db: Callable[[str], str], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A DAGSTER_HOME holding examples/distributed/dagster.yaml: the instance storage (runs,
+    events, partitions) on its own PostgreSQL database, named by DAGSTER_PG_URL."""
     home = tmp_path / "dagster_home"
     home.mkdir()
-    (home / "dagster.yaml").write_text(instance_yaml(extra_pg_db("dagster")))
+    shutil.copy(EXAMPLES / "dagster.yaml", home / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_PG_URL", psycopg2_url(extra_pg_db("dagster")))
     return home

@@ -33,7 +33,7 @@ import pytest
 from rivet_core import api
 from rivet_core.state import StateStore
 from tests.dagster.support import create_orders, export_block, orders_config, s3_destination
-from tests.distributed.conftest import stop_process, wait_until
+from tests.distributed.conftest import EXAMPLES, stop_process, wait_until
 from tests.distributed.location import EXPORT, definitions
 from tests.distributed.run_job import execute
 from tests.helpers import REPO, db_exec
@@ -51,6 +51,7 @@ def deployment(tmp_path: Path, pg_url: str, extra_pg_db: Callable[[str], str], d
     config = orders_config(tmp_path, pg_url, [export_block(
         EXPORT, "chunked", s3_destination(s3, EXPORT), chunk_column="id", chunk_size=100)])
     env = {"RIVET_CONFIG": str(config), "RIVET_STATE_URL": extra_pg_db("state"), "DAGSTER_HOME": str(dagster_home),
+           "DAGSTER_PG_URL": os.environ["DAGSTER_PG_URL"],
            "RIVET_TEST_AK": s3.access_key, "RIVET_TEST_SK": s3.secret_key, "AWS_EC2_METADATA_DISABLED": "true"}
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -214,25 +215,15 @@ def test_multiprocess_partitions_in_parallel_and_two_racing_manifests_publish_on
 
 
 # ------------------------------------------------------------------------------ celery
-def _celery_config(folder: Path, redis_url: str) -> Path:
-    """The workers' Celery settings module (docs/distributed.md): the broker, and one task at a
-    time per worker (acks late, prefetch 1) so a long window never hides a queued one."""
-    folder.mkdir()
-    (folder / "dagster_celery_config.py").write_text(
-        f"broker_url = {redis_url!r}\nresult_backend = {redis_url!r}\n"
-        "worker_prefetch_multiplier = 1\ntask_acks_late = True\n")
-    return folder
-
-
 @pytest.fixture
 def celery_workers(deployment: dict[str, str], redis_url: str, tmp_path: Path) -> Iterator[list[subprocess.Popen]]:
     """Two `celery -A dagster_celery.app worker` processes (solo pool: a task runs in the
     worker process itself), stopped by PID afterwards. Window 0 is held at `chunk_export:0`
-    until the test releases it, so the other worker must take the other windows."""
-    conf = _celery_config(tmp_path / "celery_conf", redis_url)
+    until the test releases it, so its worker cannot take every window: both must work."""
     barrier = tmp_path / "celery_barrier"
     barrier.mkdir()
-    env = {**os.environ, **deployment, "PYTHONPATH": f"{conf}{os.pathsep}{REPO}",
+    # examples/distributed/dagster_celery_config.py on PYTHONPATH: the settings as documented.
+    env = {**os.environ, **deployment, "PYTHONPATH": f"{EXAMPLES}{os.pathsep}{REPO}",
            "RIVET_DAGSTER_EXECUTOR": "celery", "DAGSTER_CELERY_BROKER_URL": redis_url,
            "DAGSTER_CELERY_BACKEND_URL": redis_url, "RIVET_TEST_PAUSE_AT": "chunk_export:0",
            "RIVET_TEST_PAUSE_DIR": str(barrier), "RIVET_TEST_PAUSE_TIMEOUT_S": "180"}
@@ -276,19 +267,23 @@ def test_celery_workers_run_the_partitions_of_one_export(
         keys = register_windows(instance)
     assert len(keys) == 4
 
-    procs = [launched.start("chunks", k) for k in keys]  # all four at once
+    # Window 0 first: its worker is held at chunk_export:0 (mid-run, task claimed), then the
+    # three others are launched together — the held worker cannot take them, so they run on
+    # the other worker while window 0 is still in flight; then window 0 is released.
     barrier = tmp_path / "celery_barrier"
+    procs = [launched.start("chunks", keys[0])]
     try:
-        # Window 0 holds its worker at chunk_export:0; the three others must complete on the
-        # other worker meanwhile — then window 0 is released.
         wait_until("window 0 held on a worker", lambda: (barrier / "chunk_export:0.reached").exists(), timeout=180)
         held_by = int((barrier / "chunk_export:0.reached").read_text())
+        procs += [launched.start("chunks", k) for k in keys[1:]]
 
         def others_done() -> bool:
             _, tasks = chunk_tasks(deployment)
             return sum(t.status == "completed" for t in tasks) == 3
 
-        wait_until("the other three windows on the other worker", others_done, timeout=180)
+        wait_until("the other three windows completed", others_done, timeout=180)
+        _, tasks = chunk_tasks(deployment)
+        assert tasks[0].status == "running"  # window 0 was in flight all along
     finally:
         (barrier / "chunk_export:0.release").write_text("go")
     runs = [launched.outcome(p) for p in procs]
@@ -297,9 +292,9 @@ def test_celery_workers_run_the_partitions_of_one_export(
     chunk_run, tasks = chunk_tasks(deployment)
     pids = assert_each_window_ran_once(tasks, runs)
     worker_pids = {w.pid for w in celery_workers}
-    assert pids == worker_pids and held_by in worker_pids  # both workers did work, nothing ran here
     by_pid = {pid: sorted(t.window_key for t in tasks if t.worker_pid == pid) for pid in pids}
-    assert sorted(len(v) for v in by_pid.values()) == [1, 3], by_pid
+    assert pids == worker_pids, by_pid  # both workers did work, nothing ran in this process
+    assert by_pid[held_by] == [keys[0]] and by_pid[(worker_pids - {held_by}).pop()] == sorted(keys[1:])
 
     final = execute("manifest")  # orchestrated here (main thread); the step runs on a worker too
     assert final["success"], final
