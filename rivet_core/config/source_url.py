@@ -141,7 +141,16 @@ def _host_for_url(host: str) -> str:
 
 
 def resolve_source_url(source: SourceConfig, config_dir: Path) -> str:
-    """Build the connection URL for `source` (see module docstring)."""
+    """Build the connection URL for `source` (see module docstring), with `source.tls`
+    written into it (`rivet_core.source.tls`): every connection starts from this URL, so
+    no code path can connect without the configured TLS."""
+    from rivet_core.source.tls import apply_tls
+
+    return apply_tls(_resolve_plain_url(source, config_dir), source.type, source.tls, config_dir)
+
+
+def _resolve_plain_url(source: SourceConfig, config_dir: Path) -> str:
+    """The URL from url / url_env / url_file / the structured fields, before TLS."""
     if source.url is not None:
         return normalise_url(source.url, source.type, "url", config_dir)
     if source.url_env is not None:

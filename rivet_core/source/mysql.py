@@ -24,6 +24,7 @@ identical; the choice is logged.
 from __future__ import annotations
 
 import re
+import ssl
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -34,10 +35,11 @@ import pymysql.cursors
 
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import ConfigError, SourceError
-from rivet_core.redact import redact_url
+from rivet_core.redact import redact_secrets, redact_url
 from rivet_core.source import mysql_raw
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.query import quote_ident_mysql
+from rivet_core.source.tls import is_tls_verify_failure, mysql_ssl_context
 from rivet_core.source.types_mysql import _TEXTUAL, BINARY_CHARSET, MySQLField, mysql_column
 
 _CONNECT_TIMEOUT_S = 10
@@ -62,7 +64,51 @@ def mysql_connect_args(url: str) -> dict[str, Any]:
     database = urllib.parse.unquote(parts.path.lstrip("/"))
     if database:
         args["database"] = database
+    ssl_mode, ssl_ctx = mysql_ssl_context(parts.query)
+    if ssl_mode == "disabled":
+        args["ssl_disabled"] = True
+    elif ssl_ctx is not None:
+        args["ssl"] = ssl_ctx  # PyMySQL then refuses a server without TLS (no downgrade)
     return args
+
+
+def mysql_connect(url: str) -> pymysql.connections.Connection[Any]:
+    """The one place a MySQL/MariaDB source connection is opened.
+
+    TLS comes from the URL's `ssl-mode` / `ssl-ca` (`source.tls` is written there by
+    `rivet_core.source.tls.apply_tls`), so no caller can skip it. For a required mode the
+    socket is checked after the handshake as well: PyMySQL versions differ in whether they
+    fall back to plaintext when the server offers no TLS, and `required` must never do that.
+    A TLS failure is reported as one and is not retryable (PyMySQL reports it as error 2003,
+    "can't connect", which the retry classifier would otherwise treat as a network blip).
+    """
+    args = mysql_connect_args(url)
+    where = f"cannot connect to MySQL at {redact_url(url)}"
+    try:
+        conn = pymysql.connect(**args)
+    except pymysql.err.MySQLError as exc:
+        detail = redact_secrets(str(exc).strip())
+        if is_tls_verify_failure(exc):
+            raise SourceError(
+                f"{where}: TLS verification failed: {detail} — the server certificate does not "
+                "verify against source.tls.ca_file (or the system CAs), or its name does not "
+                "match the host; fix the CA / host name, or relax source.tls.mode"
+            ) from exc
+        if isinstance(exc, pymysql.err.OperationalError) and exc.args and exc.args[0] == 2026:
+            raise SourceError(f"{where}: TLS failed: {detail}") from exc
+        hint = ("check the URL, credentials and that the server is reachable; "
+                "`rivet doctor` tests the source connection")
+        if "ssl" not in args and exc.args and exc.args[0] == 1045:
+            hint = ("check the credentials; if this user must connect over TLS (REQUIRE SSL), "
+                    "set source.tls")
+        raise wrap_driver_error(exc, where, hint) from exc
+    if "ssl" in args and not isinstance(getattr(conn, "_sock", None), ssl.SSLSocket):
+        conn.close()
+        raise SourceError(
+            f"{where}: source.tls requires TLS but the server did not negotiate it — enable TLS "
+            "on the server (ssl_cert/ssl_key), or set source.tls.mode: disable knowingly"
+        )
+    return conn
 
 
 def _field_of(packet: Any) -> MySQLField:
@@ -92,15 +138,7 @@ class MySQLSession(SourceSession):
     # --- lifecycle ----------------------------------------------------------------------
 
     def _connect(self) -> None:
-        args = mysql_connect_args(self._url)
-        try:
-            conn = pymysql.connect(**args)
-        except pymysql.err.MySQLError as exc:
-            raise wrap_driver_error(
-                exc, f"cannot connect to MySQL at {redact_url(self._url)}",
-                "check the URL, credentials and that the server is reachable; "
-                "`rivet doctor` tests the source connection",
-            ) from exc
+        conn = mysql_connect(self._url)
         self._conn = conn
         try:
             with conn.cursor() as cur:

@@ -24,10 +24,12 @@ import pyarrow as pa
 from psycopg.types.string import TextLoader
 
 from rivet_core.config.tuning import ResolvedTuning
-from rivet_core.redact import redact_url
+from rivet_core.errors import SourceError
+from rivet_core.redact import redact_secrets, redact_url
 from rivet_core.source import pg_copy
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.query import quote_ident_pg
+from rivet_core.source.tls import is_tls_verify_failure
 from rivet_core.source.types_pg import CATALOG_SQL, PgTypeInfo, pg_column
 
 _CONNECT_TIMEOUT_S = 10
@@ -39,6 +41,40 @@ def normalize_pg_url(url: str) -> str:
     if sep and "+" in scheme:
         return f"{scheme.split('+', 1)[0]}://{rest}"
     return url
+
+
+def pg_connect(url: str) -> psycopg.Connection[Any]:
+    """The one place a PostgreSQL source connection is opened (autocommit off).
+
+    TLS comes from the URL (`sslmode`, `sslrootcert`, … — `source.tls` is written into it by
+    `rivet_core.source.tls.apply_tls`), so every caller connects with the configured TLS.
+    A TLS failure is reported as one, never as retryable: a bad certificate does not get
+    better by reconnecting.
+    """
+    try:
+        return psycopg.connect(
+            url, application_name="rivet", connect_timeout=_CONNECT_TIMEOUT_S, autocommit=False,
+        )
+    except psycopg.Error as exc:
+        where = f"cannot connect to PostgreSQL at {redact_url(url)}"
+        text = str(exc).lower()
+        if is_tls_verify_failure(exc):
+            raise SourceError(
+                f"{where}: TLS verification failed: {redact_secrets(str(exc).strip())} — the "
+                "server certificate does not verify against source.tls.ca_file (or the system "
+                "CAs), or its name does not match the host; fix the CA / host name, or relax "
+                "source.tls.mode"
+            ) from exc
+        if "no encryption" in text and "pg_hba.conf" in text:
+            raise SourceError(
+                f"{where}: {redact_secrets(str(exc).strip())} — the server accepts this user "
+                "only over TLS; set source.tls (e.g. mode: verify-full with ca_file)"
+            ) from exc
+        raise wrap_driver_error(
+            exc, where,
+            "check the URL, credentials and that the server is reachable; "
+            "`rivet doctor` tests the source connection",
+        ) from exc
 
 
 class PostgresSession(SourceSession):
@@ -59,17 +95,7 @@ class PostgresSession(SourceSession):
     # --- lifecycle ----------------------------------------------------------------------
 
     def _connect(self) -> None:
-        try:
-            conn = psycopg.connect(
-                self._url, application_name="rivet", connect_timeout=_CONNECT_TIMEOUT_S,
-                autocommit=False,
-            )
-        except psycopg.Error as exc:
-            raise wrap_driver_error(
-                exc, f"cannot connect to PostgreSQL at {redact_url(self._url)}",
-                "check the URL, credentials and that the server is reachable; "
-                "`rivet doctor` tests the source connection",
-            ) from exc
+        conn = pg_connect(self._url)
         conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
         conn.read_only = True
         # Text for json/jsonb (as PostgreSQL renders it) and interval (ISO-8601, see below).

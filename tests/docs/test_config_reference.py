@@ -154,10 +154,14 @@ def test_fields_documented_as_having_no_effect_are_read_by_no_code() -> None:
                       "— document what they do:\n" + "\n".join(f"{n}: {ls}" for n, ls in used.items()))
 
 
-def test_the_tls_block_documented_as_not_applied_is_read_by_no_code() -> None:
-    """`source.tls` is validated (prescan) but no connection uses it; the reference says so."""
-    assert "not applied" in REFERENCE.read_text()
+def test_the_tls_block_is_applied_by_the_engine_and_documented_as_such() -> None:
+    """`source.tls` reaches the connection (rivet_core/source/tls.py writes it into the URL the
+    sessions connect with); the reference must describe that, not the old "not applied"."""
+    text = REFERENCE.read_text()
+    section = text[text.index("### `source.tls`"):text.index("### `source.tuning`")]
+    assert "not applied" not in section and "no effect" not in section, section
     prescan = REFERENCE.parents[1] / "rivet_core" / "config" / "prescan.py"
     lines = [line for line in _reads("tls") if not line.startswith(str(prescan.relative_to(REFERENCE.parents[1])))]
-    assert not lines, ("source.tls is read by the engine now — update the `source.tls` section of "
-                       "docs/config-reference.md:\n" + "\n".join(lines))
+    assert any(line.startswith("rivet_core/config/source_url.py:") for line in lines), (
+        "source.tls is no longer read when the connection URL is resolved — the reference says "
+        "it is applied to every connection:\n" + "\n".join(lines))
