@@ -8,8 +8,9 @@ its outcome, because a reviewer needs to know which columns to look at:
 - `lossy`: the export will run but may not preserve every value — a `columns:` override
   replaces a mapping the engine could not derive (an unbounded PostgreSQL `numeric` forced
   to `decimal(38,18)` rounds digits beyond scale 18 and refuses values beyond precision),
-  an override narrows the native type, or SQLite had to guess an undeclared column's type
-  from sampled values.
+  an override narrows the native type, SQLite had to guess an undeclared column's type
+  from sampled values, or a SQLite declared type only gives NUMERIC affinity (bare
+  `NUMERIC` → float64, `UUID` → string: see `types_sqlite` for why each is not exact).
 - `unsupported`: no mapping and no override — `rivet run` fails before writing anything.
 """
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from rivet_core.source.base import SourceColumn
+from rivet_core.source.types_sqlite import sqlite_mapping
 
 EXACT, LOSSY, UNSUPPORTED = "exact", "lossy", "unsupported"
 
@@ -64,8 +66,12 @@ def grade(engine: str, column: SourceColumn, override: pa.DataType | None) -> tu
         return EXACT, "override matches the native mapping"
     if column.arrow_type is None:
         return UNSUPPORTED, column.unsupported_reason or "no Arrow mapping"
-    if engine == "sqlite" and column.native_type == "untyped":
-        return LOSSY, "no declared type: inferred from sampled values"
+    if engine == "sqlite":
+        if column.native_type == "untyped":
+            return LOSSY, "no declared type: inferred from sampled values"
+        mapping = sqlite_mapping(column.native_type)
+        if not mapping.exact:
+            return LOSSY, mapping.note
     return EXACT, ""
 
 

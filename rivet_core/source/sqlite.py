@@ -5,8 +5,13 @@ can never change the file; `BEGIN` plus a first read pins one consistent snapsho
 describe, stream and scalar. Column types come from the declared types of the result,
 read through a TEMP VIEW (`CREATE TEMP VIEW … AS <sql>` + `PRAGMA temp.table_info`) —
 the temp schema lives in SQLite's separate temp store, which stays writable when the main
-file is opened read-only (tested against a chmod 0444 file) — and from the first rows for
-expressions without a declared type (see `types_sqlite`).
+file is opened read-only (tested against a chmod 0444 file) — and from the first rows
+only for expressions without any declared type (see `types_sqlite`: otherwise the type never
+depends on the values, so empty and non-empty results describe identically).
+
+SQLite does not enforce declared types, so each declared column carries its own converter
+that checks the storage class of every value against what the declared type admits and
+fails naming table, column, declared type and value (never a silent coercion).
 
 Placeholders: queries are written with `%s` like the other engines and translated to `?`
 (`%%` → `%`) when parameters are bound. A bound ISO timestamp `YYYY-MM-DDTHH:MM:SS…` is
@@ -24,15 +29,25 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import pyarrow as pa
+
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import ConfigError, SourceError
 from rivet_core.source.base import SourceColumn, SourceSession, wrap_driver_error
+from rivet_core.source.batching import Converter, make_converter, value_coercer
 from rivet_core.source.query import quote_ident_pg
-from rivet_core.source.types_sqlite import infer_from_values, sqlite_declared_type
+from rivet_core.source.types_sqlite import (
+    FLOAT_EXACT_INT,
+    SQLiteMapping,
+    infer_from_values,
+    sqlite_mapping,
+    sqlite_mismatch_message,
+)
 
 _INFER_SAMPLE_ROWS = 1_000
 _ISO_T = re.compile(r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)$")
 _PLACEHOLDER = re.compile(r"%%|%s")
+_COERCE_FAILURES = (TypeError, ValueError, ArithmeticError, UnicodeDecodeError, SourceError)
 
 
 def sqlite_path(url: str) -> str:
@@ -72,6 +87,10 @@ class SQLiteSession(SourceSession):
         self.path = sqlite_path(url)
         self._conn: sqlite3.Connection | None = None
         self._view_ids = itertools.count(1)
+        # Probed columns per SQL text. Safe to reuse for the whole session: it reads one
+        # snapshot, so declared types cannot change between describe and stream.
+        self._probed: dict[str, list[SourceColumn]] = {}
+        self._where = "query result"
 
     def quote_ident(self, name: str) -> str:
         return quote_ident_pg(name)
@@ -142,34 +161,46 @@ class SQLiteSession(SourceSession):
     def _probe_columns(
         self, sql: str, params: Sequence[Any], table_hint: tuple[str | None, str] | None
     ) -> list[SourceColumn]:
+        if table_hint is not None:
+            schema, table = table_hint
+            self._where = f"table '{schema}.{table}'" if schema else f"table '{table}'"
         declared = self._declared_types(sql, bool(params))
         cursor = self._execute(f"SELECT * FROM ({sql}) LIMIT 0", params)
         names = [d[0] for d in cursor.description or []]
         cursor.close()
         if declared is None or len(declared) != len(names):
             declared = [""] * len(names)
-        mapped = [sqlite_declared_type(d) for d in declared]
+        mapped = [sqlite_mapping(d) for d in declared]
         sample: list[tuple[Any, ...]] = []
-        if any(arrow_type is None for arrow_type, _ in mapped):
+        if any(m.arrow_type is None for m in mapped):
             # Only undeclared expressions cost a (bounded) read of the first rows.
             sample = self._execute(
                 f"SELECT * FROM ({sql}) LIMIT {_INFER_SAMPLE_ROWS}", params
             ).fetchall()
         columns: list[SourceColumn] = []
-        for index, (name, decl, (arrow_type, logical)) in enumerate(zip(names, declared, mapped, strict=True)):
-            if arrow_type is None:
+        for index, (name, decl, mapping) in enumerate(zip(names, declared, mapped, strict=True)):
+            if mapping.arrow_type is None:
                 arrow_type = infer_from_values(row[index] for row in sample)
-            columns.append(
-                SourceColumn(name, decl or "untyped", arrow_type, logical_type=logical, direct=False)
-            )
+                columns.append(SourceColumn(name, "untyped", arrow_type, direct=False))
+                continue
+            columns.append(SourceColumn(
+                name, decl, mapping.arrow_type, logical_type=mapping.logical_type,
+                direct=False,
+                converter=_checked_converter(mapping.arrow_type, name, decl, self._where, mapping),
+            ))
+        self._probed[sql] = columns
         return columns
 
     def _open_cursor(
         self, sql: str, params: Sequence[Any], batch_rows: int
     ) -> tuple[list[SourceColumn] | None, Iterator[Sequence[Sequence[Any]]]]:
+        # Live columns from this session's probe of the same SQL, so the checking
+        # converters of declared columns apply; a SQL never described streams with the
+        # generic converters (the base class's behaviour).
+        live = self._probed.get(sql)
         cursor = self._execute(sql, params)
         cursor.arraysize = batch_rows
-        return None, _fetch_chunks(cursor, batch_rows)
+        return live, _fetch_chunks(cursor, batch_rows)
 
     def _scalar(self, sql: str, params: Sequence[Any]) -> Any:
         row = self._execute(sql, params).fetchone()
@@ -185,3 +216,46 @@ def _fetch_chunks(cursor: sqlite3.Cursor, batch_rows: int) -> Iterator[Sequence[
             yield rows
     finally:
         cursor.close()
+
+
+def _checked_converter(target: pa.DataType, column: str, declared: str, where: str,
+                       mapping: SQLiteMapping) -> Converter:
+    """Converter for a declared column: refuse storage classes the declared type does not
+    admit, and integers a float64 cannot hold exactly, before the generic conversion.
+
+    The storage-class test is a set of types (C speed); the per-value search only runs to
+    name the offending value once a mismatch is known.
+    """
+    generic = make_converter(target, column, direct=False)
+    accepts = mapping.accepts | {type(None)}
+    to_float = pa.types.is_floating(target)
+
+    def fail(value: Any, why: str = "") -> SourceError:
+        return SourceError(sqlite_mismatch_message(where, column, declared, target, value, why))
+
+    def convert(values: Sequence[Any]) -> pa.Array:
+        kinds = set(map(type, values))
+        if not kinds <= accepts:
+            raise fail(next(v for v in values if type(v) not in accepts))
+        if to_float and int in kinds:
+            for value in values:
+                if type(value) is int and abs(value) > FLOAT_EXACT_INT and int(float(value)) != value:
+                    raise fail(value, "no exact float64 for this integer")
+        try:
+            return generic(values)
+        except SourceError as exc:
+            # Name the first value the declared type cannot take (1.5 in an INTEGER column,
+            # 'n/a' in a BOOLEAN one) in the same words as a storage-class mismatch.
+            coerce = value_coercer(target, column)
+            for value in values:
+                if value is None:
+                    continue
+                try:
+                    coerce(value)
+                except _COERCE_FAILURES as inner:
+                    raise fail(value, str(inner) or type(inner).__name__) from exc
+            raise SourceError(
+                f"SQLite {where}, column '{column}' declared {declared}: {exc}"
+            ) from exc
+
+    return convert

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import json
 import os
 import sqlite3
 import stat
@@ -14,7 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import SourceError
@@ -27,6 +31,8 @@ from rivet_core.source import (
     open_source,
     render_cursor_value,
 )
+from rivet_core.source.types_sqlite import sqlite_mapping
+from tests.helpers import rivet, source_block, state_rows, write_config
 
 TUNING = ResolvedTuning()
 
@@ -168,5 +174,183 @@ def test_values_that_contradict_the_declared_type_fail_naming_the_column(tmp_pat
     conn.executescript("CREATE TABLE t (n INTEGER); INSERT INTO t VALUES (1), ('one');")
     conn.commit()
     conn.close()
-    with pytest.raises(SourceError, match="column 'n': value 'one'"):
+    with pytest.raises(SourceError, match="column 'n' declared INTEGER .* holds a TEXT value 'one'"):
         read_all(f"sqlite:///{path}", "SELECT n FROM t")
+
+
+# --- declared type decides, never the values ------------------------------------------------
+
+# (declared type, values to store, expected Arrow type). Covers every row of the mapping
+# table in `types_sqlite`, including the NUMERIC-affinity fallbacks that used to be guessed.
+DECLARED_CASES: list[tuple[str, list[object], pa.DataType]] = [
+    ("NUMERIC", [1, 2.5, -7, 1e300], pa.float64()),
+    ("DECIMAL", [3, 0.25], pa.float64()),
+    ("NUMBER", [42], pa.float64()),
+    ("MONEY", [9.99], pa.float64()),
+    ("NUMERIC(10,2)", ["12.34", 5], pa.decimal128(10, 2)),
+    ("DECIMAL(100,2)", [1.5], pa.float64()),  # beyond decimal256: bare-numeric rule
+    ("BOOLEAN", [1, 0], pa.bool_()),
+    ("DATE", ["2024-02-29"], pa.date32()),
+    ("DATETIME", ["2024-03-10 01:30:00.123456"], pa.timestamp("us")),
+    ("TIMESTAMP", ["2024-03-10 01:30:00"], pa.timestamp("us")),
+    ("TIME", ["12:34:56"], pa.time64("us")),
+    ("JSON", ['{"a": 1}'], pa.json_(pa.string())),
+    ("INTEGER", [1, -(2**63)], pa.int64()),
+    ("BIGINT", [2**63 - 1], pa.int64()),
+    ("TEXT", ["a", "漢字"], pa.string()),
+    ("VARCHAR(5)", ["x"], pa.string()),
+    ("BLOB", [b"\x00\xff"], pa.binary()),
+    ("REAL", [0.5, -1e-300], pa.float64()),
+    ("DOUBLE PRECISION", [1.25], pa.float64()),
+    ("UUID", ["0b3c7e2a-0000-4000-8000-000000000000", 7], pa.string()),
+    ("STRING", ["abc"], pa.string()),
+]
+
+
+def _typed_db(tmp_path: Path, declared: str, values: list[object]) -> str:
+    path = tmp_path / "typed.db"
+    conn = sqlite3.connect(path)
+    conn.execute(f"CREATE TABLE t (id INTEGER PRIMARY KEY, v {declared})")
+    conn.executemany("INSERT INTO t (id, v) VALUES (?, ?)", list(enumerate(values, 1)))
+    conn.commit()
+    conn.close()
+    return f"sqlite:///{path}"
+
+
+@pytest.mark.parametrize(("declared", "values", "arrow_type"), DECLARED_CASES,
+                         ids=[c[0] for c in DECLARED_CASES])
+def test_empty_and_non_empty_results_have_the_same_schema(
+        tmp_path: Path, declared: str, values: list[object], arrow_type: pa.DataType) -> None:
+    url = _typed_db(tmp_path, declared, values)
+    full = read_all(url, "SELECT * FROM t ORDER BY id")
+    empty = read_all(url, "SELECT * FROM t WHERE id > %s", [10**6])
+    assert empty.num_rows == 0 and full.num_rows == len(values)
+    assert full.schema == empty.schema  # types AND field metadata
+    assert full.schema.field("v").type == arrow_type
+
+
+@pytest.mark.parametrize(("declared", "values"), [
+    ("NUMERIC", [1, 2.5, -7, 1e300, 2**53, 0.1]),
+    ("DECIMAL", [3, 0.25, -0.0]),
+    ("REAL", [0.5, -1e-300, 3]),
+])
+def test_bare_numeric_values_survive_a_parquet_round_trip(
+        tmp_path: Path, declared: str, values: list[object]) -> None:
+    url = _typed_db(tmp_path, declared, values)
+    table = read_all(url, "SELECT * FROM t ORDER BY id")
+    parquet = tmp_path / "t.parquet"
+    pq.write_table(table, parquet)
+    reread = pq.read_table(parquet)
+    assert reread.schema.field("v").type == pa.float64()
+    oracle = sqlite3.connect(url.removeprefix("sqlite:///"))
+    expected = [row[0] for row in oracle.execute("SELECT v FROM t ORDER BY id")]
+    oracle.close()
+    got = reread.column("v").to_pylist()
+    assert got == expected and all(g == float(e) for g, e in zip(got, expected, strict=True))
+
+
+@pytest.mark.parametrize(("declared", "bad", "kind"), [
+    ("NUMERIC", "n/a", "TEXT"),
+    ("NUMERIC", b"\x01", "BLOB"),
+    ("NUMERIC", 2**63 - 1, "INTEGER"),  # no exact double: refused, never rounded
+    ("REAL", "abc", "TEXT"),
+    ("INTEGER", 1.5, "REAL"),
+    ("DATETIME", 1700000000, "INTEGER"),
+    ("TEXT", b"\xff", "BLOB"),
+    ("BLOB", 3, "INTEGER"),
+])
+def test_a_stored_value_that_contradicts_the_declared_type_is_a_clear_error(
+        tmp_path: Path, declared: str, bad: object, kind: str) -> None:
+    url = _typed_db(tmp_path, declared, [None, bad])
+    with open_source(url, TUNING) as session:
+        schema = session.describe("SELECT * FROM t", [], None, (None, "t"))
+        with pytest.raises(SourceError) as info:
+            list(session.stream("SELECT * FROM t", [], schema, 10))
+    message = str(info.value)
+    assert "table 't'" in message and "column 'v'" in message
+    assert f"declared {declared}" in message and f"holds a {kind} value" in message
+    assert "columns:" in message and "CAST(v AS" in message
+
+
+def test_an_override_is_the_fix_for_a_mismatched_value(tmp_path: Path) -> None:
+    url = _typed_db(tmp_path, "NUMERIC", [1.5, "n/a"])
+    table = read_all(url, "SELECT v FROM t ORDER BY id", overrides={"v": pa.string()})
+    assert table.column("v").to_pylist() == ["1.5", "n/a"]
+
+
+def test_an_undeclared_expression_on_an_empty_result_is_string(demo_db: str) -> None:
+    empty = read_all(demo_db, "SELECT qty + 1 AS next_qty FROM every_type WHERE id > 99")
+    assert empty.schema.field("next_qty").type == pa.string()
+    assert empty.schema.field("next_qty").metadata[NATIVE_TYPE_KEY] == b"untyped"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.text(max_size=40),
+    st.builds(lambda a, b: a + b, st.sampled_from(
+        ["NUMERIC", "DECIMAL", "INT", "CHAR", "TEXT", "BLOB", "REAL", "BOOL", "DATE", "TIME",
+         "JSON", "DOUBLE", "NUMBER", " numeric(", "decimal(", "FLOAT", "UUID", ""]),
+        st.text(alphabet="0123456789(), ABCDEFGHIJKLMNOPQRSTUVWXYZ", max_size=12)),
+))
+def test_any_declared_type_maps_deterministically_and_never_raises(declared: str) -> None:
+    first = sqlite_mapping(declared)
+    assert sqlite_mapping(declared) == first
+    if declared.isascii():  # SQLite's own type-name matching is ASCII case-insensitive
+        other = sqlite_mapping(declared.lower())
+        assert (other.arrow_type, other.accepts, other.exact) == (
+            first.arrow_type, first.accepts, first.exact)
+    if declared.strip():
+        assert first.arrow_type is not None  # only "nothing declared" is ever inferred
+        assert first.exact or first.note
+    else:
+        assert first.arrow_type is None
+
+
+# --- end to end: the CLI ---------------------------------------------------------------------
+
+
+def _ledger(tmp_path: Path) -> Path:
+    db = tmp_path / "src.db"
+    conn = sqlite3.connect(db)
+    conn.executescript(
+        """
+        CREATE TABLE ledger (id INTEGER PRIMARY KEY, amount NUMERIC, note TEXT,
+                             modified_at DATETIME);
+        INSERT INTO ledger VALUES (1, 9.99, 'a', '2030-01-01 00:00:00'),
+                                  (2, 12, 'b', '2030-01-02 00:00:00');
+        """
+    )
+    conn.commit()
+    conn.close()
+    return db
+
+
+def test_idle_incremental_runs_on_bare_numeric_report_no_drift(tmp_path: Path) -> None:
+    db = _ledger(tmp_path)
+    config = write_config(tmp_path, source_block(f"sqlite:///{db}"), [{
+        "name": "ledger", "table": "ledger", "format": "parquet", "mode": "incremental",
+        "cursor_column": "modified_at", "on_schema_drift": "fail",
+        "destination": {"type": "local", "path": "out"}}])
+    for attempt in range(3):  # first run exports 2 rows, then two idle runs
+        proc = rivet("run", "-c", str(config))
+        assert proc.returncode == 0, (attempt, proc.stdout, proc.stderr)
+        assert "schema drift" not in proc.stderr, (attempt, proc.stderr)
+    rows = state_rows(config, "SELECT columns_json FROM export_schema WHERE export_name='ledger'")
+    assert {"name": "amount", "type": "double"} in json.loads(rows[0][0])
+    parts = sorted((tmp_path / "out").rglob("*.parquet"))
+    amounts = sorted(v for part in parts for v in pq.read_table(part).column("amount").to_pylist())
+    assert amounts == [9.99, 12.0]
+
+
+def test_check_type_report_grades_bare_numeric_lossy(tmp_path: Path) -> None:
+    db = _ledger(tmp_path)
+    config = write_config(tmp_path, source_block(f"sqlite:///{db}"), [{
+        "name": "ledger", "table": "ledger", "format": "parquet",
+        "destination": {"type": "local", "path": "out"}}])
+    proc = rivet("check", "-c", str(config), "--json", "--type-report")
+    assert proc.returncode == 0, proc.stderr
+    columns = {c["column"]: c for c in json.loads(proc.stdout)["exports"][0]["columns"]}
+    assert (columns["amount"]["fidelity"], columns["amount"]["arrow_type"]) == ("lossy", "double")
+    assert "decimal(p,s)" in columns["amount"]["note"]
+    assert columns["id"]["fidelity"] == columns["note"]["fidelity"] == "exact"
+    assert columns["modified_at"]["fidelity"] == "exact"
