@@ -6,11 +6,10 @@ module on purpose when the adapter needs more (DESIGN.md §2 rule 2).
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from pathlib import Path
 
 from rivet_core.config import ExportConfig, RivetConfig, load_config
-from rivet_core.destination import Destination, open_destination
+from rivet_core.destination import Destination
 from rivet_core.errors import (
     ConfigError,
     DataIntegrityError,
@@ -34,7 +33,7 @@ from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.job import ExportRun, RunOptions, run_unit
 from rivet_core.pipeline.quality import QualityIssue
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.plan import DayWindow, destination_spec
+from rivet_core.plan import DayWindow, export_destination, partition_prefixes
 from rivet_core.progress import ProgressTracker, callback_tracker
 from rivet_core.state import StateStore
 
@@ -60,35 +59,11 @@ def run_export(config: RivetConfig, export_name: str, *, validate: bool = False,
                                                window=window))
 
 
-def export_destination(config: RivetConfig, export: ExportConfig, *, sub_prefix: str = "",
-                       now: datetime | None = None) -> Destination:
-    """Open the destination prefix an export writes to (templated at `now`)."""
-    spec = destination_spec(config, export, now or datetime.now(UTC), sub_prefix)
-    return open_destination(spec, config.config_dir)
-
-
 def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = "",
                   depth: str = "full") -> tuple[Destination, Verification]:
     """`verify_at_destination` on an export's prefix (the CLI and asset checks share this)."""
     dest = export_destination(config, config.export(export_name), sub_prefix=sub_prefix)
     return dest, verify_at_destination(dest, depth=depth)
-
-
-def partition_prefixes(config: RivetConfig, export: ExportConfig) -> list[str]:
-    """Every `<time_column>=YYYY-MM-DD/` prefix under a time_window export that holds a
-    manifest (the daily partitions the Dagster layer wrote); [] for other exports."""
-    import re
-
-    if export.mode != "time_window" or not export.time_column:
-        return []
-    day = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-    marker = f"{export.time_column}="
-    found = set()
-    for obj in export_destination(config, export).list(""):
-        head, _, rest = obj.key.partition("/")
-        if head.startswith(marker) and rest == "manifest.json" and day.match(head[len(marker):]):
-            found.add(head + "/")
-    return sorted(found)
 
 
 def open_state(config: RivetConfig | Path | str) -> StateStore:

@@ -225,8 +225,9 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
 def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: str,
              params: tuple[str, ...]) -> int:
     """Verify each export's destination against its manifest and _SUCCESS (no source queries)."""
-    from rivet_core.api import export_destination, partition_prefixes
+    # From plan.py, not api.py: the api module imports the whole engine (state, pipeline).
     from rivet_core.manifest import verify_at_destination
+    from rivet_core.plan import export_destination, partition_prefixes
 
     config = _load(config_path, params)
     results, warnings, codes = [], [], []

@@ -8,12 +8,14 @@ column is lossy or unsupported — a CI gate for "every column maps exactly".
 from __future__ import annotations
 
 import json
+from typing import TYPE_CHECKING
 
 import click
 
 from rivet_core.cli_guard import lazy_guard
-from rivet_core.introspect.diagnose import ExportDiagnosis
-from rivet_core.introspect.fidelity import LOSSY, UNSUPPORTED
+
+if TYPE_CHECKING:  # cli.py imports this module to register `check`: keep pyarrow/pydantic out
+    from rivet_core.introspect.diagnose import ExportDiagnosis
 
 
 def run_checks(config_path: str, export_names: tuple[str, ...],
@@ -64,6 +66,7 @@ def check(config_path: str, export_names: tuple[str, ...], params: tuple[str, ..
           type_report: bool, strict: bool, as_json: bool) -> int:
     """Diagnose exports: strategy, size, index use (EXPLAIN), verdict, type fidelity."""
     from rivet_core.cli import _params
+    from rivet_core.introspect.fidelity import LOSSY, UNSUPPORTED  # heavy (pyarrow): only when run
 
     diags = run_checks(config_path, export_names, _params(params))
     problems = [(d.export_name, c) for d in diags for c in d.columns if c.fidelity in (LOSSY, UNSUPPORTED)]

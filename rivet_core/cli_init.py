@@ -8,7 +8,6 @@ import click
 
 from rivet_core.cli_guard import lazy_guard
 from rivet_core.introspect.heuristics import SMALL_TABLE_ROWS
-from rivet_core.scaffold import InitOptions, write_scaffold
 
 
 @click.command("init")
@@ -39,6 +38,9 @@ def init(source_env: str, table: str | None, schema: str | None, include: tuple[
          s3_access_key_env: str | None, s3_secret_key_env: str | None, small_rows: int,
          chunk_size: int | None) -> int:
     """Introspect a database and write a commented rivet.yaml (modes chosen per table)."""
+    # scaffold pulls in the sources, yaml and pyarrow: imported only when `init` runs.
+    from rivet_core.scaffold import InitOptions, write_scaffold
+
     options = InitOptions(
         source_env=source_env, table=table, schema=schema, include=include, exclude=exclude,
         s3_bucket=s3_bucket, s3_prefix=s3_prefix, s3_region=s3_region, s3_endpoint=s3_endpoint,

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from rivet_core.config import ExportConfig, RivetConfig, render_destination
 from rivet_core.config.tuning import ResolvedTuning
-from rivet_core.destination import DestinationSpec
+from rivet_core.destination import Destination, DestinationSpec, open_destination
 from rivet_core.errors import ConfigError
 from rivet_core.format import WriterOptions
 from rivet_core.source import (
@@ -108,6 +108,32 @@ def destination_spec(config: RivetConfig, export: ExportConfig, now: datetime,
             session_token=_env(dest.session_token_env, "session_token_env", export.name),
             aws_profile=dest.aws_profile, timeout_s=dest.timeout_s, max_attempts=dest.max_attempts)
     return DestinationSpec(kind="stdout")
+
+
+# export_destination / partition_prefixes live here (re-exported by rivet_core.api) so that
+# `rivet validate` opens a destination without importing the whole engine behind api.py.
+def export_destination(config: RivetConfig, export: ExportConfig, *, sub_prefix: str = "",
+                       now: datetime | None = None) -> Destination:
+    """Open the destination prefix an export writes to (templated at `now`)."""
+    spec = destination_spec(config, export, now or datetime.now(UTC), sub_prefix)
+    return open_destination(spec, config.config_dir)
+
+
+def partition_prefixes(config: RivetConfig, export: ExportConfig) -> list[str]:
+    """Every `<time_column>=YYYY-MM-DD/` prefix under a time_window export that holds a
+    manifest (the daily partitions the Dagster layer wrote); [] for other exports."""
+    import re
+
+    if export.mode != "time_window" or not export.time_column:
+        return []
+    day = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+    marker = f"{export.time_column}="
+    found = set()
+    for obj in export_destination(config, export).list(""):
+        head, _, rest = obj.key.partition("/")
+        if head.startswith(marker) and rest == "manifest.json" and day.match(head[len(marker):]):
+            found.add(head + "/")
+    return sorted(found)
 
 
 def writer_options(export: ExportConfig) -> WriterOptions:

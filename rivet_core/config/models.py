@@ -14,15 +14,17 @@ import logging
 import re
 from datetime import date
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import pyarrow as pa
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
 
 from rivet_core.config.overrides import normalise_column_key, parse_column_override
 from rivet_core.config.sizes import parse_size
 from rivet_core.config.tuning import ResolvedTuning, resolve_tuning
 from rivet_core.errors import ConfigError
+
+if TYPE_CHECKING:  # annotations only: loading a config must not import pyarrow (CLI start-up)
+    import pyarrow as pa
 
 log = logging.getLogger("rivet.config")
 

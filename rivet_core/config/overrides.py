@@ -8,36 +8,49 @@ parsed when the config loads (Rivet only notices at plan time). Keys may carry a
 from __future__ import annotations
 
 import re
-
-import pyarrow as pa
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rivet_core.errors import ConfigError
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 _DECIMAL = re.compile(r"^(decimal|numeric)\s*(?:\((.*)\))?$")
 
-_SIMPLE: dict[str, pa.DataType] = {}
-for _names, _type in (
-    (("bool", "boolean"), pa.bool_()),
-    (("int2", "smallint", "int16"), pa.int16()),
-    (("int4", "int", "integer", "int32"), pa.int32()),
-    (("int8", "bigint", "int64"), pa.int64()),
-    (("float4", "real", "float32"), pa.float32()),
-    (("float8", "double", "double precision", "float64"), pa.float64()),
-    (("text", "varchar", "string", "char", "bpchar", "name"), pa.string()),
-    (("binary", "bytea", "blob", "varbinary"), pa.binary()),
-    (("date",), pa.date32()),
-    (("json", "jsonb"), pa.json_(pa.string())),
-    (("uuid",), pa.uuid()),
-    (("timestamp",), pa.timestamp("us")),
-    (("timestamp_ns",), pa.timestamp("ns")),
-    (("timestamp_tz", "timestamptz", "timestamp_utc"), pa.timestamp("us", "UTC")),
-    (("timestamp_tz_ns",), pa.timestamp("ns", "UTC")),
-):
-    for _name in _names:
-        _SIMPLE[_name] = _type
+# Arrow types are built on first use (pyarrow is imported then), so loading a config without
+# `columns:` overrides — `rivet state`, `metrics`, `journal` — never imports pyarrow.
+_SIMPLE_SPECS: tuple[tuple[tuple[str, ...], Callable[[Any], pa.DataType]], ...] = (
+    (("bool", "boolean"), lambda pa: pa.bool_()),
+    (("int2", "smallint", "int16"), lambda pa: pa.int16()),
+    (("int4", "int", "integer", "int32"), lambda pa: pa.int32()),
+    (("int8", "bigint", "int64"), lambda pa: pa.int64()),
+    (("float4", "real", "float32"), lambda pa: pa.float32()),
+    (("float8", "double", "double precision", "float64"), lambda pa: pa.float64()),
+    (("text", "varchar", "string", "char", "bpchar", "name"), lambda pa: pa.string()),
+    (("binary", "bytea", "blob", "varbinary"), lambda pa: pa.binary()),
+    (("date",), lambda pa: pa.date32()),
+    (("json", "jsonb"), lambda pa: pa.json_(pa.string())),
+    (("uuid",), lambda pa: pa.uuid()),
+    (("timestamp",), lambda pa: pa.timestamp("us")),
+    (("timestamp_ns",), lambda pa: pa.timestamp("ns")),
+    (("timestamp_tz", "timestamptz", "timestamp_utc"), lambda pa: pa.timestamp("us", "UTC")),
+    (("timestamp_tz_ns",), lambda pa: pa.timestamp("ns", "UTC")),
+)
+_SIMPLE_NAMES: tuple[str, ...] = tuple(name for names, _ in _SIMPLE_SPECS for name in names)
+_SIMPLE: dict[str, pa.DataType] = {}  # filled by _simple_types() on first use
+
+
+def _simple_types() -> dict[str, pa.DataType]:
+    if not _SIMPLE:
+        import pyarrow as pa
+
+        _SIMPLE.update({name: make(pa) for names, make in _SIMPLE_SPECS for name in names})
+    return _SIMPLE
+
 
 #: Shown in the "unrecognised type" message.
-ACCEPTED_TYPES: tuple[str, ...] = ("decimal(p,s)", "numeric(p,s)", *_SIMPLE)
+ACCEPTED_TYPES: tuple[str, ...] = ("decimal(p,s)", "numeric(p,s)", *_SIMPLE_NAMES)
 
 
 def _describe(column: str | None) -> str:
@@ -62,6 +75,8 @@ def _parse_decimal(text: str, args: str | None, column: str | None) -> pa.DataTy
             f"column override: '{text}'{_describe(column)} has scale {scale} greater than "
             f"precision {precision} — scale must be 0..{precision}"
         )
+    import pyarrow as pa
+
     if precision <= 38:
         return pa.decimal128(precision, scale)
     return pa.decimal256(precision, scale)
@@ -77,8 +92,9 @@ def parse_column_override(text: str, column: str | None = None) -> pa.DataType:
             f"column override{_describe(column)} must be a type name string, got {text!r}"
         )
     norm = " ".join(text.strip().lower().split())
-    if norm in _SIMPLE:
-        return _SIMPLE[norm]
+    simple = _simple_types()
+    if norm in simple:
+        return simple[norm]
     match = _DECIMAL.match(norm)
     if match:
         return _parse_decimal(text, match.group(2), column)

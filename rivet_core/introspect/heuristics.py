@@ -24,12 +24,14 @@ to guess a precision; the reviewer must confirm one).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+# `rivet init` registers its options (SMALL_TABLE_ROWS) when the CLI loads: pyarrow and the
+# catalog/fidelity modules are imported by the functions that use them, not at import time.
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-from rivet_core.introspect.catalog import TableReport
-from rivet_core.introspect.fidelity import UNSUPPORTED
+    from rivet_core.introspect.catalog import TableReport
 
 SMALL_TABLE_ROWS = 100_000
 UNBOUNDED_DECIMAL = "decimal(38,18)"
@@ -61,6 +63,8 @@ def parallel_for(rows: int) -> int:
 
 
 def _keyset_usable(arrow_type: pa.DataType | None) -> bool:
+    import pyarrow as pa
+
     if arrow_type is None:
         return False
     return (pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type)
@@ -83,6 +87,8 @@ def suggest(report: TableReport, *, small_rows: int = SMALL_TABLE_ROWS,
 
 def _mode(report: TableReport, rows: int | None, shown: str, small_rows: int,
           chunk_size: int | None) -> Suggestion:
+    import pyarrow as pa
+
     if rows is not None and rows <= small_rows:
         return Suggestion("full", reason=f"{shown} rows (≤ {small_rows:,}): a full snapshot each run")
     size = chunk_size or chunk_size_for(rows or 0)
@@ -124,6 +130,8 @@ def _mode(report: TableReport, rows: int | None, shown: str, small_rows: int,
 
 
 def _overrides(report: TableReport) -> tuple[dict[str, str], list[str]]:
+    from rivet_core.introspect.fidelity import UNSUPPORTED
+
     overrides: dict[str, str] = {}
     review: list[str] = []
     for col in report.columns:

@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 import xxhash
 
 from rivet_core.errors import DataIntegrityError
+
+if TYPE_CHECKING:  # annotations only: `rivet validate` reads manifests without pyarrow
+    import pyarrow as pa
 
 MANIFEST_VERSION = 1
 PLACEHOLDER_SCHEMA_FINGERPRINT = "xxh3:0000000000000000"
