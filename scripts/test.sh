@@ -77,6 +77,9 @@ export PATH=$PATH:/usr/sbin   # mariadbd lives in /usr/sbin, which a non-root PA
 
 # --- 2. python environment -------------------------------------------------------------
 bash scripts/bootstrap.sh
+# The suite starts `rivet` in hundreds of subprocesses: let them cache the project's own
+# bytecode (__pycache__ is gitignored) instead of recompiling ~80 modules in each one.
+unset PYTHONDONTWRITEBYTECODE
 export PATH=$ROOT/.venv/bin:$PATH
 say "python env ready ($(python -V))"
 
