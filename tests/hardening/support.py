@@ -29,6 +29,8 @@ from typing import Any
 
 import pytest
 
+from tests.helpers import rivet_in_process
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -331,22 +333,6 @@ def s3_success_ids(client: Any, bucket: str, prefix: str, column: str = "id") ->
     return sorted(ids)
 
 
-def rivet_in_process(*args: str) -> Any:
-    """The `rivet` click entry point in-process (the same code as the binary, without ~2 s of
-    imports per call); root logging is restored afterwards. Returns click's Result."""
-    import logging
-
-    from click.testing import CliRunner
-
-    from rivet_core.cli import main
-
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

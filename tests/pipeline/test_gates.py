@@ -11,7 +11,6 @@ behaviour depends on a real server (auth errors, SQLSTATE classification).
 from __future__ import annotations
 
 import json
-import logging
 import socket
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +27,7 @@ from tests.helpers import (
     db_exec,
     manifest_ids,
     rivet,
+    rivet_in_process,
     source_block,
     state_rows,
     write_config,
@@ -361,20 +361,6 @@ def _config_case(tmp: Path, case: str) -> Path:
     return path
 
 
-def rivet_in_process(*args: str):  # noqa: ANN201
-    """The same click entry point as the `rivet` binary, in-process (the catalogue is long;
-    a subprocess per case would cost ~1.5 s of imports each). Root logging is restored."""
-    from click.testing import CliRunner
-
-    from rivet_core.cli import main
-
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    try:
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
 
 
 @pytest.mark.parametrize("case", list(_CONFIG_CASES))
