@@ -120,6 +120,13 @@ class SourceSession:
                 f"`with open_source(url, tuning) as session:`"
             )
 
+    def _check_stream_args(self, batch_rows: int) -> None:
+        """The preconditions of every `stream` override (each engine's fast path checks
+        them before choosing its read path, so a bad call fails the same way on all)."""
+        self._require_open()
+        if batch_rows < 1:
+            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+
     # --- engine hooks -------------------------------------------------------------------
 
     def _connect(self) -> None:
@@ -231,9 +238,7 @@ class SourceSession:
         self, sql: str, params: Sequence[Any], schema: pa.Schema, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
         """Yield the result as batches of exactly `schema`, each at most `batch_rows` rows."""
-        self._require_open()
-        if batch_rows < 1:
-            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+        self._check_stream_args(batch_rows)
         with self._driver_errors("starting the query"):
             live_columns, chunks = self._open_cursor(strip_sql(sql), params, batch_rows)
         if live_columns is not None and len(live_columns) != len(schema):

@@ -252,9 +252,7 @@ class MySQLSession(SourceSession):
         self, sql: str, params: Sequence[Any], schema: pa.Schema, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
         """Raw packets → Arrow (`mysql_raw`) by default, else the row path (module doc)."""
-        self._require_open()
-        if batch_rows < 1:
-            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+        self._check_stream_args(batch_rows)
         if mysql_raw.read_path_mode() == "rows":
             reason: str | None = f"{mysql_raw.READ_PATH_ENV}=rows"
         else:

@@ -16,8 +16,8 @@ description carries each column's type OID and typmod (precision/scale of numeri
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import psycopg
 import pyarrow as pa
@@ -32,6 +32,7 @@ from rivet_core.source.query import quote_ident_pg
 from rivet_core.source.tls import is_tls_verify_failure
 from rivet_core.source.types_pg import CATALOG_SQL, PgTypeInfo, pg_column
 
+_T = TypeVar("_T")
 _CONNECT_TIMEOUT_S = 10
 
 
@@ -170,12 +171,7 @@ class PostgresSession(SourceSession):
     def _probe_with_types(
         self, sql: str, params: Sequence[Any]
     ) -> list[tuple[SourceColumn, PgTypeInfo]]:
-        cursor = self._new_cursor()
-        try:
-            cursor.execute(sql, list(params) or None)  # DECLARE + describe; no rows run
-            return self._live_columns_with_types(cursor)
-        finally:
-            cursor.close()
+        return self._describe(sql, params, self._live_columns_with_types)
 
     # --- fast read path (pg_copy) -------------------------------------------------------
 
@@ -183,9 +179,7 @@ class PostgresSession(SourceSession):
         self, sql: str, params: Sequence[Any], schema: pa.Schema, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
         """COPY … (FORMAT csv) when every column has an exact CSV form, else the row path."""
-        self._require_open()
-        if batch_rows < 1:
-            raise ValueError(f"batch_rows must be >= 1, got {batch_rows}")
+        self._check_stream_args(batch_rows)
         mode = pg_copy.read_path_mode()
         if mode == "rows":
             use_copy, why = False, f"{pg_copy.READ_PATH_ENV}=rows"
@@ -198,6 +192,15 @@ class PostgresSession(SourceSession):
         else:
             yield from super().stream(sql, params, schema, batch_rows)
 
+    def _describe(self, sql: str, params: Sequence[Any], read: Callable[[Any], _T]) -> _T:
+        """DECLARE the query on a server cursor and `read` its description: no row is run."""
+        cursor = self._new_cursor()
+        try:
+            cursor.execute(sql, list(params) or None)
+            return read(cursor)
+        finally:
+            cursor.close()
+
     def _new_cursor(self) -> psycopg.ServerCursor[Any]:
         return self.connection.cursor(
             name=f"_rivet_{next(self._cursor_ids)}", scrollable=False, withhold=False
@@ -206,12 +209,7 @@ class PostgresSession(SourceSession):
     def _probe_columns(
         self, sql: str, params: Sequence[Any], table_hint: tuple[str | None, str] | None
     ) -> list[SourceColumn]:
-        cursor = self._new_cursor()
-        try:
-            cursor.execute(sql, list(params) or None)  # DECLARE + describe; no rows run
-            return self._live_columns(cursor)
-        finally:
-            cursor.close()
+        return self._describe(sql, params, self._live_columns)
 
     def _open_cursor(
         self, sql: str, params: Sequence[Any], batch_rows: int
