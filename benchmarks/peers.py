@@ -6,7 +6,9 @@
 Standalone on purpose: it imports none of rivet (the peers live in their own venv, pinned
 in benchmarks/requirements.txt, so they never touch the project's lock). Each method uses
 the library the way its documentation shows for "table → Parquet", streaming where the
-library offers it, zstd where it lets the caller choose; Parquet files end up under
+library offers it, zstd level 3 (rivet's default, `ZSTD_LEVEL`) where it lets the caller
+choose — the same codec work for every method; dlt writes with its own default codec
+settings (it has no level knob in `sql_table`). Parquet files end up under
 `--out` (the harness finds them; dlt's own state tables are skipped).
 """
 
@@ -15,6 +17,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+
+#: rivet's default `compression_level` for zstd; pyarrow's own default is 1, which would
+#: give the peers a cheaper encode than the export they are compared with.
+ZSTD_LEVEL = 3
 
 
 def _sqlalchemy_url(engine: str, url: str) -> str:
@@ -50,7 +56,7 @@ def pandas_export(args: argparse.Namespace) -> None:
             for i, frame in enumerate(pd.read_sql(sa.text(f"SELECT * FROM {args.table}"), conn,
                                                   chunksize=args.pandas_chunk)):
                 frame.to_parquet(args.out / "data" / f"part-{i:05d}.parquet", engine="pyarrow",
-                                 compression="zstd", index=False)
+                                 compression="zstd", compression_level=ZSTD_LEVEL, index=False)
     finally:
         engine.dispose()
 
@@ -61,7 +67,8 @@ def connectorx_export(args: argparse.Namespace) -> None:
 
     table = cx.read_sql(args.url, f"SELECT * FROM {args.table}", return_type="arrow")
     (args.out / "data").mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, args.out / "data" / "part-0.parquet", compression="zstd")
+    pq.write_table(table, args.out / "data" / "part-0.parquet", compression="zstd",
+                   compression_level=ZSTD_LEVEL)
 
 
 def adbc_export(args: argparse.Namespace) -> None:
@@ -86,7 +93,8 @@ def adbc_export(args: argparse.Namespace) -> None:
                 field = pa.field(field.name, casts[i], field.nullable, field.metadata)
             fields.append(field)
         schema = pa.schema(fields)
-        with pq.ParquetWriter(args.out / "data" / "part-0.parquet", schema, compression="zstd") as writer:
+        with pq.ParquetWriter(args.out / "data" / "part-0.parquet", schema, compression="zstd",
+                             compression_level=ZSTD_LEVEL) as writer:
             for batch in reader:
                 columns = list(batch.columns)
                 for i, target in casts.items():

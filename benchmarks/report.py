@@ -125,7 +125,9 @@ def write_report(path: Path, env: dict[str, Any], records: Sequence[dict[str, An
         "and the longest open transaction of the run's sessions, sampled from pg_stat_activity / "
         "information_schema every 0.1 s; *check* = the output re-read with DuckDB and compared "
         "with the source: row count plus an order-independent checksum per column "
-        "(benchmarks/checksum.py), ✗ names the columns that differ. MB = 2^20 bytes.",
+        "(benchmarks/checksum.py), ✗ names the columns that differ. MB = 2^20 bytes. "
+        "Output: Parquet zstd level 3 for rivet (its default) and for every peer that lets "
+        "the caller choose (benchmarks/peers.py `ZSTD_LEVEL`); dlt uses its own defaults.",
         "",
     ]
     chosen = {m.name for m in methods}

@@ -18,7 +18,7 @@ import datetime as dt
 import decimal
 import json
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -471,3 +471,40 @@ def rows_to_batch(
         check_value_sizes(array, field.name, max_value_mb)
         arrays.append(array)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def rebatch(
+    batches: Iterator[pa.RecordBatch], schema: pa.Schema, batch_rows: int
+) -> Iterator[pa.RecordBatch]:
+    """Re-cut a stream of batches of any size into batches of exactly `batch_rows` rows
+    (the last one may be shorter), so every read path hands the writer the same shape.
+    Holds at most one output batch's worth of slices."""
+    pending: list[pa.RecordBatch] = []
+    pending_rows = 0
+    for batch in batches:
+        offset = 0
+        while offset < batch.num_rows:
+            take = min(batch_rows - pending_rows, batch.num_rows - offset)
+            pending.append(batch.slice(offset, take))
+            pending_rows += take
+            offset += take
+            if pending_rows == batch_rows:
+                yield _combine(pending, schema)
+                pending, pending_rows = [], 0
+    if pending_rows:
+        yield _combine(pending, schema)
+
+
+def split_batches(batches: Iterator[pa.RecordBatch], batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """Batches of at most `batch_rows` rows by zero-copy slicing only (never combining): for
+    sources whose batches are already about the right size, where `rebatch`'s copy of the
+    short tails would cost more than the uneven sizes."""
+    for batch in batches:
+        for offset in range(0, batch.num_rows, batch_rows):
+            yield batch.slice(offset, batch_rows)
+
+
+def _combine(parts: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
+    if len(parts) == 1:
+        return parts[0]
+    return pa.Table.from_batches(parts, schema=schema).combine_chunks().to_batches()[0]

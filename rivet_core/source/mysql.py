@@ -39,6 +39,7 @@ from rivet_core.redact import redact_secrets, redact_url
 from rivet_core.source import mysql_raw
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.query import quote_ident_mysql
+from rivet_core.source.read_ahead import ReadAhead
 from rivet_core.source.tls import is_tls_verify_failure, mysql_ssl_context
 from rivet_core.source.types_mysql import _TEXTUAL, BINARY_CHARSET, MySQLField, mysql_column
 
@@ -282,7 +283,12 @@ class MySQLSession(SourceSession):
                 len(decoder.vector_columns), len(schema),
             )
             reader = mysql_raw.PacketReader(self.connection, result)
-            yield from mysql_raw.stream_raw(reader, decoder, batch_rows, self._driver_errors)
+            # framing + decode of batch N+1 on a thread while the consumer encodes batch N
+            with ReadAhead(
+                mysql_raw.stream_raw(reader, decoder, batch_rows, self._driver_errors),
+                name="rivet-mysql-read",
+            ) as ahead:
+                yield from ahead
         finally:
             try:
                 cur.close()

@@ -175,7 +175,39 @@ class PacketReader:
         base = 0  # offset of the current buffer inside the concatenation of `pieces`
         current: bytes | None = None
         rows = 0
+        conn = self._conn
+        starts_append, ends_append = starts.append, ends.append
         while rows < max_rows:
+            # Fast path: whole ordinary row packets already buffered, framed inline (this
+            # loop is the only per-row Python of the path: keep it free of calls).
+            buf, pos = self._buf, self._pos
+            limit = len(buf) - 4
+            seq = conn._next_seq_id
+            taken = 0
+            while rows < max_rows and pos < limit:
+                length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
+                end = pos + 4 + length
+                if end > limit + 4 or length == 0 or length >= _MAX_PACKET or buf[pos + 3] != seq:
+                    break
+                first = buf[pos + 4]
+                if first == 0xFF or (first == 0xFE and length < 9):
+                    break
+                if taken == 0 and buf is not current:
+                    if current is not None:
+                        base += len(current)
+                    pieces.append(buf)
+                    current = buf
+                starts_append(base + pos + 4)
+                ends_append(base + end)
+                seq = (seq + 1) & 0xFF
+                pos = end
+                rows += 1
+                taken += 1
+            self._pos = pos
+            conn._next_seq_id = seq
+            if rows >= max_rows:
+                break
+            # Slow path, one packet: refill, multi-packet rows, end/error packets, bad seq.
             buf, start, end = self._packet()
             first = buf[start] if end > start else -1
             if first == 0xFE and end - start < 9:

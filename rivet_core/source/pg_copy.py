@@ -28,9 +28,11 @@ are t/f; floats may be NaN/Infinity/-Infinity (parsed exactly by Arrow); timesta
 16 raw bytes vectorized); json/jsonb/interval/enum/text are the exact text the row path
 receives.
 
-The private switch `RIVET_PG_READ_PATH=rows|copy|auto` (default auto) forces a path;
-`copy` behaves like `auto` (an ineligible schema still takes the row path); `rows` forces
-the row path. The choice and its reason are logged at INFO on `rivet.source`.
+The private switch `RIVET_PG_READ_PATH=rows|copy|adbc|auto` (default auto) picks a path:
+`auto`/`adbc` try the ADBC binary path first (`pg_adbc`, when the driver is installed and
+every column maps exactly), then this CSV path, then the row path; `copy` starts at this
+CSV path; `rows` forces the row path. An ineligible schema always falls through to the
+next path. The choice and its reason are logged at INFO on `rivet.source`.
 """
 
 from __future__ import annotations
@@ -56,7 +58,12 @@ try:  # numpy is in the lock (via pyarrow/pandas users) but not a direct depende
 except ImportError:  # pragma: no cover - exercised only without numpy
     np = None  # type: ignore[assignment]
 from rivet_core.source.base import SourceColumn, wrap_driver_error
-from rivet_core.source.batching import check_value_sizes, estimate_row_bytes, value_coercer
+from rivet_core.source.batching import (
+    check_value_sizes,
+    estimate_row_bytes,
+    rebatch,
+    value_coercer,
+)
 
 if TYPE_CHECKING:
     from rivet_core.source.postgres import PostgresSession
@@ -65,7 +72,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("rivet.source")
 
 READ_PATH_ENV = "RIVET_PG_READ_PATH"
-_MODES = ("rows", "copy", "auto")
+_MODES = ("rows", "copy", "adbc", "auto")
 
 _MIB = 1024 * 1024
 #: CSV read block. Arrow's streaming CSV reader reads ahead on a background I/O thread and
@@ -85,10 +92,10 @@ _TEXT = {"text", "varchar", "bpchar", "name", "char", "citext", "interval"}
 
 
 def read_path_mode() -> str:
-    """`rows`, `copy` or `auto` (default) from RIVET_PG_READ_PATH."""
+    """`rows`, `copy`, `adbc` or `auto` (default) from RIVET_PG_READ_PATH."""
     raw = os.environ.get(READ_PATH_ENV, "auto").strip().lower() or "auto"
     if raw not in _MODES:
-        log.warning("%s=%r is not one of rows|copy|auto; using auto", READ_PATH_ENV, raw)
+        log.warning("%s=%r is not one of rows|copy|adbc|auto; using auto", READ_PATH_ENV, raw)
         return "auto"
     return raw
 
@@ -388,10 +395,15 @@ def _conversion_error(exc: pa.ArrowException, schema: pa.Schema) -> BaseExceptio
 
 # --- the stream -----------------------------------------------------------------------
 
+def render_sql(session: PostgresSession, sql: str, params: Sequence[Any]) -> str:
+    """`sql` with `params` bound client-side as literals by psycopg (quoted, escaped in the
+    connection's encoding) — COPY and the ADBC path cannot take bind parameters."""
+    return psycopg.ClientCursor(session.connection).mogrify(sql, list(params) or None)
+
+
 def copy_statement(session: PostgresSession, sql: str, params: Sequence[Any]) -> bytes:
     """`COPY (<sql with params bound client-side>) TO STDOUT (FORMAT csv)`."""
-    rendered = psycopg.ClientCursor(session.connection).mogrify(sql, list(params) or None)
-    return f"COPY (\n{rendered}\n) TO STDOUT (FORMAT csv)".encode()
+    return f"COPY (\n{render_sql(session, sql, params)}\n) TO STDOUT (FORMAT csv)".encode()
 
 
 def stream_copy(
@@ -418,27 +430,8 @@ def stream_copy(
                 if not source.has_data():
                     completed = True
                     return
-                pending: list[pa.RecordBatch] = []
-                pending_rows = 0
-                block = _segment_block(base_block, source.buffered, source.row_limit)
-                while True:
-                    for batch in _read_segment(source, schema, block):
-                        batch = _finish(batch, schema, max_value_mb)
-                        offset = 0
-                        while offset < batch.num_rows:
-                            take = min(batch_rows - pending_rows, batch.num_rows - offset)
-                            pending.append(batch.slice(offset, take))
-                            pending_rows += take
-                            offset += take
-                            if pending_rows == batch_rows:
-                                yield _combine(pending, schema)
-                                pending, pending_rows = [], 0
-                    first = source.next_segment()
-                    if first is None:
-                        break
-                    block = _segment_block(base_block, first, source.row_limit)
-                if pending_rows:
-                    yield _combine(pending, schema)
+                yield from rebatch(_segments(source, schema, base_block, max_value_mb),
+                                   schema, batch_rows)
             finally:
                 # Before the COPY is left: Arrow's reader thread must be off the connection.
                 source.detach()
@@ -446,6 +439,20 @@ def stream_copy(
     finally:
         _end_savepoint(session, completed)
         cursor.close()
+
+
+def _segments(
+    source: _CopyReader, schema: pa.Schema, base_block: int, max_value_mb: int
+) -> Iterator[pa.RecordBatch]:
+    """Finished batches of every segment of the COPY stream, in order."""
+    block = _segment_block(base_block, source.buffered, source.row_limit)
+    while True:
+        for batch in _read_segment(source, schema, block):
+            yield _finish(batch, schema, max_value_mb)
+        first = source.next_segment()
+        if first is None:
+            return
+        block = _segment_block(base_block, first, source.row_limit)
 
 
 def _segment_block(base_block: int, first_record: int, row_limit: int) -> int:
@@ -482,12 +489,6 @@ def _read_segment(
             raise source.error
         if batch.num_rows:
             yield batch
-
-
-def _combine(parts: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
-    if len(parts) == 1:
-        return parts[0]
-    return pa.Table.from_batches(parts, schema=schema).combine_chunks().to_batches()[0]
 
 
 def _end_savepoint(session: PostgresSession, completed: bool) -> None:

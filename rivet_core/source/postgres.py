@@ -21,12 +21,13 @@ from typing import Any, TypeVar
 
 import psycopg
 import pyarrow as pa
+from psycopg.conninfo import make_conninfo
 from psycopg.types.string import TextLoader
 
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import SourceError
 from rivet_core.redact import redact_secrets, redact_url
-from rivet_core.source import pg_copy
+from rivet_core.source import pg_adbc, pg_copy
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.query import quote_ident_pg
 from rivet_core.source.tls import is_tls_verify_failure
@@ -104,18 +105,7 @@ class PostgresSession(SourceSession):
             conn.adapters.register_loader(type_name, TextLoader)
         self._conn = conn
         try:
-            settings = [
-                "SET LOCAL TimeZone = 'UTC'",
-                "SET LOCAL IntervalStyle = 'iso_8601'",
-                "SET LOCAL DateStyle = 'ISO, YMD'",
-                "SET LOCAL extra_float_digits = 1",
-            ]
-            if self.tuning.statement_timeout_s > 0:
-                settings.append(
-                    f"SET LOCAL statement_timeout = {int(self.tuning.statement_timeout_s) * 1000}"
-                )
-            if self.tuning.lock_timeout_s > 0:
-                settings.append(f"SET LOCAL lock_timeout = {int(self.tuning.lock_timeout_s) * 1000}")
+            settings = self.transaction_settings()
             for statement in settings:
                 conn.execute(statement)  # the first one opens the snapshot transaction
         except psycopg.Error as exc:
@@ -125,6 +115,30 @@ class PostgresSession(SourceSession):
 
     def _close(self, *, success: bool) -> None:
         self._end_read_transaction(psycopg.Error, success=success)
+
+    def transaction_settings(self) -> list[str]:
+        """The `SET LOCAL`s of every read transaction of this session (and of the ADBC
+        connection that joins its snapshot): UTC, ISO styles, exact floats, timeouts."""
+        settings = [
+            "SET LOCAL TimeZone = 'UTC'",
+            "SET LOCAL IntervalStyle = 'iso_8601'",
+            "SET LOCAL DateStyle = 'ISO, YMD'",
+            "SET LOCAL extra_float_digits = 1",
+        ]
+        if self.tuning.statement_timeout_s > 0:
+            settings.append(
+                f"SET LOCAL statement_timeout = {int(self.tuning.statement_timeout_s) * 1000}"
+            )
+        if self.tuning.lock_timeout_s > 0:
+            settings.append(f"SET LOCAL lock_timeout = {int(self.tuning.lock_timeout_s) * 1000}")
+        return settings
+
+    def adbc_conninfo(self) -> str:
+        """libpq conninfo for a second connection to the same server as the same user, with
+        the same TLS settings (they live in the URL). Holds the password: never log it."""
+        return make_conninfo(
+            self._url, application_name="rivet", connect_timeout=str(_CONNECT_TIMEOUT_S)
+        )
 
     @property
     def connection(self) -> psycopg.Connection[Any]:
@@ -178,17 +192,36 @@ class PostgresSession(SourceSession):
     def stream(
         self, sql: str, params: Sequence[Any], schema: pa.Schema, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
-        """COPY … (FORMAT csv) when every column has an exact CSV form, else the row path."""
+        """The fastest path that keeps every column exact: ADBC binary COPY, else COPY csv,
+        else the row path (see `pg_adbc` and `pg_copy`); the choice is logged."""
         self._check_stream_args(batch_rows)
+        sql = strip_sql(sql)
         mode = pg_copy.read_path_mode()
+        if mode in ("auto", "adbc"):
+            with self._driver_errors("describing the query"):
+                use_adbc, why = pg_adbc.plan_adbc(self, sql, params, schema)
+            if use_adbc:
+                try:
+                    read = pg_adbc.open_adbc(self)
+                except pg_adbc.AdbcUnavailable as exc:
+                    pg_adbc.log.warning("PG ADBC read path unavailable (%s); using COPY csv", exc)
+                else:
+                    pg_copy.log.info("PG read path: adbc (%s)", why)
+                    rendered = pg_copy.render_sql(self, sql, params)
+                    try:
+                        yield from pg_adbc.stream_adbc(self, read, rendered, schema, batch_rows)
+                        return
+                    except pg_adbc.AdbcUnavailable as exc:  # raised before any batch
+                        pg_adbc.log.warning("PG ADBC read path refused the result (%s); "
+                                            "using COPY csv", exc)
         if mode == "rows":
             use_copy, why = False, f"{pg_copy.READ_PATH_ENV}=rows"
         else:
             with self._driver_errors("describing the query"):
-                use_copy, why = pg_copy.plan_copy(self, strip_sql(sql), params, schema)
+                use_copy, why = pg_copy.plan_copy(self, sql, params, schema)
         pg_copy.log.info("PG read path: %s (%s)", "copy" if use_copy else "rows", why)
         if use_copy:
-            yield from pg_copy.stream_copy(self, strip_sql(sql), params, schema, batch_rows)
+            yield from pg_copy.stream_copy(self, sql, params, schema, batch_rows)
         else:
             yield from super().stream(sql, params, schema, batch_rows)
 

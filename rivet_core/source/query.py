@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from rivet_core.errors import ConfigError
+
 CursorMode = Literal["single_column", "coalesce"]
 TimeColumnType = Literal["timestamp", "unix"]
 
@@ -105,6 +107,22 @@ def _quoter(dialect: SupportsQuoteIdent, *, with_params: bool) -> Callable[[str]
 resolve_dialect, escaped_base, param_safe_quoter = _resolve, _base, _quoter
 
 
+def _refuse_sqlite_boolean_names(dialect: SupportsQuoteIdent, *names: str | None) -> None:
+    """SQLite (3.40) cannot reference a subquery column named TRUE or FALSE: `_rivet."TRUE"`
+    is "no such column" and a bare `"TRUE"` silently becomes the string 'TRUE' — an
+    incremental read would quietly select the wrong rows. Refuse instead."""
+    engine = getattr(dialect, "name", None) or getattr(dialect, "engine", None)
+    if engine != "sqlite":
+        return
+    for name in names:
+        if name is not None and name.upper() in ("TRUE", "FALSE"):
+            raise ConfigError(
+                f"SQLite cannot use a column named '{name}' as the cursor: the wrapping query "
+                f"would read \"{name}\" as a boolean/string literal — rename it in `query:` "
+                f"(SELECT \"{name}\" AS {name.lower()}_value, …) and use the new name"
+            )
+
+
 def build_incremental_query(
     dialect: SupportsQuoteIdent | str,
     base_sql: str,
@@ -121,7 +139,9 @@ def build_incremental_query(
     orders by it (then p, f); the caller strips that column from the output.
     """
     with_params = last_value is not None
-    quote = _quoter(_resolve(dialect), with_params=with_params)
+    resolved = _resolve(dialect)
+    _refuse_sqlite_boolean_names(resolved, cursor_column, fallback_column)
+    quote = _quoter(resolved, with_params=with_params)
     base = _base(base_sql, with_params=with_params)
     params: list[Any] = [last_value] if with_params else []
     if mode == "single_column":

@@ -126,6 +126,10 @@ _RECONNECT_NEEDLES = (
     "server closed the connection", "gone away", "lost connection",
     "can't connect to mysql server", "ssl handshake", "connection is closed",
     "the connection is lost",
+    # PostgreSQL's FATAL for pg_terminate_backend / shutdown, when only its text reaches us
+    # (ADBC's record-batch stream errors carry no SQLSTATE)
+    "terminating connection due to administrator command",
+    "could not receive data from server",
 )
 _DURATION_TIMEOUT_NEEDLES = (
     "due to statement timeout", "execution time exceeded", "max_execution_time",

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rivet_core.errors import ConfigError
 from rivet_core.source import (
     build_incremental_query,
     build_time_range_query,
@@ -51,6 +52,10 @@ def test_hostile_column_names_and_cursor_values_select_exactly_the_rows_after_th
     column: str, cursor: str, values: list[str]
 ) -> None:
     base = f"SELECT {quote_ident_pg(column)} FROM t WHERE {quote_ident_pg(column)} NOT LIKE '%zz%'"
+    if column.upper() in ("TRUE", "FALSE"):
+        with pytest.raises(ConfigError, match="SQLite cannot use a column named"):
+            build_incremental_query("sqlite", base, column, cursor)
+        return
     sql, params = build_incremental_query("sqlite", base, column, cursor)
     assert params == [cursor]
     got = _sqlite_rows(column, values, sql, params)
@@ -64,6 +69,12 @@ def test_coalesce_queries_with_hostile_names_always_parse_and_bind_the_cursor(
 ) -> None:
     if primary == fallback:
         fallback = fallback + "_f"
+    if {primary.upper(), fallback.upper()} & {"TRUE", "FALSE"}:
+        # SQLite reads such a subquery column as a literal: refused (test below)
+        with pytest.raises(ConfigError, match="SQLite cannot use a column named"):
+            build_incremental_query("sqlite", "SELECT * FROM t", primary, cursor,
+                                    mode="coalesce", fallback_column=fallback)
+        return
     conn = sqlite3.connect(":memory:")
     conn.execute(f"CREATE TABLE t ({quote_ident_pg(primary)} TEXT, {quote_ident_pg(fallback)} TEXT)")
     conn.execute("INSERT INTO t VALUES (NULL, 'b'), ('a', 'z'), (NULL, NULL)")
@@ -186,3 +197,13 @@ def test_timestamp_cursors_are_zone_less_utc_and_parse_back_to_the_same_instant(
         assert parsed.replace(tzinfo=dt.UTC) == value
     # Fixed width means text order equals time order for stored cursors.
     assert len(text) == 26 or parsed.year < 1000
+
+
+@pytest.mark.parametrize("name", ["TRUE", "false", "True"])
+def test_sqlite_refuses_cursor_columns_it_would_read_as_literals(name: str) -> None:
+    """SQLite silently turns `"TRUE"` on a subquery into the string 'TRUE' (no rows, no
+    error); the same names work on PostgreSQL and MariaDB."""
+    with pytest.raises(ConfigError, match=f"column named '{name}'.*rename it in `query:`"):
+        build_incremental_query("sqlite", "SELECT * FROM t", name, "x")
+    for engine in ("postgres", "mysql"):
+        build_incremental_query(engine, "SELECT * FROM t", name, "x")

@@ -1,0 +1,87 @@
+"""ReadAhead: order, error hand-over, the bound on items in flight, and clean shutdown."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from rivet_core.source.read_ahead import ReadAhead
+
+
+def test_items_arrive_in_order_and_complete() -> None:
+    with ReadAhead(iter(range(1000))) as ahead:
+        assert list(ahead) == list(range(1000))
+
+
+def test_the_sources_error_is_raised_where_it_happened() -> None:
+    def source() -> Iterator[int]:
+        yield 1
+        yield 2
+        raise ValueError("broken at 3")
+
+    got: list[int] = []
+    with ReadAhead(source()) as ahead, pytest.raises(ValueError, match="broken at 3"):
+        for item in ahead:
+            got.append(item)
+    assert got == [1, 2]
+
+
+def test_the_reader_stays_at_most_one_item_ahead() -> None:
+    produced: list[int] = []
+    lock = threading.Condition()
+
+    def source() -> Iterator[int]:
+        for i in range(50):
+            with lock:
+                produced.append(i)
+                lock.notify_all()
+            yield i
+
+    with ReadAhead(source(), depth=1) as ahead:
+        for consumed, item in enumerate(ahead):
+            assert item == consumed
+            # while item N is being consumed the source may have produced N+1, never N+2
+            with lock:
+                lock.wait_for(lambda c=consumed: len(produced) >= min(c + 2, 50), timeout=5)
+                assert len(produced) <= consumed + 2
+
+
+def test_close_stops_the_reader_and_closes_the_source_on_the_callers_thread() -> None:
+    closed_on: list[str] = []
+
+    def source() -> Iterator[int]:
+        try:
+            i = 0
+            while True:
+                yield i
+                i += 1
+        finally:
+            closed_on.append(threading.current_thread().name)
+
+    ahead = ReadAhead(source(), name="reader-under-test")
+    stream = iter(ahead)
+    assert [next(stream) for _ in range(3)] == [0, 1, 2]
+    ahead.close()
+    assert closed_on == [threading.current_thread().name]
+    assert not any(t.name == "reader-under-test" for t in threading.enumerate())
+
+
+def test_close_calls_cancel_for_a_read_in_flight() -> None:
+    release = threading.Event()
+    cancelled: list[bool] = []
+
+    def source() -> Iterator[int]:
+        yield 1
+        release.wait(timeout=30)  # a blocking read that only cancel() ends
+        yield 2
+
+    def cancel() -> None:
+        cancelled.append(True)
+        release.set()
+
+    ahead = ReadAhead(source(), cancel=cancel)
+    assert next(iter(ahead)) == 1
+    ahead.close()
+    assert cancelled == [True]
