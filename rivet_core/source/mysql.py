@@ -36,7 +36,7 @@ import pymysql.cursors
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import ConfigError, SourceError
 from rivet_core.redact import redact_secrets, redact_url
-from rivet_core.source import mysql_raw
+from rivet_core.source import mysql_binary, mysql_raw
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.query import quote_ident_mysql
 from rivet_core.source.read_ahead import ReadAhead
@@ -262,8 +262,22 @@ class MySQLSession(SourceSession):
             mysql_raw.log.info("MySQL read path: rows (%s)", reason)
             yield from super().stream(sql, params, schema, batch_rows)
             return
+        sql = strip_sql(sql)
+        if mysql_raw.read_path_mode() in ("auto", "binary"):
+            binary = self._plan_binary(sql, params, schema)
+            if binary is not None:
+                prepared, decoder = binary
+                mysql_raw.log.info("MySQL read path: binary (%d column(s), prepared statement)",
+                                   len(schema))
+                with ReadAhead(
+                    mysql_binary.stream_binary(self.connection, prepared, decoder, batch_rows,
+                                               self._driver_errors),
+                    name="rivet-mysql-read",
+                ) as ahead:
+                    yield from ahead
+                return
         with self._driver_errors("starting the query"):
-            live, cur = self._execute_unbuffered(strip_sql(sql), params)
+            live, cur = self._execute_unbuffered(sql, params)
         try:
             if len(live) != len(schema):
                 raise SourceError(
@@ -294,6 +308,42 @@ class MySQLSession(SourceSession):
                 cur.close()
             except pymysql.err.Error:
                 pass  # the connection is already broken; the read error surfaced above
+
+    def _plan_binary(
+        self, sql: str, params: Sequence[Any], schema: pa.Schema
+    ) -> tuple[mysql_binary.Prepared, mysql_binary.BinaryBatchDecoder] | None:
+        """Prepare `sql` for the binary protocol when every column qualifies, else log why
+        not and return None (the text path reads it)."""
+        conn = self.connection
+        with self._driver_errors("preparing the query"):
+            rendered = conn.cursor().mogrify(sql, list(params)) if params else sql
+        try:
+            prepared = mysql_binary.prepare(conn, rendered)
+        except pymysql.err.OperationalError:
+            raise  # the connection is gone: the text path would fail the same way
+        except pymysql.err.Error as exc:
+            mysql_raw.log.info("MySQL binary protocol not used (the server cannot prepare "
+                               "the query: %s)", exc)
+            return None
+        if prepared is None:
+            mysql_raw.log.info("MySQL binary protocol not used (the query has '?' markers)")
+            return None
+        json_columns: frozenset[tuple[str, str]] = frozenset().union(*self._json_cache.values())
+        live = [mysql_column(_field_of(p), json_columns) for p in prepared.fields]
+        reason = mysql_binary.ineligible_reason(prepared, live, schema)
+        decoder = None
+        if reason is None:
+            decoder = mysql_binary.BinaryBatchDecoder(
+                schema, live, prepared.fields, mysql_binary.pymysql_decoders(conn, prepared.fields),
+                self._converters(schema, live), self.tuning.max_value_mb,
+            )
+            reason = mysql_binary.eligible_casts(decoder)
+        if reason is not None or decoder is None:
+            with self._driver_errors("closing a prepared statement"):
+                mysql_binary.close(conn, prepared)
+            mysql_raw.log.info("MySQL binary protocol not used (%s)", reason)
+            return None
+        return prepared, decoder
 
     def _execute_unbuffered(
         self, sql: str, params: Sequence[Any]

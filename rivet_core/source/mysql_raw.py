@@ -23,9 +23,11 @@ the vectorized cast refuses (zero dates, invalid dates) — goes through PyMySQL
 decoder and the row path's converter for that column and batch, so the values are exactly
 the row path's. Memory: one socket read plus one batch of raw packets.
 
-`RIVET_MYSQL_READ_PATH=rows|raw|auto` (default auto) chooses; `rows` forces the row path,
-`raw`/`auto` take this path unless the PyMySQL connection lacks the internals it relies on
-(then the row path, logged). The choice is logged at INFO on `rivet.source`.
+`RIVET_MYSQL_READ_PATH=rows|raw|binary|auto` (default auto) chooses: `auto`/`binary` try
+the binary protocol first (`mysql_binary`: the same decoding ideas on a prepared
+statement's binary rows), then this text path; `raw` starts at this text path; `rows`
+forces the row path. Both fast paths need PyMySQL's connection internals (else the row
+path). The choice and its reason are logged at INFO on `rivet.source`.
 """
 
 from __future__ import annotations
@@ -49,17 +51,17 @@ from rivet_core.source.batching import Converter, check_value_sizes
 log = logging.getLogger("rivet.source")
 
 READ_PATH_ENV = "RIVET_MYSQL_READ_PATH"
-_MODES = ("rows", "raw", "auto")
+_MODES = ("rows", "raw", "binary", "auto")
 _READ_CHUNK = 1 << 20
 _MAX_PACKET = 0xFFFFFF
 _GATHER_ROWS = 4096
 
 
 def read_path_mode() -> str:
-    """`rows`, `raw` or `auto` (default) from RIVET_MYSQL_READ_PATH."""
+    """`rows`, `raw`, `binary` or `auto` (default) from RIVET_MYSQL_READ_PATH."""
     raw = os.environ.get(READ_PATH_ENV, "auto").strip().lower() or "auto"
     if raw not in _MODES:
-        log.warning("%s=%r is not one of rows|raw|auto; using auto", READ_PATH_ENV, raw)
+        log.warning("%s=%r is not one of rows|raw|binary|auto; using auto", READ_PATH_ENV, raw)
         return "auto"
     return raw
 

@@ -157,7 +157,113 @@ def test_the_read_path_is_logged_and_rows_can_be_forced(typed_table: str, monkey
                                                        caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="rivet.source")
     read(typed_table, "SELECT id, vc, flag, tm FROM t", "auto", monkeypatch)
-    assert "MySQL read path: raw (3 of 4 column(s) vectorized)" in caplog.text
+    assert "MySQL read path: raw (3 of 4 column(s) vectorized)" in caplog.text  # TIME: text path
     caplog.clear()
     read(typed_table, "SELECT id FROM t", "rows", monkeypatch)
     assert "MySQL read path: rows (RIVET_MYSQL_READ_PATH=rows)" in caplog.text
+
+
+# --- binary protocol (mysql_binary) ----------------------------------------------------
+
+# every column of `t` except FLOAT, TIME and BIT, which keep the query on the text path
+BINARY_COLUMNS = ("id, i8, u8, i16, i24, i32, i64, u64, flag, d1, d2, d3, d4, f8, dt, ts, ts0, tz, "
+                  "yr, c, vc, tx, mtx, bn, vb, bl, js, en, st")
+
+
+@pytest.mark.parametrize("batch_rows", [1, 7, 1000, 100_000])
+def test_binary_path_equals_the_row_path_for_every_eligible_type(
+        typed_table: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+        batch_rows: int) -> None:
+    sql = f"SELECT {BINARY_COLUMNS} FROM t ORDER BY id"
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    rows = read(typed_table, sql, "rows", monkeypatch, batch_rows=1000)
+    binary = read(typed_table, sql, "auto", monkeypatch, batch_rows=batch_rows)
+    assert "MySQL read path: binary (29 column(s)" in caplog.text
+    assert binary.schema.equals(rows.schema, check_metadata=True)
+    assert binary.num_rows == rows.num_rows == 4 + 2991
+    for name in rows.column_names:
+        assert binary.column(name).to_pylist() == rows.column(name).to_pylist(), name
+
+
+def test_float_time_and_bit_columns_keep_the_query_on_the_text_path(
+        typed_table: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    for column, why in (("f4", "FLOAT"), ("tm", "TIME"), ("b10", "BIT")):
+        caplog.clear()
+        read(typed_table, f"SELECT id, {column} FROM t", "binary", monkeypatch)
+        assert f"MySQL binary protocol not used (column '{column}' is {why}" in caplog.text
+        assert "MySQL read path: raw" in caplog.text
+    # the statements the probes prepared were closed again
+    with open_source(typed_table, TUNING) as src:
+        assert src.scalar("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                          "WHERE VARIABLE_NAME = 'PREPARED_STMT_COUNT'") in ("0", 0)
+
+
+def test_binary_zero_and_invalid_dates_take_the_row_rules(
+        mysql_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = _connect(mysql_url)
+    with conn.cursor() as cur:
+        cur.execute("SET SESSION sql_mode = 'ALLOW_INVALID_DATES'")
+        cur.execute("CREATE TABLE z (id INT PRIMARY KEY, d DATE, t DATETIME(3), u DATETIME)")
+        cur.execute("INSERT INTO z VALUES (1, '0000-00-00', '0000-00-00 00:00:00', '2021-02-03 01:02:03'),"
+                    " (2, '2021-02-03', '2021-02-03 04:05:06.789', '0000-00-00 00:00:00'),"
+                    " (3, NULL, NULL, NULL)")
+        cur.execute("CREATE TABLE bad (id INT PRIMARY KEY, d DATE)")
+        cur.execute("INSERT INTO bad VALUES (1, '2021-01-01'), (2, '2021-02-30')")
+    conn.close()
+    sql = "SELECT * FROM z ORDER BY id"
+    rows = read(mysql_url, sql, "rows", monkeypatch)
+    binary = read(mysql_url, sql, "binary", monkeypatch)
+    assert binary.equals(rows)
+    assert binary.column("d").to_pylist()[0] is None  # the zero date is NULL on both paths
+    assert binary.column("t").to_pylist()[1].microsecond == 789000
+    errors = []
+    for path in ("rows", "binary"):
+        with pytest.raises(SourceError) as caught:
+            read(mysql_url, "SELECT * FROM bad ORDER BY id", path, monkeypatch)
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and "'2021-02-30'" in errors[0]
+
+
+def test_binary_path_binds_parameters_like_the_row_path(
+        typed_table: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    sql = "SELECT id, vc FROM t WHERE (vc IS NULL OR vc <> %s) AND id >= %s AND vc <> '?' ORDER BY id"
+    params = ("it's; DROP TABLE t; -- ?", 5)
+    results = {}
+    for path in ("rows", "binary"):
+        monkeypatch.setenv("RIVET_MYSQL_READ_PATH", path)
+        with open_source(typed_table, TUNING) as src:
+            schema = src.describe(sql, params)
+            results[path] = pa.Table.from_batches(list(src.stream(sql, params, schema, 500)), schema=schema)
+    assert results["binary"].equals(results["rows"]) and results["rows"].num_rows == 2991
+    assert "MySQL read path: binary" in caplog.text
+
+
+def test_an_abandoned_binary_stream_leaves_the_connection_usable(
+        typed_table: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RIVET_MYSQL_READ_PATH", "binary")
+    sql = f"SELECT {BINARY_COLUMNS} FROM t ORDER BY id"
+    with open_source(typed_table, TUNING) as src:
+        schema = src.describe(sql)
+        for _ in range(3):
+            stream = src.stream(sql, (), schema, 10)
+            assert next(stream).num_rows == 10
+            stream.close()  # drains the rest and closes the statement
+            assert src.scalar("SELECT COUNT(*) FROM t") == 2995
+        again = pa.Table.from_batches(list(src.stream(sql, (), schema, 500)), schema=schema)
+        assert again.num_rows == 2995
+        assert src.scalar("SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS "
+                          "WHERE VARIABLE_NAME = 'PREPARED_STMT_COUNT'") in ("0", 0)
+
+
+def test_a_server_error_mid_binary_result_is_a_source_error_and_the_session_survives(
+        typed_table: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RIVET_MYSQL_READ_PATH", "binary")
+    sql = "SELECT id, (SELECT i32 FROM t AS u WHERE u.id IN (t.id, 1) AND t.id = 2000) AS bad FROM t ORDER BY id"
+    with open_source(typed_table, TUNING) as src:
+        schema = src.describe(sql)
+        with pytest.raises(SourceError, match="more than 1 row"):
+            for _ in src.stream(sql, (), schema, 100):
+                pass
+        assert src.scalar("SELECT 1") == 1
