@@ -507,6 +507,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--rows", type=int, default=None, help="orders rows (overrides --scale)")
     ap.add_argument("--narrow-rows", type=int, default=None, help="narrow rows (default 2 × orders)")
     ap.add_argument("--repeat", type=int, default=3, help="measured rounds (median reported)")
+    ap.add_argument("--slow-repeat", type=int, default=None,
+                    help=f"rounds for the slow peers ({', '.join(sorted(SLOW_METHODS))}; "
+                         "default: --repeat) — at full scale one of their runs takes minutes")
     ap.add_argument("--warmup", type=int, default=1, help="unrecorded client-floor runs per table")
     ap.add_argument("--pg-url", default="", help="admin URL (default TEST_PG_DSN, else a private server)")
     ap.add_argument("--mysql-url", default="", help="admin URL (default TEST_MYSQL_DSN, else private)")
@@ -581,6 +584,8 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
                     for rep in range(args.repeat):
                         k = rep % max(len(todo), 1)
                         for method in todo[k:] + todo[:k]:  # rotated: nobody always runs first
+                            if method.name in SLOW_METHODS and rep >= slow_repeat(args):
+                                continue
                             verify = args.verify == "all" or (args.verify == "first" and rep == 0)
                             rec = run_one(method, engine, table, url, args, facts, rep, verify)
                             records.append(rec)
@@ -597,6 +602,16 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
     print(f"[bench] wrote {args.output} ({len(records)} runs; raw runs in {runs_path})", flush=True)
     failed = [r for r in records if r.get("rc") != 0 or r.get("verified") is False]
     return 1 if any(r["kind"] == "rivet" for r in failed) else 0
+
+
+#: Peers several times slower than the floor at every scale measured (docs/benchmarks.md):
+#: fewer rounds for them (`--slow-repeat`) cannot change a ranking, and saves most of a run.
+SLOW_METHODS = frozenset({"dlt_pyarrow", "pandas_read_sql"})
+
+
+def slow_repeat(args: argparse.Namespace) -> int:
+    value = getattr(args, "slow_repeat", None)
+    return args.repeat if value is None else max(1, min(value, args.repeat))
 
 
 def _progress_line(rec: dict[str, Any]) -> str:

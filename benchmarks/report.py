@@ -20,6 +20,15 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "–" if value is None else f"{value:,.{digits}f}"
 
 
+def _slow_note(args: Any) -> str:
+    from benchmarks.harness import SLOW_METHODS, slow_repeat
+
+    rounds = slow_repeat(args)
+    if rounds >= args.repeat:
+        return ""
+    return f"; {', '.join(sorted(SLOW_METHODS))}: {rounds} round(s), `--slow-repeat`"
+
+
 def summarize(records: Sequence[dict[str, Any]], engine: str, table: str,
               method: str) -> dict[str, Any] | None:
     runs = [r for r in records if r["engine"] == engine and r["table"] == table
@@ -102,7 +111,7 @@ def write_report(path: Path, env: dict[str, Any], records: Sequence[dict[str, An
         "",
         f"Command: `{env['command']}`  ",
         f"Started {env['started']} UTC; {args.repeat} measured round(s) per method (median shown, all "
-        f"values in brackets), {args.warmup} warm-up run(s) of the client floor per table, "
+        f"values in brackets{_slow_note(args)}), {args.warmup} warm-up run(s) of the client floor per table, "
         "every run a fresh process, rotated order.  ",
         f"Machine: {machine['cpus']} CPUs ({machine['cpu_model']}), {machine['mem']} RAM, Linux "
         f"{machine['kernel']}, Python {machine['python']}, pyarrow {machine['pyarrow']}, psycopg "

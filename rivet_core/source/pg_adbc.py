@@ -56,6 +56,7 @@ from rivet_core.source.batching import (
     split_batches,
     value_coercer,
 )
+from rivet_core.source.pg_copy import READ_PATH_ENV
 from rivet_core.source.read_ahead import ReadAhead
 
 if TYPE_CHECKING:
@@ -146,6 +147,14 @@ class _AdbcRead:
         self._in_transaction = False
         try:
             snapshot = session.connection.execute("SELECT pg_export_snapshot()").fetchone()[0]
+        except Exception as exc:
+            # Not a fallback case: the failed statement aborted the session's transaction
+            # (and pg_export_snapshot refuses to run inside a savepoint).
+            raise wrap_driver_error(
+                exc, "PG error while exporting the read snapshot for the ADBC read path",
+                f"set {READ_PATH_ENV}=copy to read through the session's own connection",
+            ) from exc
+        try:
             self._database = adbc_pg.connect(session.adbc_conninfo())
             self._connection = dm.AdbcConnection(self._database)
             self._statement = dm.AdbcStatement(self._connection)

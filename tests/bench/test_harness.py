@@ -110,3 +110,15 @@ def test_the_check_detects_a_corrupted_output(bench_run: dict, engine: str, tmp_
         pq.write_table(bad, path)
         mismatch = compare(source, file_checksums([path], "orders"))
         assert column in mismatch, (column, mismatch)
+
+
+def test_slow_peers_get_their_own_round_count() -> None:
+    from argparse import Namespace
+
+    from benchmarks.harness import SLOW_METHODS, slow_repeat
+
+    assert {"dlt_pyarrow", "pandas_read_sql"} <= SLOW_METHODS
+    assert slow_repeat(Namespace(repeat=3, slow_repeat=None)) == 3
+    assert slow_repeat(Namespace(repeat=3, slow_repeat=1)) == 1
+    assert slow_repeat(Namespace(repeat=3, slow_repeat=9)) == 3  # never more than --repeat
+    assert slow_repeat(Namespace(repeat=3, slow_repeat=0)) == 1  # at least one
