@@ -281,12 +281,18 @@ def _schema_mismatch(result: pa.Schema, schema: pa.Schema) -> str | None:
     return None
 
 
-def _batches(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+def _finished_batches(
+    reader: pa.RecordBatchReader, schema: pa.Schema, max_value_mb: int
+) -> Iterator[pa.RecordBatch]:
+    """Decoded and finished batches (runs on the read-ahead thread: decode + numeric casts +
+    range checks there, the Parquet encode on the consumer's)."""
     while True:
         try:
-            yield reader.read_next_batch()
+            batch = reader.read_next_batch()
         except StopIteration:
             return
+        if batch.num_rows:
+            yield _finish(batch, schema, max_value_mb)
 
 
 # --- the stream ------------------------------------------------------------------------
@@ -325,10 +331,10 @@ def stream_adbc(
         mismatch = _schema_mismatch(reader.schema, schema)
         if mismatch is not None:
             raise AdbcUnavailable(mismatch)
-        ahead = ReadAhead(_batches(reader), cancel=read.cancel, name="rivet-pg-adbc-read")
+        ahead = ReadAhead(_finished_batches(reader, schema, max_value_mb), cancel=read.cancel,
+                          name="rivet-pg-adbc-read")
         try:
-            finished = (_finish(b, schema, max_value_mb) for b in ahead if b.num_rows)
-            yield from split_batches(finished, batch_rows)
+            yield from split_batches(iter(ahead), batch_rows)
         except RivetError:
             raise
         except Exception as exc:
