@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -549,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
     methods = select_methods(args.methods, args.no_peers)
-    command = "python -m benchmarks " + shlex.join(argv if argv is not None else sys.argv[1:])
+    command = bench_command(argv if argv is not None else sys.argv[1:])
     tmp = None
     if args.work is None:
         tmp = tempfile.mkdtemp(prefix="rivet-bench.")
@@ -602,6 +602,13 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
     print(f"[bench] wrote {args.output} ({len(records)} runs; raw runs in {runs_path})", flush=True)
     failed = [r for r in records if r.get("rc") != 0 or r.get("verified") is False]
     return 1 if any(r["kind"] == "rivet" for r in failed) else 0
+
+
+def bench_command(argv: Sequence[str]) -> str:
+    """The command line as recorded in docs/benchmarks.md, passwords in URLs masked."""
+    from rivet_core.redact import redact_secrets
+
+    return redact_secrets("python -m benchmarks " + shlex.join(argv))
 
 
 #: Peers several times slower than the floor at every scale measured (docs/benchmarks.md):

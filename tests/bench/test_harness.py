@@ -122,3 +122,12 @@ def test_slow_peers_get_their_own_round_count() -> None:
     assert slow_repeat(Namespace(repeat=3, slow_repeat=1)) == 1
     assert slow_repeat(Namespace(repeat=3, slow_repeat=9)) == 3  # never more than --repeat
     assert slow_repeat(Namespace(repeat=3, slow_repeat=0)) == 1  # at least one
+
+
+def test_the_recorded_command_never_holds_a_password() -> None:
+    from benchmarks.harness import bench_command
+
+    recorded = bench_command(["--pg-url", "postgresql://u:pg-s3cret@h:5432/db",
+                              "--mysql-url", "mysql://root:my-s3cret@h:3306/mysql", "--scale", "1"])
+    assert "s3cret" not in recorded
+    assert recorded.startswith("python -m benchmarks --pg-url postgresql://") and "--scale 1" in recorded
