@@ -41,7 +41,13 @@ from pymysql.protocol import FieldDescriptorPacket
 
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import Converter, check_value_sizes
-from rivet_core.source.mysql_raw import BatchDecoder, PacketReader, binary_column
+from rivet_core.source.mysql_raw import (
+    BatchDecoder,
+    PacketReader,
+    binary_column,
+    lenenc,
+    little_endian,
+)
 
 _UNSIGNED_FLAG = 32
 _BINARY_CHARSET = 63
@@ -145,13 +151,6 @@ def pymysql_decoders(conn: Any, fields: Sequence[Any]) -> list[tuple[str | None,
 
 # --- fields of binary rows ---------------------------------------------------------------
 
-def _le(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    value = np.zeros(len(at), dtype=np.int64)
-    for i in range(width):
-        value |= data[at + i].astype(np.int64) << (8 * i)
-    return value
-
-
 def split_binary_columns(
     data: np.ndarray, starts: np.ndarray, ends: np.ndarray, kinds: Sequence[int]
 ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -178,14 +177,10 @@ def split_binary_columns(
                 header[live] = 1
                 length[live] = data[pos[live]]
             else:
-                first = data[np.where(live, pos, 0)].astype(np.int64)
-                header[live] = 1
-                length[live] = first[live]
-                for marker, width in ((0xFC, 2), (0xFD, 3), (0xFE, 8)):
-                    wide = live & (first == marker)
-                    if wide.any():
-                        length[wide] = _le(data, pos[wide] + 1, width)
-                        header[wide] = 1 + width
+                first = np.where(live, data[np.where(live, pos, 0)], 0).astype(np.int64)
+                length, header = lenenc(data, pos, first)
+                length[null] = 0
+                header[null] = 0
         value_start = pos + header
         out.append((value_start, length, null))
         pos = value_start + length
@@ -224,11 +219,11 @@ class _Temporal:
             return np.where(ok, data[np.where(ok, start + offset, 0)], 0).astype(np.int64)
 
         ok4 = length >= 4
-        self.year = np.where(ok4, _le(data, np.where(ok4, start, 0), 2), 0)
+        self.year = np.where(ok4, little_endian(data, np.where(ok4, start, 0), 2), 0)
         self.month, self.day = byte(2, 4), byte(3, 4)
         self.hour, self.minute, self.second = byte(4, 7), byte(5, 7), byte(6, 7)
         ok11 = length >= 11
-        self.micro = np.where(ok11, _le(data, np.where(ok11, start + 7, 0), 4), 0)
+        self.micro = np.where(ok11, little_endian(data, np.where(ok11, start + 7, 0), 4), 0)
         self.length, self.null = length, null
 
     def valid(self) -> bool:

@@ -247,11 +247,26 @@ class PacketReader:
 
 # --- fields -------------------------------------------------------------------------
 
-def _le(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+def little_endian(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """The `width`-byte little-endian unsigned integers starting at each offset `at`."""
     value = np.zeros(len(at), dtype=np.int64)
     for i in range(width):
         value |= data[at + i].astype(np.int64) << (8 * i)
     return value
+
+
+def lenenc(data: np.ndarray, pos: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(value length, header bytes) of the length-encoded values at `pos`, whose first bytes
+    are `first` (< 0xFB: the length itself; 0xFC/0xFD/0xFE: a 2/3/8-byte length follows).
+    Callers mask NULLs (0xFB) themselves."""
+    length = first.copy()
+    header = np.ones(len(pos), dtype=np.int64)
+    for marker, width in ((0xFC, 2), (0xFD, 3), (0xFE, 8)):
+        wide = first == marker
+        if wide.any():
+            length[wide] = little_endian(data, pos[wide] + 1, width)
+            header[wide] = 1 + width
+    return length, header
 
 
 def split_columns(
@@ -265,13 +280,7 @@ def split_columns(
             raise SourceError("MySQL row packet ends before its last column (protocol error)")
         first = data[pos].astype(np.int64)
         null = first == 0xFB
-        length = first.copy()
-        header = np.ones(len(pos), dtype=np.int64)
-        for marker, width in ((0xFC, 2), (0xFD, 3), (0xFE, 8)):
-            wide = first == marker
-            if wide.any():
-                length[wide] = _le(data, pos[wide] + 1, width)
-                header[wide] = 1 + width
+        length, header = lenenc(data, pos, first)
         length[null] = 0
         value_start = pos + header
         out.append((value_start, length, null))

@@ -9,9 +9,12 @@ that cannot be opened falls back to COPY csv instead of failing the export.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import urllib.parse
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pyarrow as pa
@@ -34,6 +37,18 @@ pytestmark = pytest.mark.postgres
 
 ADBC_COLUMNS = ("id, s2, i8, flag, f4, f8, n38, n38i, n12, txt, vc, ch, nm, d, t, ts, tstz, "
                 "u, j, jb, dom")
+
+
+@contextlib.contextmanager
+def wide_session(url: str, rows: int, monkeypatch: pytest.MonkeyPatch
+                 ) -> Iterator[tuple[Any, pa.Schema]]:
+    """A `wide` table (~256 bytes a row: a stream outlives the socket buffers) and an open
+    session on the ADBC path with the schema of `SELECT * FROM wide`."""
+    pg_exec(url, "CREATE TABLE wide AS SELECT g AS id, repeat(md5(g::text), 8) AS t "
+                 f"FROM generate_series(1, {rows}) g")
+    monkeypatch.setenv("RIVET_PG_READ_PATH", "adbc")
+    with open_source(url, TUNING) as session:
+        yield session, session.describe("SELECT * FROM wide")
 
 
 def rivet_backends(url: str) -> int:
@@ -181,11 +196,7 @@ def test_statement_timeout_applies_to_the_adbc_read(
 def test_abandoning_an_adbc_stream_releases_the_second_connection(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pg_exec(pg_url, "CREATE TABLE wide AS SELECT g AS id, repeat(md5(g::text), 8) AS t "
-                    "FROM generate_series(1, 300000) g")
-    monkeypatch.setenv("RIVET_PG_READ_PATH", "adbc")
-    with open_source(pg_url, TUNING) as session:
-        schema = session.describe("SELECT * FROM wide")
+    with wide_session(pg_url, 300000, monkeypatch) as (session, schema):
         for _ in range(3):
             stream = session.stream("SELECT * FROM wide", [], schema, 100)
             assert next(stream).num_rows == 100
@@ -222,11 +233,7 @@ def test_a_second_connection_refused_falls_back_to_copy_csv(
 def test_a_terminated_adbc_backend_is_a_transient_error(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pg_exec(pg_url, "CREATE TABLE wide AS SELECT g AS id, repeat(md5(g::text), 8) AS t "
-                    "FROM generate_series(1, 400000) g")
-    monkeypatch.setenv("RIVET_PG_READ_PATH", "adbc")
-    with open_source(pg_url, TUNING) as session:
-        schema = session.describe("SELECT * FROM wide")
+    with wide_session(pg_url, 400000, monkeypatch) as (session, schema):
         own = session.scalar("SELECT pg_backend_pid()")
         stream = session.stream("SELECT * FROM wide", [], schema, 1000)
         assert next(stream).num_rows == 1000
