@@ -47,6 +47,7 @@ from rivet_core.source.mysql_raw import (
     binary_column,
     lenenc,
     little_endian,
+    stream_raw,
 )
 
 _UNSIGNED_FLAG = 32
@@ -325,21 +326,14 @@ def eligible_casts(decoder: BinaryBatchDecoder) -> str | None:
 
 def stream_binary(conn: Any, prepared: Prepared, decoder: BinaryBatchDecoder, batch_rows: int,
                   driver_errors: Callable[[str], Any]) -> Iterator[pa.RecordBatch]:
-    """Execute, yield decoded batches, then close the statement (also when abandoned)."""
-    reader: PacketReader | None = None
+    """Execute, then the text path's batch loop (`mysql_raw.stream_raw`: decode, drain when
+    abandoned); the statement is closed afterwards in every case."""
     try:
         with driver_errors("starting the query"):
             reader = execute(conn, prepared)
-        while True:
-            with driver_errors("reading rows"):
-                raw = reader.read_batch(batch_rows)
-            if raw is None:
-                return
-            yield decoder.decode(*raw)
+        yield from stream_raw(reader, decoder, batch_rows, driver_errors)
     finally:
         try:
-            if reader is not None and not reader.done:
-                reader.drain()
             close(conn, prepared)
         except (pymysql.err.Error, OSError):
             pass  # the connection is broken; the read error surfaced already

@@ -42,7 +42,7 @@ import contextlib
 import decimal
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -50,18 +50,19 @@ import pyarrow.compute as pc
 
 from rivet_core.errors import RivetError, SourceError
 from rivet_core.redact import redact_secrets
-from rivet_core.source.base import wrap_driver_error
+from rivet_core.source.base import SourceColumn, wrap_driver_error
 from rivet_core.source.batching import (
     check_value_sizes,
     estimate_row_bytes,
     split_batches,
     value_coercer,
 )
-from rivet_core.source.pg_copy import READ_PATH_ENV
+from rivet_core.source.pg_copy import READ_PATH_ENV, Probed, first_ineligible
 from rivet_core.source.read_ahead import ReadAhead
 
 if TYPE_CHECKING:
     from rivet_core.source.postgres import PostgresSession
+    from rivet_core.source.types_pg import PgTypeInfo
 
 log = logging.getLogger("rivet.source")
 
@@ -98,12 +99,12 @@ def _driver_available() -> bool:
     return True
 
 
-def _ineligible_reason(field: pa.Field, live_type: pa.DataType | None, typname: str,
-                       is_array: bool) -> str | None:
-    if live_type is None or live_type != field.type:
+def _ineligible_reason(field: pa.Field, live: SourceColumn, info: PgTypeInfo) -> str | None:
+    if live.arrow_type is None or live.arrow_type != field.type:
         return f"column '{field.name}' has an override ({field.type}) that changes its representation"
-    if is_array:
+    if info.typcategory == "A":
         return f"column '{field.name}' is an array"
+    typname = info.base_typname if info.typtype == "d" and info.base_typname else info.typname
     if typname == "numeric":
         if pa.types.is_decimal128(field.type) and field.type.scale >= 0:
             return None
@@ -114,20 +115,13 @@ def _ineligible_reason(field: pa.Field, live_type: pa.DataType | None, typname: 
     return None
 
 
-def plan_adbc(
-    session: PostgresSession, sql: str, params: Sequence[Any], schema: pa.Schema
-) -> tuple[bool, str]:
-    """(use ADBC?, why). Probes the query (DECLARE only; nothing runs)."""
+def plan_adbc(probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
+    """(use ADBC?, why) from the query's probed columns (`_probe_with_types`)."""
     if not _driver_available():
         return False, "the ADBC PostgreSQL driver is not installed"
-    probed = session._probe_with_types(sql, params)
-    if len(probed) != len(schema):
-        return False, "the live result has a different column count than the schema"
-    for field, (live, info) in zip(schema, probed, strict=True):
-        typname = info.base_typname if info.typtype == "d" and info.base_typname else info.typname
-        reason = _ineligible_reason(field, live.arrow_type, typname, info.typcategory == "A")
-        if reason is not None:
-            return False, reason
+    why = first_ineligible(schema, probed, _ineligible_reason)
+    if why is not None:
+        return False, why
     return True, f"all {len(schema)} column(s) have an exact binary form"
 
 

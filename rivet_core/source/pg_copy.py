@@ -43,7 +43,7 @@ import os
 import re
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -122,19 +122,30 @@ def _ineligible_reason(field: pa.Field, live: SourceColumn, info: PgTypeInfo) ->
     return f"column '{field.name}' has native type {live.native_type}"
 
 
-def plan_copy(
-    session: PostgresSession, sql: str, params: Sequence[Any], schema: pa.Schema
-) -> tuple[bool, str]:
-    """(use COPY?, why). Probes the query (DECLARE only; nothing runs)."""
+Probed = list[tuple[SourceColumn, "PgTypeInfo"]]
+
+
+def first_ineligible(
+    schema: pa.Schema, probed: Probed,
+    reason: Callable[[pa.Field, SourceColumn, PgTypeInfo], str | None],
+) -> str | None:
+    """Why the first column cannot take a fast path (`reason` per column), or None."""
+    if len(probed) != len(schema):
+        return "the live result has a different column count than the schema"
+    for field, (live, info) in zip(schema, probed, strict=True):
+        why = reason(field, live, info)
+        if why is not None:
+            return why
+    return None
+
+
+def plan_copy(session: PostgresSession, probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
+    """(use COPY?, why) from the query's probed columns (`_probe_with_types`)."""
     if session.connection.info.encoding not in ("utf-8", "utf8"):
         return False, f"client encoding is {session.connection.info.encoding}, not UTF-8"
-    probed = session._probe_with_types(sql, params)
-    if len(probed) != len(schema):
-        return False, "the live result has a different column count than the schema"
-    for field, (live, info) in zip(schema, probed, strict=True):
-        reason = _ineligible_reason(field, live, info)
-        if reason is not None:
-            return False, reason
+    why = first_ineligible(schema, probed, _ineligible_reason)
+    if why is not None:
+        return False, why
     return True, f"all {len(schema)} column(s) have an exact CSV form"
 
 

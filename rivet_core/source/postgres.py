@@ -197,28 +197,28 @@ class PostgresSession(SourceSession):
         self._check_stream_args(batch_rows)
         sql = strip_sql(sql)
         mode = pg_copy.read_path_mode()
-        if mode in ("auto", "adbc"):
-            with self._driver_errors("describing the query"):
-                use_adbc, why = pg_adbc.plan_adbc(self, sql, params, schema)
-            if use_adbc:
-                try:
-                    read = pg_adbc.open_adbc(self)
-                except pg_adbc.AdbcUnavailable as exc:
-                    pg_adbc.log.warning("PG ADBC read path unavailable (%s); using COPY csv", exc)
-                else:
-                    pg_copy.log.info("PG read path: adbc (%s)", why)
-                    rendered = pg_copy.render_sql(self, sql, params)
-                    try:
-                        yield from pg_adbc.stream_adbc(self, read, rendered, schema, batch_rows)
-                        return
-                    except pg_adbc.AdbcUnavailable as exc:  # raised before any batch
-                        pg_adbc.log.warning("PG ADBC read path refused the result (%s); "
-                                            "using COPY csv", exc)
         if mode == "rows":
             use_copy, why = False, f"{pg_copy.READ_PATH_ENV}=rows"
         else:
             with self._driver_errors("describing the query"):
-                use_copy, why = pg_copy.plan_copy(self, sql, params, schema)
+                probed = self._probe_with_types(sql, params)  # once, for both fast paths
+            if mode in ("auto", "adbc"):
+                use_adbc, why = pg_adbc.plan_adbc(probed, schema)
+                if use_adbc:
+                    try:
+                        read = pg_adbc.open_adbc(self)
+                    except pg_adbc.AdbcUnavailable as exc:
+                        pg_adbc.log.warning("PG ADBC read path unavailable (%s); using COPY csv", exc)
+                    else:
+                        pg_copy.log.info("PG read path: adbc (%s)", why)
+                        rendered = pg_copy.render_sql(self, sql, params)
+                        try:
+                            yield from pg_adbc.stream_adbc(self, read, rendered, schema, batch_rows)
+                            return
+                        except pg_adbc.AdbcUnavailable as exc:  # raised before any batch
+                            pg_adbc.log.warning("PG ADBC read path refused the result (%s); "
+                                                "using COPY csv", exc)
+            use_copy, why = pg_copy.plan_copy(self, probed, schema)
         pg_copy.log.info("PG read path: %s (%s)", "copy" if use_copy else "rows", why)
         if use_copy:
             yield from pg_copy.stream_copy(self, sql, params, schema, batch_rows)

@@ -4,7 +4,8 @@ The row path is the oracle, as for the CSV path (tests/source/test_pg_copy.py): 
 query is read through both and must be identical, schema metadata included. Around it: the
 snapshot is really shared, errors keep their meaning (permanent vs transient, the row
 path's messages), abandoned streams release the second connection, and a second connection
-that cannot be opened falls back to COPY csv instead of failing the export.
+that cannot be opened falls back to COPY csv instead of failing the export. Parameter
+binding and error parity are shared with the CSV path (parametrized in test_pg_copy.py).
 """
 
 from __future__ import annotations
@@ -97,18 +98,6 @@ def test_bytea_reads_exactly_on_the_adbc_path(
     assert adbc.column("b").to_pylist()[:3] == [b"\x00\xff", None, b""]
 
 
-def test_adbc_path_with_bound_parameters_matches_the_row_path(
-    eligible_db: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sql = ("SELECT id, txt, tstz FROM eligible WHERE (txt IS NULL OR txt <> %s) "
-           "AND id >= %s ORDER BY id")
-    params = ["it's; DROP TABLE eligible; --", 2]
-    rows, _ = read(eligible_db, sql, "rows", monkeypatch, params=params)
-    adbc, _ = read(eligible_db, sql, "adbc", monkeypatch, params=params)
-    assert_identical(adbc, rows)
-    assert adbc.num_rows == 4
-
-
 def test_the_adbc_connection_reads_the_sessions_snapshot(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -146,23 +135,6 @@ def test_many_batches_arrive_in_order_and_bounded(
             expected += batch.num_rows
             batches += 1
     assert expected == 200_001 and batches >= 29
-
-
-def test_adbc_errors_match_the_row_path(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    pg_exec(pg_url, "CREATE TABLE money (amount numeric(10,2), note text)",
-            "INSERT INTO money VALUES (1.25, 'x'), ('NaN', repeat('y', 2 * 1024 * 1024))")
-    for path in ("rows", "adbc"):
-        with pytest.raises(SourceError, match="column 'amount' holds NaN"):
-            read(pg_url, "SELECT amount FROM money", path, monkeypatch)
-        with pytest.raises(SourceError) as caught:
-            read(pg_url, "SELECT note FROM money", path, monkeypatch,
-                 tuning=ResolvedTuning(max_value_mb=1))
-        assert caught.value.code == "RIVET_VALUE_TOO_LARGE"
-        assert "column 'note' has a value of 2.0 MB, over max_value_mb=1" in str(caught.value)
-        with pytest.raises(SourceError, match="division by zero") as caught:
-            read(pg_url, "SELECT 1 / (amount - 1.25)::int AS x FROM money WHERE note = 'x'",
-                 path, monkeypatch)
-        assert not isinstance(caught.value, TransientError)
 
 
 @pytest.mark.parametrize("value", [

@@ -1,4 +1,5 @@
-"""PostgreSQL fast read path (COPY … FORMAT csv → pyarrow): identical to the row path.
+"""PostgreSQL fast read paths (COPY … FORMAT csv → pyarrow; shared parameter and error tests
+also cover the ADBC path, see test_pg_adbc.py): identical to the row path.
 
 The row path (named server-side cursor) is the oracle: every test reads the same query
 through both paths, switched with the private RIVET_PG_READ_PATH variable, and requires
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pytest
 
 from rivet_core.config.tuning import ResolvedTuning
-from rivet_core.errors import SourceError
+from rivet_core.errors import SourceError, TransientError
 from rivet_core.source import open_source
 
 pytestmark = pytest.mark.postgres
@@ -116,16 +117,19 @@ def test_copy_path_is_identical_to_the_row_path_for_every_eligible_type(
     assert by_id[2]["f4"] != by_id[2]["f4"]  # NaN
 
 
-def test_copy_path_with_bound_parameters_matches_the_row_path(
-    eligible_db: str, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("path", ["copy", "adbc"])  # both bind parameters client-side
+def test_fast_paths_with_bound_parameters_match_the_row_path(
+    eligible_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, path: str
 ) -> None:
     sql = ("SELECT id, txt, tstz FROM eligible WHERE (txt IS NULL OR txt <> %s) "
            "AND id >= %s ORDER BY id")
     params = ["it's; DROP TABLE eligible; --", 2]
+    caplog.set_level(logging.INFO, logger="rivet.source")
     rows, _ = read(eligible_db, sql, "rows", monkeypatch, params=params)
-    copy, _ = read(eligible_db, sql, "copy", monkeypatch, params=params)
-    assert_identical(copy, rows)
-    assert copy.num_rows == 4
+    fast, _ = read(eligible_db, sql, path, monkeypatch, params=params)
+    assert paths_used(caplog)[-1].startswith(f"PG read path: {path}")
+    assert_identical(fast, rows)
+    assert fast.num_rows == 4
 
 
 def test_ineligible_columns_fall_back_to_the_row_path(
@@ -214,12 +218,12 @@ def test_abandoning_wide_copy_streams_while_arrow_reads_ahead_never_hangs(
             assert session.scalar("SELECT count(*) FROM wide") == 60000
 
 
-def test_copy_errors_match_the_row_path(
+def test_fast_path_errors_match_the_row_path(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pg_exec(pg_url, "CREATE TABLE money (amount numeric(10,2), note text)",
             "INSERT INTO money VALUES (1.25, 'x'), ('NaN', repeat('y', 2 * 1024 * 1024))")
-    for path in ("rows", "copy"):
+    for path in ("rows", "copy", "adbc"):
         monkeypatch.setenv("RIVET_PG_READ_PATH", path)
         with pytest.raises(SourceError, match="column 'amount' holds NaN"):
             read(pg_url, "SELECT amount FROM money", path, monkeypatch)
@@ -228,9 +232,10 @@ def test_copy_errors_match_the_row_path(
                  tuning=ResolvedTuning(max_value_mb=1))
         assert caught.value.code == "RIVET_VALUE_TOO_LARGE"
         assert "column 'note' has a value of 2.0 MB, over max_value_mb=1" in str(caught.value)
-        with pytest.raises(SourceError, match="division by zero"):
+        with pytest.raises(SourceError, match="division by zero") as caught:
             read(pg_url, "SELECT 1 / (amount - 1.25)::int AS x FROM money WHERE note = 'x'",
                  path, monkeypatch)
+        assert not isinstance(caught.value, TransientError)  # permanent on every path
 
 
 def assert_identical(a: pa.Table, b: pa.Table) -> None:
