@@ -26,6 +26,7 @@ from rivet_core.destination import (
     WriteResult,
     open_destination,
 )
+from rivet_core.destination.checksums import Fingerprint
 from rivet_core.destination.errors import destination_error
 from rivet_core.errors import DestinationError
 from rivet_core.manifest import (
@@ -268,8 +269,8 @@ class RecordingDestination(Destination):
             raise destination_error(f"injected failure writing {key}")
         return self.inner.write_bytes(data, key)
 
-    def write_file(self, local_path: Path, key: str) -> WriteResult:
-        return self.inner.write_file(local_path, key)
+    def write_file(self, local_path: Path, key: str, staged: Fingerprint | None = None) -> WriteResult:
+        return self.inner.write_file(local_path, key, staged)
 
     def head(self, key: str) -> ObjectInfo | None:
         return self.inner.head(key)

@@ -21,6 +21,8 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 
+from rivet_core.destination.checksums import Fingerprint
+
 DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024
 DEFAULT_MULTIPART_CHUNKSIZE = 16 * 1024 * 1024
 
@@ -88,8 +90,12 @@ class Destination(ABC):
     supports_manifest: bool = True
 
     @abstractmethod
-    def write_file(self, local_path: Path, key: str) -> WriteResult:
-        """Copy a finished local file to `key`; durable and atomic when it returns."""
+    def write_file(self, local_path: Path, key: str, staged: Fingerprint | None = None) -> WriteResult:
+        """Copy a finished local file to `key`; durable and atomic when it returns.
+
+        `staged` is the fingerprint the writer measured while writing the file: a backend
+        that reads the file anyway refuses it when the bytes differ (`check_staged`); the
+        local backend may publish the file without reading it and returns `staged`."""
 
     @abstractmethod
     def write_bytes(self, data: bytes, key: str) -> WriteResult:

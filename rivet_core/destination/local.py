@@ -9,6 +9,15 @@ Write protocol for every object (reference §8, ADR-0012 drift note 4):
 A crash leaves at most a stray dot-temp, which verification reports as an untracked
 object (advisory) and never as a part.
 
+Publishing a staged part (`write_file` with the writer's fingerprint) skips the copy when
+the staging directory is on the destination's filesystem: steps 1–2 become a hard link of
+the staged file (already fsynced by its writer, I1) to the dot-temp name, and the result is
+the fingerprint the writer measured while writing — no second write, no re-read. That is
+safe because nothing ever writes into an existing file: writers create a new inode for
+every staged file, and every destination write is a temp + rename. A link that the
+filesystem refuses (another filesystem, no hard links, link limit) falls back to the copy,
+which re-hashes and refuses bytes that differ from the writer's fingerprint.
+
 Keys are checked by `keys.check_key`; additionally the resolved parent directory must
 stay inside the root, so a symlinked sub-directory cannot redirect writes elsewhere.
 The root directory is created on open.
@@ -26,9 +35,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rivet_core.destination.base import Destination, ObjectInfo, WriteResult
-from rivet_core.destination.checksums import CHUNK_SIZE, Fingerprinter
+from rivet_core.destination.checksums import CHUNK_SIZE, Fingerprint, Fingerprinter, check_staged
 from rivet_core.destination.errors import destination_error
 from rivet_core.destination.keys import check_key, check_list_prefix
+
+#: link(2) failures that mean "this filesystem pair cannot share an inode": copy instead.
+_NO_LINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP,
+                      errno.ENOSYS, errno.EACCES})
 
 _seq = itertools.count()
 _seq_lock = threading.Lock()
@@ -86,38 +99,74 @@ class LocalDestination(Destination):
                 f"root '{self.root}' (symlink) — remove the symlink"
             )
 
-    def _open_temp(self, final: Path) -> tuple[int, Path]:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-        flags |= getattr(os, "O_CLOEXEC", 0)
+    @staticmethod
+    def _new_temp(final: Path, create: Callable[[Path], int | None]) -> tuple[int | None, Path]:
+        """Run `create(tmp)` on fresh dot-temp names next to `final` until one is free."""
         for _ in range(100):
             tmp = final.with_name(f".{final.name}.{os.getpid()}.{_next_seq()}.tmp")
             try:
-                return os.open(tmp, flags, 0o644), tmp
+                return create(tmp), tmp
             except FileExistsError:
                 continue
-            except OSError as exc:
-                raise destination_error(
-                    f"cannot create a staging file next to '{final}': {exc.strerror or exc}"
-                ) from exc
         raise destination_error(f"cannot create a staging file next to '{final}' (name collisions)")
 
-    def _atomic_write(self, key: str, fill: Callable[[int, Fingerprinter], None]) -> WriteResult:
+    def _open_temp(self, final: Path) -> tuple[int, Path]:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        flags |= getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd, tmp = self._new_temp(final, lambda tmp: os.open(tmp, flags, 0o644))
+        except OSError as exc:
+            raise destination_error(
+                f"cannot create a staging file next to '{final}': {exc.strerror or exc}"
+            ) from exc
+        assert fd is not None
+        return fd, tmp
+
+    def _link_temp(self, source: Path, final: Path) -> Path | None:
+        """Hard-link `source` to a fresh dot-temp next to `final`; None when the
+        filesystem(s) cannot (the caller copies instead)."""
+        try:
+            return self._new_temp(final, lambda tmp: os.link(source, tmp, follow_symlinks=False))[1]
+        except OSError as exc:
+            if exc.errno in _NO_LINK:
+                return None
+            raise
+
+    def _atomic_write(self, key: str, fill: Callable[[int, Fingerprinter], None],
+                      linked_from: tuple[Path, Fingerprint] | None = None) -> WriteResult:
+        """Steps 1–4 of the module docstring; `linked_from` = (staged file, its writer's
+        fingerprint) tries the hard-link publish first."""
         final = self._path(key)
         self._ensure_parent(final, key)
-        fd, tmp = self._open_temp(final)
         fp = Fingerprinter()
+        tmp: Path | None = None
         try:
-            try:
-                fill(fd, fp)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            if linked_from is not None:
+                tmp = self._link_temp(linked_from[0], final)
+            if tmp is not None:
+                assert linked_from is not None
+                result = linked_from[1]
+                st = os.stat(tmp, follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode) or st.st_size != result.size:
+                    raise OSError(errno.EIO, f"staged file '{linked_from[0]}' is no longer the "
+                                             f"{result.size}-byte file its writer finished; re-run the export")
+            else:
+                fd, tmp = self._open_temp(final)
+                try:
+                    fill(fd, fp)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                result = fp.result()
+                if linked_from is not None:
+                    check_staged(result, linked_from[1], f"'{linked_from[0]}'")
             os.replace(tmp, final)
             _fsync_dir(final.parent)
         except BaseException as exc:
             # Never leave our own temp behind (a crash can; then it shows up as untracked).
-            with contextlib.suppress(OSError):
-                tmp.unlink()
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    tmp.unlink()
             if isinstance(exc, OSError):
                 transient = exc.errno in (errno.EINTR, errno.EAGAIN)
                 hint = (" — free space on that filesystem (or raise its quota) or point "
@@ -128,10 +177,10 @@ class LocalDestination(Destination):
                     transient=transient,
                 ) from exc
             raise
-        return WriteResult(key=key, size=fp.size, md5_b64=fp.md5_b64, xxh3=fp.xxh3)
+        return WriteResult(key=key, size=result.size, md5_b64=result.md5_b64, xxh3=result.xxh3)
 
     # -- Destination API -------------------------------------------------------------
-    def write_file(self, local_path: Path, key: str) -> WriteResult:
+    def write_file(self, local_path: Path, key: str, staged: Fingerprint | None = None) -> WriteResult:
         check_key(key)
         try:
             src = open(local_path, "rb")  # noqa: SIM115 - closed in finally below
@@ -146,7 +195,7 @@ class LocalDestination(Destination):
                     view = view[os.write(fd, view):]
 
         try:
-            return self._atomic_write(key, fill)
+            return self._atomic_write(key, fill, (local_path, staged) if staged is not None else None)
         finally:
             src.close()
 

@@ -32,7 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from rivet_core.destination.base import Destination, DestinationSpec, ObjectInfo, WriteResult
-from rivet_core.destination.checksums import Fingerprinter, md5_hex_to_b64
+from rivet_core.destination.checksums import (
+    Fingerprint,
+    Fingerprinter,
+    check_staged,
+    md5_hex_to_b64,
+)
 from rivet_core.destination.errors import destination_error
 from rivet_core.destination.keys import check_key, check_list_prefix, normalize_prefix
 from rivet_core.errors import DestinationError
@@ -205,7 +210,8 @@ class S3Destination(Destination):
             raise self._error(exc, action, key) from exc
 
     # -- writes ----------------------------------------------------------------------
-    def _put(self, data: bytes, key: str, fp: Fingerprinter) -> WriteResult:
+    def _put(self, data: bytes, key: str, fp: Fingerprinter, staged: Fingerprint | None = None) -> WriteResult:
+        check_staged(fp.result(), staged, f"for '{key}'")  # before anything is visible
         md5_b64 = fp.md5_b64
         resp = self._call(
             "write", key, "put_object", Bucket=self.bucket, Key=self.prefix + key, Body=data,
@@ -218,7 +224,7 @@ class S3Destination(Destination):
             )
         return WriteResult(key=key, size=fp.size, md5_b64=md5_b64, xxh3=fp.xxh3)
 
-    def _multipart(self, fh: Any, key: str, size_hint: int) -> WriteResult:
+    def _multipart(self, fh: Any, key: str, size_hint: int, staged: Fingerprint | None = None) -> WriteResult:
         """Stream `fh` as a multipart upload; at most one chunk is held in memory."""
         from botocore.exceptions import BotoCoreError, ClientError
 
@@ -255,6 +261,7 @@ class S3Destination(Destination):
                 del chunk
                 if fp.size == 0:
                     break  # an empty file: one empty part is the whole object
+            check_staged(fp.result(), staged, f"for '{key}'")  # aborts the upload: nothing visible
             resp = self._call(
                 "complete multipart upload of", key, "complete_multipart_upload", Bucket=self.bucket,
                 Key=full_key, UploadId=upload_id, MultipartUpload={"Parts": parts},
@@ -273,7 +280,7 @@ class S3Destination(Destination):
             )
         return WriteResult(key=key, size=fp.size, md5_b64=fp.md5_b64, xxh3=fp.xxh3)
 
-    def write_file(self, local_path: Path, key: str) -> WriteResult:
+    def write_file(self, local_path: Path, key: str, staged: Fingerprint | None = None) -> WriteResult:
         check_key(key)
         try:
             fh = open(local_path, "rb")  # noqa: SIM115 - closed in finally
@@ -286,10 +293,10 @@ class S3Destination(Destination):
                 if not fh.read(1):  # the common case: the file fits in one PUT
                     fp = Fingerprinter()
                     fp.update(data)
-                    return self._put(data, key, fp)
+                    return self._put(data, key, fp, staged)
                 fh.seek(0)  # the file grew after stat; stream it instead
                 del data
-            return self._multipart(fh, key, size_hint)
+            return self._multipart(fh, key, size_hint, staged)
         except OSError as exc:
             raise destination_error(f"reading staged file '{local_path}' for '{key}' failed: {exc}") from exc
         finally:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import BinaryIO, NoReturn
 
 from rivet_core.destination.base import Destination, ObjectInfo, WriteResult
-from rivet_core.destination.checksums import CHUNK_SIZE, Fingerprinter
+from rivet_core.destination.checksums import CHUNK_SIZE, Fingerprint, Fingerprinter, check_staged
 from rivet_core.destination.errors import destination_error
 from rivet_core.destination.keys import check_key
 
@@ -46,16 +46,21 @@ class StdoutDestination(Destination):
             raise destination_error(f"writing '{key}' to stdout failed: {exc}") from exc
         return WriteResult(key=key, size=fp.size, md5_b64=fp.md5_b64, xxh3=fp.xxh3)
 
-    def write_file(self, local_path: Path, key: str) -> WriteResult:
+    def write_file(self, local_path: Path, key: str, staged: Fingerprint | None = None) -> WriteResult:
         check_key(key)
         try:
             fh = open(local_path, "rb")  # noqa: SIM115 - closed in finally
         except OSError as exc:
             raise destination_error(f"cannot read staged file '{local_path}' for '{key}': {exc}") from exc
         try:
-            return self._write(iter(lambda: fh.read(CHUNK_SIZE), b""), key)
+            result = self._write(iter(lambda: fh.read(CHUNK_SIZE), b""), key)
         finally:
             fh.close()
+        try:  # too late to hold the bytes back, but the run must not record them as good
+            check_staged(Fingerprint(result.size, result.xxh3, result.md5_b64), staged, f"'{local_path}'")
+        except OSError as exc:
+            raise destination_error(f"writing '{key}' to stdout: {exc}") from exc
+        return result
 
     def write_bytes(self, data: bytes, key: str) -> WriteResult:
         check_key(key)

@@ -8,6 +8,12 @@ Contract I1 (Finalize Before Write, ADR-0001): a writer's `finish()` IS the fina
 after it returns the file on disk is complete (Parquet footer written, CSV fully flushed) and
 fsynced, so the caller may hand it to the destination. `abort()` closes and deletes a partial
 file so nothing incomplete can ever be uploaded.
+
+Every writer also fingerprints its file while writing it (`AppendHasher`: size, xxh3, MD5
+on a background thread, fed as bytes are flushed), so `finish()` leaves
+`writer.fingerprint` set and publishing needs no second read of the file. Files are always
+created fresh (a new inode, mode 0644): a staged part may be hard-linked into a local
+destination, so no writer may ever truncate and rewrite an existing file in place.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import BinaryIO
 
 import pyarrow as pa
 
+from rivet_core.destination.checksums import AppendHasher, Fingerprint
 from rivet_core.errors import ConfigError, RivetError
 
 FORMATS: tuple[str, ...] = ("parquet", "csv")
@@ -203,8 +210,30 @@ class FormatWriter(ABC):
         self.schema = schema
         self.options = options
         self.rows_written = 0
+        self.fingerprint: Fingerprint | None = None  # set by finish()
         self._closed = False
         self._file: BinaryIO | None = None
+        self._hasher: AppendHasher | None = None
+
+    def _create_file(self) -> BinaryIO:
+        """Create `path` as a NEW file (never reuse an existing inode, see module doc) and
+        start fingerprinting it."""
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        handle = os.fdopen(fd, "wb")
+        try:
+            self._hasher = AppendHasher(self.path)
+        except BaseException:
+            handle.close()
+            raise
+        return handle
+
+    def _flushed(self, size: int) -> None:
+        """The first `size` bytes are on disk and final: let the hasher catch up."""
+        if self._hasher is not None:
+            self._hasher.advance(size)
 
     @abstractmethod
     def write_batch(self, batch: pa.RecordBatch) -> None:
@@ -228,6 +257,8 @@ class FormatWriter(ABC):
         if self._file is not None:
             with contextlib.suppress(OSError):
                 self._file.close()
+        if self._hasher is not None:
+            self._hasher.abort()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
@@ -239,12 +270,15 @@ class FormatWriter(ABC):
             raise RivetError(f"writer for '{self.path}' is already finished or aborted")
 
     def _sync_and_close(self) -> int:
-        """Flush Python's buffer, fsync so the bytes survive a crash, close; return the size."""
-        assert self._file is not None
+        """Flush Python's buffer, fsync so the bytes survive a crash, close, finish the
+        fingerprint; return the size."""
+        assert self._file is not None and self._hasher is not None
         self._file.flush()
         size = self._file.tell()
+        self._hasher.advance(size)  # hash the tail while fsync waits for the disk
         os.fsync(self._file.fileno())
         self._file.close()
+        self.fingerprint = self._hasher.finish(size)
         return size
 
 

@@ -294,7 +294,7 @@ class CsvWriter(FormatWriter):
     def __init__(self, path: Path, schema: pa.Schema, options: WriterOptions) -> None:
         check_schema(schema)  # fail before any file exists
         super().__init__(path, schema, options)
-        self._file = open(self.path, "wb")  # noqa: SIM115 - closed in finish()/abort()
+        self._file = self._create_file()  # closed in finish()/abort()
         header = ",".join(_quote_header(f.name) for f in schema) + "\n"
         self._file.write(header.encode("utf-8"))
         self._file.flush()
@@ -308,6 +308,7 @@ class CsvWriter(FormatWriter):
             self._file.write(render_lines(batch.slice(start, _SLICE_ROWS)))
         self._file.flush()
         self._bytes = self._file.tell()
+        self._flushed(self._bytes)
         self.rows_written += batch.num_rows
 
     @property

@@ -46,7 +46,7 @@ class ParquetFileWriter(FormatWriter):
     def __init__(self, path: Path, schema: pa.Schema, options: WriterOptions) -> None:
         super().__init__(path, schema, options)
         self.target_rows = row_group_rows(schema, options)
-        self._file = open(self.path, "wb")  # noqa: SIM115 - closed in finish()/abort()
+        self._file = self._create_file()  # closed in finish()/abort()
         try:
             self._writer: pq.ParquetWriter | None = pq.ParquetWriter(
                 self._file,
@@ -57,7 +57,10 @@ class ParquetFileWriter(FormatWriter):
                 write_statistics=True,
             )
         except BaseException:
+            self._closed = True
             self._file.close()
+            if self._hasher is not None:
+                self._hasher.abort()
             with contextlib.suppress(FileNotFoundError):
                 self.path.unlink()
             raise
@@ -93,6 +96,7 @@ class ParquetFileWriter(FormatWriter):
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
         self._file.flush()
         self._bytes = self._file.tell()
+        self._flushed(self._bytes)
         self.row_groups_written += 1
 
     @property

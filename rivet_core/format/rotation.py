@@ -16,23 +16,31 @@ produces no file at all (reference §1.8).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 
+from rivet_core.destination.checksums import Fingerprint
 from rivet_core.errors import ConfigError, RivetError
 from rivet_core.format.base import FormatWriter, WriterOptions, file_extension, open_writer
 
 
 @dataclass(frozen=True)
 class StagedPart:
-    """A finalised part file in the staging directory, ready to upload."""
+    """A finalised part file in the staging directory, ready to upload.
+
+    `fingerprint` is what the writer measured while writing (None for parts staged by
+    other means): the destination trusts it when it can publish the file without reading
+    it, and checks against it when it reads the file anyway.
+    """
 
     path: Path
     rows: int
     size_bytes: int
+    fingerprint: Fingerprint | None = None
 
 
 class PartRotator:
@@ -94,9 +102,8 @@ class PartRotator:
         assert writer is not None
         writer.finish()
         self._writer = None
-        self._done.append(
-            StagedPart(path=writer.path, rows=writer.rows_written, size_bytes=writer.path.stat().st_size)
-        )
+        self._done.append(StagedPart(path=writer.path, rows=writer.rows_written,
+                                     size_bytes=writer.path.stat().st_size, fingerprint=writer.fingerprint))
 
     def finish(self) -> list[StagedPart]:
         """Finalise the open part (I1) and give the parts their final names."""
@@ -114,7 +121,7 @@ class PartRotator:
         for part, name in zip(self._done, names, strict=True):
             final = self.staging_dir / name
             os.replace(part.path, final)
-            renamed.append(StagedPart(path=final, rows=part.rows, size_bytes=part.size_bytes))
+            renamed.append(dataclasses.replace(part, path=final))
             self._done[len(renamed) - 1] = renamed[-1]
         self._fsync_dir()
         self._finished = True

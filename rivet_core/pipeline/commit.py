@@ -63,7 +63,7 @@ class PartKind:
 
 def write_part_file(dest: Destination, staged: StagedPart, key: str) -> PartRecord:
     """I1 is already kept (the staged part is finished); write it durably. Raises on error."""
-    result = dest.write_file(staged.path, key)
+    result = dest.write_file(staged.path, key, staged.fingerprint)
     if result.size != staged.size_bytes:
         raise RuntimeError(
             f"part '{key}': destination reports {result.size} bytes but {staged.size_bytes} were staged"

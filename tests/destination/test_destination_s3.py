@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from rivet_core.destination import DestinationSpec, fingerprint_file, open_destination
+from rivet_core.destination.checksums import Fingerprint
 from rivet_core.destination.s3 import S3Destination
 from rivet_core.errors import DestinationError
 
@@ -241,3 +242,20 @@ def test_server_errors_and_throttling_are_classified_transient(s3: Any) -> None:
 def test_only_one_of_access_key_and_secret_is_a_config_hint(s3: Any) -> None:
     with pytest.raises(DestinationError, match="set both"):
         open_destination(s3_spec(s3, secret_key=None))
+
+
+@pytest.mark.parametrize("size", [1 * MiB, 6 * MiB], ids=["single-put", "multipart"])
+def test_staged_bytes_that_differ_from_the_writers_fingerprint_are_never_published(
+        tmp_path: Path, s3: Any, size: int) -> None:
+    src = tmp_path / "part.parquet"
+    src.write_bytes(os.urandom(size))
+    xxh3, md5 = fingerprint_file(src)
+    dest = s3_dest(s3, multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+    ok = dest.write_file(src, "good.parquet", Fingerprint(size=size, xxh3=xxh3, md5_b64=md5))
+    assert (ok.xxh3, ok.md5_b64) == (xxh3, md5)
+    stale = Fingerprint(size=size, xxh3="xxh3:0000000000000000", md5_b64=md5)
+    with pytest.raises(DestinationError, match="changed after it was written"):
+        dest.write_file(src, "bad.parquet", stale)
+    assert dest.head("bad.parquet") is None
+    uploads = s3.client().list_multipart_uploads(Bucket=s3.bucket).get("Uploads", [])
+    assert [u for u in uploads if u["Key"].endswith("bad.parquet")] == []

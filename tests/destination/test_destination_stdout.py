@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from rivet_core.destination import DestinationSpec, fingerprint_file, open_destination
+from rivet_core.destination.checksums import Fingerprint
 from rivet_core.destination.stdout import StdoutDestination
 from rivet_core.errors import DestinationError
 
@@ -44,3 +45,13 @@ def test_write_manifest_files_refuses_stdout() -> None:
     with pytest.raises(DestinationError, match="cannot hold a manifest"):
         write_manifest_files(StdoutDestination(stream=stream), manifest)
     assert stream.getvalue() == b""
+
+
+def test_a_staged_file_that_changed_after_finalize_fails_the_write(
+        tmp_path: Path, capsysbinary: pytest.CaptureFixture[bytes]) -> None:
+    src = tmp_path / "part.csv"
+    src.write_bytes(b"id\n1\n2\n")
+    stale = Fingerprint(size=7, xxh3="xxh3:0000000000000000", md5_b64="AAAAAAAAAAAAAAAAAAAAAA==")
+    dest = open_destination(DestinationSpec("stdout"))
+    with pytest.raises(DestinationError, match="changed after it was written"):
+        dest.write_file(src, "part.csv", stale)
