@@ -4,10 +4,14 @@
 # Used by `make test` (scripts/test.sh), `make lint` and `make demo`; safe to run any time.
 #   * needs python3 >= 3.11 (override with PYTHON=/path/to/python3.X);
 #   * installs a pinned `uv` into .venv, then `uv pip sync requirements.lock` (no dependency
-#     re-resolution: the lock is the whole environment) and `uv pip install --no-deps -e .`;
+#     re-resolution: the lock is the whole environment) and `uv pip install --no-deps -e .`,
+#     which also compiles the optional C extension rivet_core/source/_mysqlframe.c in place
+#     (setup.py; without a C compiler the install still succeeds, with a pure-Python
+#     fallback — the bootstrap then says so);
 #   * `uv pip check` must pass;
 #   * a stamp file (.venv/.rivet-bootstrap) holds a hash of the inputs, so a second run with
-#     nothing changed returns at once.
+#     nothing changed returns at once (not written while the C extension is missing, so the
+#     build is retried).
 # Only PyPI is needed (uv and every wheel come from it).
 #
 # requirements.lock is generated, never edited by hand. To change a dependency, edit
@@ -29,7 +33,9 @@ command -v "$PY" >/dev/null 2>&1 || die "$PY not found; install Python >= 3.11 (
   || die "$("$PY" -V 2>&1) is too old: Rivet needs Python >= 3.11 (set PYTHON=/path/to/python3.11)"
 
 # The stamp covers everything that decides the venv's content.
-want=$( { cat requirements.lock pyproject.toml "$0"; echo "uv=$UV_VERSION"; "$PY" -V 2>&1; } | sha256sum | cut -d' ' -f1)
+# The C extension's sources are inputs too: a changed .c file must be rebuilt.
+EXT_SOURCES=(setup.py rivet_core/source/_mysqlframe.c)
+want=$( { cat requirements.lock pyproject.toml "$0" "${EXT_SOURCES[@]}"; echo "uv=$UV_VERSION"; "$PY" -V 2>&1; } | sha256sum | cut -d' ' -f1)
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   say ".venv is up to date"
   exit 0
@@ -55,7 +61,17 @@ say "syncing .venv to requirements.lock"
 # --compile-bytecode: this machine sets PYTHONDONTWRITEBYTECODE, so without it every
 # `rivet` process would recompile pandas, SQLAlchemy and Dagster from source (seconds each).
 "${UV[@]}" sync -q --compile-bytecode --python "$VENV/bin/python" requirements.lock
-"${UV[@]}" install -q --python "$VENV/bin/python" --no-deps -e .
+# --reinstall-package: always rebuild the project (so the C extension is compiled from the
+# current .c file) instead of trusting a cached build; the stamp decides when this runs.
+"${UV[@]}" install -q --python "$VENV/bin/python" --no-deps --reinstall-package rivet-dagster -e .
 check_out=$("${UV[@]}" check --python "$VENV/bin/python" 2>&1) || { echo "$check_out" >&2; die "uv pip check found broken dependencies"; }
-echo "$want" >"$STAMP"
+# The C extension is optional (setup.py: optional=True), so a failed compile is not an error;
+# but then the stamp is not written, so the next run (e.g. after installing a compiler) tries
+# the build again.
+if "$VENV/bin/python" -c 'import rivet_core.source._mysqlframe' 2>/dev/null; then
+  echo "$want" >"$STAMP"
+else
+  rm -f "$STAMP"
+  say "warning: the C extension rivet_core.source._mysqlframe was not built (no C compiler or Python headers?); MySQL reads fall back to the slower pure-Python packet framing. Install them (Debian: apt-get install gcc python3-dev) and re-run this script."
+fi
 say ".venv ready in $(( $(date +%s) - t0 )) s"

@@ -7,8 +7,10 @@ the same unbuffered result (same consistent-snapshot transaction, same session t
 statement and lock timeouts, same error wrapping), but after PyMySQL has read the column
 definitions it takes the row packets off the socket itself:
 
-1. framing (the only per-row Python): packets are cut out of 1 MiB socket reads by their
-   3-byte length and checked for sequence number, error (0xFF) and end (EOF 0xFE) packets;
+1. framing: packets are cut out of 1 MiB socket reads by their 3-byte length and checked
+   for sequence number, error (0xFF) and end (EOF 0xFE) packets — by the C extension
+   `_mysqlframe` (built at install, GIL released), else by `frame_py`, the same loop in
+   Python and then the only per-row Python of the path;
 2. fields, vectorized per column with numpy: every value of the text protocol is a
    length-encoded string (0xFB = NULL), so a column's start, length and NULL mask for a
    whole batch are array operations, and its bytes become one Arrow binary array;
@@ -48,6 +50,14 @@ from rivet_core.errors import SourceError
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import Converter, check_value_sizes
 
+try:  # optional: built by setup.py when a C compiler is there (else frame_py below)
+    from rivet_core.source._mysqlframe import frame as frame_c
+except ImportError as _exc:  # pragma: no cover - depends on the build machine
+    frame_c = None
+    _FRAME_C_MISSING = f"{type(_exc).__name__}: {_exc}"
+else:
+    _FRAME_C_MISSING = ""
+
 log = logging.getLogger("rivet.source")
 
 READ_PATH_ENV = "RIVET_MYSQL_READ_PATH"
@@ -55,6 +65,7 @@ _MODES = ("rows", "raw", "binary", "auto")
 _READ_CHUNK = 1 << 20
 _MAX_PACKET = 0xFFFFFF
 _GATHER_ROWS = 4096
+_ROWS_CHUNK = 1 << 16  # row offset arrays start at this many rows and double up to max_rows
 
 
 def read_path_mode() -> str:
@@ -77,6 +88,73 @@ def unsupported_reason(conn: Any) -> str | None:
 
 
 # --- framing ------------------------------------------------------------------------
+
+def frame_py(buf: bytes, pos: int, seq: int, count: int, base: int,
+             starts: np.ndarray, ends: np.ndarray, out_at: int) -> tuple[int, int, int]:
+    """Frame up to `count` whole ordinary row packets of `buf` from offset `pos`.
+
+    A packet is a 3-byte little-endian payload length, a 1-byte sequence number (expected:
+    `seq`) and the payload. Stops, without consuming it, at a packet not wholly in `buf`
+    (header and at least one payload byte), length 0, length 0xFFFFFF (a multi-packet row),
+    a wrong sequence number, an error packet (0xFF) or an EOF packet (0xFE, < 9 bytes): the
+    caller's slow path handles those. Accepted packet i at offset p gets
+    starts[out_at + i] = base + p + 4 and ends[out_at + i] = base + p + 4 + length.
+    Returns (offset after the last accepted packet, next sequence number, packets taken).
+
+    The pure-Python twin of the C extension's `_mysqlframe.frame` (same arguments, results
+    and ValueErrors for out-of-range arguments), used when the extension is not built.
+    """
+    limit = len(buf) - 4
+    if not 0 <= pos <= len(buf):
+        raise ValueError(f"pos {pos} is outside the buffer (0..{len(buf)})")
+    if not 0 <= seq <= 255:
+        raise ValueError(f"seq {seq} is not a sequence number (0..255)")
+    if count < 0 or out_at < 0:
+        raise ValueError(f"count ({count}) and out_at ({out_at}) must be >= 0")
+    if base < 0:
+        raise ValueError(f"base {base} is out of range")
+    if out_at + count > len(starts) or out_at + count > len(ends):
+        raise ValueError(f"out_at {out_at} + count {count} exceeds the output buffers "
+                         f"(starts {len(starts)}, ends {len(ends)} items)")
+    found_starts: list[int] = []
+    found_ends: list[int] = []
+    starts_append, ends_append = found_starts.append, found_ends.append
+    taken = 0
+    # The per-row loop: keep it free of calls other than the two appends.
+    while taken < count and pos < limit:
+        length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
+        end = pos + 4 + length
+        if end > limit + 4 or length == 0 or length >= _MAX_PACKET or buf[pos + 3] != seq:
+            break
+        first = buf[pos + 4]
+        if first == 0xFF or (first == 0xFE and length < 9):
+            break
+        starts_append(base + pos + 4)
+        ends_append(base + end)
+        seq = (seq + 1) & 0xFF
+        pos = end
+        taken += 1
+    if taken:
+        starts[out_at:out_at + taken] = found_starts
+        ends[out_at:out_at + taken] = found_ends
+    return pos, seq, taken
+
+
+#: The framing `PacketReader.read_batch` uses: the C extension when it is built.
+frame = frame_c if frame_c is not None else frame_py
+_framing_logged = False
+
+
+def _log_framing() -> None:
+    global _framing_logged
+    if not _framing_logged:
+        _framing_logged = True
+        if frame is frame_c:
+            log.debug("MySQL packet framing: C extension (rivet_core.source._mysqlframe)")
+        else:
+            log.debug("MySQL packet framing: pure Python (%s)",
+                      _FRAME_C_MISSING or "frame_py selected")
+
 
 class PacketReader:
     """Row packets of the active unbuffered result, read straight from PyMySQL's socket.
@@ -168,47 +246,43 @@ class PacketReader:
         self.done = True
 
     def read_batch(self, max_rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """Up to `max_rows` rows as (bytes as uint8, row starts, row ends); None at the end."""
-        if self.done:
+        """Up to `max_rows` rows as (bytes as uint8, row starts, row ends); None at the end.
+
+        Whole ordinary row packets already buffered are framed by `frame` (C, GIL released,
+        when built); refills, multi-packet rows, end and error packets take the slow path
+        (`_packet`), one packet at a time. Row offsets go into int64 arrays that start at
+        64 Ki rows and double up to `max_rows` (16 bytes a row)."""
+        if self.done or max_rows < 1:
             return None
+        _log_framing()
+        framer = frame
         pieces: list[bytes] = []
-        starts: list[int] = []
-        ends: list[int] = []
-        base = 0  # offset of the current buffer inside the concatenation of `pieces`
+        capacity = min(max_rows, _ROWS_CHUNK)
+        starts = np.empty(capacity, dtype=np.int64)
+        ends = np.empty(capacity, dtype=np.int64)
+        base = 0  # offset of `current` inside the concatenation of `pieces`
         current: bytes | None = None
         rows = 0
         conn = self._conn
-        starts_append, ends_append = starts.append, ends.append
         while rows < max_rows:
-            # Fast path: whole ordinary row packets already buffered, framed inline (this
-            # loop is the only per-row Python of the path: keep it free of calls).
-            buf, pos = self._buf, self._pos
-            limit = len(buf) - 4
-            seq = conn._next_seq_id
-            taken = 0
-            while rows < max_rows and pos < limit:
-                length = buf[pos] | (buf[pos + 1] << 8) | (buf[pos + 2] << 16)
-                end = pos + 4 + length
-                if end > limit + 4 or length == 0 or length >= _MAX_PACKET or buf[pos + 3] != seq:
-                    break
-                first = buf[pos + 4]
-                if first == 0xFF or (first == 0xFE and length < 9):
-                    break
-                if taken == 0 and buf is not current:
-                    if current is not None:
-                        base += len(current)
-                    pieces.append(buf)
-                    current = buf
-                starts_append(base + pos + 4)
-                ends_append(base + end)
-                seq = (seq + 1) & 0xFF
-                pos = end
-                rows += 1
-                taken += 1
+            if rows == capacity:
+                capacity = min(max_rows, 2 * capacity)
+                starts = _grown(starts, rows, capacity)
+                ends = _grown(ends, rows, capacity)
+            # Fast path: whole ordinary row packets already buffered.
+            buf = self._buf
+            buf_base = base if buf is current or current is None else base + len(current)
+            pos, seq, taken = framer(buf, self._pos, conn._next_seq_id, capacity - rows,
+                                     buf_base, starts, ends, rows)
             self._pos = pos
             conn._next_seq_id = seq
-            if rows >= max_rows:
-                break
+            if taken:
+                if buf is not current:
+                    pieces.append(buf)
+                    current, base = buf, buf_base
+                rows += taken
+                if rows == capacity:
+                    continue  # full: grow (or done at max_rows), then frame on
             # Slow path, one packet: refill, multi-packet rows, end/error packets, bad seq.
             buf, start, end = self._packet()
             first = buf[start] if end > start else -1
@@ -224,14 +298,14 @@ class PacketReader:
                     base += len(current)
                 pieces.append(buf)
                 current = buf
-            starts.append(base + start)
-            ends.append(base + end)
+            starts[rows] = base + start
+            ends[rows] = base + end
             rows += 1
-        if not starts:
+        if not rows:
             return None
         # Only the bytes from the first row on are needed; the buffers are ~1 MiB each.
         data = np.frombuffer(b"".join(pieces), dtype=np.uint8)
-        return data, np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+        return data, starts[:rows], ends[:rows]
 
     def drain(self) -> None:
         """Read and drop the rest of the result (an abandoned stream) so the connection is usable."""
@@ -243,6 +317,13 @@ class PacketReader:
             elif first == 0xFF:
                 self._result.unbuffered_active = False
                 self.done = True
+
+
+def _grown(array: np.ndarray, used: int, capacity: int) -> np.ndarray:
+    """A `capacity`-item int64 array holding the first `used` items of `array`."""
+    grown = np.empty(capacity, dtype=np.int64)
+    grown[:used] = array[:used]
+    return grown
 
 
 # --- fields -------------------------------------------------------------------------
