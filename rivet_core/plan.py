@@ -21,6 +21,7 @@ from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.destination import Destination, DestinationSpec, open_destination
 from rivet_core.errors import ConfigError
 from rivet_core.format import WriterOptions
+from rivet_core.format.base import DEFAULT_ROW_GROUP_ROWS
 from rivet_core.source import (
     build_incremental_query,
     build_time_range_query,
@@ -139,7 +140,9 @@ def partition_prefixes(config: RivetConfig, export: ExportConfig) -> list[str]:
 def writer_options(export: ExportConfig) -> WriterOptions:
     codec, level = export.effective_compression()
     pq = export.parquet
-    kwargs: dict[str, Any] = {}
+    # No `parquet:` block: Rivet's library default of 1,048,576 rows per group, never more
+    # than the 128 MB memory estimate allows (format.base.WriterOptions.row_group_row_cap).
+    kwargs: dict[str, Any] = {"row_group_row_cap": DEFAULT_ROW_GROUP_ROWS}
     if pq is not None:
         kwargs = dict(row_group_strategy=pq.row_group_strategy or "auto",
                       row_group_rows=pq.row_group_rows,

@@ -63,6 +63,11 @@ class WriterOptions:
     row_group_rows: int | None = None
     target_row_group_mb: int = 128
     max_row_group_mb: int | None = None
+    #: Rows per group never exceed this. An export without a `parquet:` block gets Rivet's
+    #: library default (1,048,576 rows, reference §1.5) as the cap, still bounded by the
+    #: 128 MB estimate: narrow rows get Rivet's groups instead of 4 M-row ones (~120 MB of
+    #: Arrow buffered before encode), wide rows keep groups that fit the memory target.
+    row_group_row_cap: int | None = None
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -97,6 +102,8 @@ class WriterOptions:
             raise ConfigError("parquet.target_row_group_mb must be > 0")
         if self.max_row_group_mb is not None and self.max_row_group_mb <= 0:
             raise ConfigError("parquet.max_row_group_mb must be > 0")
+        if self.row_group_row_cap is not None and self.row_group_row_cap <= 0:
+            raise ConfigError("the row-group row cap must be > 0")
 
     @property
     def effective_compression_level(self) -> int | None:
@@ -159,7 +166,8 @@ def row_group_rows(schema: pa.Schema, options: WriterOptions) -> int:
 
     `fixed_rows` → `row_group_rows` (0 clamped to 1; unset → 1,048,576). `auto`/`fixed_memory` →
     target_mb·2^20 / est_row_bytes clamped to [1,000, 10,000,000], then capped by
-    `max_row_group_mb` (never below 1,000 rows).
+    `max_row_group_mb` (never below 1,000 rows) and by `row_group_row_cap` (no `parquet:`
+    block: 1,048,576).
     """
     if options.row_group_strategy == "fixed_rows":
         if options.row_group_rows is None:
@@ -171,6 +179,8 @@ def row_group_rows(schema: pa.Schema, options: WriterOptions) -> int:
     if options.max_row_group_mb is not None:
         cap = max(options.max_row_group_mb * 2**20 // est, MIN_ROW_GROUP_ROWS)
         rows = min(rows, cap)
+    if options.row_group_row_cap is not None:
+        rows = min(rows, options.row_group_row_cap)
     return int(rows)
 
 

@@ -39,7 +39,7 @@ from rivet_core.redact import redact_secrets, redact_url
 from rivet_core.source import mysql_binary, mysql_raw
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.query import quote_ident_mysql
-from rivet_core.source.read_ahead import ReadAhead
+from rivet_core.source.read_ahead import ReadAhead, batch_budget
 from rivet_core.source.tls import is_tls_verify_failure, mysql_ssl_context
 from rivet_core.source.types_mysql import _TEXTUAL, BINARY_CHARSET, MySQLField, mysql_column
 
@@ -272,7 +272,7 @@ class MySQLSession(SourceSession):
                 with ReadAhead(
                     mysql_binary.stream_binary(self.connection, prepared, decoder, batch_rows,
                                                self._driver_errors),
-                    name="rivet-mysql-read",
+                    **batch_budget(), name="rivet-mysql-read",
                 ) as ahead:
                     yield from ahead
                 return
@@ -300,7 +300,7 @@ class MySQLSession(SourceSession):
             # framing + decode of batch N+1 on a thread while the consumer encodes batch N
             with ReadAhead(
                 mysql_raw.stream_raw(reader, decoder, batch_rows, self._driver_errors),
-                name="rivet-mysql-read",
+                **batch_budget(), name="rivet-mysql-read",
             ) as ahead:
                 yield from ahead
         finally:

@@ -88,3 +88,24 @@ def test_open_writer_dispatches_on_format(tmp_path) -> None:
         assert w.rows_written == 0
         w.abort()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_without_a_parquet_block_groups_are_capped_at_rivets_library_default(tmp_path) -> None:
+    """Reference §1.5: `parquet:` omitted → 1,048,576 rows per group (still within the
+    128 MB estimate for wide rows)."""
+    from rivet_core.config import load_config
+    from rivet_core.plan import writer_options
+    from tests.helpers import write_config
+
+    narrow = pa.schema([("id", pa.int64()), ("k", pa.int32()), ("v", pa.float64()), ("t", pa.timestamp("us"))])
+    wide = pa.schema([(f"s{i}", pa.string()) for i in range(4)])
+    exports = [{"name": "plain", "table": "t", "mode": "full", "format": "parquet",
+                "destination": {"type": "local", "path": "out"}},
+               {"name": "tuned", "table": "t", "mode": "full", "format": "parquet",
+                "parquet": {"row_group_strategy": "auto"}, "destination": {"type": "local", "path": "out2"}}]
+    config = load_config(write_config(tmp_path, {"type": "sqlite", "url": f"sqlite:///{tmp_path / 's.db'}"},
+                                      exports), {})
+    plain, tuned = (writer_options(e) for e in config.exports)
+    assert row_group_rows(narrow, plain) == 1_048_576
+    assert row_group_rows(narrow, tuned) == 128 * 2**20 // estimate_row_bytes(narrow)  # 4,194,304
+    assert row_group_rows(wide, plain) == row_group_rows(wide, tuned) == 128 * 2**20 // (4 * 257)

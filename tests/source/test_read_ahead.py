@@ -85,3 +85,34 @@ def test_close_calls_cancel_for_a_read_in_flight() -> None:
     assert next(iter(ahead)) == 1
     ahead.close()
     assert cancelled == [True]
+
+
+def _counting(sizes: list[int], produced: list[int], lock: threading.Condition) -> Iterator[bytes]:
+    for i, size in enumerate(sizes):
+        with lock:
+            produced.append(i)
+            lock.notify_all()
+        yield b"x" * size
+
+
+@pytest.mark.parametrize(("sizes", "budget", "ahead_at_most"), [
+    ([10] * 20, 25, 3),     # 10, 20 < 25 → a third; 30 ≥ 25 → stop
+    ([100] * 5, 25, 1),     # one item is always allowed, however large
+    ([1] * 20, 1000, 4),    # the budget is never reached: depth bounds it
+])
+def test_a_byte_budget_bounds_what_the_reader_holds_ahead(sizes: list[int], budget: int,
+                                                          ahead_at_most: int) -> None:
+    produced: list[int] = []
+    lock = threading.Condition()
+    with ReadAhead(_counting(sizes, produced, lock), depth=4, budget_bytes=budget, size_of=len) as ahead:
+        with lock:
+            assert lock.wait_for(lambda: len(produced) >= ahead_at_most, timeout=5)
+            # the reader is now blocked: give it the chance to overrun the bound
+            assert not lock.wait_for(lambda: len(produced) > ahead_at_most, timeout=0.3)
+        got = list(ahead)
+    assert [len(b) for b in got] == sizes
+
+
+def test_depth_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="depth must be >= 1"):
+        ReadAhead(iter([1]), depth=0)
