@@ -37,8 +37,18 @@ _END = object()
 #: Record batches a reader may hold ahead of the consumer: at most 8, and none beyond the
 #: first once those queued hold 32 MiB. Measured (bench `orders`, PG/ADBC, 4 MiB batches):
 #: 16 MiB 14.7–15.0 s, 32 MiB 14.3–14.5 s, 48 MiB 14.3 s; peak RSS 336 / 348 / 360–383 MB.
+#: The budget is per process: readers running at the same time (chunked `parallel: N`)
+#: share it, so N streams do not hold N × 32 MiB (each keeps its one-item minimum).
 BATCH_DEPTH = 8
 BATCH_BUDGET_BYTES = 32 * 1024 * 1024
+
+_budget_users = 0  # ReadAhead instances with a byte budget that are not closed yet
+_budget_lock = threading.Lock()
+
+
+def _share(budget: int) -> int:
+    with _budget_lock:
+        return budget // max(_budget_users, 1)
 
 
 def batch_budget() -> dict[str, Any]:
@@ -71,14 +81,20 @@ class ReadAhead(Generic[_T]):
         # counts an item before producing it, so `depth` bounds items *in flight*.
         self._in_flight = 0
         self._stop = False
+        self._closed = False
         self._cond = threading.Condition()
+        if self._budget is not None:
+            global _budget_users
+            with _budget_lock:
+                _budget_users += 1
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def _may_produce(self) -> bool:
         if self._in_flight >= self._depth:
             return False
-        return self._budget is None or self._in_flight == 0 or self._queued_bytes < self._budget
+        return (self._budget is None or self._in_flight == 0
+                or self._queued_bytes < _share(self._budget))
 
     def _run(self) -> None:
         try:
@@ -123,6 +139,11 @@ class ReadAhead(Generic[_T]):
         with self._cond:
             self._stop = True
             self._cond.notify_all()
+            release, self._closed = self._budget is not None and not self._closed, True
+        if release:
+            global _budget_users
+            with _budget_lock:
+                _budget_users -= 1
         if self._thread.is_alive() and self._cancel is not None:
             self._cancel()
         self._thread.join()

@@ -87,7 +87,10 @@ def test_close_calls_cancel_for_a_read_in_flight() -> None:
     assert cancelled == [True]
 
 
-def _counting(sizes: list[int], produced: list[int], lock: threading.Condition) -> Iterator[bytes]:
+def _counting(sizes: list[int], produced: list[int], lock: threading.Condition,
+              gate: threading.Event | None = None) -> Iterator[bytes]:
+    if gate is not None:
+        gate.wait(5)
     for i, size in enumerate(sizes):
         with lock:
             produced.append(i)
@@ -116,3 +119,22 @@ def test_a_byte_budget_bounds_what_the_reader_holds_ahead(sizes: list[int], budg
 def test_depth_must_be_positive() -> None:
     with pytest.raises(ValueError, match="depth must be >= 1"):
         ReadAhead(iter([1]), depth=0)
+
+
+def test_readers_running_at_the_same_time_share_one_budget() -> None:
+    """Two streams (chunked parallel 2) together hold what one would alone."""
+    first_produced: list[int] = []
+    second_produced: list[int] = []
+    lock = threading.Condition()
+    gate = threading.Event()  # both readers exist before either produces
+    with ReadAhead(_counting([10] * 20, first_produced, lock, gate), depth=8, budget_bytes=40, size_of=len) as first, \
+            ReadAhead(_counting([10] * 20, second_produced, lock, gate), depth=8, budget_bytes=40,
+                      size_of=len) as second:
+        gate.set()
+        with lock:
+            # each may hold 40 // 2 = 20 bytes: 10, 20 → stop at two items
+            assert lock.wait_for(lambda: len(first_produced) >= 2 and len(second_produced) >= 2, timeout=5)
+            assert not lock.wait_for(lambda: len(first_produced) > 2 or len(second_produced) > 2, timeout=0.3)
+        assert len(list(first)) == len(list(second)) == 20
+    with ReadAhead(_counting([10] * 20, first_produced, lock), depth=8, budget_bytes=40, size_of=len) as alone:
+        assert len(list(alone)) == 20  # the closed readers gave their share back
