@@ -50,10 +50,11 @@ from rivet_core.errors import SourceError
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import Converter, check_value_sizes
 
-try:  # optional: built by setup.py when a C compiler is there (else frame_py below)
+try:  # optional: built by setup.py when a C compiler is there (else frame_py/gather_py below)
     from rivet_core.source._mysqlframe import frame as frame_c
+    from rivet_core.source._mysqlframe import gather as gather_c
 except ImportError as _exc:  # pragma: no cover - depends on the build machine
-    frame_c = None
+    frame_c = gather_c = None
     _FRAME_C_MISSING = f"{type(_exc).__name__}: {_exc}"
 else:
     _FRAME_C_MISSING = ""
@@ -369,26 +370,42 @@ def split_columns(
     return out
 
 
+def gather_py(data: np.ndarray, start: np.ndarray, length: np.ndarray, out: np.ndarray) -> int:
+    """Copy data[start[i]:start[i]+length[i]] back to back into `out`; return the bytes
+    written. The numpy twin of the C extension's `gather` (used when it is not built):
+    an index array, a few thousand values at a time so the int64 index (8 bytes per value
+    byte) stays a few MB whatever the batch."""
+    n = len(start)
+    if n != len(length):
+        raise ValueError(f"start ({n} items) and length ({len(length)} items) differ")
+    if n and (int(start.min()) < 0 or int(length.min()) < 0
+              or int((start + length).max()) > len(data)):
+        raise ValueError(f"a value is outside the data ({len(data)} bytes)")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(length, out=offsets[1:])
+    total = int(offsets[-1])
+    if total > len(out):
+        raise ValueError(f"the values ({total} bytes) overflow the output ({len(out)} bytes)")
+    for lo in range(0, n, _GATHER_ROWS):
+        hi = min(lo + _GATHER_ROWS, n)
+        first, last = int(offsets[lo]), int(offsets[hi])
+        if last > first:
+            index = np.repeat(start[lo:hi] - offsets[lo:hi], length[lo:hi])
+            index += np.arange(first, last, dtype=np.int64)
+            out[first:last] = data[index]
+    return total
+
+
 def binary_column(data: np.ndarray, start: np.ndarray, length: np.ndarray, null: np.ndarray) -> pa.Array:
     """One column's values as an Arrow binary array (a single gather of their bytes)."""
     n = len(start)
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(length, out=offsets[1:])
     total = int(offsets[-1])
+    values = np.empty(total, dtype=np.uint8)
     if total:
-        # Gather the values' bytes with an index array, a few thousand rows at a time so
-        # the int64 index (8 bytes per value byte) stays a few MB whatever the batch.
-        values = np.empty(total, dtype=np.uint8)
-        for lo in range(0, n, _GATHER_ROWS):
-            hi = min(lo + _GATHER_ROWS, n)
-            first, last = int(offsets[lo]), int(offsets[hi])
-            if last > first:
-                part_len = length[lo:hi]
-                index = np.repeat(start[lo:hi] - offsets[lo:hi], part_len)
-                index += np.arange(first, last, dtype=np.int64)
-                values[first:last] = data[index]
-    else:
-        values = np.zeros(0, dtype=np.uint8)
+        (gather_c or gather_py)(data, np.ascontiguousarray(start, dtype=np.int64),
+                                np.ascontiguousarray(length, dtype=np.int64), values)
     large = total >= 2**31 - 1
     arrow_type = pa.large_binary() if large else pa.binary()
     offset_buffer = pa.py_buffer(offsets if large else offsets.astype(np.int32))

@@ -404,3 +404,50 @@ def test_read_paths_give_the_same_table_with_either_framing(
     assert tables[0].num_rows == 70_000
     assert tables[0].equals(tables[1])
     assert tables[0].column("id").to_pylist() == list(range(1, 70_001))
+
+
+# --- gather: C == numpy ------------------------------------------------------------------
+
+def _gather_c() -> Callable[..., int]:
+    _frame_c()  # fails with the build hint when the extension is missing
+    from rivet_core.source import _mysqlframe
+    return _mysqlframe.gather
+
+
+@given(data=st.binary(min_size=0, max_size=3000), picks=st.lists(st.tuples(st.integers(0, 3000),
+                                                                          st.integers(0, 300)), max_size=60))
+def test_gather_copies_the_same_bytes_in_c_and_numpy(data: bytes, picks: list[tuple[int, int]]) -> None:
+    arr = np.frombuffer(data, dtype=np.uint8)
+    ranges = [(a, min(k, len(data) - a)) for a, k in picks if a <= len(data)]
+    start = np.array([a for a, _ in ranges], dtype=np.int64)
+    length = np.array([k for _, k in ranges], dtype=np.int64)
+    expected = b"".join(data[a:a + k] for a, k in ranges)
+    for gather in (_gather_c(), mysql_raw.gather_py):
+        out = np.full(len(expected) + 3, 0xAA, dtype=np.uint8)
+        assert gather(arr, start, length, out) == len(expected)
+        assert bytes(out[:len(expected)]) == expected
+        assert bytes(out[len(expected):]) == b"\xaa" * 3  # nothing written past the values
+
+
+@pytest.mark.parametrize(("start", "length", "room", "match"), [
+    ([0, 8], [4, 4], 8, "outside the data"),          # 8 + 4 > 10 bytes of data
+    ([-1], [2], 8, "outside the data"),
+    ([0], [-1], 8, "outside the data"),
+    ([0, 2], [4, 4], 6, "overflow"),                   # 8 bytes into 6
+])
+def test_gather_refuses_ranges_outside_the_data_or_the_output(start: list[int], length: list[int],
+                                                             room: int, match: str) -> None:
+    data = np.frombuffer(b"0123456789", dtype=np.uint8)
+    for gather in (_gather_c(), mysql_raw.gather_py):
+        with pytest.raises(ValueError, match=match):
+            gather(data, np.array(start, dtype=np.int64), np.array(length, dtype=np.int64),
+                   np.zeros(room, dtype=np.uint8))
+
+
+def test_gather_refuses_mismatched_or_non_int64_index_arrays() -> None:
+    data = np.frombuffer(b"0123456789", dtype=np.uint8)
+    gather = _gather_c()
+    with pytest.raises(ValueError, match="differ"):
+        gather(data, np.zeros(2, dtype=np.int64), np.zeros(3, dtype=np.int64), np.zeros(4, dtype=np.uint8))
+    with pytest.raises(ValueError, match="int64"):
+        gather(data, np.zeros(2, dtype=np.int32), np.zeros(2, dtype=np.int64), np.zeros(4, dtype=np.uint8))

@@ -37,7 +37,8 @@ hostile_text = st.text(
 def _sqlite_rows(column: str, values: list[str], sql: str, params: list[object]) -> list[str]:
     conn = sqlite3.connect(":memory:")
     try:
-        conn.execute(f"CREATE TABLE t ({quote_ident_pg(column)} TEXT, n INTEGER)")
+        # the helper column's name never collides (SQLite names are case-insensitive)
+        conn.execute(f"CREATE TABLE t ({quote_ident_pg(column)} TEXT, \"{'n' * (len(column) + 1)}\" INTEGER)")
         conn.executemany("INSERT INTO t VALUES (?, ?)", [(v, i) for i, v in enumerate(values)])
         query = translate_placeholders(sql) if params else sql
         return [row[0] for row in conn.execute(query, params).fetchall()]
