@@ -342,6 +342,27 @@ def test_read_batch_gives_every_row_with_either_framing(
         assert (result.warning_count, result.has_next, result.unbuffered_active) == (3, True, False)
 
 
+@pytest.mark.parametrize("framing_name", ["c", "python"])
+def test_a_batch_ends_once_its_rows_hold_max_bytes(framing_name: str) -> None:
+    """Small batches reach the writer early; the bound is checked per socket read."""
+    rows = [bytes([1 + i % 200]) * 1000 for i in range(5000)]  # ~5 MB of rows
+    data, _ = _result_stream(rows, 0, "eof")
+    conn = _Conn(data, 0, random.Random(7), 64 * 1024)
+    reader = mysql_raw.PacketReader(conn, _Result())
+    framing = _frame_c() if framing_name == "c" else mysql_raw.frame_py
+    got: list[bytes] = []
+    spans: list[int] = []
+    with mock.patch.object(mysql_raw, "frame", framing):
+        while (batch := reader.read_batch(10**6, max_bytes=1 << 20)) is not None:
+            payload, starts, ends = batch
+            spans.append(int(ends[-1] - starts[0]))
+            got += [payload[a:b].tobytes() for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    assert got == rows
+    assert len(spans) >= 4
+    for span in spans[:-1]:  # every batch but the last stops within one socket read of the bound
+        assert (1 << 20) <= span < (1 << 20) + 64 * 1024 + 1004
+
+
 def test_read_batch_joins_multi_packet_rows_and_grows_past_64ki_rows() -> None:
     big = bytes(range(256)) * (MAX // 256 + 5)  # > 0xFFFFFF: two packets
     exact = b"\x01" * MAX  # exactly 0xFFFFFF: a full packet, then an empty one
