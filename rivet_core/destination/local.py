@@ -14,9 +14,9 @@ the staging directory is on the destination's filesystem: steps 1–2 become a h
 the staged file (already fsynced by its writer, I1) to the dot-temp name, and the result is
 the fingerprint the writer measured while writing — no second write, no re-read. That is
 safe because nothing ever writes into an existing file: writers create a new inode for
-every staged file, and every destination write is a temp + rename. A link that the
-filesystem refuses (another filesystem, no hard links, link limit) falls back to the copy,
-which re-hashes and refuses bytes that differ from the writer's fingerprint.
+every staged file, and every destination write is a temp + rename. A link that fails
+(another filesystem, no hard links, link limit, permissions) falls back to the copy, which
+re-hashes and refuses bytes that differ from the writer's fingerprint.
 
 Keys are checked by `keys.check_key`; additionally the resolved parent directory must
 stay inside the root, so a symlinked sub-directory cannot redirect writes elsewhere.
@@ -38,10 +38,6 @@ from rivet_core.destination.base import Destination, ObjectInfo, WriteResult
 from rivet_core.destination.checksums import CHUNK_SIZE, Fingerprint, Fingerprinter, check_staged
 from rivet_core.destination.errors import destination_error
 from rivet_core.destination.keys import check_key, check_list_prefix
-
-#: link(2) failures that mean "this filesystem pair cannot share an inode": copy instead.
-_NO_LINK = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP,
-                      errno.ENOSYS, errno.EACCES})
 
 _seq = itertools.count()
 _seq_lock = threading.Lock()
@@ -123,14 +119,13 @@ class LocalDestination(Destination):
         return fd, tmp
 
     def _link_temp(self, source: Path, final: Path) -> Path | None:
-        """Hard-link `source` to a fresh dot-temp next to `final`; None when the
-        filesystem(s) cannot (the caller copies instead)."""
+        """Hard-link `source` to a fresh dot-temp next to `final`; None when that fails
+        for any reason — the caller copies instead, and a copy that cannot work either
+        (read-only or full filesystem, permissions) reports the problem with its fix."""
         try:
             return self._new_temp(final, lambda tmp: os.link(source, tmp, follow_symlinks=False))[1]
-        except OSError as exc:
-            if exc.errno in _NO_LINK:
-                return None
-            raise
+        except OSError:
+            return None
 
     def _atomic_write(self, key: str, fill: Callable[[int, Fingerprinter], None],
                       linked_from: tuple[Path, Fingerprint] | None = None) -> WriteResult:
