@@ -46,6 +46,7 @@ from rivet_core.source.mysql_raw import (
     PacketReader,
     binary_column,
     gather_c,
+    gather_py,
     lenenc,
     little_endian,
     stream_raw,
@@ -191,13 +192,10 @@ def split_binary_columns(
 
 def _fixed(data: np.ndarray, start: np.ndarray, null: np.ndarray, width: int, dtype: str) -> np.ndarray:
     """The `width`-byte little-endian values at `start` (NULL rows read offset 0)."""
-    at = np.where(null, 0, start)
-    if gather_c is not None:  # one memcpy per value instead of a 2-D index
-        out = np.empty(len(at) * width, dtype=np.uint8)
-        gather_c(data, at, np.full(len(at), width, dtype=np.int64), out)
-        return out.view(dtype)
-    index = at[:, None] + np.arange(width)
-    return np.ascontiguousarray(data[index]).view(dtype).reshape(len(start))
+    at = np.where(null, 0, start).astype(np.int64, copy=False)
+    out = np.empty(len(at) * width, dtype=np.uint8)
+    (gather_c or gather_py)(data, at, np.full(len(at), width, dtype=np.int64), out)
+    return out.view(dtype)
 
 
 _DTYPES = {(1, False): "<i1", (1, True): "<u1", (2, False): "<i2", (2, True): "<u2",

@@ -5,9 +5,11 @@ from __future__ import annotations
 import datetime as dt
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rivet_core.source import mysql_binary
 from rivet_core.source.mysql_binary import _days_from_civil, _Temporal
 
 EPOCH = dt.date(1970, 1, 1).toordinal()
@@ -58,3 +60,18 @@ def test_invalid_or_zero_dates_are_refused_by_the_vectorized_rule(ymd: tuple[int
     except ValueError:
         real = False
     assert _Temporal(data, start, length, null).valid() == real
+
+
+@pytest.mark.parametrize("width,dtype", [(1, "<i1"), (2, "<u2"), (4, "<i4"), (8, "<i8")])
+def test_fixed_width_values_are_the_same_with_the_c_and_the_numpy_gather(
+        width: int, dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(width)
+    data = rng.integers(0, 256, size=4096, dtype=np.uint8)
+    start = rng.integers(0, 4096 - width, size=300).astype(np.int64)
+    null = rng.random(300) < 0.2
+    with_c = mysql_binary._fixed(data, start, null, width, dtype)
+    monkeypatch.setattr(mysql_binary, "gather_c", None)
+    with_numpy = mysql_binary._fixed(data, start, null, width, dtype)
+    expected = np.array([data[0 if n else s:(0 if n else s) + width].view(dtype)[0]
+                         for s, n in zip(start.tolist(), null.tolist(), strict=True)])
+    assert with_c.tolist() == with_numpy.tolist() == expected.tolist()
