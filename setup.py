@@ -1,8 +1,11 @@
-"""Build hook for the optional C extension; all metadata lives in pyproject.toml.
+"""Build hook for the optional C extensions; all metadata lives in pyproject.toml.
 
-`rivet_core.source._mysqlframe` frames MySQL row packets without the GIL (see
-rivet_core/source/mysql_raw.py). It is optional: without a C compiler (or Python headers)
-the install still succeeds and the reader uses its pure-Python framing loop.
+- `rivet_core.source._mysqlframe` frames MySQL row packets without the GIL (see
+  rivet_core/source/mysql_raw.py); without it the reader uses its pure-Python framing loop.
+- `rivet_core.source._pgbinary` reads and decodes PostgreSQL binary COPY without the GIL
+  (see rivet_core/source/pg_binary.py); without it PostgreSQL reads take the ADBC path.
+
+Both are optional: without a C compiler (or Python headers) the install still succeeds.
 """
 
 from setuptools import Extension, setup
@@ -15,6 +18,12 @@ setup(
             optional=True,
             # Portable code only (no -march=native: the build may move between machines).
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "rivet_core.source._pgbinary",
+            sources=["rivet_core/source/_pgbinary.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
     ]
 )

@@ -1,5 +1,7 @@
-"""PostgreSQL fastest read path: ADBC's binary-COPY record-batch stream, on a second
-connection that imports the session's snapshot.
+"""PostgreSQL read path when the `_pgbinary` C extension is not built (`pg_binary` is the
+default): ADBC's binary-COPY record-batch stream, on a second connection that imports the
+session's snapshot. (The ADBC PostgreSQL wheels 1.12/1.13 are compiled without
+optimisation; `pg_binary` decodes the same stream ~4× cheaper — see its docstring.)
 
 Why a second path next to `pg_copy` (CSV): measured on the 5 M-row bench `orders` table
 (2 cores, PostgreSQL 15, `python -m benchmarks --scale 1`), the server needs 6.0 s to produce
@@ -34,8 +36,8 @@ Semantics kept (the same as the row and CSV paths):
   server's COPY and the Parquet encode overlap on two cores. Batches are sliced (never
   copied) to at most `batch_rows` rows.
 
-`RIVET_PG_READ_PATH=adbc` behaves like `auto`; `copy` forces the CSV path; `rows` the
-row path (see `pg_copy.read_path_mode`).
+`RIVET_PG_READ_PATH=adbc` starts at this path (skipping `pg_binary`); `copy` forces the CSV
+path; `rows` the row path (see `pg_copy.read_path_mode`).
 """
 
 from __future__ import annotations
@@ -52,32 +54,21 @@ import pyarrow.compute as pc
 
 from rivet_core.errors import RivetError, SourceError
 from rivet_core.redact import redact_secrets
-from rivet_core.source.base import SourceColumn, wrap_driver_error
+from rivet_core.source.base import wrap_driver_error
 from rivet_core.source.batching import (
     check_value_sizes,
     estimate_row_bytes,
     split_batches,
     value_coercer,
 )
+from rivet_core.source.pg_binary import ineligible_reason
 from rivet_core.source.pg_copy import READ_PATH_ENV, Probed, first_ineligible
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
 
 if TYPE_CHECKING:
     from rivet_core.source.postgres import PostgresSession
-    from rivet_core.source.types_pg import PgTypeInfo
 
 log = logging.getLogger("rivet.source")
-
-#: PostgreSQL type name (domains resolved to their base) → the Arrow type ADBC produces,
-#: when that is exactly the type `types_pg` maps the column to.
-_SAME_TYPE: dict[str, pa.DataType] = {
-    "bool": pa.bool_(), "int2": pa.int16(), "int4": pa.int32(), "int8": pa.int64(),
-    "float4": pa.float32(), "float8": pa.float64(), "date": pa.date32(),
-    "time": pa.time64("us"), "timestamp": pa.timestamp("us"),
-    "timestamptz": pa.timestamp("us", tz="UTC"), "text": pa.string(),
-    "varchar": pa.string(), "bpchar": pa.string(), "name": pa.string(),
-    "bytea": pa.binary(), "json": pa.json_(), "jsonb": pa.json_(), "uuid": pa.uuid(),
-}
 
 # Bounds the other read paths accept (Python datetime / Arrow's ISO parser): 0001..9999.
 _MIN_DAY, _MAX_DAY = -719_162, 2_932_896                      # date32 days since 1970
@@ -86,7 +77,7 @@ _DAY_US = 86_400_000_000
 _MIN_BATCH_BYTES, _MAX_BATCH_BYTES = 1024 * 1024, 4 * 1024 * 1024
 
 
-def _batch_bytes(schema: pa.Schema, batch_rows: int) -> int:
+def batch_bytes(schema: pa.Schema, batch_rows: int) -> int:
     """ADBC's batch size hint: about `batch_rows` rows of this schema, within 1..4 MiB."""
     wanted = estimate_row_bytes(schema) * batch_rows
     return int(max(_MIN_BATCH_BYTES, min(wanted, _MAX_BATCH_BYTES)))
@@ -101,27 +92,11 @@ def _driver_available() -> bool:
     return True
 
 
-def _ineligible_reason(field: pa.Field, live: SourceColumn, info: PgTypeInfo) -> str | None:
-    if live.arrow_type is None or live.arrow_type != field.type:
-        return f"column '{field.name}' has an override ({field.type}) that changes its representation"
-    if info.typcategory == "A":
-        return f"column '{field.name}' is an array"
-    typname = info.base_typname if info.typtype == "d" and info.base_typname else info.typname
-    if typname == "numeric":
-        if pa.types.is_decimal128(field.type) and field.type.scale >= 0:
-            return None
-        return f"column '{field.name}' (numeric) needs {field.type}"
-    expected = _SAME_TYPE.get(typname)
-    if expected is None or expected != field.type:
-        return f"column '{field.name}' has type {typname}"
-    return None
-
-
 def plan_adbc(probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
     """(use ADBC?, why) from the query's probed columns (`_probe_with_types`)."""
     if not _driver_available():
         return False, "the ADBC PostgreSQL driver is not installed"
-    why = first_ineligible(schema, probed, _ineligible_reason)
+    why = first_ineligible(schema, probed, ineligible_reason)
     if why is not None:
         return False, why
     return True, f"all {len(schema)} column(s) have an exact binary form"
@@ -339,7 +314,7 @@ def stream_adbc(
     ahead: ReadAhead[pa.RecordBatch] | None = None
     try:
         try:
-            reader = read.start(sql, _batch_bytes(schema, batch_rows))
+            reader = read.start(sql, batch_bytes(schema, batch_rows))
         except Exception as exc:
             raise wrap_driver_error(exc, "PG error while starting the query") from exc
         mismatch = _schema_mismatch(reader.schema, schema)

@@ -28,10 +28,10 @@ are t/f; floats may be NaN/Infinity/-Infinity (parsed exactly by Arrow); timesta
 16 raw bytes vectorized); json/jsonb/interval/enum/text are the exact text the row path
 receives.
 
-The private switch `RIVET_PG_READ_PATH=rows|copy|adbc|auto` (default auto) picks a path:
-`auto`/`adbc` try the ADBC binary path first (`pg_adbc`, when the driver is installed and
-every column maps exactly), then this CSV path, then the row path; `copy` starts at this
-CSV path; `rows` forces the row path. An ineligible schema always falls through to the
+The private switch `RIVET_PG_READ_PATH=rows|copy|adbc|binary|auto` (default auto) picks a
+path: `auto`/`binary` try the binary COPY path first (`pg_binary`, when its C extension is
+built and every column maps exactly), then ADBC (`pg_adbc`), then this CSV path, then the
+row path; `adbc` starts at ADBC; `copy` starts at this CSV path; `rows` forces the row path. An ineligible schema always falls through to the
 next path. The choice and its reason are logged at INFO on `rivet.source`.
 """
 
@@ -72,7 +72,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("rivet.source")
 
 READ_PATH_ENV = "RIVET_PG_READ_PATH"
-_MODES = ("rows", "copy", "adbc", "auto")
+_MODES = ("rows", "copy", "adbc", "binary", "auto")
 
 _MIB = 1024 * 1024
 #: CSV read block. Arrow's streaming CSV reader reads ahead on a background I/O thread and
@@ -92,10 +92,10 @@ _TEXT = {"text", "varchar", "bpchar", "name", "char", "citext", "interval"}
 
 
 def read_path_mode() -> str:
-    """`rows`, `copy`, `adbc` or `auto` (default) from RIVET_PG_READ_PATH."""
+    """`rows`, `copy`, `adbc`, `binary` or `auto` (default) from RIVET_PG_READ_PATH."""
     raw = os.environ.get(READ_PATH_ENV, "auto").strip().lower() or "auto"
     if raw not in _MODES:
-        log.warning("%s=%r is not one of rows|copy|adbc|auto; using auto", READ_PATH_ENV, raw)
+        log.warning("%s=%r is not one of rows|copy|adbc|binary|auto; using auto", READ_PATH_ENV, raw)
         return "auto"
     return raw
 

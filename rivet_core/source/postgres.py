@@ -27,7 +27,7 @@ from psycopg.types.string import TextLoader
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import SourceError
 from rivet_core.redact import redact_secrets, redact_url
-from rivet_core.source import pg_adbc, pg_copy
+from rivet_core.source import pg_adbc, pg_binary, pg_copy
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.query import quote_ident_pg
 from rivet_core.source.tls import is_tls_verify_failure
@@ -192,8 +192,9 @@ class PostgresSession(SourceSession):
     def stream(
         self, sql: str, params: Sequence[Any], schema: pa.Schema, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
-        """The fastest path that keeps every column exact: ADBC binary COPY, else COPY csv,
-        else the row path (see `pg_adbc` and `pg_copy`); the choice is logged."""
+        """The fastest path that keeps every column exact: binary COPY decoded in C, else
+        ADBC's binary COPY, else COPY csv, else the row path (see `pg_binary`, `pg_adbc` and
+        `pg_copy`); the choice is logged."""
         self._check_stream_args(batch_rows)
         sql = strip_sql(sql)
         mode = pg_copy.read_path_mode()
@@ -202,7 +203,16 @@ class PostgresSession(SourceSession):
         else:
             with self._driver_errors("describing the query"):
                 probed = self._probe_with_types(sql, params)  # once, for both fast paths
-            if mode in ("auto", "adbc"):
+            if mode in ("auto", "binary"):
+                use_binary, why = pg_binary.plan_binary(self, probed, schema)
+                if use_binary:
+                    pg_copy.log.info("PG read path: binary (%s)", why)
+                    yield from pg_binary.stream_binary(
+                        self, sql, params, probed, schema, batch_rows,
+                        pg_adbc.batch_bytes(schema, batch_rows))
+                    return
+                pg_copy.log.debug("PG binary COPY path not used (%s)", why)
+            if mode in ("auto", "binary", "adbc"):
                 use_adbc, why = pg_adbc.plan_adbc(probed, schema)
                 if use_adbc:
                     try:

@@ -11,6 +11,7 @@ binding and error parity are shared with the CSV path (parametrized in test_pg_c
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import urllib.parse
 import uuid
@@ -64,7 +65,7 @@ def test_adbc_path_is_identical_to_the_row_path_for_every_eligible_type(
     sql = f"SELECT {ADBC_COLUMNS} FROM eligible ORDER BY id"
     caplog.set_level(logging.INFO, logger="rivet.source")
     rows, _ = read(eligible_db, sql, "rows", monkeypatch, batch_rows=2)
-    adbc, sizes = read(eligible_db, sql, "auto", monkeypatch, batch_rows=2)
+    adbc, sizes = read(eligible_db, sql, "adbc", monkeypatch, batch_rows=2)
     used = paths_used(caplog)
     assert used[1].startswith("PG read path: adbc"), used
     assert sizes == [2, 2, 1]
@@ -98,13 +99,14 @@ def test_bytea_reads_exactly_on_the_adbc_path(
     assert adbc.column("b").to_pylist()[:3] == [b"\x00\xff", None, b""]
 
 
-def test_the_adbc_connection_reads_the_sessions_snapshot(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("path", ["adbc", "binary"])  # a second connection / the session's
+def test_the_binary_read_paths_read_the_sessions_snapshot(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, path: str
 ) -> None:
     pg_exec(pg_url, "CREATE TABLE snap AS SELECT g AS id, 'v1'::text AS v "
                     "FROM generate_series(1, 1000) g")
     caplog.set_level(logging.INFO, logger="rivet.source")
-    monkeypatch.setenv("RIVET_PG_READ_PATH", "auto")
+    monkeypatch.setenv("RIVET_PG_READ_PATH", path)
     with open_source(pg_url, TUNING) as session:
         assert session.scalar("SELECT max(id) FROM snap") == 1000  # the snapshot is taken
         # committed by another client after the snapshot: invisible to the whole session
@@ -113,17 +115,19 @@ def test_the_adbc_connection_reads_the_sessions_snapshot(
         schema = session.describe("SELECT id, v FROM snap")
         table = pa.Table.from_batches(
             list(session.stream("SELECT id, v FROM snap", [], schema, 300)), schema=schema)
-    assert paths_used(caplog)[0].startswith("PG read path: adbc")
+    assert paths_used(caplog)[0].startswith(f"PG read path: {path}")
     assert sorted(table.column("id").to_pylist()) == list(range(1, 1001))
     assert set(table.column("v").to_pylist()) == {"v1"}
 
 
+@pytest.mark.parametrize("path", ["adbc", "binary"])
 def test_many_batches_arrive_in_order_and_bounded(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, path: str
 ) -> None:
     pg_exec(pg_url, "CREATE TABLE big AS SELECT g AS id, md5(g::text) AS h, "
                     "gen_random_uuid() AS u, now() AS at FROM generate_series(1, 200000) g")
-    monkeypatch.setenv("RIVET_PG_READ_PATH", "adbc")
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    monkeypatch.setenv("RIVET_PG_READ_PATH", path)
     sql = "SELECT id, h, u, at FROM big ORDER BY id"
     with open_source(pg_url, TUNING) as session:
         schema = session.describe(sql)
@@ -131,38 +135,47 @@ def test_many_batches_arrive_in_order_and_bounded(
         for batch in session.stream(sql, [], schema, 7_000):
             assert batch.schema.equals(schema, check_metadata=True)
             assert 0 < batch.num_rows <= 7_000
-            assert batch.column("id").to_pylist() == list(range(expected, expected + batch.num_rows))
+            ids = range(expected, expected + batch.num_rows)
+            assert batch.column("id").to_pylist() == list(ids)
+            assert batch.column("h").to_pylist() == [
+                hashlib.md5(str(i).encode()).hexdigest() for i in ids]
+            assert batch.column("u").null_count == batch.column("at").null_count == 0
             expected += batch.num_rows
             batches += 1
+    assert paths_used(caplog)[0].startswith(f"PG read path: {path}")
     assert expected == 200_001 and batches >= 29
 
 
 @pytest.mark.parametrize("value", [
     "timestamptz 'infinity'", "timestamptz '-infinity'", "timestamp 'infinity'",
     "date 'infinity'", "date '-infinity'", "time '24:00:00'", "timestamp '0044-03-15 BC'",
+    "timestamp '-infinity'",
 ])
 def test_values_arrow_cannot_hold_fail_instead_of_wrapping(
     pg_url: str, value: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """ADBC turns `infinity` into a wrapped, plausible-looking date; every path must refuse."""
+    """ADBC turns `infinity` into a wrapped, plausible-looking date; every path must refuse
+    (the fast paths name the column and suggest a cast; the row path's message is the
+    driver's)."""
     sql = f"SELECT 1 AS id, {value} AS v"
-    for path in ("rows", "copy", "adbc"):
+    for path in ("rows", "copy", "adbc", "binary"):
         with pytest.raises(SourceError) as caught:
             read(pg_url, sql, path, monkeypatch)
         assert not isinstance(caught.value, TransientError), (path, caught.value)
     assert "column 'v'" in str(caught.value) and "cast the column in SQL" in str(caught.value)
 
 
-def test_statement_timeout_applies_to_the_adbc_read(
-    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("path", ["adbc", "binary"])
+def test_statement_timeout_applies_to_the_binary_reads(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, path: str
 ) -> None:
     caplog.set_level(logging.INFO, logger="rivet.source")
     sql = ("SELECT g AS id FROM generate_series(1, 4) g, "
            "LATERAL (SELECT pg_sleep(0.5) WHERE g > 0) s")
     with pytest.raises(SourceError, match="statement timeout") as caught:
-        read(pg_url, sql, "adbc", monkeypatch, tuning=ResolvedTuning(statement_timeout_s=1))
+        read(pg_url, sql, path, monkeypatch, tuning=ResolvedTuning(statement_timeout_s=1))
     assert not isinstance(caught.value, TransientError)  # the same query would time out again
-    assert paths_used(caplog)[-1].startswith("PG read path: adbc")
+    assert paths_used(caplog)[-1].startswith(f"PG read path: {path}")
 
 
 def test_abandoning_an_adbc_stream_releases_the_second_connection(
@@ -191,10 +204,10 @@ def test_a_second_connection_refused_falls_back_to_copy_csv(
     caplog.set_level(logging.INFO, logger="rivet.source")
     try:
         rows, _ = read(solo_url, "SELECT id, s FROM t ORDER BY id", "rows", monkeypatch)
-        auto, _ = read(solo_url, "SELECT id, s FROM t ORDER BY id", "auto", monkeypatch)
+        adbc, _ = read(solo_url, "SELECT id, s FROM t ORDER BY id", "adbc", monkeypatch)
     finally:
         pg_exec(pg_url, f"DROP OWNED BY {role}", f"DROP ROLE {role}")
-    assert_identical(auto, rows)
+    assert_identical(adbc, rows)
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("ADBC read path unavailable" in w and "too many connections" in w
                for w in warnings), warnings

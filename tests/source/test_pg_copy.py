@@ -1,5 +1,6 @@
 """PostgreSQL fast read paths (COPY … FORMAT csv → pyarrow; shared parameter and error tests
-also cover the ADBC path, see test_pg_adbc.py): identical to the row path.
+also cover the ADBC and binary COPY paths, see test_pg_adbc.py and test_pg_binary.py):
+identical to the row path.
 
 The row path (named server-side cursor) is the oracle: every test reads the same query
 through both paths, switched with the private RIVET_PG_READ_PATH variable, and requires
@@ -117,7 +118,7 @@ def test_copy_path_is_identical_to_the_row_path_for_every_eligible_type(
     assert by_id[2]["f4"] != by_id[2]["f4"]  # NaN
 
 
-@pytest.mark.parametrize("path", ["copy", "adbc"])  # both bind parameters client-side
+@pytest.mark.parametrize("path", ["copy", "adbc", "binary"])  # all bind parameters client-side
 def test_fast_paths_with_bound_parameters_match_the_row_path(
     eligible_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, path: str
 ) -> None:
@@ -144,8 +145,8 @@ def test_ineligible_columns_fall_back_to_the_row_path(
         assert_identical(auto, rows)
         assert auto.num_rows == 2
     used = paths_used(caplog)
-    # arrays take the row path; bytea has no CSV form but an exact binary one (ADBC)
-    assert [u.split(" (")[0] for u in used] == ["PG read path: rows"] * 3 + ["PG read path: adbc"]
+    # arrays take the row path; bytea has no CSV form but an exact binary one (binary COPY)
+    assert [u.split(" (")[0] for u in used] == ["PG read path: rows"] * 3 + ["PG read path: binary"]
     assert "array" in used[1]
 
 
@@ -223,7 +224,7 @@ def test_fast_path_errors_match_the_row_path(
 ) -> None:
     pg_exec(pg_url, "CREATE TABLE money (amount numeric(10,2), note text)",
             "INSERT INTO money VALUES (1.25, 'x'), ('NaN', repeat('y', 2 * 1024 * 1024))")
-    for path in ("rows", "copy", "adbc"):
+    for path in ("rows", "copy", "adbc", "binary"):
         monkeypatch.setenv("RIVET_PG_READ_PATH", path)
         with pytest.raises(SourceError, match="column 'amount' holds NaN"):
             read(pg_url, "SELECT amount FROM money", path, monkeypatch)

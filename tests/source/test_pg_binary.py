@@ -1,0 +1,205 @@
+"""PostgreSQL binary COPY read path (`pg_binary`: COPY … FORMAT binary on the session's own
+connection, decoded in C by `_pgbinary`), against the real server.
+
+The row path is the oracle, as for the CSV and ADBC paths (tests/source/test_pg_copy.py):
+the same query is read through both and must be identical, schema metadata included.
+Around it: the session's snapshot is used, batches are bounded and in order, values Arrow
+cannot hold are refused like on the row path, server errors keep their meaning (statement
+timeout permanent, a terminated backend transient) and an abandoned stream leaves the
+session usable. The decoder alone is tested without a server in test_pg_binary_decode.py.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+import pyarrow as pa
+import pytest
+
+from rivet_core.errors import SourceError, TransientError
+from rivet_core.source import open_source
+from tests.source.test_pg_adbc import ADBC_COLUMNS
+from tests.source.test_pg_copy import (  # noqa: F401 - eligible_db is a fixture
+    BIG,
+    TUNING,
+    assert_identical,
+    eligible_db,
+    paths_used,
+    pg_exec,
+    read,
+)
+
+pytestmark = pytest.mark.postgres
+
+
+def read_both(url: str, sql: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+              batch_rows: int = 1000) -> tuple[pa.Table, list[int]]:
+    """(binary table, its batch sizes), checked identical to the row path's; the binary path
+    really ran (as the `auto` default)."""
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    rows, _ = read(url, sql, "rows", monkeypatch, batch_rows=batch_rows)
+    binary, sizes = read(url, sql, "auto", monkeypatch, batch_rows=batch_rows)
+    assert paths_used(caplog)[-1].startswith("PG read path: binary"), paths_used(caplog)
+    assert_identical(binary, rows)
+    return binary, sizes
+
+
+def test_binary_path_is_identical_to_the_row_path_for_every_eligible_type(
+    eligible_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    sql = f"SELECT {ADBC_COLUMNS} FROM eligible ORDER BY id"
+    binary, sizes = read_both(eligible_db, sql, monkeypatch, caplog, batch_rows=2)
+    assert sizes == [2, 2, 1]
+    by_id = {r["id"]: r for r in binary.to_pylist()}
+    assert by_id[5]["txt"] == BIG and by_id[2]["txt"] == "" and by_id[4]["txt"] is None
+    assert str(by_id[1]["n38"]) == "1234567890123456789012345678.9012345678"
+    assert by_id[3]["ch"] == 'a"b' and by_id[5]["ch"] == " , "  # bpchar keeps its padding
+    assert by_id[2]["f4"] != by_id[2]["f4"]  # NaN
+
+
+def test_strings_bytes_json_and_uuid_match_the_row_path(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pg_exec(pg_url, """CREATE TABLE v (id int, b bytea, jb jsonb, j json, u uuid, ch char(5),
+                       s text, vc varchar(10), nm name)""",
+            """INSERT INTO v VALUES
+            (1, '\\x00ff0a0d', '{"b": 1, "a": [1, 2.50, "é"], "c": null}', ' {"a" : 1} ',
+             '6f1c2a4e-8b3d-4c5e-9f00-112233445566', 'ab', 'é 日本 🎉 \\N', 'ü', 'näme'),
+            (2, '', '""', '""', '00000000-0000-0000-0000-000000000000', '', '', '', ''),
+            (3, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL),
+            (4, decode(repeat('00ff7f', 100000), 'hex'), '[]', '[]',
+             'ffffffff-ffff-ffff-ffff-ffffffffffff', 'abcde', repeat('ß', 300000), 'x', 'y'),
+            (5, '\\x00', 'null', 'null', 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', ' a', ' ',
+             ' ', ' ')""")
+    binary, _ = read_both(pg_url, "SELECT * FROM v ORDER BY id", monkeypatch, caplog,
+                             batch_rows=2)
+    by_id = {r["id"]: r for r in binary.to_pylist()}
+    assert by_id[1]["b"] == b"\x00\xff\n\r" and by_id[2]["b"] == b"" and by_id[3]["b"] is None
+    # jsonb's version byte is stripped: the text is PostgreSQL's rendering, as on the row path
+    assert by_id[1]["jb"] == '{"a": [1, 2.50, "é"], "b": 1, "c": null}'
+    assert by_id[1]["j"] == ' {"a" : 1} '  # json is the text as stored
+    assert by_id[1]["ch"] == "ab   " and by_id[5]["ch"] == " a   "  # bpchar padding
+    assert by_id[2]["s"] == "" and by_id[3]["s"] is None  # empty string is not NULL
+    assert by_id[1]["s"] == "é 日本 🎉 \\N" and by_id[4]["s"] == "ß" * 300000
+    assert str(by_id[1]["u"]) == "6f1c2a4e-8b3d-4c5e-9f00-112233445566"
+
+
+def test_numeric_edge_values_match_the_row_path(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # (numeric(p,s) with s > p is left out: the row and CSV paths refuse it, see the report)
+    pg_exec(pg_url, """CREATE TABLE n (id int, n38 numeric(38,10), n38i numeric(38,0),
+                       n12 numeric(12,2), n5 numeric(5,0), n10 numeric(10,5),
+                       f38 numeric(38,38), n1 numeric(1,0))""",
+            """INSERT INTO n VALUES
+            (1, 0, 0, 0, 0, 0, 0, 0),
+            (2, '9999999999999999999999999999.9999999999', '99999999999999999999999999999999999999',
+             9999999999.99, 99999, 99999.99999, 0.99999999999999999999999999999999999999, 9),
+            (3, '-9999999999999999999999999999.9999999999',
+             '-99999999999999999999999999999999999999', -9999999999.99, -99999, -99999.99999,
+             -0.99999999999999999999999999999999999999, -9),
+            (4, 0.0000000001, 1, 0.01, 1, 0.00001, 0.00000000000000000000000000000000000001, 1),
+            (5, -0.0000000001, -1, -0.5, -1, -0.1, -0.5, -1),
+            (6, 1000000000000000000000000000, 10000000000000000000000000000000000000,
+             100000000, 10000, 10000.00001, 0.1, 5),
+            (7, '1234567890123456789012345678.9012345678', 100000000, 1234567890.12, 12345,
+             12345.6789, 0.0001000100010001, 0),
+            (8, 10000.0001, 10000, 10000.01, 10000, 1.5, 0.00010000, 0),
+            (9, NULL, NULL, NULL, NULL, NULL, NULL, NULL)""")
+    binary, _ = read_both(pg_url, "SELECT * FROM n ORDER BY id", monkeypatch, caplog,
+                             batch_rows=4)
+    by_id = {r["id"]: r for r in binary.to_pylist()}
+    assert str(by_id[2]["n38"]) == "9999999999999999999999999999.9999999999"
+    assert str(by_id[3]["n38i"]) == "-99999999999999999999999999999999999999"
+    assert [str(by_id[i]["n12"]) for i in (2, 4, 5)] == ["9999999999.99", "0.01", "-0.50"]
+    assert str(by_id[4]["f38"]) == "1E-38"
+
+
+def test_numeric_nan_fails_with_the_row_paths_error(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pg_exec(pg_url, "CREATE TABLE money (id int, amount numeric(10,2))",
+            "INSERT INTO money SELECT g, g FROM generate_series(1, 5000) g",
+            "INSERT INTO money VALUES (5001, 'NaN')")
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    errors = []
+    for path in ("rows", "binary"):
+        with pytest.raises(SourceError) as caught:
+            read(pg_url, "SELECT id, amount FROM money ORDER BY id", path, monkeypatch)
+        errors.append(caught.value)
+    assert paths_used(caplog)[-1].startswith("PG read path: binary")
+    assert type(errors[1]) is type(errors[0])
+    assert str(errors[1]) == str(errors[0])
+    assert "column 'amount' holds NaN" in str(errors[1])
+
+
+def test_a_server_error_mid_stream_keeps_its_message_and_is_permanent(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An ERROR raised by the query after the COPY started (here: after 3000 rows) reaches
+    the caller as the server's error, as on the row path."""
+    pg_exec(pg_url, "CREATE TABLE d AS SELECT g AS id FROM generate_series(1, 5000) g")
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    sql = "SELECT id, 1 / (3000 - id) AS x FROM d ORDER BY id"
+    for path in ("rows", "binary"):
+        with pytest.raises(SourceError, match="division by zero") as caught:
+            read(pg_url, sql, path, monkeypatch)
+        assert not isinstance(caught.value, TransientError), path
+    assert paths_used(caplog)[-1].startswith("PG read path: binary")
+
+
+def test_abandoning_a_binary_stream_leaves_the_session_usable(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pg_exec(pg_url, "CREATE TABLE wide AS SELECT g AS id, repeat(md5(g::text), 8) AS t "
+                    "FROM generate_series(1, 300000) g")  # ~80 MB: far beyond any buffer
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    monkeypatch.setenv("RIVET_PG_READ_PATH", "binary")
+    with open_source(pg_url, TUNING) as session:
+        assert session.scalar("SELECT count(*) FROM wide") == 300000  # the snapshot is taken
+        pg_exec(pg_url, "INSERT INTO wide VALUES (0, 'late')")  # after the snapshot
+        schema = session.describe("SELECT * FROM wide")
+        for _ in range(3):
+            stream = session.stream("SELECT * FROM wide", [], schema, 1000)
+            assert next(stream).num_rows == 1000
+            stream.close()
+            assert session.scalar("SELECT count(*) FROM wide") == 300000
+        ids = []
+        for batch in session.stream("SELECT id FROM wide", [], session.describe(
+                "SELECT id FROM wide"), 50_000):
+            ids.extend(batch.column("id").to_pylist())
+        assert sorted(ids) == list(range(1, 300001))
+    assert {u.split(" (")[0] for u in paths_used(caplog)} == {"PG read path: binary"}
+
+
+def test_a_terminated_backend_is_a_transient_error(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The binary path reads on the session's own connection: terminating its backend
+    mid-stream fails the stream (and the session, which is left with the error) as
+    transient — worth retrying on a fresh connection."""
+    pg_exec(pg_url, "CREATE TABLE wide AS SELECT g AS id, repeat(md5(g::text), 8) AS t "
+                    "FROM generate_series(1, 400000) g")
+    monkeypatch.setenv("RIVET_PG_READ_PATH", "binary")
+    with pytest.raises(TransientError, match="terminating connection|closed the connection"):
+        with open_source(pg_url, TUNING) as session:
+            own = session.scalar("SELECT pg_backend_pid()")
+            schema = session.describe("SELECT * FROM wide")
+            stream = session.stream("SELECT * FROM wide", [], schema, 1000)
+            assert next(stream).num_rows == 1000
+            with psycopg.connect(pg_url, autocommit=True) as admin:
+                killed = admin.execute("SELECT pg_terminate_backend(%s)", [own]).fetchall()
+            assert killed == [(True,)]
+            for _ in stream:
+                pass
+
+
+def test_an_empty_result_yields_no_batches(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pg_exec(pg_url, "CREATE TABLE e (id int, s text, u uuid, n numeric(10,2))")
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    table, sizes = read(pg_url, "SELECT * FROM e", "binary", monkeypatch)
+    assert sizes == [] and table.num_rows == 0
+    assert paths_used(caplog)[-1].startswith("PG read path: binary")
