@@ -17,6 +17,7 @@ from rivet_core.errors import (
     SchemaDriftError,
     TransientError,
 )
+from rivet_core.malloc_arenas import limit_malloc_arenas
 from rivet_core.manifest import Verification, read_manifest, verify_at_destination
 from rivet_core.notify import RunNotice, send_notifications
 from rivet_core.pipeline.chunk_partition import (
@@ -48,6 +49,8 @@ __all__ = [
     # progress reporting through a callback (the adapter passes context.log.info)
     "ProgressTracker", "callback_tracker",
     "send_notifications", "verify_at_destination", "verify_export",
+    # process set-up: cap glibc malloc arenas before export threads start (malloc_arenas.py)
+    "limit_malloc_arenas",
 ]
 
 

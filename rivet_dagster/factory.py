@@ -34,6 +34,7 @@ from rivet_dagster.resources import RivetResource
 
 def build_definitions(config_path: str | os.PathLike[str],
                       executor: dg.ExecutorDefinition | None = None) -> dg.Definitions:
+    api.limit_malloc_arenas()  # every Dagster process that runs exports loads this first
     path = str(Path(config_path).resolve())
     config = api.load_config(path)
     assets, checks, jobs, schedules, sensors = [], [], [], [], []

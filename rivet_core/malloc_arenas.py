@@ -1,0 +1,47 @@
+"""Cap glibc's malloc arenas for a rivet process (`limit_malloc_arenas`).
+
+Why: glibc gives each thread that allocates under contention its own arena (up to 8 per
+core) and keeps freed memory in it. An export runs several threads that allocate megabytes
+at a time (read-ahead readers fetching 1–4 MiB of rows, chunk workers, the fingerprint
+hasher), so each arena ends up holding its own high-water mark. Measured on the bench
+`orders` table (5 M rows, PostgreSQL, chunked `parallel: 2`, `/usr/bin/time` peak RSS):
+512 MB with glibc's default, 422 MB with 2 arenas, 391 MB with 1 — but 1 arena made the
+MySQL `narrow` export 17 % slower (malloc lock contention between Python threads), 2 cost
+nothing measurable. Arrow's buffers come from its own allocator (jemalloc/mimalloc) and are
+not affected.
+
+A user's own `MALLOC_ARENA_MAX` wins (glibc read it at start-up; we do not override it).
+Anything other than glibc on Linux: no-op.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+#: glibc's mallopt parameter number for M_ARENA_MAX (malloc.h).
+_M_ARENA_MAX = -8
+DEFAULT_ARENAS = 2
+
+_applied = False
+
+
+def limit_malloc_arenas(arenas: int = DEFAULT_ARENAS) -> bool:
+    """Cap the arenas (once per process, before worker threads start); True if applied."""
+    global _applied
+    if _applied or not sys.platform.startswith("linux") or "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+        libc.gnu_get_libc_version  # noqa: B018 - glibc only (musl has no M_ARENA_MAX)
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    _applied = mallopt(_M_ARENA_MAX, arenas) == 1
+    return _applied
+
+
+__all__ = ["DEFAULT_ARENAS", "limit_malloc_arenas"]
