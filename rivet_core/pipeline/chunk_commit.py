@@ -19,6 +19,7 @@ from other runs'.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 import threading
@@ -89,6 +90,14 @@ class WindowContext:
     row_hash: bool | list[str] = False
     #: Progress reporting: each window is one feed of the run's tracker (None = off).
     progress: ProgressTracker | None = None
+    #: Source reads allowed at once (the export's `parallel`), when more workers than that
+    #: drain the windows: a window holds a slot only while its query runs, so the next
+    #: window's query starts while this one's last row group is encoded and published
+    #: (None: no gate — the caller bounds the reads itself).
+    read_slots: threading.BoundedSemaphore | None = None
+
+    def read_slot(self) -> contextlib.AbstractContextManager[object]:
+        return self.read_slots if self.read_slots is not None else contextlib.nullcontext()
 
     @property
     def strip(self) -> tuple[str, ...]:
@@ -121,7 +130,7 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     rotator = PartRotator(staging, stem, ctx.schema, plan.writer_options, plan.max_file_size)
     feed = feed_for(ctx.progress)
     try:
-        with open_source(plan.source_url, plan.tuning) as src:
+        with ctx.read_slot(), open_source(plan.source_url, plan.tuning) as src:
             source_schema = src.describe(sql, params, plan.overrides, plan.table_hint)
             from rivet_core.source import batch_rows
 
