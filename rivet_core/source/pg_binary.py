@@ -158,7 +158,7 @@ def _usable_on(conn: psycopg.Connection[Any]) -> str | None:
     try:
         _, _, lib = _libpq()
         version = lib.PQserverVersion(conn.pgconn.pgconn_ptr)
-    except (OSError, AttributeError) as exc:
+    except (OSError, AttributeError, ImportError) as exc:
         return f"libpq's functions cannot be found ({exc})"
     if version != conn.info.server_version:  # not the library that owns this PGconn
         return "the loaded libpq does not own psycopg's connection"
