@@ -51,11 +51,15 @@ def pg_connect(url: str) -> psycopg.Connection[Any]:
     TLS comes from the URL (`sslmode`, `sslrootcert`, … — `source.tls` is written into it by
     `rivet_core.source.tls.apply_tls`), so every caller connects with the configured TLS.
     A TLS failure is reported as one, never as retryable: a bad certificate does not get
-    better by reconnecting.
+    better by reconnecting. The client encoding is always UTF-8 (what Arrow strings and the
+    fast read paths need): the server converts from its own encoding, and — for a SQL_ASCII
+    database — validates, so bytes that are not UTF-8 fail the read with the server's
+    "invalid byte sequence" instead of reaching the output.
     """
     try:
         return psycopg.connect(
             url, application_name="rivet", connect_timeout=_CONNECT_TIMEOUT_S, autocommit=False,
+            client_encoding="UTF8",
         )
     except psycopg.Error as exc:
         where = f"cannot connect to PostgreSQL at {redact_url(url)}"
@@ -137,7 +141,8 @@ class PostgresSession(SourceSession):
         """libpq conninfo for a second connection to the same server as the same user, with
         the same TLS settings (they live in the URL). Holds the password: never log it."""
         return make_conninfo(
-            self._url, application_name="rivet", connect_timeout=str(_CONNECT_TIMEOUT_S)
+            self._url, application_name="rivet", connect_timeout=str(_CONNECT_TIMEOUT_S),
+            client_encoding="UTF8",
         )
 
     @property
