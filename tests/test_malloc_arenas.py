@@ -40,7 +40,6 @@ def arenas_used(cap: bool, env: dict[str, str] | None = None) -> tuple[bool, int
     return "applied True" in done.stdout, done.stderr.count("Arena ")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc-only setting")
 def test_the_cap_limits_the_arenas_of_concurrently_allocating_threads() -> None:
     env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
     applied, capped = arenas_used(True, env)
@@ -50,8 +49,15 @@ def test_the_cap_limits_the_arenas_of_concurrently_allocating_threads() -> None:
     assert uncapped > capped  # without the cap the same threads spread over more arenas
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc-only setting")
-def test_a_users_malloc_arena_max_is_not_overridden() -> None:
+def test_a_users_malloc_arena_max_is_not_overridden() -> None:  # (this suite runs on Linux)
     applied, arenas = arenas_used(True, {**os.environ, "MALLOC_ARENA_MAX": "3"})
     assert not applied
     assert arenas <= 3
+
+
+def test_other_platforms_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rivet_core import malloc_arenas
+
+    monkeypatch.setattr(malloc_arenas, "_applied", False)
+    monkeypatch.setattr(malloc_arenas.sys, "platform", "darwin")
+    assert malloc_arenas.limit_malloc_arenas() is False

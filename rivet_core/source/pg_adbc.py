@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rivet_core.errors import RivetError, SourceError
+from rivet_core.errors import RivetError
 from rivet_core.redact import redact_secrets
 from rivet_core.source.base import wrap_driver_error
 from rivet_core.source.batching import (
@@ -61,7 +61,13 @@ from rivet_core.source.batching import (
     split_batches,
     value_coercer,
 )
-from rivet_core.source.pg_binary import ineligible_reason
+from rivet_core.source.pg_binary import (
+    NO_TIME_24,
+    OUT_OF_RANGE,
+    ineligible_reason,
+    numeric_fit_error,
+    range_error,
+)
 from rivet_core.source.pg_copy import READ_PATH_ENV, Probed, first_ineligible
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
 
@@ -195,23 +201,16 @@ class _AdbcRead:
 
 # --- column finishing ------------------------------------------------------------------
 
-def _range_error(field: pa.Field, what: str) -> SourceError:
-    return SourceError(
-        f"column '{field.name}': PG value cannot be read as {field.type} ({what}) — cast the "
-        "column in SQL (for example to text), or filter the row out"
-    )
-
-
 def _check_range(array: pa.Array, field: pa.Field) -> None:
     t = field.type
     if pa.types.is_timestamp(t):
-        lo, hi, what = _MIN_US, _MAX_US, "outside 0001-01-01 .. 9999-12-31, e.g. infinity"
+        lo, hi, what = _MIN_US, _MAX_US, OUT_OF_RANGE
         view = array.view(pa.int64())
     elif pa.types.is_date32(t):
-        lo, hi, what = _MIN_DAY, _MAX_DAY, "outside 0001-01-01 .. 9999-12-31, e.g. infinity"
+        lo, hi, what = _MIN_DAY, _MAX_DAY, OUT_OF_RANGE
         view = array.view(pa.int32())
     elif pa.types.is_time64(t):
-        lo, hi, what = 0, _DAY_US - 1, "24:00:00 has no Arrow time"
+        lo, hi, what = 0, _DAY_US - 1, NO_TIME_24
         view = array.view(pa.int64())
     else:
         return
@@ -219,7 +218,7 @@ def _check_range(array: pa.Array, field: pa.Field) -> None:
         return
     bounds = pc.min_max(view)
     if bounds["min"].as_py() < lo or bounds["max"].as_py() > hi:
-        raise _range_error(field, what)
+        raise range_error(field, what)
 
 
 def _decimal(array: pa.Array, field: pa.Field) -> pa.Array:
@@ -232,10 +231,7 @@ def _decimal(array: pa.Array, field: pa.Field) -> pa.Array:
         if pc.any(special).as_py():
             value = pc.filter(text, special)[0].as_py()
             value_coercer(field.type, field.name)(decimal.Decimal(value))  # raises its error
-        raise SourceError(
-            f"column '{field.name}': PG numeric value does not fit {field.type} ({exc}) — "
-            "widen the column's precision with a `columns:` override or cast in SQL"
-        ) from exc
+        raise numeric_fit_error(field, f" ({exc})") from exc
 
 
 def _finish(batch: pa.RecordBatch, schema: pa.Schema, max_value_mb: int) -> pa.RecordBatch:

@@ -53,7 +53,7 @@ import pyarrow as pa
 from rivet_core.errors import SourceError
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import check_value_sizes, split_batches, value_coercer
-from rivet_core.source.pg_copy import Probed, _end_savepoint, first_ineligible, render_sql
+from rivet_core.source.pg_copy import Probed, copy_in_savepoint, first_ineligible
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
 
 try:
@@ -89,7 +89,25 @@ _KINDS: dict[str, str] = {
 _SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 _HEADER = struct.Struct("!11sII")  # signature, flags, header extension length
 
-_RANGE = "outside 0001-01-01 .. 9999-12-31, e.g. infinity"
+#: Why a temporal value has no Arrow form (`range_error`), shared by both binary paths.
+OUT_OF_RANGE = "outside 0001-01-01 .. 9999-12-31, e.g. infinity"
+NO_TIME_24 = "24:00:00 has no Arrow time"
+
+
+def range_error(field: pa.Field, what: str) -> SourceError:
+    """A value Arrow cannot hold (`OUT_OF_RANGE`, `NO_TIME_24`): name the column, suggest a cast."""
+    return SourceError(
+        f"column '{field.name}': PG value cannot be read as {field.type} ({what}) — cast the "
+        "column in SQL (for example to text), or filter the row out"
+    )
+
+
+def numeric_fit_error(field: pa.Field, detail: str = "") -> SourceError:
+    """A numeric value that does not fit the column's decimal128 precision/scale."""
+    return SourceError(
+        f"column '{field.name}': PG numeric value does not fit {field.type}{detail} — widen the "
+        "column's precision with a `columns:` override or cast in SQL"
+    )
 
 
 def base_typname(info: PgTypeInfo) -> str:
@@ -260,18 +278,16 @@ class _CopyOut:
             return SourceError(f"column '{field.name}': malformed PG binary COPY data (row {code} of "
                                "a batch) — retry the export; if it persists, report it")
         if code == 1:
-            return _range_error(field, _RANGE)
+            return range_error(field, OUT_OF_RANGE)
         if code == 2:
-            return _range_error(field, "24:00:00 has no Arrow time")
+            return range_error(field, NO_TIME_24)
         if code in (3, 4, 5):
             special = {3: "NaN", 4: "Infinity", 5: "-Infinity"}[code]
             try:
                 value_coercer(field.type, field.name)(decimal.Decimal(special))
             except Exception as coerced:  # noqa: BLE001 - the row path's own error
                 return coerced
-        return SourceError(
-            f"column '{field.name}': PG numeric value does not fit {field.type} — widen the "
-            "column's precision with a `columns:` override or cast in SQL")
+        return numeric_fit_error(field)
 
     def _batch(self, columns: list[Any], rows: int) -> pa.RecordBatch:
         arrays = []
@@ -317,41 +333,26 @@ class _CopyOut:
                               "retry the export; if it persists, report it with the server version")
 
 
-def _range_error(field: pa.Field, what: str) -> SourceError:
-    return SourceError(
-        f"column '{field.name}': PG value cannot be read as {field.type} ({what}) — cast the "
-        "column in SQL (for example to text), or filter the row out"
-    )
-
-
 def stream_binary(
     session: PostgresSession, sql: str, params: Any, probed: Probed, schema: pa.Schema,
     batch_rows: int, fetch_bytes: int,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield `schema` batches of at most `batch_rows` rows from a binary COPY of `sql`."""
+    """Yield `schema` batches of at most `batch_rows` rows from a binary COPY of `sql` (in a
+    savepoint: `pg_copy.copy_in_savepoint`)."""
     conn = session.connection
-    with session._driver_errors("starting the query"):
-        statement = f"COPY (\n{render_sql(session, sql, params)}\n) TO STDOUT (FORMAT binary)".encode()
-        conn.execute("SAVEPOINT _rivet_copy")
-    cursor = conn.cursor()
-    completed = False
-    try:
-        with session._driver_errors("reading rows"), cursor.copy(statement) as copy:
-            out = _CopyOut(conn, copy, probed, schema, session.tuning.max_value_mb)
-            ahead = ReadAhead(out.batches(fetch_bytes), cancel=out.cancel, **batch_budget(),
-                              name="rivet-pg-binary-read")
-            try:
-                yield from split_batches(iter(ahead), batch_rows)
-            except BaseException:
-                ahead.close()
-                out.finish(raise_errors=False)
-                raise
+    with copy_in_savepoint(session, sql, params, "binary") as copy:
+        out = _CopyOut(conn, copy, probed, schema, session.tuning.max_value_mb)
+        ahead = ReadAhead(out.batches(fetch_bytes), cancel=out.cancel, **batch_budget(),
+                          name="rivet-pg-binary-read")
+        try:
+            yield from split_batches(iter(ahead), batch_rows)
+        except BaseException:
             ahead.close()
-            out.finish(raise_errors=True)
-        completed = True
-    finally:
-        _end_savepoint(session, completed)
-        cursor.close()
+            out.finish(raise_errors=False)
+            raise
+        ahead.close()
+        out.finish(raise_errors=True)
 
 
-__all__ = ["EXACT_TYPES", "base_typname", "ineligible_reason", "plan_binary", "stream_binary"]
+__all__ = ["EXACT_TYPES", "NO_TIME_24", "OUT_OF_RANGE", "base_typname", "ineligible_reason",
+           "numeric_fit_error", "plan_binary", "range_error", "stream_binary"]

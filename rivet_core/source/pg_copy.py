@@ -37,6 +37,7 @@ next path. The choice and its reason are logged at INFO on `rivet.source`.
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import logging
 import os
@@ -412,44 +413,57 @@ def render_sql(session: PostgresSession, sql: str, params: Sequence[Any]) -> str
     return psycopg.ClientCursor(session.connection).mogrify(sql, list(params) or None)
 
 
-def copy_statement(session: PostgresSession, sql: str, params: Sequence[Any]) -> bytes:
-    """`COPY (<sql with params bound client-side>) TO STDOUT (FORMAT csv)`."""
-    return f"COPY (\n{render_sql(session, sql, params)}\n) TO STDOUT (FORMAT csv)".encode()
+def copy_statement(session: PostgresSession, sql: str, params: Sequence[Any],
+                   fmt: str = "csv") -> bytes:
+    """`COPY (<sql with params bound client-side>) TO STDOUT (FORMAT <fmt>)`."""
+    return f"COPY (\n{render_sql(session, sql, params)}\n) TO STDOUT (FORMAT {fmt})".encode()
+
+
+@contextlib.contextmanager
+def copy_in_savepoint(
+    session: PostgresSession, sql: str, params: Sequence[Any], fmt: str
+) -> Iterator[psycopg.Copy]:
+    """The COPY of `sql` on the session's connection, inside a savepoint — the one sequence
+    both COPY read paths (CSV here, binary in `pg_binary`) use.
+
+    Leaving the block normally releases the savepoint; leaving it by an exception (a failed
+    COPY, or a consumer that abandoned the stream and had the COPY cancelled) rolls back to
+    it, so the session's snapshot transaction stays usable, like closing a row-path cursor.
+    Driver errors are wrapped as "starting the query" / "reading rows".
+    """
+    conn = session.connection
+    with session._driver_errors("starting the query"):
+        statement = copy_statement(session, sql, params, fmt)
+        conn.execute("SAVEPOINT _rivet_copy")
+    cursor = conn.cursor()
+    completed = False
+    try:
+        with session._driver_errors("reading rows"), cursor.copy(statement) as copy:
+            yield copy
+        completed = True
+    finally:
+        _end_savepoint(session, completed)
+        cursor.close()
 
 
 def stream_copy(
     session: PostgresSession, sql: str, params: Sequence[Any], schema: pa.Schema,
     batch_rows: int,
 ) -> Iterator[pa.RecordBatch]:
-    """Yield `schema` batches of at most `batch_rows` rows from a COPY of `sql`.
-
-    Runs inside a savepoint so that abandoning the stream early (the COPY is cancelled)
-    leaves the session's snapshot transaction usable, like closing a row-path cursor.
-    """
-    conn = session.connection
+    """Yield `schema` batches of at most `batch_rows` rows from a COPY of `sql` (in a
+    savepoint: `copy_in_savepoint`)."""
     max_value_mb = session.tuning.max_value_mb
-    with session._driver_errors("starting the query"):
-        statement = copy_statement(session, sql, params)
-        conn.execute("SAVEPOINT _rivet_copy")
-    cursor = conn.cursor()
-    completed = False
-    try:
-        with session._driver_errors("reading rows"), cursor.copy(statement) as copy:
-            base_block = _block_size(schema, batch_rows)
-            source = _CopyReader(copy, row_limit=base_block // 2)
-            try:
-                if not source.has_data():
-                    completed = True
-                    return
-                yield from rebatch(_segments(source, schema, base_block, max_value_mb),
-                                   schema, batch_rows)
-            finally:
-                # Before the COPY is left: Arrow's reader thread must be off the connection.
-                source.detach()
-        completed = True
-    finally:
-        _end_savepoint(session, completed)
-        cursor.close()
+    with copy_in_savepoint(session, sql, params, "csv") as copy:
+        base_block = _block_size(schema, batch_rows)
+        source = _CopyReader(copy, row_limit=base_block // 2)
+        try:
+            if not source.has_data():
+                return
+            yield from rebatch(_segments(source, schema, base_block, max_value_mb),
+                               schema, batch_rows)
+        finally:
+            # Before the COPY is left: Arrow's reader thread must be off the connection.
+            source.detach()
 
 
 def _segments(
