@@ -66,7 +66,7 @@ def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = ""
                   depth: str = "full") -> tuple[Destination, Verification]:
     """`verify_at_destination` on an export's prefix (the CLI and asset checks share this)."""
     dest = export_destination(config, config.export(export_name), sub_prefix=sub_prefix)
-    return dest, verify_at_destination(dest, depth=depth)
+    return dest, verify_at_destination(dest, depth=depth, export_name=export_name)
 
 
 def open_state(config: RivetConfig | Path | str) -> StateStore:

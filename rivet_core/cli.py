@@ -244,7 +244,7 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
         targets = [(export_destination(config, export, sub_prefix=p), f"{export.name} [{p.rstrip('/')}]")
                    for p in prefixes] or [(dest, export.name)]
         for target, label in targets:
-            verdict = verify_at_destination(target, depth=depth)
+            verdict = verify_at_destination(target, depth=depth, export_name=export.name)
             codes.append(verdict.exit_code())
             results.append({"export_name": label, "resolved_prefix": target.uri,
                             "verification": verdict.to_dict()})

@@ -483,7 +483,7 @@ def test_a_self_inconsistent_manifest_is_reported_and_parts_are_still_checked(tm
     assert v.success_marker_consistent  # the marker matches the (inconsistent) manifest
 
 
-def test_a_manifest_over_64_mib_is_a_read_error_not_a_download(
+def test_a_manifest_over_64_mib_is_oversized_data_integrity_not_a_download(
     tmp_path: Path, dest: Destination, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     publish_run(dest, tmp_path)
@@ -492,8 +492,29 @@ def test_a_manifest_over_64_mib_is_a_read_error_not_a_download(
     else:
         monkeypatch.setattr("rivet_core.manifest.verify.MAX_MANIFEST_BYTES", 1024)
     v = verify_at_destination(dest)
-    assert kinds(v) == ["manifest_read_error"] and "cap" in v.failures[0].detail
-    assert v.manifest_found and not v.passed and v.exit_code() == 1
+    # Rivet never writes a manifest that large: the prefix was verified wrong (exit 3), not unreadable.
+    assert kinds(v) == ["manifest_oversized"] and "cap" in v.failures[0].describe()
+    assert v.failures[0].size_bytes > v.failures[0].limit_bytes
+    assert v.manifest_found and not v.passed and v.exit_code() == 3
+
+
+def test_a_missing_success_marker_fails_with_exit_3(tmp_path: Path, dest: Destination) -> None:
+    publish_run(dest, tmp_path)
+    dest.delete(SUCCESS_KEY)  # what a crash between manifest.json and _SUCCESS leaves
+    v = verify_at_destination(dest)
+    assert kinds(v) == ["success_marker_missing"] and v.failures[0].code == "RIVET_VERIFY_SUCCESS_MISSING"
+    assert not v.passed and not v.success_marker_consistent and v.exit_code() == 3
+    assert "run the export again" in v.failures[0].describe()
+
+
+def test_a_manifest_of_another_export_fails_when_the_export_is_named(tmp_path: Path, dest: Destination) -> None:
+    m, _ = publish_run(dest, tmp_path)
+    assert verify_at_destination(dest, export_name=m.export_name).passed
+    v = verify_at_destination(dest, export_name="customers")
+    assert kinds(v) == ["manifest_export_mismatch"] and not v.passed and v.exit_code() == 3
+    assert (v.failures[0].manifest_export, v.failures[0].expected_export) == (m.export_name, "customers")
+    assert "own destination prefix" in v.failures[0].describe()
+    assert v.parts_verified == m.part_count  # the parts are still checked and reported
 
 
 def test_no_manifest_is_a_legacy_verdict_that_neither_passes_nor_fails(tmp_path: Path, dest: Destination) -> None:

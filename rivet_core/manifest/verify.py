@@ -5,12 +5,17 @@ It reads only what it must (head + capped reads of `manifest.json` and `_SUCCESS
 listing) and never downloads data parts:
 
 1. `manifest.json`: absent → legacy verdict (M6: `legacy_run`, not passed, no failures);
-   I/O error or > 64 MiB → `manifest_read_error`; unparseable → `manifest_self_inconsistent`.
-2. self-consistency problems → `manifest_self_inconsistent` (checking continues).
+   I/O error → `manifest_read_error`; > 64 MiB → `manifest_oversized` (no manifest Rivet
+   writes is that large: it was verified wrong); unparseable → `manifest_self_inconsistent`.
+2. self-consistency problems → `manifest_self_inconsistent` (checking continues); when the
+   caller names the export (`export_name=`), a manifest written by another export →
+   `manifest_export_mismatch` (two exports pointed at one prefix: the verdict must not pass).
 3. depth ≥ sample: one listing; each committed part must exist at its recorded size, and
    where both the manifest and the listing carry a real MD5 they must match.
    Same-`export_family` sibling run copies (split units) contribute their parts.
-4. `_SUCCESS`: absent is fine (not consistent); malformed / stale / unreadable → failure.
+4. `_SUCCESS`: absent → `success_marker_missing` (a crash between the manifest and the
+   marker, or a deleted marker: readers that wait for `_SUCCESS` never see this data);
+   malformed / stale / unreadable → failure.
 5. depth ≥ sample: listed keys that are neither claimed parts nor sidecars →
    `untracked_object` (advisory: it never fails `passed`).
 Depth "full" = "sample" here: the Form-B column-checksum re-read is not implemented.
@@ -58,6 +63,9 @@ _CODES = {
     "part_checksum_mismatch": "RIVET_VERIFY_PART_CHECKSUM_MISMATCH",
     "manifest_self_inconsistent": "RIVET_VERIFY_MANIFEST_INCONSISTENT",
     "manifest_read_error": "RIVET_VERIFY_MANIFEST_READ_ERROR",
+    "manifest_oversized": "RIVET_VERIFY_MANIFEST_OVERSIZED",
+    "manifest_export_mismatch": "RIVET_VERIFY_MANIFEST_OTHER_EXPORT",
+    "success_marker_missing": "RIVET_VERIFY_SUCCESS_MISSING",
     "success_marker_malformed": "RIVET_VERIFY_SUCCESS_MALFORMED",
     "success_marker_stale": "RIVET_VERIFY_SUCCESS_STALE",
     "success_marker_read_error": "RIVET_VERIFY_SUCCESS_READ_ERROR",
@@ -118,6 +126,17 @@ class VerifyFailure:
                         f"{f['manifest_fingerprint']} (the manifest was rewritten after the marker)")
             case "success_marker_malformed":
                 return f"_SUCCESS is malformed: {f['body_preview']}"
+            case "success_marker_missing":
+                return ("_SUCCESS is missing next to manifest.json (a run stopped between the manifest and "
+                        "the marker, or the marker was deleted) — run the export again")
+            case "manifest_export_mismatch":
+                return (f"manifest.json was written by export '{f['manifest_export']}', not by "
+                        f"'{f['expected_export']}' — two exports write to this prefix; give each export its "
+                        "own destination prefix, then run it again")
+            case "manifest_oversized":
+                return (f"manifest.json is {f['size_bytes']} bytes, over the {f['limit_bytes']}-byte cap "
+                        "(Rivet never writes one that large: it is not a Rivet manifest or it is damaged) — "
+                        "run the export again")
             case "untracked_object":
                 return f"untracked object '{f['key']}' ({f['size_bytes']} bytes)"
             case _:
@@ -241,8 +260,9 @@ def _check_success_marker(v: Verification, dest: Destination, manifest_bytes: by
     except DestinationError as exc:
         v.failures.append(VerifyFailure("success_marker_read_error", {"detail": _detail(exc)}))
         return
-    if info is None:
-        return  # a prefix without a marker is not a failure; it is just not "consistent"
+    if info is None:  # the manifest landed but the marker did not: readers never see the data
+        v.failures.append(VerifyFailure("success_marker_missing", {"key": SUCCESS_KEY}))
+        return
     if info.size > MAX_SUCCESS_BYTES:
         v.failures.append(VerifyFailure("success_marker_malformed", {
             "body_preview": f"<{info.size} bytes, over the {MAX_SUCCESS_BYTES}-byte cap>",
@@ -271,8 +291,11 @@ def _finish(v: Verification) -> Verification:
     return v
 
 
-def verify_at_destination(dest: Destination, depth: str = "full") -> Verification:
-    """Verify the prefix `dest` points at; see the module docstring for the steps."""
+def verify_at_destination(dest: Destination, depth: str = "full", *,
+                          export_name: str | None = None) -> Verification:
+    """Verify the prefix `dest` points at; see the module docstring for the steps.
+    `export_name`: the export the prefix belongs to (its manifest must name it); None skips
+    that check (a prefix inspected without a config)."""
     if depth not in DEPTHS:
         raise ConfigError(f"unknown verification depth {depth!r} — use one of {', '.join(DEPTHS)}")
     v = Verification(depth_level=depth)
@@ -288,8 +311,8 @@ def verify_at_destination(dest: Destination, depth: str = "full") -> Verificatio
         return _finish(v)
     v.manifest_found = True
     if info.size > MAX_MANIFEST_BYTES:
-        v.failures.append(VerifyFailure("manifest_read_error", {
-            "detail": f"manifest.json is {info.size} bytes, over the {MAX_MANIFEST_BYTES}-byte cap",
+        v.failures.append(VerifyFailure("manifest_oversized", {
+            "size_bytes": info.size, "limit_bytes": MAX_MANIFEST_BYTES,
         }))
         return _finish(v)
     try:
@@ -309,6 +332,10 @@ def verify_at_destination(dest: Destination, depth: str = "full") -> Verificatio
     problems = validate_self_consistency(manifest)
     v.manifest_self_consistent = not problems
     v.failures.extend(VerifyFailure("manifest_self_inconsistent", {"detail": p}) for p in problems)
+    if export_name is not None and manifest.export_name != export_name:
+        v.failures.append(VerifyFailure("manifest_export_mismatch", {
+            "manifest_export": manifest.export_name, "expected_export": export_name,
+        }))
 
     # 3. parts against one listing
     listing: list[ObjectInfo] | None = None

@@ -177,7 +177,7 @@ def _validate(summary: RunSummary, dest: Destination) -> None:
     if not dest.supports_manifest or not summary.manifest_written:
         return
     try:
-        verdict = verify_at_destination(dest, depth="full")
+        verdict = verify_at_destination(dest, depth="full", export_name=summary.export_name)
     except Exception as exc:  # noqa: BLE001
         summary.add_warning(f"validation could not run: {redact_secrets(exc)}")
         return

@@ -335,17 +335,20 @@ def _damage(out: Path, case: str) -> None:
         "success_truncated": (out / "_SUCCESS", (out / "_SUCCESS").read_bytes()[:9]),
         "success_binary": (out / "_SUCCESS", b"\xff\x00\x1b[31m" * 50),
     }
+    if case == "success_missing":  # a crash between manifest.json and _SUCCESS
+        (out / "_SUCCESS").unlink()
+        return
     target, body = writes[case]
     target.write_bytes(body)
 
 
 _VERDICTS = {
-    "manifest_50mb": ("manifest_self_inconsistent", 3), "manifest_over_cap": ("manifest_read_error", 1),
+    "manifest_50mb": ("manifest_self_inconsistent", 3), "manifest_over_cap": ("manifest_oversized", 3),
     "manifest_truncated": ("manifest_self_inconsistent", 3), "manifest_empty": ("manifest_self_inconsistent", 3),
     "manifest_binary": ("manifest_self_inconsistent", 3), "manifest_deep_json": ("manifest_self_inconsistent", 3),
     "manifest_wrong_types": ("manifest_self_inconsistent", 3), "run_copy_50mb": (None, 0),
     "success_huge": ("success_marker_malformed", 3), "success_truncated": ("success_marker_malformed", 3),
-    "success_binary": ("success_marker_malformed", 3),
+    "success_binary": ("success_marker_malformed", 3), "success_missing": ("success_marker_missing", 3),
 }
 
 
