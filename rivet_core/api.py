@@ -65,7 +65,7 @@ def run_export(config: RivetConfig, export_name: str, *, validate: bool = False,
 def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = "",
                   depth: str = "full") -> tuple[Destination, Verification]:
     """`verify_at_destination` on an export's prefix (the CLI and asset checks share this)."""
-    dest = export_destination(config, config.export(export_name), sub_prefix=sub_prefix)
+    dest = export_destination(config, config.export(export_name), sub_prefix=sub_prefix, create=False)
     return dest, verify_at_destination(dest, depth=depth, export_name=export_name)
 
 

@@ -235,13 +235,14 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
     config = _load(config_path, params)
     results, warnings, codes = [], [], []
     for export in config.select(list(export_names) or None):
-        dest = export_destination(config, export)
+        dest = export_destination(config, export, create=False)  # validate has no side effects
         if not dest.supports_manifest:
             warnings.append({"export_name": export.name, "warning": "stdout destination has no manifest"})
             continue
         # A daily-partitioned export (written by the Dagster layer) has one manifest per day.
         prefixes = partition_prefixes(config, export) if dest.head("manifest.json") is None else []
-        targets = [(export_destination(config, export, sub_prefix=p), f"{export.name} [{p.rstrip('/')}]")
+        targets = [(export_destination(config, export, sub_prefix=p, create=False),
+                    f"{export.name} [{p.rstrip('/')}]")
                    for p in prefixes] or [(dest, export.name)]
         for target, label in targets:
             verdict = verify_at_destination(target, depth=depth, export_name=export.name)

@@ -114,10 +114,11 @@ def destination_spec(config: RivetConfig, export: ExportConfig, now: datetime,
 # export_destination / partition_prefixes live here (re-exported by rivet_core.api) so that
 # `rivet validate` opens a destination without importing the whole engine behind api.py.
 def export_destination(config: RivetConfig, export: ExportConfig, *, sub_prefix: str = "",
-                       now: datetime | None = None) -> Destination:
-    """Open the destination prefix an export writes to (templated at `now`)."""
+                       now: datetime | None = None, create: bool = True) -> Destination:
+    """Open the destination prefix an export writes to (templated at `now`). `create=False`:
+    read-only inspection (validate, checks) never creates a missing local directory."""
     spec = destination_spec(config, export, now or datetime.now(UTC), sub_prefix)
-    return open_destination(spec, config.config_dir)
+    return open_destination(spec, config.config_dir, create=create)
 
 
 def partition_prefixes(config: RivetConfig, export: ExportConfig) -> list[str]:
@@ -130,7 +131,7 @@ def partition_prefixes(config: RivetConfig, export: ExportConfig) -> list[str]:
     day = re.compile(r"^\d{4}-\d{2}-\d{2}$")
     marker = f"{export.time_column}="
     found = set()
-    for obj in export_destination(config, export).list(""):
+    for obj in export_destination(config, export, create=False).list(""):
         head, _, rest = obj.key.partition("/")
         if head.startswith(marker) and rest == "manifest.json" and day.match(head[len(marker):]):
             found.add(head + "/")

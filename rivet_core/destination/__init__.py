@@ -23,11 +23,12 @@ __all__ = [
 DOCTOR_PROBE_KEY = ".rivet_doctor_probe"
 
 
-def open_destination(spec: DestinationSpec, base_dir: Path | None = None) -> Destination:
+def open_destination(spec: DestinationSpec, base_dir: Path | None = None, *, create: bool = True) -> Destination:
     """Open the destination `spec` describes.
 
     local: `path` (else `prefix`, else ".") — relative paths are resolved against
-    `base_dir` (the config file's directory; cwd when None); the directory is created.
+    `base_dir` (the config file's directory; cwd when None); the directory is created unless
+    `create=False` (read-only inspection must leave no trace).
     s3: requires `bucket`; no network call happens until the first operation.
     stdout: streams to `sys.stdout.buffer`.
     """
@@ -39,7 +40,7 @@ def open_destination(spec: DestinationSpec, base_dir: Path | None = None) -> Des
             root = (base_dir or Path.cwd()) / root
         from rivet_core.destination.local import LocalDestination
 
-        return LocalDestination(root)
+        return LocalDestination(root, create=create)
     if kind == "s3":
         from rivet_core.destination.s3 import S3Destination
 

@@ -63,10 +63,13 @@ class LocalDestination(Destination):
     kind = "local"
     supports_manifest = True
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, create: bool = True) -> None:
+        """`create=False` (read-only inspection: `rivet validate`, asset checks) never creates
+        the directory: a missing one reads as an empty prefix."""
         self.root = Path(os.path.abspath(root))
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            if create:
+                self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise destination_error(
                 f"cannot create local destination directory '{self.root}': {exc.strerror or exc} "
