@@ -34,7 +34,8 @@ from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.job import ExportRun, RunOptions, run_unit
 from rivet_core.pipeline.quality import QualityIssue
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.plan import DayWindow, export_destination, partition_prefixes
+from rivet_core.pipeline.time_range import RangeStaged, TimeRangeRun
+from rivet_core.plan import DayWindow, TimeWindow, export_destination, partition_prefixes
 from rivet_core.progress import ProgressTracker, callback_tracker
 from rivet_core.state import StateStore
 
@@ -42,6 +43,8 @@ __all__ = [
     # chunked exports as Dagster partitions (rivet_core/pipeline/chunk_partition.py)
     "ChunkManifestRun", "ChunkPartitionBusy", "ChunkPartitionRun", "ChunkPlanTick", "ChunkWindowsMissing",
     "dagster_chunk_problem", "plan_chunk_partitions", "reconcile_chunks",
+    # many time partitions in one run: one source query, one published unit per window
+    "RangeStaged", "TimeRangeRun", "TimeWindow",
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",

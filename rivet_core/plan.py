@@ -10,6 +10,7 @@ reading the stored cursor, so the Dagster layer and the CLI resolve exports iden
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -32,14 +33,49 @@ from rivet_core.source.query import Dialect, dialect_for
 
 @dataclass(frozen=True)
 class DayWindow:
-    """A half-open UTC day range [start, end) for a time partition."""
+    """A half-open time range [start, end) of one time partition (an hour, day, week, month).
 
-    start: date
-    end: date
+    `start`/`end` are dates (UTC midnights: the original daily form) or zone-aware
+    datetimes in any zone — the bounds are the UTC instants they denote (`utc_bounds`), so
+    a New York day is [05:00Z, 05:00Z) and a DST day is 23 or 25 hours long. `key` is the
+    partition's path-safe label (`[A-Za-z0-9_.-]`): it names the sub-prefix
+    `<time_column>=<key>/` and the partition's lock; default: the start date.
+    """
+
+    start: date | datetime
+    end: date | datetime
+    key: str | None = None
+
+    def __post_init__(self) -> None:
+        for bound in (self.start, self.end):
+            if isinstance(bound, datetime) and bound.tzinfo is None:
+                raise ValueError("a time window bound must be a date or a zone-aware datetime")
+        if self.key is not None and not _WINDOW_KEY.fullmatch(self.key):
+            raise ValueError(f"time window key '{self.key}' is not path-safe (letters, digits, _ . -)")
+        if self.utc_bounds[0] >= self.utc_bounds[1]:
+            raise ValueError(f"empty time window [{self.start}, {self.end})")
 
     @property
     def label(self) -> str:
-        return self.start.isoformat()
+        if self.key is not None:
+            return self.key
+        start = self.start.date() if isinstance(self.start, datetime) else self.start
+        return start.isoformat()
+
+    @property
+    def utc_bounds(self) -> tuple[datetime, datetime]:
+        """[start, end) as UTC instants."""
+        return _utc(self.start), _utc(self.end)
+
+
+TimeWindow = DayWindow  # the general name; DayWindow stays for the daily form's callers
+_WINDOW_KEY = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")
+
+
+def _utc(bound: date | datetime) -> datetime:
+    if isinstance(bound, datetime):
+        return bound.astimezone(UTC)
+    return datetime(bound.year, bound.month, bound.day, tzinfo=UTC)
 
 
 @dataclass
@@ -122,13 +158,12 @@ def export_destination(config: RivetConfig, export: ExportConfig, *, sub_prefix:
 
 
 def partition_prefixes(config: RivetConfig, export: ExportConfig) -> list[str]:
-    """Every `<time_column>=YYYY-MM-DD/` prefix under a time_window export that holds a
-    manifest (the daily partitions the Dagster layer wrote); [] for other exports."""
-    import re
-
+    """Every `<time_column>=<key>/` prefix under a time_window export that holds a manifest
+    (the time partitions the Dagster layer wrote: `YYYY-MM-DD` for daily, weekly and monthly
+    partitions, `YYYY-MM-DD-HHMM[±HHMM]` for hourly ones, `+` spelled `p`); [] for other exports."""
     if export.mode != "time_window" or not export.time_column:
         return []
-    day = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+    day = re.compile(r"^\d{4}-\d{2}-\d{2}(-\d{4}([-p]\d{4})?)?$")
     marker = f"{export.time_column}="
     found = set()
     for obj in export_destination(config, export, create=False).list(""):
@@ -179,8 +214,7 @@ def plan_unit(
     if window is not None:
         if not export.time_column:
             raise ConfigError(f"export '{export.name}': a time partition needs time_column")
-        start = datetime(window.start.year, window.start.month, window.start.day, tzinfo=UTC)
-        end = datetime(window.end.year, window.end.month, window.end.day, tzinfo=UTC)
+        start, end = window.utc_bounds  # timestamptz: the instants; zone-less columns: UTC wall time
         sql, params = build_time_range_query(dialect, base, export.time_column, start, end,
                                              export.time_column_type or "timestamp")
         strategy = "time_window"

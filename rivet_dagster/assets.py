@@ -17,7 +17,7 @@ from rivet_core import api
 from rivet_dagster.io_manager import PendingPublish, failure_for
 from rivet_dagster.metadata import describe_export
 from rivet_dagster.naming import asset_key, group_name, pool_name, safe_name
-from rivet_dagster.partitions import export_partitions, window_for_key
+from rivet_dagster.partitions import backfill_policy, export_partitions, window_for_key
 from rivet_dagster.resources import RivetResource
 
 
@@ -98,6 +98,7 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
         key=key, group_name=group_name(config, export), description=describe(config, export),
         kinds={config.source.type, export.format, export.destination.type},
         pool=pool_name(config, export), partitions_def=partitions, check_specs=check_specs,
+        backfill_policy=backfill_policy(export) if partitions else None,
         io_manager_key="rivet_io_manager",
         metadata={"rivet/export": export_name, "rivet/mode": export.mode},
         retry_policy=dg.RetryPolicy(max_retries=tuning.max_retries,
@@ -106,11 +107,14 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
     def _export(context: dg.AssetExecutionContext, rivet: RivetResource):
         cfg = rivet.load()
         exp = cfg.export(export_name)
-        window = window_for_key(context.partition_key) if partitions is not None else None
+        # Time partitions: one, or a range (a backfill policy) read by ONE source query and
+        # still published partition by partition (partitions.py, rivet_core TimeRangeRun).
+        windows = [window_for_key(partitions, k) for k in context.partition_keys] if partitions else [None]
         # Progress lines (rows, size, rate, ETA) in the run's event log, like `rivet run` logs them.
         progress = api.callback_tracker(cfg, exp, context.log.info)
-        run = api.ExportRun(cfg, exp, api.RunOptions(dagster_run_id=context.run.run_id, window=window,
-                                                      internal_retries=False, progress=progress))
+        options = api.RunOptions(dagster_run_id=context.run.run_id, window=windows[0],
+                                 internal_retries=False, progress=progress)
+        run = api.ExportRun(cfg, exp, options) if len(windows) == 1 else api.TimeRangeRun(cfg, exp, windows, options)
         context.log.info(f"rivet run {run.summary.run_id} → {run.dest.uri}")
         try:
             staged = run.extract()

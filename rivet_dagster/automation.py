@@ -1,9 +1,10 @@
 """Schedules and sensors: cron schedules from `dagster.schedule`, and a run-failure notifier.
 
 - An unpartitioned export with `dagster.schedule` gets a cron schedule of its asset (and
-  checks). A daily export's schedule re-exports the last `days_window` days (including
-  today) on each tick, so late-arriving rows of recent days are picked up — only days
-  inside the partitions' start/end dates.
+  checks). A time-partitioned export's schedule re-exports the last `days_window` complete
+  partitions on each tick, so late-arriving rows of recent windows are picked up — only
+  partitions inside the start/end dates; as ranges when a backfill policy is set.
+  Schedules run in `dagster.timezone` (default UTC).
 - Schedules are STOPPED unless `dagster.schedule_status: RUNNING`.
 - `rivet_run_failure_notifier` sends the configured notifications for Dagster runs that
   failed *outside* the core's own finalize (a crashed step, a failed check) — runs the
@@ -19,7 +20,12 @@ import dagster as dg
 
 from rivet_core import api
 from rivet_dagster.naming import asset_key, safe_name
-from rivet_dagster.partitions import export_partitions, recent_partition_keys
+from rivet_dagster.partitions import (
+    backfill_policy,
+    export_partitions,
+    partition_timezone,
+    recent_partition_keys,
+)
 
 
 def _status(config: api.RivetConfig, export: api.ExportConfig) -> dg.DefaultScheduleStatus:
@@ -36,24 +42,38 @@ def export_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
 
 def build_schedule(config: api.RivetConfig, export: api.ExportConfig,
                    job: Any) -> dg.ScheduleDefinition | None:
+    """The export's cron schedule, in `dagster.timezone` (default UTC). A time-partitioned
+    export's tick re-exports its last `days_window` complete partitions (of its granularity:
+    hours, days, weeks or months); with a backfill policy they go as ranges (one run and one
+    source query per range), else one run per partition."""
     cron = export.dagster.schedule if export.dagster else None
     if not cron:
         return None
     name = f"{safe_name(export.name)}_schedule"
+    zone = partition_timezone(export)
     if export.mode != "time_window":
-        return dg.ScheduleDefinition(name=name, cron_schedule=cron, job=job, execution_timezone="UTC",
+        return dg.ScheduleDefinition(name=name, cron_schedule=cron, job=job, execution_timezone=zone,
                                      default_status=_status(config, export))
-    days = max(int(export.days_window or 1), 1)
+    count = max(int(export.days_window or 1), 1)
     partitions = export_partitions(config, export)
+    policy = backfill_policy(export)
+    per_run = (1 if policy is None else policy.max_partitions_per_run or count)
 
-    @dg.schedule(name=name, cron_schedule=cron, job=job, execution_timezone="UTC",
+    @dg.schedule(name=name, cron_schedule=cron, job=job, execution_timezone=zone,
                  default_status=_status(config, export))
-    def _recent_days(context: dg.ScheduleEvaluationContext):
+    def _recent_partitions(context: dg.ScheduleEvaluationContext):
         tick = context.scheduled_execution_time
-        for key in recent_partition_keys(days, tick, within=partitions):
-            yield dg.RunRequest(run_key=f"{key}@{tick.isoformat()}", partition_key=key)
+        keys = recent_partition_keys(count, tick, within=partitions)
+        for i in range(0, len(keys), per_run):
+            first, last = keys[i], keys[min(i + per_run, len(keys)) - 1]
+            if first == last:
+                yield dg.RunRequest(run_key=f"{first}@{tick.isoformat()}", partition_key=first)
+            else:
+                yield dg.RunRequest(run_key=f"{first}...{last}@{tick.isoformat()}",
+                                    tags={"dagster/asset_partition_range_start": first,
+                                          "dagster/asset_partition_range_end": last})
 
-    return _recent_days
+    return _recent_partitions
 
 
 _PLANNED = {dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED}

@@ -1,9 +1,24 @@
-"""Partitions of exports: daily time windows for `time_window` exports, chunk windows for
+"""Partitions of exports: time windows for `time_window` exports, chunk windows for
 `chunked` exports.
 
-Partition D exports rows with the time column in [D, D+1) (UTC) to its own prefix
-`<time_column>=D/`, with its own manifest and `_SUCCESS` (DESIGN.md §6). `dagster.start_date`
-is required: a time-partitioned asset needs to know where its history starts.
+Time partitions (`dagster.partitions: hourly | daily | weekly | monthly`, default daily)
+are Dagster's own Hourly/Daily/Weekly/Monthly partitions with their default keys, in
+`dagster.timezone` (default UTC), from `dagster.start_date` (required) to `end_date`
+(exclusive), with no end offset: a partition exists once its window is over, so a user's
+own `dg.DailyPartitionsDefinition(start_date=…, timezone=…)` is the same definition
+(`export_partitions_def` returns it). Partition K exports the rows with the time column in
+K's window — converted to UTC instants, so a New York day is [05:00Z, 05:00Z) and a DST
+day has 23 or 25 hours; a zone-less column holds UTC wall time (the rule everywhere in
+Rivet) — to its own prefix `<time_column>=<segment>/` with its own manifest and
+`_SUCCESS`. The segment is the key made path-safe: daily, weekly (the week's first day)
+and monthly (the month's first day) keys are `YYYY-MM-DD` already; an hourly key
+`2024-01-02-03:00` is written `2024-01-02-0300` (no `:`, which Hadoop/Spark paths and
+Windows refuse), the repeated hour of a DST fall-back (`2024-11-03-01:00-0500`) keeps its
+offset (`2024-11-03-0100-0500`, a `+` spelled `p`).
+
+A backfill of many time partitions runs as ranges when `dagster.backfill_policy` (or
+`max_partitions_per_run`) is set: one source query per range (rivet_core's TimeRangeRun),
+still one manifest and `_SUCCESS` per partition.
 
 A chunked export's partitions are dynamic, `<export>_chunks`: one key per chunk window
 (`rivet_core.chunks.keys`: stable, sortable, `[A-Za-z0-9_.-]`), registered in ascending order
@@ -13,48 +28,98 @@ written by `<export>_manifest`.
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import dagster as dg
 
 from rivet_core import api
 from rivet_dagster.naming import safe_name
 
+GRANULARITIES = {
+    "hourly": dg.HourlyPartitionsDefinition, "daily": dg.DailyPartitionsDefinition,
+    "weekly": dg.WeeklyPartitionsDefinition, "monthly": dg.MonthlyPartitionsDefinition,
+}
 
-def export_partitions(config: api.RivetConfig, export: api.ExportConfig) -> dg.PartitionsDefinition | None:
+
+def granularity(export: api.ExportConfig) -> str:
+    return export.dagster.partitions if export.dagster else "daily"
+
+
+def partition_timezone(export: api.ExportConfig) -> str:
+    """`dagster.timezone` of the export (partition boundaries and schedules), default UTC."""
+    return (export.dagster.timezone if export.dagster else None) or "UTC"
+
+
+def export_partitions(config: api.RivetConfig, export: api.ExportConfig) -> dg.TimeWindowPartitionsDefinition | None:
+    """The time partitions of a `time_window` export (None for other modes)."""
     if export.mode != "time_window":
         return None
     start = (export.dagster.start_date if export.dagster and export.dagster.start_date else
              config.dagster.start_date if config.dagster and config.dagster.start_date else None)
     if not start:
         raise api.ConfigError(
-            f"export '{export.name}': a time_window export is a daily-partitioned Dagster asset and "
+            f"export '{export.name}': a time_window export is a time-partitioned Dagster asset and "
             "needs dagster.start_date (the first day to export), e.g.\n"
             "    dagster:\n      start_date: \"2026-01-01\"")
     end = export.dagster.end_date if export.dagster else None
-    return dg.DailyPartitionsDefinition(start_date=start, end_date=end, timezone="UTC", end_offset=1)
+    # datetimes, not strings: an hourly definition parses strings with its own format.
+    return GRANULARITIES[granularity(export)](
+        start_date=datetime.fromisoformat(start), end_date=datetime.fromisoformat(end) if end else None,
+        timezone=partition_timezone(export))
+
+
+def export_partitions_def(config_path: str | os.PathLike[str], export_name: str) -> dg.PartitionsDefinition | None:
+    """The exact partitions definition of an export's asset, for a user's own partitioned
+    asset downstream of it (same definition → one run can materialize both)."""
+    config = api.load_config(str(Path(config_path).resolve()))
+    return export_partitions(config, config.export(export_name))
+
+
+def backfill_policy(export: api.ExportConfig) -> dg.BackfillPolicy | None:
+    """A time_window export's `dagster.backfill_policy` when configured (`single_run`: one
+    run per backfill; `multi_run`: ranges of `max_partitions_per_run`); unset = Dagster's
+    default, one run per partition."""
+    d = export.dagster
+    if d is None or not {"backfill_policy", "max_partitions_per_run"} & d.model_fields_set:
+        return None
+    if d.backfill_policy == "single_run":
+        return dg.BackfillPolicy.single_run()
+    return dg.BackfillPolicy.multi_run(max_partitions_per_run=d.max_partitions_per_run)
 
 
 def chunk_partitions(export: api.ExportConfig) -> dg.DynamicPartitionsDefinition:
     return dg.DynamicPartitionsDefinition(name=f"{safe_name(export.name)}_chunks")
 
 
-def window_for_key(partition_key: str) -> api.DayWindow:
-    day = date.fromisoformat(partition_key)
-    return api.DayWindow(start=day, end=day + timedelta(days=1))
+def path_segment(partition_key: str) -> str:
+    """The path-safe form of a time partition key (module docstring)."""
+    return partition_key.replace(":", "").replace("+", "p")
+
+
+def window_for_key(partitions: dg.TimeWindowPartitionsDefinition, partition_key: str) -> api.TimeWindow:
+    """The partition's [start, end) (zone-aware, in the partitions' time zone)."""
+    window = partitions.time_window_for_partition_key(partition_key)
+    return api.TimeWindow(start=window.start, end=window.end, key=path_segment(partition_key))
 
 
 def sub_prefix_for_key(export: api.ExportConfig, partition_key: str) -> str:
-    return f"{export.time_column}={partition_key}/"
+    return f"{export.time_column}={path_segment(partition_key)}/"
 
 
-def recent_partition_keys(days: int, now: datetime,
+def recent_partition_keys(count: int, now: datetime,
                           within: dg.TimeWindowPartitionsDefinition | None = None) -> list[str]:
-    """The last `days` day keys up to and including today (UTC); with `within`, only the
-    days inside its [start_date, end_date) (a tick near the start asks for fewer days)."""
-    today = now.date()
-    keys = [today - timedelta(days=i) for i in range(days - 1, -1, -1)]
-    if within is not None:
-        first, end = within.start.date(), within.end.date() if within.end else None
-        keys = [d for d in keys if d >= first and (end is None or d < end)]
-    return [d.isoformat() for d in keys]
+    """The last `count` partitions of `within` whose window is over at `now` (oldest first;
+    fewer near the start date; none past the end date). Without `within`: UTC days."""
+    partitions = within or dg.DailyPartitionsDefinition(start_date=(now - timedelta(days=count + 1)).date().isoformat())
+    keys: list[str] = []
+    if partitions.end is not None and now > partitions.end:
+        now = partitions.end
+    ongoing = partitions.time_window_for_partition_key(partitions.get_partition_key_for_timestamp(now.timestamp()))
+    window = partitions.get_prev_partition_window(ongoing.start)
+    while window is not None and len(keys) < count:
+        key = partitions.get_partition_key_for_timestamp(window.start.timestamp())
+        keys.append(key)
+        window = partitions.get_prev_partition_window(window.start)
+    return keys[::-1]

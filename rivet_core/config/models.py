@@ -297,6 +297,9 @@ class ExportDagsterConfig(_DagsterCommon):
     schedule: Str | None = None
     end_date: Str | None = None
     timezone: Str | None = None
+    #: time_window exports: the partitions' granularity (keys and sub-prefixes in
+    #: docs/dagster-guide.md#time-partitions); boundaries are in `timezone` (default UTC).
+    partitions: Literal["hourly", "daily", "weekly", "monthly"] = "daily"
     #: Chunked exports: how a backfill of many chunk partitions is split into runs.
     #: `multi_run` (default): up to `max_partitions_per_run` windows per run, runs in parallel
     #: (pool-limited). `single_run`: one run for a whole range — required by

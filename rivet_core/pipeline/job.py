@@ -59,6 +59,9 @@ class RunOptions:
     #: Progress reporting (rivet_core/progress.py): fed once per batch; None = off. The CLI
     #: and the Dagster layer pass their own sinks, the run never picks one itself.
     progress: ProgressTracker | None = None
+    #: The run's id (default: `{export}_{UTC time}`). A ranged time-partition run
+    #: (time_range.py) gives each partition its own, since they start in the same millisecond.
+    run_id: str | None = None
 
 
 def staging_root(config: RivetConfig) -> Path:
@@ -119,7 +122,7 @@ class ExportRun:
     # ------------------------------------------------------------------ phases
     def _new_summary(self) -> RunSummary:
         plan, export = self.plan, self.export
-        summary = RunSummary(run_id=new_run_id(export.name), export_name=export.name, mode=export.mode,
+        summary = RunSummary(run_id=self.options.run_id or new_run_id(export.name), export_name=export.name, mode=export.mode,
                              format=export.format, compression=plan.writer_options.compression)
         summary.destination_kind, summary.destination_uri = self.dest.kind, self.dest.uri
         summary.tuning_profile = plan.tuning.profile

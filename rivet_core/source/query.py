@@ -212,3 +212,45 @@ def build_time_range_query(
         f"WHERE {column} >= %s AND {column} < %s"
     )
     return sql, [_time_param(start, time_column_type), _time_param(end, time_column_type)]
+
+
+#: The synthetic column of a ranged time-partition query: the 0-based window of each row.
+PARTITION_INDEX = "_rivet_partition"
+
+
+def build_time_partitions_query(
+    dialect: SupportsQuoteIdent | str,
+    base_sql: str,
+    time_column: str,
+    bounds: list[dt.datetime | dt.date],
+    time_column_type: TimeColumnType = "timestamp",
+) -> tuple[str, list[Any]]:
+    """One query over consecutive windows [b0, b1), [b1, b2), … [bn-1, bn) of `time_column`.
+
+    `SELECT _rivet.*, <i> AS _rivet_partition FROM (<base>) AS _rivet WHERE col >= b0 AND
+    col < bn ORDER BY col`: the server decides each row's window with the same comparisons
+    as the one-window query (a balanced nested CASE on the inner bounds, log2(n) per row), so
+    splitting the stream by `_rivet_partition` gives every row exactly the window that
+    window's own query would have given it. Ordered by the column, the windows arrive one
+    after another (the reader holds one window's writer at a time).
+    """
+    if len(bounds) < 2:
+        raise ValueError("a ranged time query needs at least one window (two bounds)")
+    column = _quoter(_resolve(dialect), with_params=True)(time_column)
+    params: list[Any] = []
+
+    def window_of(lo: int, hi: int) -> str:  # windows lo..hi-1, split at bound `mid`
+        if hi - lo == 1:
+            return str(lo)
+        mid = (lo + hi) // 2
+        params.append(_time_param(bounds[mid], time_column_type))
+        return f"CASE WHEN {column} < %s THEN {window_of(lo, mid)} ELSE {window_of(mid, hi)} END"
+
+    index = window_of(0, len(bounds) - 1)
+    params += [_time_param(bounds[0], time_column_type), _time_param(bounds[-1], time_column_type)]
+    sql = (
+        f"SELECT {BASE_ALIAS}.*, {index} AS {_quoter(_resolve(dialect), with_params=True)(PARTITION_INDEX)} "
+        f"FROM ({_base(base_sql, with_params=True)}) AS {BASE_ALIAS} "
+        f"WHERE {column} >= %s AND {column} < %s ORDER BY {column}"
+    )
+    return sql, params

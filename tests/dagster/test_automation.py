@@ -1,7 +1,8 @@
 """Schedules and the run-failure notifier.
 
 - The daily export's schedule asks, on each tick, for the last `days_window` day partitions
-  ending on the tick's day (never a day before `dagster.start_date`); an unpartitioned
+  that are over at the tick (never a day before `dagster.start_date` or from `end_date`; the
+  current day is not a partition until it ends); an unpartitioned
   export's schedule asks for one run of its job.
 - `rivet_run_failure_notifier` posts the configured JSON webhook (a real local HTTP server)
   for a failed Dagster run the core did not report itself, and stays quiet for a run whose
@@ -49,12 +50,13 @@ def tick(defs: dg.Definitions, instance: dg.DagsterInstance, name: str, at: date
 
 
 @pytest.mark.parametrize(("at", "days"), [
-    (datetime(2026, 3, 10, 0, 10, tzinfo=UTC), ["2026-03-08", "2026-03-09", "2026-03-10"]),
-    (datetime(2026, 4, 1, 0, 10, tzinfo=UTC), ["2026-03-30", "2026-03-31", "2026-04-01"]),
-    (datetime(2026, 3, 2, 0, 10, tzinfo=UTC), [START_DATE, "2026-03-02"]),   # history starts 03-01
-    (datetime(2026, 6, 1, 0, 10, tzinfo=UTC), ["2026-05-30", "2026-05-31"]),  # end_date is exclusive
+    (datetime(2026, 3, 10, 0, 10, tzinfo=UTC), ["2026-03-07", "2026-03-08", "2026-03-09"]),
+    (datetime(2026, 4, 1, 0, 10, tzinfo=UTC), ["2026-03-29", "2026-03-30", "2026-03-31"]),
+    (datetime(2026, 3, 3, 0, 10, tzinfo=UTC), [START_DATE, "2026-03-02"]),   # history starts 03-01
+    (datetime(2026, 3, 1, 0, 10, tzinfo=UTC), []),                          # no day is over yet
+    (datetime(2026, 6, 3, 0, 10, tzinfo=UTC), ["2026-05-29", "2026-05-30", "2026-05-31"]),  # end_date exclusive
 ])
-def test_the_daily_schedule_requests_the_last_days_window_partitions_ending_on_the_tick_day(
+def test_the_daily_schedule_requests_the_last_days_window_complete_partitions_before_the_tick(
         tmp_path: Path, instance: dg.DagsterInstance, at: datetime, days: list[str]) -> None:
     defs = scheduled_defs(tmp_path)
     requests = tick(defs, instance, "orders_daily_schedule", at)
