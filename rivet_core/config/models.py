@@ -306,6 +306,22 @@ class ExportDagsterConfig(_DagsterCommon):
     #: `dagster asset materialize --partition-range` (a Dagster 1.13 rule).
     backfill_policy: Literal["multi_run", "single_run"] = "multi_run"
     max_partitions_per_run: int = Field(default=10, ge=1)
+    #: Chunked exports: a cron; on each tick the planner re-exports every window (the way to
+    #: stay true to the source without a `change_column`, whose in-place updates are unseen).
+    refresh: Str | None = None
+
+    @field_validator("refresh")
+    @classmethod
+    def _refresh_cron(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        fields = value.split()
+        if not (len(fields) == 5 or (len(fields) == 1 and value.startswith("@"))):
+            raise ValueError(
+                f"refresh '{value}' is not a cron expression — use five fields, e.g. "
+                "'0 2 * * 0' (Sundays at 02:00), or @hourly/@daily/@weekly/@monthly"
+            )
+        return value
 
     @field_validator("end_date")
     @classmethod
@@ -408,6 +424,10 @@ class ExportConfig(_Strict):
     chunk_checkpoint: bool = False
     chunk_max_attempts: int | None = None
     keyset_incremental: bool = False
+    #: Chunked exports as Dagster partitions: a column that moves on every insert and update
+    #: (e.g. `updated_at`). The planner fingerprints each window (COUNT + MAX of it) and
+    #: re-exports the windows whose fingerprint changed (rivet_core/chunks/fingerprint.py).
+    change_column: Str | None = None
     # partitioning (not supported yet)
     partition_by: Str | None = None
     partition_granularity: Literal["day", "month", "year"] = "day"

@@ -244,6 +244,7 @@ def _chunk_knobs_set(exp: ExportConfig) -> list[str]:
             "chunk_count",
             "chunk_size_memory_mb",
             "chunk_max_attempts",
+            "change_column",
         )
         if getattr(exp, k) is not None
     ]
@@ -547,6 +548,11 @@ def export_errors(exp: ExportConfig, source: SourceConfig) -> list[str]:
         errors.append(
             f"{label}: dagster.end_date ({dag.end_date}) must be after dagster.start_date "
             f"({dag.start_date})"
+        )
+    if dag and dag.refresh and exp.mode != "chunked":
+        errors.append(
+            f"{label}: dagster.refresh re-exports the windows of a chunked export (mode is "
+            f"{exp.mode}) — remove it, or use dagster.schedule to re-run this export"
         )
     return errors
 

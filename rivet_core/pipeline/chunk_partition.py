@@ -45,12 +45,20 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 import xxhash
 
 from rivet_core.chunks import ChunkPlan, ChunkWindow
+from rivet_core.chunks.fingerprint import (
+    EMPTY,
+    WindowFingerprint,
+    fingerprint_queries,
+    read_fingerprints,
+)
+from rivet_core.chunks.planner import column_type, fetch_rows
 from rivet_core.chunks.sql import window_count_query
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, DataIntegrityError, RivetError
@@ -145,8 +153,17 @@ class ChunkPlanTick:
     fresh: bool = False
     #: Windows this call added to the checkpoint (new windows), in window order.
     added: list[str] = field(default_factory=list)
-    #: Completed windows whose source COUNT differs from the rows they exported → count now.
-    refill: dict[str, int] = field(default_factory=dict)
+    #: Completed windows that changed at the source since they were exported → a token of
+    #: what they hold now (the count without a change_column, else the fingerprint text).
+    refill: dict[str, str] = field(default_factory=dict)
+    #: Per refilled window: a short mark of its completed attempt (run keys stay unique when
+    #: a window flips back to a fingerprint it had before).
+    marks: dict[str, str] = field(default_factory=dict)
+    #: Completed windows whose source COUNT differs from the rows they exported (a subset of
+    #: `refill`): the published data misses or holds extra rows there.
+    drifted: list[str] = field(default_factory=list)
+    #: Windows reset for re-export by a refresh (`refresh=True`), in window order.
+    refreshed: list[str] = field(default_factory=list)
     not_completed: int = 0
     #: Fingerprint of (window, attempt) of every completed window: a manifest run key.
     stamp: str = ""
@@ -160,7 +177,7 @@ class ChunkPlanTick:
     @property
     def to_export(self) -> list[str]:
         """Windows this tick asks to (re-)export, in window order."""
-        wanted = set(self.keys if self.fresh else self.added) | set(self.refill)
+        wanted = set(self.keys if self.fresh else self.added) | set(self.refill) | set(self.refreshed)
         return [k for k in self.keys if k in wanted]
 
 
@@ -235,17 +252,21 @@ class DagsterChunkRun(ChunkedRun):
             return previous
         return None
 
-    def open_chunk_run(self, chunk_plan: ChunkPlan, *, extra: Sequence[ChunkWindow] = ()) -> tuple[ChunkRunRow, bool]:
+    def open_chunk_run(self, chunk_plan: ChunkPlan, *, extra: Sequence[ChunkWindow] = (),
+                       carry_completed: bool = True) -> tuple[ChunkRunRow, bool]:
         """Open the in-progress chunk run, continuing `continued_run` with `extra` windows
-        appended; returns (run, fresh). A concurrent opener's run wins the race."""
+        appended; returns (run, fresh). A concurrent opener's run wins the race.
+        `carry_completed=False` (a refresh) keeps the previous run's windows — the same keys
+        and bounds — but every one of them pending."""
         state, name = self.state, self.export.name
         previous = self.continued_run(chunk_plan)
-        carry = previous is not None
+        carry = previous is not None and carry_completed
         if previous is not None:
             old = state.list_chunk_tasks(previous.run_id)
             specs = [(t.chunk_index, t.start_key, t.end_key, t.window_key) for t in old]
             specs += [_task_spec(w) for w in extra]
-            completed = {t.chunk_index: (t.rows_written or 0, t.file_name) for t in old if t.status == "completed"}
+            completed = {t.chunk_index: (t.rows_written or 0, t.file_name) for t in old
+                         if t.status == "completed" and carry_completed}
         else:
             specs, completed = [_task_spec(w) for w in chunk_plan.windows], {}
         run_id = new_run_id(name)
@@ -284,11 +305,54 @@ class DagsterChunkRun(ChunkedRun):
         with open_source(self.plan.source_url, self.plan.tuning) as src:
             return int(src.scalar(sql, params))
 
+    def fingerprints_of(self, chunk_plan: ChunkPlan, windows: Sequence[ChunkWindow]) -> dict[str, WindowFingerprint]:
+        """What each window holds at the source now (COUNT, MAX(change_column)): one
+        grouped query for all of them (rivet_core/chunks/fingerprint.py). Every window is in
+        the result; an empty one has rows 0."""
+        if not windows:
+            return {}
+        change = self.export.change_column
+        found: dict[str, WindowFingerprint] = {}
+        with open_source(self.plan.source_url, self.plan.tuning) as src:
+            if change:
+                self.check_change_column(src, change)
+            for query in fingerprint_queries(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan.strategy,
+                                             chunk_plan.column, chunk_plan.size, windows, change):
+                found.update(read_fingerprints(fetch_rows(src, query.sql, query.params), query, change))
+        return {w.key: found.get(w.key, EMPTY) for w in windows}
+
+    def check_change_column(self, src, change: str) -> None:  # noqa: ANN001
+        """`change_column` must be a column of the export's query whose MAX() the database
+        computes and that orders like time or a version number (scan-free: describe only)."""
+        try:
+            arrow_type, native = column_type(src, self.plan.base_query, change, self.plan.table_hint)
+        except ConfigError as exc:
+            raise ConfigError(f"export '{self.export.name}': change_column '{change}': {exc}") from exc
+        orderable = arrow_type is not None and (
+            pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type)
+            or pa.types.is_timestamp(arrow_type) or pa.types.is_date(arrow_type) or pa.types.is_time(arrow_type)
+            or pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type))
+        if not orderable:
+            raise ConfigError(
+                f"export '{self.export.name}': change_column '{change}' (type {native}) cannot be compared "
+                "with MAX() — name a column that moves on every insert and update: a timestamp such as "
+                "updated_at, or an increasing row version number")
+
 
 # ------------------------------------------------------------------------------- planner
-def plan_chunk_partitions(config: RivetConfig, export: ExportConfig, *, state=None) -> ChunkPlanTick:  # noqa: ANN001
+def plan_chunk_partitions(config: RivetConfig, export: ExportConfig, *, state=None,  # noqa: ANN001
+                          recorded: Mapping[str, str] | None = None, refresh: bool = False) -> ChunkPlanTick:
     """One planner evaluation (module docstring): keeps the checkpoint in step with the
-    source and says which windows to (re-)export and whether the run can be finalized."""
+    source and says which windows to (re-)export and whether the run can be finalized.
+
+    Staleness: every completed window is fingerprinted with one grouped query
+    (`DagsterChunkRun.fingerprints_of`). A window is *changed* — re-opened in a chunk run that
+    continues the published one, and listed in `refill` — when its source COUNT differs from
+    the rows it exported, or (with `change_column`) when its fingerprint differs from
+    `recorded[key]`, the fingerprint the caller recorded when the window was last exported
+    (a window without a record counts as changed). `refresh=True` re-exports every window:
+    they are reset to pending (the manifest waits for all of them) with their keys and
+    bounds kept."""
     run = DagsterChunkRun(config, export, state=state, notifications=None)
     try:
         chunk_plan = run.plan_grid()
@@ -303,37 +367,52 @@ def plan_chunk_partitions(config: RivetConfig, export: ExportConfig, *, state=No
             before = store.list_chunk_tasks(previous.run_id) if previous is not None else []
         carry = previous is not None
         extra = run.new_windows(chunk_plan, before)
-        refill = _refill(run, chunk_plan, before)
+        completed = [t for t in before if t.status == "completed"]
+        refill, marks, drifted = ({}, {}, []) if refresh else _changed(run, chunk_plan, completed, recorded)
+        refresh_keys = sorted(t.window_key for t in completed) if refresh else []
         fresh = False
         if current is None:
-            if carry and not extra and not refill:  # finalized, and nothing new: open nothing
+            if carry and not extra and not refill and not refresh_keys:  # finalized, nothing new: open nothing
                 return ChunkPlanTick(name, None, sorted(t.window_key for t in before), stamp=_stamp(before),
                                      warnings=list(chunk_plan.warnings))
-            current, fresh = run.open_chunk_run(chunk_plan, extra=extra if carry else ())
-        elif extra:
-            store.add_chunk_tasks(current.run_id, [_task_spec(w) for w in extra])
+            current, fresh = run.open_chunk_run(chunk_plan, extra=extra if carry else (),
+                                                carry_completed=not refresh_keys)
+        else:
+            if extra:
+                store.add_chunk_tasks(current.run_id, [_task_spec(w) for w in extra])
+            for t in completed if refresh_keys else ():
+                store.reset_chunk_task_for_re_export(current.run_id, t.chunk_index, "refresh: re-export every window")
         tasks = store.list_chunk_tasks(current.run_id)
         keys = sorted(t.window_key for t in tasks)
         present = set(keys)
         added = [] if fresh else sorted(w.key for w in extra if w.key in present)
         return ChunkPlanTick(
-            name, current.run_id, keys, fresh=fresh, added=added, refill=refill,
+            name, current.run_id, keys, fresh=fresh, added=added, refill=refill, marks=marks, drifted=drifted,
+            refreshed=[] if fresh else [k for k in refresh_keys if k in present],
             not_completed=sum(t.status != "completed" for t in tasks), stamp=_stamp(tasks),
             warnings=list(chunk_plan.warnings))
     finally:
         run.close()
 
 
-def _refill(run: DagsterChunkRun, chunk_plan: ChunkPlan, tasks: Sequence[ChunkTaskRow]) -> dict[str, int]:
-    """The last registered window, when it is completed and the source now holds a different
-    number of rows in it than it exported (it was partly filled; rows arrived since)."""
-    if not tasks:
-        return {}
-    last = max(tasks, key=lambda t: t.window_key)
-    if last.status != "completed":
-        return {}
-    count = run.source_count(chunk_plan, _window(last))
-    return {last.window_key: count} if count != (last.rows_written or 0) else {}
+def _changed(run: DagsterChunkRun, chunk_plan: ChunkPlan, completed: Sequence[ChunkTaskRow],
+             recorded: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, str], list[str]]:
+    """(refill: key → token, marks: key → attempt mark, drifted keys) of the completed
+    windows that changed at the source (see `plan_chunk_partitions`)."""
+    prints = run.fingerprints_of(chunk_plan, [_window(t) for t in completed])
+    versioned = bool(run.export.change_column) and recorded is not None
+    refill: dict[str, str] = {}
+    marks: dict[str, str] = {}
+    drifted: list[str] = []
+    for t in sorted(completed, key=lambda t: t.window_key):
+        now = prints.get(t.window_key, EMPTY)
+        counted = now.rows != (t.rows_written or 0)
+        if counted:
+            drifted.append(t.window_key)
+        if counted or (versioned and (recorded or {}).get(t.window_key) != now.text):
+            refill[t.window_key] = now.text
+            marks[t.window_key] = xxhash.xxh3_64_hexdigest(f"{t.file_name or ''}\0{t.rows_written}".encode())[:8]
+    return refill, marks, drifted
 
 
 # ------------------------------------------------------------------------------- one partition
@@ -370,6 +449,10 @@ class ChunkPartitionRun(DagsterChunkRun):
         self.worker = dagster_run_id
         self.claimed: list[_Claimed] = []
         self.ctx = None
+        #: window key → what the source held in it just before it was read (`claim`): the
+        #: fingerprint to record with the window's export. Taken before the read, so a change
+        #: that races the read is seen by the next planner tick (at worst one extra export).
+        self.fingerprints: dict[str, WindowFingerprint] = {}
 
     @property
     def run_id(self) -> str:
@@ -391,6 +474,7 @@ class ChunkPartitionRun(DagsterChunkRun):
                     "sensor register the current windows")
             for key in self.window_keys:
                 self.claimed.append(self._claim_one(tasks[key], is_gone))
+            self.fingerprints = self.fingerprints_of(chunk_plan, [c.window for c in self.claimed])
             self.ctx = self.window_context(run.run_id)
         except BaseException as exc:
             self.release(exc)
