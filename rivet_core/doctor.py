@@ -153,8 +153,12 @@ def _credential_fix(source: Any) -> str:
 
 
 def _url_where(url: str, engine: str) -> tuple[str, str, str]:
-    """(host:port, user, database) of a server URL — never the password."""
-    parts = urllib.parse.urlsplit(url)
+    """(host:port, user, database) of a server URL — never the password. An unparsable
+    URL (normally refused earlier, by `resolve_url`) gives placeholders, not an error."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "(unparsable host)", getpass.getuser(), ""
     host = parts.hostname or "localhost"
     try:
         port = parts.port or DEFAULT_PORTS.get(engine)

@@ -44,23 +44,40 @@ def url_scheme_family(url: str) -> tuple[str, str] | None:
     return _FAMILIES.get(base)
 
 
-def inline_url_password(url: str) -> str | None:
-    """The password in a URL's userinfo (raw, as written), if any.
+def split_userinfo(url: str) -> tuple[str, str | None, str] | None:
+    """(`scheme://`, raw userinfo or None, the rest from the host on) of a server URL.
 
-    The userinfo ends at the LAST '@' before whitespace, because passwords may contain
-    '@', '/', ':' — the same rule the redactor uses.
+    The one rule every part of rivet uses, the redactor too: the userinfo ends at the LAST
+    `@` of the URL, because passwords may contain `@ / ? # : %` and whitespace unencoded
+    (`u:AtPart1@AtPart2@host` is user `u`, password `AtPart1@AtPart2`). A literal `@`
+    after the host (in the query) must therefore be written `%40`. None: not a URL.
     """
-    match = re.match(r"^[A-Za-z][A-Za-z0-9+.\-]*://([^\s]*)@", url)
-    if not match or ":" not in match.group(1):
+    match = _SCHEME.match(url)
+    if not match:
         return None
-    return match.group(1).split(":", 1)[1] or None
+    scheme, rest = match.group(1) + "://", match.group(2)
+    userinfo, at, host_part = rest.rpartition("@")
+    return (scheme, userinfo, host_part) if at else (scheme, None, rest)
+
+
+def _user_password(userinfo: str) -> tuple[str, str | None]:
+    """Raw (user, password) of a userinfo: the user ends at its first `:`."""
+    user, colon, password = userinfo.partition(":")
+    return user, (password if colon else None)
+
+
+def inline_url_password(url: str) -> str | None:
+    """The password in a URL's userinfo (raw, as written), if any — see `split_userinfo`."""
+    parts = split_userinfo(url.strip())
+    if parts is None or parts[1] is None:
+        return None
+    return _user_password(parts[1])[1] or None
 
 
 def _register_url_secrets(url: str) -> None:
     password = inline_url_password(url)
     if password:
-        register_secret(password)
-        register_secret(urllib.parse.unquote(password))
+        register_secret(password)  # also its decoded and encoded forms
 
 
 def scheme_problem(url: str, source_type: str, field: str) -> str | None:
@@ -96,20 +113,77 @@ def _sqlite_url(rest: str, config_dir: Path) -> str:
     return f"sqlite:///{os.path.normpath(file_path)}" + (sep + query if sep else "")
 
 
+def _host_problem(host_part: str, field: str) -> str | None:
+    """Why the host/port of a server URL cannot be parsed (never echoes the userinfo)."""
+    authority = re.split(r"[/?#]", host_part, maxsplit=1)[0]
+    shown = authority if len(authority) <= 80 else authority[:80] + "…"
+    if re.search(r"\s", authority):
+        return (f"source.{field}: the host '{shown}' contains whitespace — remove it (a space "
+                "in the password is fine: everything up to the last '@' is the password)")
+    for host in authority.split(","):  # libpq: host1:port1,host2:port2
+        try:
+            port = urllib.parse.urlsplit(f"x://{host}").port
+        except ValueError as exc:
+            if "[" in host or "]" in host:
+                return (f"source.{field}: the host '{shown}' is not a valid bracketed IPv6 "
+                        f"address ({exc}) — write it as [::1] or [::1]:5432, with both brackets")
+            return (f"source.{field}: the port in '{shown}' is not a number from 1 to 65535 "
+                    f"({exc}) — write host:port, e.g. db.internal:5432")
+        if port == 0:
+            return (f"source.{field}: the port in '{shown}' is 0 — write host:port with a port "
+                    "from 1 to 65535, e.g. db.internal:5432")
+    return None
+
+
+def url_host_problem(url: str, field: str) -> str | None:
+    """Why the host/port of a postgresql:// or mysql:// URL cannot be parsed, or None."""
+    family = url_scheme_family(url)
+    parts = split_userinfo(url.strip())
+    if family is None or family[1] == "sqlite" or parts is None:
+        return None
+    return _host_problem(parts[2], field)
+
+
+def _reencode(url: str, field: str) -> str:
+    """A server URL whose user and password are percent-encoded exactly once, so every
+    driver reads the same user and password (libpq splits a raw userinfo at its FIRST
+    `@` and refuses spaces; urllib stops it at `/ ? #`). Registers every form of the
+    password for redaction before anything can quote it; ConfigError on a bad host."""
+    parts = split_userinfo(url)
+    assert parts is not None  # scheme_problem accepted it
+    scheme, userinfo, host_part = parts
+    problem = _host_problem(host_part, field)
+    if userinfo is None:
+        if problem:
+            raise ConfigError(problem)
+        return url
+    user, password = _user_password(userinfo)
+    quote = lambda s: urllib.parse.quote(urllib.parse.unquote(s), safe="")  # noqa: E731
+    if password is not None:
+        register_secret(password)
+    if problem:
+        raise ConfigError(problem)
+    rebuilt = quote(user) + ("" if password is None else ":" + quote(password))
+    if password:
+        register_secret(quote(password))
+    return f"{scheme}{rebuilt}@{host_part}"
+
+
 def normalise_url(url: str, source_type: str, field: str, config_dir: Path) -> str:
-    """Canonical scheme, SQLite path made absolute; ConfigError on a wrong scheme."""
+    """Canonical scheme, user/password re-encoded (`_reencode`), SQLite path made absolute;
+    ConfigError on a wrong scheme or an unparsable host."""
     url = url.strip()
     problem = scheme_problem(url, source_type, field)
     if problem:
         raise ConfigError(problem)
-    _register_url_secrets(url)
     match = _SCHEME.match(url)
     assert match is not None  # scheme_problem accepted it
     canonical = _FAMILIES[match.group(1).lower().split("+", 1)[0]][0]
     rest = match.group(2)
     if canonical == "sqlite":
+        _register_url_secrets(url)
         return _sqlite_url(rest, config_dir)
-    return f"{canonical}://{rest}"
+    return _reencode(f"{canonical}://{rest}", field)
 
 
 def _env(var: str, field: str) -> str:

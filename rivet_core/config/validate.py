@@ -22,7 +22,7 @@ from rivet_core.config.messages import Problem
 from rivet_core.config.models import DestinationConfig, ExportConfig, RivetConfig, SourceConfig
 from rivet_core.config.overrides import parse_column_override, split_column_key
 from rivet_core.config.sizes import parse_size
-from rivet_core.config.source_url import inline_url_password, scheme_problem
+from rivet_core.config.source_url import inline_url_password, scheme_problem, url_host_problem
 from rivet_core.config.substitution import substitute
 from rivet_core.config.templating import template_errors
 from rivet_core.errors import ConfigError
@@ -91,7 +91,7 @@ def source_errors(src: SourceConfig) -> list[str]:
                         f"source.{field}, or use url_env instead"
                     )
     if src.url is not None:
-        problem = scheme_problem(src.url, src.type, "url")
+        problem = scheme_problem(src.url, src.type, "url") or url_host_problem(src.url, "url")
         if problem:
             errors.append(problem)
     if (
@@ -113,8 +113,7 @@ def register_source_secrets(src: SourceConfig) -> None:
     if src.url:
         password = inline_url_password(src.url)
         if password:
-            register_secret(password)
-            register_secret(urllib.parse.unquote(password))
+            register_secret(password)  # also its decoded and encoded forms
 
 
 # --------------------------------------------------------------------------- export shape

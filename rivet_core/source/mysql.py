@@ -56,7 +56,9 @@ def mysql_connect_args(url: str) -> dict[str, Any]:
         "host": parts.hostname,
         "port": parts.port or 3306,
         "user": urllib.parse.unquote(parts.username or ""),
-        "password": urllib.parse.unquote(parts.password or ""),
+        # bytes: PyMySQL encodes a str password as latin-1, which fails for (or garbles) any
+        # password outside latin-1; the server hashes the UTF-8 bytes it was given
+        "password": urllib.parse.unquote(parts.password or "").encode("utf-8"),
         "charset": "utf8mb4",
         "connect_timeout": _CONNECT_TIMEOUT_S,
         "autocommit": True,  # transactions are explicit (START TRANSACTION … below)
