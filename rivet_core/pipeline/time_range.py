@@ -132,9 +132,6 @@ class TimeRangeRun:
         sql, params = build_time_partitions_query(dialect_for(plan.engine), export.resolved_query,
                                                   export.time_column or "", bounds,
                                                   export.time_column_type or "timestamp")
-        for run in self.runs:
-            run.summary.journal.record("RangeQuery", windows=len(self.runs), first=self.windows[0].label,
-                                       last=self.windows[-1].label, range_run_id=self.summary.run_id)
         meta = export.meta_columns
         exported_at = datetime.now(UTC) if (meta and meta.exported_at) else None
         row_hash = (meta.row_hash if meta else False) or False
@@ -179,7 +176,9 @@ class TimeRangeRun:
                                         f"{self.windows[window].label} after window {self.windows[current[0]].label} "
                                         "(rows out of time order); nothing was published")
                                 staged[current[0]] = current[1].finish()
-                            current = (window, PartRotator(self.runs[window].staging_dir / "attempt0",
+                            where = self.runs[window].staging_dir / "attempt0"
+                            where.mkdir(parents=True, exist_ok=True)
+                            current = (window, PartRotator(where,
                                                            "staged", out_schema, plan.writer_options,
                                                            plan.max_file_size))
                         piece = data.slice(start, end - start)

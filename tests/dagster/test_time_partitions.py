@@ -12,7 +12,6 @@ which writes outside the export's read-only transaction), so "one query per rang
 counted by the database.
 """
 
-from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
@@ -136,3 +135,167 @@ def test_the_partitions_and_the_schedule_follow_the_time_zone(tmp_path: Path, in
                                         repository_def=defs.get_repository_def())
     keys = [r.partition_key for r in schedule.evaluate_tick(context).run_requests or []]
     assert keys == ["2024-11-01", "2024-11-02", "2024-11-03"]
+
+
+# ------------------------------------------------------------------------------ granularity
+def test_hourly_partitions_split_the_repeated_dst_hour_into_two_path_safe_prefixes(
+        events_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    defs = build_definitions(orders_config(local.tmp, events_pg, [events_export("ev", local, partitions="hourly")]))
+    pdef = defs.resolve_assets_def("ev").partitions_def
+    assert isinstance(pdef, dg.HourlyPartitionsDefinition)
+    # New York 01:00 happens twice on 2024-11-03 (05:00Z EDT, then 06:00Z EST): two partitions.
+    keys = {"2024-11-03-01:00": ("2024-11-03-0100", "2024-11-03 05:00+00"),
+            "2024-11-03-01:00-0500": ("2024-11-03-0100-0500", "2024-11-03 06:00+00"),
+            "2024-11-03-02:00": ("2024-11-03-0200", "2024-11-03 07:00+00")}
+    view = local.view("ev")
+    seen: list[int] = []
+    for key, (segment, utc_start) in keys.items():
+        assert key in pdef.get_partition_keys(current_time=datetime(2024, 11, 4, tzinfo=UTC))
+        assert run_job(defs, "ev_job", instance, partition_key=key).success, key
+        expected = {int(r[0]) for r in db_exec(
+            events_pg, f"SELECT id FROM events WHERE at_tz >= timestamptz '{utc_start}' "
+                       f"AND at_tz < timestamptz '{utc_start}' + interval '1 hour'")}
+        ids = partition_ids(view, f"at_tz={segment}/")
+        assert set(ids) == expected and len(ids) == 4, key
+        seen += ids
+    assert len(seen) == len(set(seen)) == 12
+    assert prefixes(view) == {"at_tz=2024-11-03-0100/", "at_tz=2024-11-03-0100-0500/", "at_tz=2024-11-03-0200/"}
+    assert all(":" not in k and "+" not in k for k in view.keys())
+
+
+@pytest.mark.parametrize(("granularity", "windows"), [
+    # Weeks start on Sunday (Dagster's weekly partitions), months on the 1st, in New York.
+    ("weekly", [("2024-10-27", "2024-11-03"), ("2024-11-03", "2024-11-10")]),
+    ("monthly", [("2024-10-01", "2024-11-01"), ("2024-11-01", "2024-12-01")]),
+])
+def test_weekly_and_monthly_partitions_cover_every_row_once(
+        events_pg: str, local: Target, instance: dg.DagsterInstance, granularity: str,
+        windows: list[tuple[str, str]]) -> None:
+    block = events_export("ev", local, partitions=granularity)
+    block["dagster"]["start_date"] = "2024-10-01"
+    defs = build_definitions(orders_config(local.tmp, events_pg, [block]))
+    view = local.view("ev")
+    every: list[int] = []
+    for start, end in windows:
+        assert run_job(defs, "ev_job", instance, partition_key=start).success, start
+        ids = partition_ids(view, f"at_tz={start}/")
+        assert set(ids) == source_ids(events_pg, "at_tz", start, end), start
+        every += ids
+    # The New York month/week boundary falls inside the table: rows on both sides of it.
+    assert all(len(source_ids(events_pg, "at_tz", s, e)) > 0 for s, e in windows)
+    assert sorted(every) == list(range(ROWS))
+
+
+# ------------------------------------------------------------------------------ ranged backfills
+RANGE = ("2024-11-01", "2024-11-05")
+RANGE_DAYS = ["2024-11-01", "2024-11-02", "2024-11-03", "2024-11-04", "2024-11-05"]
+
+
+def range_tags(first: str, last: str) -> dict[str, str]:
+    return {"dagster/asset_partition_range_start": first, "dagster/asset_partition_range_end": last}
+
+
+@pytest.mark.parametrize("column", ["at_tz", "at_naive"])
+def test_a_single_run_backfill_reads_the_source_once_and_publishes_each_partition_on_its_own(
+        events_pg: str, target: Target, instance: dg.DagsterInstance, column: str) -> None:
+    block = events_export("ev", target, column, query_log=True, backfill_policy="single_run")
+    defs = build_definitions(orders_config(target.tmp, events_pg, [block]))
+    assert defs.resolve_assets_def("ev").backfill_policy == dg.BackfillPolicy.single_run()
+    view = target.view("ev")
+
+    # Baseline: one partition, one run → how many executions of the query one read costs.
+    assert run_job(defs, "ev_job", instance, partition_key="2024-11-06").success
+    one_read = reads(events_pg)
+    assert one_read == 1
+
+    result = run_job(defs, "ev_job", instance, tags=range_tags(*RANGE))
+    assert result.success
+    assert reads(events_pg) - one_read == 1  # five partitions, one source query
+    mats = result.get_asset_materialization_events()
+    assert sorted(e.materialization.partition for e in mats) == RANGE_DAYS
+
+    every: list[int] = []
+    runs = set()
+    for day, nxt in zip(RANGE_DAYS, [*RANGE_DAYS[1:], "2024-11-06"], strict=True):
+        sub = f"{column}={day}/"
+        ids = partition_ids(view, sub)
+        assert set(ids) == source_ids(events_pg, column, day, nxt), day
+        manifest = view.current_manifest(sub)
+        assert manifest["dagster_run_id"] == result.run_id
+        runs.add(manifest["run_id"])
+        every += ids
+    assert len(runs) == len(RANGE_DAYS)  # one rivet run (report, metrics row) per partition
+    lo, hi = "2024-11-01", "2024-11-06"
+    assert sorted(every) == sorted(source_ids(events_pg, column, lo, hi))  # no row lost, none twice
+    assert len(partition_ids(view, f"{column}=2024-11-03/")) == 100
+    if target.kind == "local":  # parts, then the manifest, then _SUCCESS — in every partition
+        root = target.tmp / "out" / "ev"
+        for day in RANGE_DAYS:
+            sub = root / f"{column}={day}"
+            parts = [sub / p for p in view.data_keys(f"{column}={day}/")]
+            assert max(p.stat().st_mtime_ns for p in parts) <= (sub / "manifest.json").stat().st_mtime_ns \
+                <= (sub / "_SUCCESS").stat().st_mtime_ns, day
+
+
+def test_a_multi_run_backfill_runs_ranges_of_max_partitions_per_run(
+        events_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    block = events_export("ev", local, query_log=True, backfill_policy="multi_run", max_partitions_per_run=2)
+    defs = build_definitions(orders_config(local.tmp, events_pg, [block]))
+    assert defs.resolve_assets_def("ev").backfill_policy == dg.BackfillPolicy.multi_run(max_partitions_per_run=2)
+    for first, last in (("2024-11-01", "2024-11-02"), ("2024-11-03", "2024-11-04")):
+        before = reads(events_pg)
+        assert run_job(defs, "ev_job", instance, tags=range_tags(first, last)).success
+        assert reads(events_pg) - before == 1  # one source query per range
+    view = local.view("ev")
+    for day, nxt in (("2024-11-02", "2024-11-03"), ("2024-11-04", "2024-11-05")):
+        assert set(partition_ids(view, f"at_tz={day}/")) == source_ids(events_pg, "at_tz", day, nxt)
+    # The schedule asks for its recent partitions in ranges of the same size.
+    block["dagster"]["schedule"] = "0 3 * * *"
+    defs = build_definitions(orders_config(local.tmp, events_pg, [block]))
+    context = dg.build_schedule_context(instance=instance, scheduled_execution_time=datetime(2024, 11, 6, 8, tzinfo=UTC),
+                                        repository_def=defs.get_repository_def())
+    requests = list(defs.resolve_schedule_def("ev_schedule").evaluate_tick(context).run_requests or [])
+    assert [(r.tags.get("dagster/asset_partition_range_start"), r.tags.get("dagster/asset_partition_range_end"),
+             r.partition_key) for r in requests] == [("2024-11-03", "2024-11-04", None), (None, None, "2024-11-05")]
+
+
+def test_a_quality_failure_in_one_partition_of_a_range_publishes_no_partition(
+        events_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    db_exec(events_pg, "DELETE FROM events WHERE at_tz >= timestamptz '2024-11-02 12:00 America/New_York' "
+                       "AND at_tz < timestamptz '2024-11-03 00:00 America/New_York'")
+    block = events_export("ev", local, backfill_policy="single_run")
+    block["quality"] = {"row_count_min": 90}  # 11-02 now has 48 rows
+    defs = build_definitions(orders_config(local.tmp, events_pg, [block]))
+    result = run_job(defs, "ev_job", instance, tags=range_tags("2024-11-01", "2024-11-03"))
+    assert not result.success
+    assert local.view("ev").keys() == {}
+    failed = [e for e in result.get_asset_check_evaluations() if not e.passed]
+    assert failed and "2024-11-02" in (failed[0].description or "")
+
+
+# ------------------------------------------------------------------------------ user's own assets
+def test_a_users_daily_asset_shares_the_partitions_and_materializes_with_the_export(
+        events_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    config = orders_config(local.tmp, events_pg, [events_export("ev", local)])
+    users_def = dg.DailyPartitionsDefinition(start_date="2024-11-01", timezone=NY)
+    assert export_partitions_def(config, "ev") == users_def  # no end offset, same zone: the same
+
+    @dg.asset(partitions_def=users_def, ins={"ev": dg.AssetIn(dg.AssetKey("ev"))})
+    def ev_kinds(context: dg.AssetExecutionContext, ev: pa.Table) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for kind in ev.column("kind").to_pylist():
+            counts[kind] = counts.get(kind, 0) + 1
+        context.add_output_metadata({"rows": ev.num_rows})
+        return counts
+
+    defs = with_jobs(build_definitions(config), dg.define_asset_job("both", selection=["ev", "ev_kinds"]),
+                     assets=[ev_kinds])
+    result = run_job(defs, "both", instance, partition_key="2024-11-03")
+    assert result.success
+    by_asset = {e.asset_key.to_user_string(): e.materialization for e in result.get_asset_materialization_events()}
+    assert by_asset["ev_kinds"].partition == by_asset["ev"].partition == "2024-11-03"
+    counts = result.output_for_node("ev_kinds")
+    assert sum(counts.values()) == by_asset["ev_kinds"].metadata["rows"].value == 100
+    expected = db_exec(events_pg, "SELECT kind, count(*) FROM events WHERE at_tz >= timestamptz '2024-11-03 "
+                                  "America/New_York' AND at_tz < timestamptz '2024-11-04 America/New_York' GROUP BY kind")
+    assert counts == {k: int(n) for k, n in expected}
