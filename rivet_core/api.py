@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rivet_core.config import ExportConfig, RivetConfig, load_config
+from rivet_core.config.models import ExportDagsterConfig
 from rivet_core.destination import Destination
 from rivet_core.errors import (
     ConfigError,
@@ -45,10 +46,10 @@ __all__ = [
     "dagster_chunk_problem", "plan_chunk_partitions", "reconcile_chunks",
     # many time partitions in one run: one source query, one published unit per window
     "RangeStaged", "TimeRangeRun", "TimeWindow",
-    "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",
+    "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportDagsterConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
-    "export_destination", "load_config", "open_state", "partition_prefixes", "read_manifest", "run_export",
+    "destination_uri", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
     # progress reporting through a callback (the adapter passes context.log.info)
     "ProgressTracker", "callback_tracker",
     "send_notifications", "verify_at_destination", "verify_export",
@@ -63,6 +64,45 @@ def run_export(config: RivetConfig, export_name: str, *, validate: bool = False,
     export = config.export(export_name)
     return run_unit(config, export, RunOptions(validate=validate, dagster_run_id=dagster_run_id,
                                                window=window))
+
+
+def run_checkpointed(config: RivetConfig, export: ExportConfig, options: RunOptions) -> RunSummary:
+    """Run a chunked export end to end with its checkpoint on (implied, as for chunk
+    partitions), continuing the export's in-progress chunk run when there is one: a retried
+    orchestrator step or a re-launched run resumes the windows already committed instead of
+    being refused for the run in progress. Other modes run as `run_unit` does."""
+    if export.mode != "chunked":
+        return run_unit(config, export, options)
+    export = export if export.chunk_checkpoint else export.model_copy(update={"chunk_checkpoint": True})
+    state = StateStore.open(config.config_path)
+    try:
+        in_progress = state.find_in_progress_chunk_run(export.name) is not None
+        options.resume = options.resume or in_progress
+        return run_unit(config, export, options, state=state)
+    finally:
+        state.close()
+
+
+def destination_uri(config: RivetConfig, export: ExportConfig) -> str:
+    """Where an export writes, as a URI, from the config alone: no environment lookups and
+    no connection, so a code location can show it when it loads (`file:///abs/dir/`,
+    `s3://bucket/prefix/`, `stdout:`). Date tokens are rendered at the current time."""
+    from datetime import UTC, datetime
+
+    from rivet_core.config import render_destination
+    from rivet_core.redact import redact_secrets
+
+    dest = render_destination(export.destination, export.name, datetime.now(UTC))
+    if dest.type == "local":
+        path = Path(dest.path or dest.prefix or ".")
+        path = path if path.is_absolute() else config.config_dir / path
+        return path.resolve().as_uri().rstrip("/") + "/"
+    if dest.type == "s3":
+        prefix = (dest.prefix or "").lstrip("/")
+        if prefix and not prefix.endswith("/"):
+            prefix += "/"
+        return redact_secrets(f"s3://{dest.bucket}/{prefix}")
+    return f"{dest.type}:"
 
 
 def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = "",

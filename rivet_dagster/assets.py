@@ -14,11 +14,11 @@ real annotations.
 import dagster as dg
 
 from rivet_core import api
+from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.io_manager import PendingPublish, failure_for
 from rivet_dagster.metadata import describe_export
-from rivet_dagster.naming import asset_key, group_name, pool_name, safe_name
+from rivet_dagster.naming import asset_key, safe_name
 from rivet_dagster.partitions import backfill_policy, export_partitions, window_for_key
-from rivet_dagster.resources import RivetResource
 
 
 def quality_check_names(export: api.ExportConfig) -> dict[tuple[str, str | None], str]:
@@ -86,26 +86,23 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
     """The asset of one export (see the module docstring)."""
     key = asset_key(config, export)
     partitions = export_partitions(config, export)
-    tuning = export.resolved_tuning(config.source)
     check_specs = [dg.AssetCheckSpec(name, asset=key, description=f"quality gate {check}"
                                      + (f" on `{col}`" if col else ""))
                    for (check, col), name in quality_check_names(export).items()]
     check_specs.append(dg.AssetCheckSpec("schema_drift", asset=key,
                                          description=f"schema drift (on_schema_drift: {export.on_schema_drift or 'warn'})"))
     export_name = export.name
+    config_path = str(config.config_path)
 
     @dg.asset(
-        key=key, group_name=group_name(config, export), description=describe(config, export),
+        key=key, description=describe(config, export),
         kinds={config.source.type, export.format, export.destination.type},
-        pool=pool_name(config, export), partitions_def=partitions, check_specs=check_specs,
+        partitions_def=partitions, check_specs=check_specs,
         backfill_policy=backfill_policy(export) if partitions else None,
-        io_manager_key="rivet_io_manager",
-        metadata={"rivet/export": export_name, "rivet/mode": export.mode},
-        retry_policy=dg.RetryPolicy(max_retries=tuning.max_retries,
-                                    delay=tuning.retry_backoff_ms / 1000.0, backoff=dg.Backoff.EXPONENTIAL),
+        retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export),
     )
-    def _export(context: dg.AssetExecutionContext, rivet: RivetResource):
-        cfg = rivet.load()
+    def _export(context: dg.AssetExecutionContext):
+        cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
         # Time partitions: one, or a range (a backfill policy) read by ONE source query and
         # still published partition by partition (partitions.py, rivet_core TimeRangeRun).

@@ -14,12 +14,13 @@
 No `from __future__ import annotations` here (Dagster resolves resource annotations).
 """
 
+from datetime import timedelta
 from typing import Any
 
 import dagster as dg
 
 from rivet_core import api
-from rivet_dagster.naming import asset_key, safe_name
+from rivet_dagster.naming import asset_key, derived_name
 from rivet_dagster.partitions import (
     backfill_policy,
     export_partitions,
@@ -35,9 +36,9 @@ def _status(config: api.RivetConfig, export: api.ExportConfig) -> dg.DefaultSche
 
 
 def export_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
-    return dg.define_asset_job(f"{safe_name(export.name)}_job",
+    return dg.define_asset_job(derived_name(config, export, "job"),
                                selection=dg.AssetSelection.assets(asset_key(config, export)),
-                               tags={"rivet/export": export.name})
+                               tags={"rivet/export": export.name, "rivet/config": str(config.config_path)})
 
 
 def build_schedule(config: api.RivetConfig, export: api.ExportConfig,
@@ -49,7 +50,7 @@ def build_schedule(config: api.RivetConfig, export: api.ExportConfig,
     cron = export.dagster.schedule if export.dagster else None
     if not cron:
         return None
-    name = f"{safe_name(export.name)}_schedule"
+    name = derived_name(config, export, "schedule")
     zone = partition_timezone(export)
     if export.mode != "time_window":
         return dg.ScheduleDefinition(name=name, cron_schedule=cron, job=job, execution_timezone=zone,
@@ -76,14 +77,39 @@ def build_schedule(config: api.RivetConfig, export: api.ExportConfig,
     return _recent_partitions
 
 
+def automation_condition(config: api.RivetConfig, export: api.ExportConfig) -> dg.AutomationCondition | None:
+    """`dagster.automation_condition` as Dagster's condition: `eager`, `on_missing`, or
+    `{on_cron: …}` (in the export's `dagster.timezone`, default UTC). None when unset."""
+    own = export.dagster
+    wanted = own.automation_condition if own else None
+    if wanted is None:
+        return None
+    if wanted == "eager":
+        return dg.AutomationCondition.eager()
+    if wanted == "on_missing":
+        return dg.AutomationCondition.on_missing()
+    return dg.AutomationCondition.on_cron(wanted.on_cron, cron_timezone=(own.timezone or "UTC"))
+
+
+def freshness_policy(config: api.RivetConfig, export: api.ExportConfig) -> dg.FreshnessPolicy | None:
+    """`dagster.freshness` as a time-window freshness policy (warn, then fail)."""
+    wanted = export.dagster.freshness if export.dagster else None
+    if wanted is None:
+        return None
+    warn = timedelta(minutes=wanted.warn_after_minutes) if wanted.warn_after_minutes else None
+    return dg.FreshnessPolicy.time_window(fail_window=timedelta(minutes=wanted.fail_after_minutes),
+                                          warn_window=warn)
+
+
 _PLANNED = {dg.DagsterEventType.ASSET_MATERIALIZATION_PLANNED, dg.DagsterEventType.ASSET_CHECK_EVALUATION_PLANNED}
 
 
-def _exports_of_run(config: api.RivetConfig, run: dg.DagsterRun, instance: dg.DagsterInstance) -> list[str]:
-    """The exports a run touched: the assets it selected or planned to materialize or check
-    (a checks-only run selects no asset, and a job's run records no selection), else the
-    job's `rivet/export` tag."""
-    by_key = {asset_key(config, e).to_user_string(): e.name for e in config.exports}
+def _exports_of_run(exports_by_key: dict[str, str], config_path: str, run: dg.DagsterRun,
+                    instance: dg.DagsterInstance) -> list[str]:
+    """The exports of this config that a run touched: the assets it selected or planned to
+    materialize or check (a checks-only run selects no asset, and a job's run records no
+    selection), else the export named by the job's tags when they name this config. Empty
+    for every other run, which the notifier then ignores."""
     keys = set(run.asset_selection or ()) | {c.asset_key for c in run.asset_check_selection or ()}
     try:
         for record in instance.get_records_for_run(run.run_id, of_type=_PLANNED, limit=1000).records:
@@ -92,20 +118,33 @@ def _exports_of_run(config: api.RivetConfig, run: dg.DagsterRun, instance: dg.Da
             key = key or getattr(event.event_specific_data if event else None, "asset_key", None)
             if key is not None:
                 keys.add(key)
-    except Exception:  # noqa: BLE001 - naming the export is best-effort; the notice still goes out
+    except Exception:  # noqa: BLE001 - the run's selection and tags still decide
         pass
-    names = sorted({by_key[k.to_user_string()] for k in keys if k.to_user_string() in by_key})
-    return names or ([run.tags["rivet/export"]] if "rivet/export" in run.tags else [])
+    names = sorted({exports_by_key[k.to_user_string()] for k in keys if k.to_user_string() in exports_by_key})
+    if names:
+        return names
+    tagged = run.tags.get("rivet/export")
+    return [tagged] if tagged and run.tags.get("rivet/config") == config_path else []
 
 
-def build_failure_sensor(config_path: str) -> dg.SensorDefinition:
-    @dg.run_failure_sensor(name="rivet_run_failure_notifier", monitor_all_code_locations=False,
-                           default_status=dg.DefaultSensorStatus.RUNNING)
+def build_failure_sensor(config_path: str, name: str, exports_by_key: dict[str, str]) -> dg.SensorDefinition:
+    """The opt-in run-failure notifier of one config: it sends the config's notifications for
+    a failed Dagster run that materialized or checked one of *this config's* exports
+    (`exports_by_key`: asset key → export name), unless the core already reported it. A
+    user's unrelated failing job is ignored."""
+
+    @dg.run_failure_sensor(name=name, monitor_all_code_locations=False,
+                           default_status=dg.DefaultSensorStatus.RUNNING,
+                           description=f"Sends the notifications of {config_path} when a run of its "
+                                       "exports fails outside rivet's own finalize (opt-in).")
     def _notify(context: dg.RunFailureSensorContext) -> None:
+        run = context.dagster_run
+        exports = _exports_of_run(exports_by_key, config_path, run, context.instance)
+        if not exports:
+            return
         config = api.load_config(config_path)
         if config.notifications is None:
             return
-        run = context.dagster_run
         state = api.open_state(config)
         try:
             reported = state.core_reported_failure(run.run_id)
@@ -114,7 +153,7 @@ def build_failure_sensor(config_path: str) -> dg.SensorDefinition:
         if reported:
             return
         message = context.failure_event.message if context.failure_event else "run failed"
-        for export_name in _exports_of_run(config, run, context.instance) or ["(dagster run)"]:
+        for export_name in exports:
             for warning in api.send_notifications(config.notifications, api.RunNotice(
                     run_id=run.run_id, export_name=export_name, status="failed", rows=0, duration_ms=0,
                     error_message=f"Dagster run {run.run_id} failed: {message}")):

@@ -19,7 +19,6 @@ from rivet_core import api
 from rivet_dagster.metadata import verification_metadata
 from rivet_dagster.naming import asset_key
 from rivet_dagster.partitions import sub_prefix_for_key
-from rivet_dagster.resources import RivetResource
 
 partition_prefixes = api.partition_prefixes
 
@@ -80,13 +79,14 @@ def build_manifest_check(config: api.RivetConfig, export: api.ExportConfig,
     """`manifest_verified` on the export's asset, or on `key` (a chunked export's
     `<export>_manifest` asset, which owns the prefix's one manifest)."""
     export_name = export.name
+    config_path = str(config.config_path)
     partitioned = export.mode == "time_window"
 
     @dg.asset_check(asset=key or asset_key(config, export), name="manifest_verified", blocking=True,
                     description="Verify the destination against manifest.json and _SUCCESS "
                                 "(same verdicts as `rivet validate`).")
-    def _manifest_verified(context: dg.AssetCheckExecutionContext, rivet: RivetResource) -> dg.AssetCheckResult:
-        cfg = rivet.load()
+    def _manifest_verified(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
         if not partitioned:
             return verify_prefixes(cfg, exp, [""])

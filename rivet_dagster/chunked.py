@@ -26,22 +26,29 @@ A `mode: chunked` export becomes:
 No `from __future__ import annotations` here (Dagster resolves resource annotations).
 """
 
+import hashlib
+import json
 import re
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
+from dagster._utils.schedules import get_latest_completed_cron_tick
 
 from rivet_core import api
+from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.assets import describe, drift_result
 from rivet_dagster.io_manager import PendingChunks, PendingManifest, chunk_failure, is_transient
-from rivet_dagster.naming import asset_key, group_name, manifest_asset_key, pool_name, safe_name
+from rivet_dagster.naming import asset_key, derived_name, manifest_asset_key, pool_name
 from rivet_dagster.partitions import chunk_partitions
-from rivet_dagster.resources import RivetResource
 
 #: Windows per run in a backfill: amortizes run start-up (seconds per run) while a failed
 #: run re-exports at most this many windows; windows of one run are exported one by one.
 MAX_PARTITIONS_PER_RUN = 10
 PLANNER_INTERVAL_SECONDS = 60
+#: Materialization metadata of a chunk partition: the window's source fingerprint at export
+#: (`<rows>` or `<rows>@<max change_column>`), read back by the planner.
+FINGERPRINT_METADATA = "rivet/fingerprint"
 _DAGSTER_RUN_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
@@ -58,8 +65,8 @@ def require_partitionable(export: api.ExportConfig) -> None:
 
 def chunked_description(config: api.RivetConfig, export: api.ExportConfig) -> str:
     return describe(config, export) + (
-        f"\n- partitions: one per chunk window (`{safe_name(export.name)}_chunks`), registered by the "
-        f"`{safe_name(export.name)}_planner` sensor\n"
+        f"\n- partitions: one per chunk window (`{derived_name(config, export, 'chunks')}`), registered by the "
+        f"`{derived_name(config, export, 'planner')}` sensor\n"
         "- checkpointed: Dagster-managed chunked exports always use the chunk checkpoint "
         "(`chunk_checkpoint: true` is implied)\n"
         f"- published by `{export.name}_manifest` once every window is materialized")
@@ -87,23 +94,20 @@ def backfill_policy(export: api.ExportConfig) -> dg.BackfillPolicy:
 
 def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetsDefinition:
     key = asset_key(config, export)
-    tuning = export.resolved_tuning(config.source)
     export_name = export.name
+    config_path = str(config.config_path)
 
     @dg.asset(
-        key=key, group_name=group_name(config, export), description=chunked_description(config, export),
+        key=key, description=chunked_description(config, export),
         kinds={config.source.type, export.format, export.destination.type},
-        pool=pool_name(config, export), partitions_def=chunk_partitions(export),
+        partitions_def=chunk_partitions(config, export),
         backfill_policy=backfill_policy(export),
         check_specs=[dg.AssetCheckSpec("schema_drift", asset=key, description=(
             f"schema drift of the source (on_schema_drift: {export.on_schema_drift or 'warn'})"))],
-        io_manager_key="rivet_io_manager",
-        metadata={"rivet/export": export_name, "rivet/mode": "chunked", "rivet/role": "chunks"},
-        retry_policy=dg.RetryPolicy(max_retries=tuning.max_retries,
-                                    delay=tuning.retry_backoff_ms / 1000.0, backoff=dg.Backoff.EXPONENTIAL),
+        retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="chunks"),
     )
-    def _chunks(context: dg.AssetExecutionContext, rivet: RivetResource):
-        cfg = rivet.load()
+    def _chunks(context: dg.AssetExecutionContext):
+        cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
         keys = list(context.partition_keys)
         what = f"chunk partition(s) {', '.join(keys)}"
@@ -120,6 +124,10 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
                 raise
             raise chunk_failure(export_name, what, exc) from exc
         context.log.info(f"chunk run {run.run_id}: exporting window(s) {', '.join(keys)} → {run.dest.uri}")
+        # Each window's source fingerprint, taken before its read: the planner compares it
+        # with the source on every tick and re-requests the window when it moved.
+        for window_key, fingerprint in run.fingerprints.items():
+            context.add_asset_metadata({FINGERPRINT_METADATA: fingerprint.text}, partition_key=window_key)
         yield drift_result(exp, run.summary)
         try:
             run.extract()
@@ -128,26 +136,28 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
             if is_transient(exc):
                 raise
             raise chunk_failure(export_name, what, exc) from exc
-        yield dg.Output(PendingChunks(run))
+        # One window per run: its fingerprint is the partition's data version too (a ranged run
+        # has one data version for all its partitions, so there only the metadata carries it).
+        single = run.fingerprints.get(keys[0]) if len(keys) == 1 else None
+        yield dg.Output(PendingChunks(run), data_version=dg.DataVersion(single.text) if single else None)
 
     return _chunks
 
 
 def build_manifest_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetsDefinition:
     export_name = export.name
+    config_path = str(config.config_path)
 
     @dg.asset(
-        key=manifest_asset_key(config, export), deps=[asset_key(config, export)],
-        group_name=group_name(config, export),
+        key=manifest_asset_key(config, export),
         description=(f"The published dataset of chunked export `{export_name}`: finalizes the chunk run "
                      "(manifest.json, _SUCCESS, metrics, report, notification) once every window of "
-                     f"`{safe_name(export_name)}_chunks` is materialized, and refuses otherwise (I6)."),
-        kinds={export.format, export.destination.type}, pool=pool_name(config, export),
-        io_manager_key="rivet_io_manager",
-        metadata={"rivet/export": export_name, "rivet/mode": "chunked", "rivet/role": "manifest"},
+                     f"`{derived_name(config, export, 'chunks')}` is materialized, and refuses otherwise (I6)."),
+        kinds={export.format, export.destination.type},
+        **{**shared_asset_kwargs(config, export, role="manifest"), "deps": [asset_key(config, export)]},
     )
-    def _manifest(context: dg.AssetExecutionContext, rivet: RivetResource):
-        cfg = rivet.load()
+    def _manifest(context: dg.AssetExecutionContext):
+        cfg = api.load_config(config_path)
         run = api.ChunkManifestRun(cfg, cfg.export(export_name), dagster_run_id=context.run.run_id)
         try:
             chunk_run = run.prepare()
@@ -171,14 +181,15 @@ def _reconcile_table(rows: list[dict[str, Any]]) -> str:
 
 def build_reconcile_check(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetChecksDefinition:
     export_name = export.name
+    config_path = str(config.config_path)
 
     @dg.asset_check(asset=manifest_asset_key(config, export), name="reconcile", blocking=False,
                     pool=pool_name(config, export),
                     description="Per chunk window: the source's COUNT(*) of the window vs the rows exported "
                                 "(same verdicts as `rivet reconcile`). A mismatch names the partitions to "
                                 "materialize again.")
-    def _reconcile(context: dg.AssetCheckExecutionContext, rivet: RivetResource) -> dg.AssetCheckResult:
-        cfg = rivet.load()
+    def _reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
+        cfg = api.load_config(config_path)
         report, keys = api.reconcile_chunks(cfg, cfg.export(export_name))
         counts = report.counts()
         bad = [{"key": keys.get(c.chunk_index, str(c.chunk_index)), "chunk": c.chunk_index,
@@ -200,9 +211,9 @@ def build_reconcile_check(config: api.RivetConfig, export: api.ExportConfig) -> 
 
 
 def manifest_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
-    return dg.define_asset_job(f"{safe_name(export.name)}_manifest_job",
+    return dg.define_asset_job(derived_name(config, export, "manifest_job"),
                                selection=dg.AssetSelection.assets(manifest_asset_key(config, export)),
-                               tags={"rivet/export": export.name})
+                               tags={"rivet/export": export.name, "rivet/config": str(config.config_path)})
 
 
 def _sensor_status(config: api.RivetConfig, export: api.ExportConfig) -> dg.DefaultSensorStatus:
@@ -211,20 +222,80 @@ def _sensor_status(config: api.RivetConfig, export: api.ExportConfig) -> dg.Defa
     return dg.DefaultSensorStatus.RUNNING if status == "RUNNING" else dg.DefaultSensorStatus.STOPPED
 
 
+def recorded_fingerprints(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, str]:
+    """Partition key → the fingerprint its latest materialization recorded (two event-log
+    queries: the latest storage id per partition, then those events)."""
+    ids = instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION)
+    found: dict[str, str] = {}
+    storage_ids = sorted(ids.values())
+    for start in range(0, len(storage_ids), 1000):
+        batch = storage_ids[start:start + 1000]
+        records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key, storage_ids=batch),
+                                                  limit=len(batch)).records
+        for record in records:
+            mat = record.asset_materialization
+            value = mat.metadata.get(FINGERPRINT_METADATA) if mat is not None else None
+            if mat is not None and mat.partition is not None and value is not None:
+                found[mat.partition] = str(value.value)
+    return found
+
+
+def _parse_cursor(cursor: str | None) -> dict[str, Any]:
+    """The planner's cursor: JSON `{"run": <chunk run>, "refresh": <last refresh tick, epoch s>}`
+    (older cursors were the bare chunk run id)."""
+    if not cursor:
+        return {}
+    try:
+        value = json.loads(cursor)
+    except ValueError:
+        return {"run": cursor}
+    return value if isinstance(value, dict) else {}
+
+
+def refresh_due(cron: str, timezone: str, last: float | None, now: datetime) -> tuple[float, bool]:
+    """(the latest cron tick at `now`, whether it is a tick not handled yet). The first
+    evaluation (`last` None) only records the tick: starting the planner re-exports nothing."""
+    tick = get_latest_completed_cron_tick(cron, now, timezone).timestamp()
+    return tick, last is not None and tick > last
+
+
+def reconcile_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
+    """A job running only the `reconcile` check of `<export>_manifest` (the planner requests it
+    when the published windows no longer match the source's counts)."""
+    check = dg.AssetCheckKey(manifest_asset_key(config, export), "reconcile")
+    return dg.define_asset_job(derived_name(config, export, "reconcile_job"), selection=dg.AssetSelection.checks(check),
+                               tags={"rivet/export": export.name})
+
+
 def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chunk_job: Any,
                          finalize_job: Any) -> dg.SensorDefinition:
     config_path = str(config.config_path)
     export_name = export.name
-    partitions = chunk_partitions(export)
+    partitions = chunk_partitions(config, export)
+    chunk_key = asset_key(config, export)
+    check_job = reconcile_job(config, export)
+    dagster_cfg = export.dagster
+    refresh = dagster_cfg.refresh if dagster_cfg else None
+    timezone = (dagster_cfg.timezone if dagster_cfg and dagster_cfg.timezone else "UTC")
 
-    @dg.sensor(name=f"{safe_name(export_name)}_planner", jobs=[chunk_job, finalize_job],
+    @dg.sensor(name=derived_name(config, export, "planner"), jobs=[chunk_job, finalize_job, check_job],
                minimum_interval_seconds=PLANNER_INTERVAL_SECONDS, default_status=_sensor_status(config, export),
                description=f"Plans the chunk windows of `{export_name}` against the source, registers new "
-                           "ones as partitions (ascending), requests runs for new windows and for the last "
-                           "window when it filled up, and requests the manifest once every window is done.")
+                           "ones as partitions (ascending), requests runs for new windows and for windows that "
+                           "changed at the source since they were exported (one grouped fingerprint query: "
+                           "COUNT, and MAX(change_column) when set)" + (f", re-exports every window on `{refresh}`"
+                                                                         if refresh else "") +
+                           ", runs the `reconcile` check when published windows drifted, and requests the "
+                           "manifest once every window is done.")
     def _planner(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         cfg = api.load_config(config_path)
-        tick = api.plan_chunk_partitions(cfg, cfg.export(export_name))
+        exp = cfg.export(export_name)
+        cursor = _parse_cursor(context.cursor)
+        due = False
+        if refresh:
+            cursor["refresh"], due = refresh_due(refresh, timezone, cursor.get("refresh"), datetime.now(UTC))
+        recorded = recorded_fingerprints(context.instance, chunk_key) if exp.change_column else None
+        tick = api.plan_chunk_partitions(cfg, exp, recorded=recorded, refresh=due)
         for warning in tick.warnings:
             context.log.warning(warning)
         registered = list(context.instance.get_dynamic_partitions(partitions.name))
@@ -241,17 +312,31 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
             tags = {"rivet/export": export_name, "rivet/chunk_run": tick.run_id}
             wanted = set(tick.to_export) | set(new_keys)
             for key in [k for k in tick.keys if k in wanted]:
-                fill = f":{tick.refill[key]}" if key in tick.refill else ""
                 requests.append(dg.RunRequest(job_name=chunk_job.name, partition_key=key,
-                                              run_key=f"{tick.run_id}:{key}{fill}", tags=tags))
+                                              run_key=_run_key(tick, key, cursor.get("refresh")), tags=tags))
+            if tick.drifted:  # the published data misses (or holds extra) rows: turn `reconcile` red now
+                drift = ",".join(f"{k}={tick.refill[k]}" for k in tick.drifted)
+                requests.append(dg.RunRequest(job_name=check_job.name, tags=tags, run_key=(
+                    f"{tick.run_id}:reconcile:{hashlib.sha256(drift.encode()).hexdigest()[:16]}")))
             if tick.complete and not requests:
                 requests.append(dg.RunRequest(job_name=finalize_job.name, run_key=f"{tick.run_id}:manifest:{tick.stamp}",
                                               tags=tags))
+        cursor["run"] = tick.run_id or cursor.get("run")
         if not requests and not dynamic:
-            return dg.SensorResult(skip_reason=(
+            return dg.SensorResult(cursor=json.dumps(cursor), skip_reason=(
                 f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize" if tick.run_id
-                else f"nothing new: {len(tick.keys)} window(s) published"))
-        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic,
-                               cursor=tick.run_id or context.cursor)
+                else f"nothing changed: {len(tick.keys)} window(s) published and true to the source"))
+        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(cursor))
 
     return _planner
+
+
+def _run_key(tick: api.ChunkPlanTick, key: str, refresh_tick: float | None) -> str:
+    """`<chunk run>:<key>` for a new window; a changed window adds the attempt it replaces and
+    what the source holds now (`<chunk run>/<attempt>:<key>:<fingerprint>`: requested once per
+    change); a refreshed one the refresh tick."""
+    if key in tick.refill:
+        return f"{tick.run_id}/{tick.marks.get(key, '')}:{key}:{tick.refill[key]}"
+    if key in tick.refreshed:
+        return f"{tick.run_id}:{key}:refresh-{int(refresh_tick or 0)}"
+    return f"{tick.run_id}:{key}"

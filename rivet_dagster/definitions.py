@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rivet_core import api
 from rivet_dagster.executors import executor_from_env
 from rivet_dagster.factory import build_definitions
 
@@ -27,4 +28,8 @@ def config_path_from_env() -> Path:
     return DEMO_CONFIG
 
 
-defs = build_definitions(config_path_from_env(), executor=executor_from_env())
+# This module is the demo/project code location (a process of its own), so it may tune the
+# process: cap glibc malloc arenas before export threads start (rivet_core/malloc_arenas.py).
+# `build_definitions` itself never changes the process of a code location that embeds it.
+api.limit_malloc_arenas()
+defs = build_definitions(config_path_from_env(), executor=executor_from_env(), notify_run_failures=True)

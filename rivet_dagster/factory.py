@@ -1,22 +1,42 @@
-"""`build_definitions(config_path)`: every export in rivet.yaml as Dagster definitions.
+"""`build_definitions(config_path)`: every export in rivet.yaml as Dagster definitions that
+merge into any code location.
 
-One asset per export (assets.py), its blocking `manifest_verified` check (checks.py), a
-job and optional schedule per export and the run-failure notifier (automation.py), and the
-resources: `rivet` (the config) and `rivet_io_manager` (publish + load). A `chunked` export
-is a partitioned chunk asset plus `<export>_manifest` (which carries `manifest_verified` and
-`reconcile`), a job for each, and its `<export>_planner` sensor (chunked.py). A bad config
-raises the same `ConfigError` the CLI prints, so a broken code location says what to fix.
+Per export, by mode:
+- `full`, `incremental`, `time_window`: one asset (assets.py) with its blocking
+  `manifest_verified` check (checks.py), a job, and a schedule when `dagster.schedule`
+  is set (automation.py);
+- `chunked` with stable windows (id ranges, days, keys): the partitioned chunk asset, the
+  `<export>_manifest` asset (carrying `manifest_verified` and `reconcile`), a job for each
+  and the `<export>_planner` sensor (chunked.py);
+- `chunked` whose windows cannot be partition keys (`chunk_count`, `chunk_dense`,
+  `keyset_incremental`, or `dagster.chunk_partitions: false`): one asset that runs the
+  whole checkpointed chunked run (chunked_run.py).
+Each export depends on its source table's asset (lineage.py).
+
+What makes the result embeddable (`dg.Definitions.merge` with other configs and the user's
+own definitions): no per-config resources — asset bodies know their config path, and the
+one IO manager instance is shared and stateless (io_manager.py); job, schedule, sensor and
+partitions names derive from asset keys (naming.py), which are unique in a code location;
+source table specs are equal whoever builds them; the run-failure notifier is opt-in and
+watches only this config's exports; nothing process-wide changes (the demo code location,
+definitions.py, tunes malloc for itself).
+
+A bad config raises the same `ConfigError` the CLI prints, so a broken code location says
+what to fix.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import dagster as dg
 
 from rivet_core import api
-from rivet_dagster.assets import build_export_asset
+from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
+from rivet_dagster.assets import build_export_asset, describe
 from rivet_dagster.automation import build_failure_sensor, build_schedule, export_job
 from rivet_dagster.checks import build_manifest_check
 from rivet_dagster.chunked import (
@@ -27,19 +47,97 @@ from rivet_dagster.chunked import (
     manifest_job,
     require_partitionable,
 )
-from rivet_dagster.io_manager import RivetIOManager
-from rivet_dagster.naming import manifest_asset_key
-from rivet_dagster.resources import RivetResource
+from rivet_dagster.chunked_run import whole_run_body, whole_run_reason
+from rivet_dagster.io_manager import IO_MANAGER_KEY, RIVET_IO_MANAGER
+from rivet_dagster.lineage import source_table_specs
+from rivet_dagster.naming import asset_key, check_unique_names, manifest_asset_key
+from rivet_dagster.naming import key_prefix as export_key_prefix
 
 
-def build_definitions(config_path: str | os.PathLike[str],
-                      executor: dg.ExecutorDefinition | None = None) -> dg.Definitions:
-    api.limit_malloc_arenas()  # every Dagster process that runs exports loads this first
-    path = str(Path(config_path).resolve())
-    config = api.load_config(path)
-    assets, checks, jobs, schedules, sensors = [], [], [], [], []
+def resolve_config_path(config_path: str | os.PathLike[str], relative_to: Path | None) -> Path:
+    """An absolute path as is; a relative one against `relative_to` (the folder of the file
+    that names it: a `defs.yaml`, or the Python module calling `build_definitions`), else
+    against the current directory. Neither found: a ConfigError naming both places."""
+    path = Path(config_path)
+    if path.is_absolute():
+        return path
+    candidates = ([relative_to / path] if relative_to is not None else []) + [Path.cwd() / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    tried = " and ".join(f"'{c}'" for c in candidates)
+    raise api.ConfigError(f"rivet config '{config_path}' not found (looked at {tried}) — give a path "
+                          "relative to the file that names it, or an absolute path")
+
+
+def _caller_dir() -> Path | None:
+    """The folder of the module that called `build_definitions` (relative config paths)."""
+    frame = inspect.currentframe()
+    try:
+        outer = frame.f_back.f_back if frame and frame.f_back else None
+        filename = outer.f_code.co_filename if outer else None
+    finally:
+        del frame
+    if not filename or filename.startswith("<"):
+        return None
+    return Path(filename).resolve().parent
+
+
+def _apply_outer_prefix(config: api.RivetConfig, prefix: Sequence[str], group: str | None) -> None:
+    """Put the embedding's key prefix in front of every export's own, and its group over
+    theirs (a component instance or a caller's `key_prefix=`/`group_name=`)."""
+    if not prefix and not group:
+        return
     for export in config.exports:
-        if export.mode == "chunked":
+        block = export.dagster if export.dagster is not None else api.ExportDagsterConfig()
+        update: dict[str, object] = {}
+        if prefix:
+            update["key_prefix"] = [*prefix, *export_key_prefix(config, export)]
+        if group:
+            update["group"] = group
+        export.dagster = block.model_copy(update=update)
+
+
+def _whole_run_asset(config: api.RivetConfig, export: api.ExportConfig, reason: str) -> dg.AssetsDefinition:
+    key = asset_key(config, export)
+    description = describe(config, export) + (
+        f"\n- runs as one checkpointed chunked run per materialization ({reason}: its windows are not "
+        "stable partition keys); a retried run resumes the windows already committed")
+    return dg.asset(
+        key=key, description=description,
+        kinds={config.source.type, export.format, export.destination.type},
+        retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="run"),
+    )(whole_run_body(str(config.config_path), export.name))
+
+
+def build_definitions(config_path: str | os.PathLike[str], executor: dg.ExecutorDefinition | None = None, *,
+                      key_prefix: str | Sequence[str] = (), group_name: str | None = None,
+                      owners: Sequence[str] = (), tags: Mapping[str, str] | None = None,
+                      source_assets: bool = True, notify_run_failures: bool = False,
+                      relative_to: str | os.PathLike[str] | None = None) -> dg.Definitions:
+    """Dagster definitions for every export of the rivet.yaml at `config_path`.
+
+    `key_prefix` goes in front of every asset key (and of the job/sensor names derived
+    from them), `group_name` replaces the configs' groups, `owners`/`tags` are added to
+    every export asset. `source_assets=False` leaves the source table assets out (the
+    exports still depend on their keys — e.g. when another integration defines them).
+    `notify_run_failures=True` adds the run-failure notifier of this config. A relative
+    `config_path` resolves against `relative_to`, else the calling module's folder, else the
+    current directory."""
+    base = Path(relative_to) if relative_to is not None else _caller_dir()
+    path = resolve_config_path(config_path, base)
+    config = api.load_config(path)
+    prefix = [key_prefix] if isinstance(key_prefix, str) else list(key_prefix)
+    _apply_outer_prefix(config, prefix, group_name)
+    check_unique_names(config, config.exports)
+
+    assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
+    checks, jobs, schedules, sensors = [], [], [], []
+    exports_by_key: dict[str, str] = {}
+    for export in config.exports:
+        exports_by_key[asset_key(config, export).to_user_string()] = export.name
+        reason = whole_run_reason(export) if export.mode == "chunked" else None
+        if export.mode == "chunked" and reason is None:
             require_partitionable(export)
             chunk_job, finalize_job = export_job(config, export), manifest_job(config, export)
             assets += [build_chunk_asset(config, export), build_manifest_asset(config, export)]
@@ -47,18 +145,26 @@ def build_definitions(config_path: str | os.PathLike[str],
                        build_reconcile_check(config, export)]
             jobs += [chunk_job, finalize_job]
             sensors.append(build_planner_sensor(config, export, chunk_job, finalize_job))
+            exports_by_key[manifest_asset_key(config, export).to_user_string()] = export.name
             continue
-        assets.append(build_export_asset(config, export))
+        assets.append(build_export_asset(config, export) if reason is None
+                      else _whole_run_asset(config, export, reason))
         checks.append(build_manifest_check(config, export))
         job = export_job(config, export)
         jobs.append(job)
         schedule = build_schedule(config, export, job)
         if schedule is not None:
             schedules.append(schedule)
-    rivet = RivetResource(config_path=path)
-    return dg.Definitions(
-        assets=assets, asset_checks=checks, jobs=jobs, schedules=schedules,
-        sensors=[*sensors, build_failure_sensor(path)],
-        resources={"rivet": rivet, "rivet_io_manager": RivetIOManager(rivet=rivet)},
-        executor=executor,  # None: Dagster's default; see executors.py / docs/distributed.md
-    )
+    if notify_run_failures:
+        name = "__".join([*prefix, "rivet_run_failure_notifier"])
+        sensors.append(build_failure_sensor(str(path), name, exports_by_key))
+    defs = dg.Definitions(assets=assets, asset_checks=checks, jobs=jobs, schedules=schedules,
+                          sensors=sensors, resources={IO_MANAGER_KEY: RIVET_IO_MANAGER},
+                          executor=executor)  # None: Dagster's default (executors.py)
+    if owners or tags:
+        defs = defs.map_asset_specs(func=lambda spec: spec.merge_attributes(
+            owners=list(owners), tags=dict(tags or {})))
+    if source_assets:
+        defs = dg.Definitions.merge(defs, dg.Definitions(assets=source_table_specs(config, config.exports)))
+    return defs
+

@@ -34,7 +34,6 @@ import pyarrow.parquet as pq
 from rivet_core import api
 from rivet_dagster.metadata import chunk_metadata, manifest_metadata, materialization_metadata
 from rivet_dagster.partitions import sub_prefix_for_key
-from rivet_dagster.resources import RivetResource
 
 
 @dataclass
@@ -109,9 +108,14 @@ def read_export(config: api.RivetConfig, export: api.ExportConfig, sub_prefix: s
 
 
 class RivetIOManager(dg.ConfigurableIOManager):
-    """Publishes staged exports (handle_output) and reads them back (load_input)."""
+    """Publishes staged exports (handle_output) and reads them back (load_input).
 
-    rivet: RivetResource
+    Stateless: what it publishes carries its own run (and config), and `load_input` finds
+    the config of the upstream export in the asset's `rivet/config` metadata. So one shared
+    instance (`RIVET_IO_MANAGER`) serves every config, and definitions built from several
+    rivet.yaml files merge (`dg.Definitions.merge` accepts a resource key bound to the
+    same object twice).
+    """
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
         if isinstance(obj, PendingChunks):
@@ -159,7 +163,7 @@ class RivetIOManager(dg.ConfigurableIOManager):
             raise dg.DagsterInvariantViolationError(
                 f"input '{context.name}': a chunk partition of export '{export_name}' is not a dataset; "
                 f"depend on the `{export_name}_manifest` asset to read the whole export")
-        config = self.rivet.load()
+        config = api.load_config(str(definition["rivet/config"]))
         export = config.export(str(export_name))
         keys = context.asset_partition_keys if context.has_asset_partitions else [None]
         tables = []
@@ -172,3 +176,8 @@ class RivetIOManager(dg.ConfigurableIOManager):
         if getattr(wanted, "__name__", "") == "DataFrame":
             return result.to_pandas()
         return result
+
+
+#: The one IO manager instance every `build_definitions` result binds (see the class).
+RIVET_IO_MANAGER = RivetIOManager()
+IO_MANAGER_KEY = "rivet_io_manager"

@@ -34,15 +34,44 @@ def source_name(config: api.RivetConfig) -> str:
     return safe_name(config.source.type)
 
 
+def key_prefix(config: api.RivetConfig, export: api.ExportConfig) -> list[str]:
+    """The export's `dagster.key_prefix`, else the top-level one, else none."""
+    return (export.dagster.key_prefix_list if export.dagster and export.dagster.key_prefix else
+            config.dagster.key_prefix_list if config.dagster and config.dagster.key_prefix else [])
+
+
 def asset_key(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetKey:
-    prefix = (export.dagster.key_prefix_list if export.dagster and export.dagster.key_prefix else
-              config.dagster.key_prefix_list if config.dagster and config.dagster.key_prefix else [])
-    return dg.AssetKey([*prefix, export.name])
+    """`[*key_prefix, <export name>]`, the name made Dagster-safe (`a b` → `a_b`)."""
+    return dg.AssetKey([*key_prefix(config, export), safe_name(export.name)])
 
 
 def manifest_asset_key(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetKey:
     """The unpartitioned `<export>_manifest` asset of a chunked export (beside its chunk asset)."""
-    return dg.AssetKey([*asset_key(config, export).path[:-1], f"{export.name}_manifest"])
+    key = asset_key(config, export)
+    return dg.AssetKey([*key.path[:-1], f"{key.path[-1]}_manifest"])
+
+
+def derived_name(config: api.RivetConfig, export: api.ExportConfig, suffix: str) -> str:
+    """The name of a job, schedule, sensor or partitions definition of an export:
+    its asset key path joined by `__`, then `_<suffix>` (`orders_job`,
+    `sales__raw__orders_planner`). Asset keys are unique in a code location, so these are
+    too — also when several configs are merged; `check_unique_names` catches the rest
+    (two export names that sanitize alike)."""
+    return "__".join(asset_key(config, export).path) + f"_{suffix}"
+
+
+def check_unique_names(config: api.RivetConfig, exports: list[api.ExportConfig]) -> None:
+    """Refuse two exports whose Dagster names collide after sanitizing (`a b` and `a_b`)."""
+    seen: dict[str, str] = {}
+    for export in exports:
+        slug = derived_name(config, export, "")
+        if slug in seen:
+            raise api.ConfigError(
+                f"exports '{seen[slug]}' and '{export.name}' get the same Dagster asset key "
+                f"{asset_key(config, export).to_user_string()!r} (Dagster names allow only letters, "
+                "digits and underscores) — rename one of them, or give one its own "
+                "dagster.key_prefix")
+        seen[slug] = export.name
 
 
 def group_name(config: api.RivetConfig, export: api.ExportConfig) -> str:

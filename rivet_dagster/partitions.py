@@ -35,7 +35,7 @@ from pathlib import Path
 import dagster as dg
 
 from rivet_core import api
-from rivet_dagster.naming import safe_name
+from rivet_dagster.naming import derived_name
 
 GRANULARITIES = {
     "hourly": dg.HourlyPartitionsDefinition, "daily": dg.DailyPartitionsDefinition,
@@ -89,8 +89,8 @@ def backfill_policy(export: api.ExportConfig) -> dg.BackfillPolicy | None:
     return dg.BackfillPolicy.multi_run(max_partitions_per_run=d.max_partitions_per_run)
 
 
-def chunk_partitions(export: api.ExportConfig) -> dg.DynamicPartitionsDefinition:
-    return dg.DynamicPartitionsDefinition(name=f"{safe_name(export.name)}_chunks")
+def chunk_partitions(config: api.RivetConfig, export: api.ExportConfig) -> dg.DynamicPartitionsDefinition:
+    return dg.DynamicPartitionsDefinition(name=derived_name(config, export, "chunks"))
 
 
 def path_segment(partition_key: str) -> str:

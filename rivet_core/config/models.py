@@ -16,7 +16,15 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from rivet_core.config.overrides import normalise_column_key, parse_column_override
 from rivet_core.config.sizes import parse_size
@@ -291,8 +299,54 @@ class DagsterDefaults(_DagsterCommon):
     """Top-level `dagster:` — defaults for every export's `dagster:` block."""
 
 
+class AutomationOnCron(_Strict):
+    """`automation_condition: {on_cron: "<cron>"}` — materialize once per cron tick, after
+    the asset's dependencies have updated since the tick."""
+
+    on_cron: Str
+
+    @field_validator("on_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        return _check_cron(value, "automation_condition.on_cron")
+
+
+class FreshnessConfig(_Strict):
+    """`dagster.freshness` — the asset is stale (warn, then fail) when its last
+    materialization is older than this many minutes."""
+
+    fail_after_minutes: int = Field(ge=1, le=525_600)
+    warn_after_minutes: int | None = Field(default=None, ge=1, le=525_600)
+
+    @model_validator(mode="after")
+    def _order(self) -> FreshnessConfig:
+        if self.warn_after_minutes is not None and self.warn_after_minutes >= self.fail_after_minutes:
+            raise ValueError("freshness.warn_after_minutes must be less than fail_after_minutes")
+        return self
+
+
+def _check_cron(value: str, what: str) -> str:
+    fields = value.split()
+    if not (len(fields) == 5 or (len(fields) == 1 and value.startswith("@"))):
+        raise ValueError(
+            f"{what} '{value}' is not a cron expression — use five fields, "
+            "e.g. '0 3 * * *' (daily at 03:00), or @hourly/@daily/@weekly/@monthly"
+        )
+    return value
+
+
 class ExportDagsterConfig(_DagsterCommon):
     """`exports[].dagster` — Dagster-only settings for one export's asset."""
+
+    #: Declarative automation instead of (not beside) `schedule`: `eager` (whenever the
+    #: source table asset updates, or the asset is missing), `on_missing` (once, when never
+    #: materialized), or `{on_cron: "<cron>"}`. Evaluated by Dagster's automation sensor.
+    automation_condition: Literal["eager", "on_missing"] | AutomationOnCron | None = None
+    freshness: FreshnessConfig | None = None
+    #: Chunked exports: `false` runs the whole checkpointed chunked run as one unpartitioned
+    #: asset (as `chunk_count`/`chunk_dense`/`keyset_incremental` exports always do) instead
+    #: of one partition per window.
+    chunk_partitions: bool = True
 
     schedule: Str | None = None
     end_date: Str | None = None
@@ -355,6 +409,15 @@ class ExportDagsterConfig(_DagsterCommon):
                 f"timezone '{value}' is not an IANA time zone — use e.g. 'UTC' or 'Europe/Berlin'"
             ) from exc
         return value
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> ExportDagsterConfig:
+        if self.schedule and self.automation_condition is not None:
+            raise ValueError(
+                "schedule and automation_condition both set — pick one: a cron `schedule` "
+                "(a schedule definition) or an `automation_condition` (evaluated by Dagster's "
+                "automation sensor)")
+        return self
 
 
 # --------------------------------------------------------------------------- export

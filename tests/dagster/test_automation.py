@@ -104,7 +104,7 @@ def posted(httpserver: HTTPServer) -> list[dict[str, Any]]:
 def test_the_failure_sensor_posts_a_webhook_for_a_run_that_failed_in_the_manifest_check(
         orders_pg: str, local: Target, instance: dg.DagsterInstance, httpserver: HTTPServer) -> None:
     httpserver.expect_request("/hook", method="POST").respond_with_data("ok")
-    defs = build_definitions(notify_config(local, orders_pg, httpserver.url_for("/hook")))
+    defs = build_definitions(notify_config(local, orders_pg, httpserver.url_for("/hook")), notify_run_failures=True)
     defs = with_jobs(defs, check_only_job("verify_only", dg.AssetKey("orders_full")))
     assert run_job(defs, "orders_full_job", instance).success
     assert posted(httpserver) == []  # success is not a configured event
@@ -128,7 +128,7 @@ def test_the_failure_sensor_stays_quiet_for_a_failure_the_core_already_reported(
         orders_pg: str, local: Target, instance: dg.DagsterInstance, httpserver: HTTPServer) -> None:
     httpserver.expect_request("/hook", method="POST").respond_with_data("ok")
     defs = build_definitions(notify_config(local, orders_pg, httpserver.url_for("/hook"),
-                                           row_count_min=1_000_000))
+                                           row_count_min=1_000_000), notify_run_failures=True)
     result = run_job(defs, "orders_full_job", instance)
     assert not result.success
     bodies = posted(httpserver)
@@ -138,3 +138,23 @@ def test_the_failure_sensor_stays_quiet_for_a_failure_the_core_already_reported(
 
     evaluate_notifier(defs, instance, result)
     assert len(posted(httpserver)) == 1  # no second page for the same failure
+
+
+def test_the_failure_sensor_ignores_a_failed_run_of_the_users_own_assets(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance, httpserver: HTTPServer) -> None:
+    """A library must not page anyone for a job it does not own: the notifier watches only
+    the runs that materialized or checked an export of its own config."""
+    httpserver.expect_request("/hook", method="POST").respond_with_data("ok")
+
+    @dg.asset
+    def users_own_asset() -> None:
+        raise RuntimeError("the user's own asset failed")
+
+    rivet_defs = build_definitions(notify_config(local, orders_pg, httpserver.url_for("/hook")),
+                                   notify_run_failures=True)
+    defs = dg.Definitions.merge(rivet_defs, dg.Definitions(
+        assets=[users_own_asset], jobs=[dg.define_asset_job("users_job", selection=[users_own_asset])]))
+    result = run_job(defs, "users_job", instance)
+    assert not result.success
+    evaluate_notifier(defs, instance, result)
+    assert posted(httpserver) == []

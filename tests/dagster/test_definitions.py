@@ -52,9 +52,11 @@ def test_the_code_location_with_no_rivet_config_serves_the_shipped_demo(monkeypa
 
     assert made, "the demo database is not ensured when RIVET_CONFIG is unset"
     assert {k.to_user_string() for k in defs.resolve_all_asset_keys()} == {
-        "customers", "orders", "events", "customers_chunked", "customers_chunked_manifest"}
-    rivet_resource = defs.resources["rivet"]
-    assert Path(rivet_resource.config_path) == DEMO_CONFIG.resolve()
+        "customers", "orders", "events", "customers_chunked", "customers_chunked_manifest",
+        # the source tables, upstream of the exports (lineage)
+        "sqlite/shop/customers", "sqlite/shop/orders"}
+    meta = spec_of(defs, dg.AssetKey("orders")).metadata
+    assert Path(meta["rivet/config"]) == DEMO_CONFIG.resolve()
     dg.Definitions.validate_loadable(defs)
 
 
@@ -115,7 +117,13 @@ def test_every_mode_becomes_an_asset_with_the_configured_key_group_kinds_pool_an
     dg.Definitions.validate_loadable(defs)
     full, inc, daily = dg.AssetKey(["rivet", "orders_full"]), dg.AssetKey(["sales", "raw", "orders_inc"]), \
         dg.AssetKey(["rivet", "orders_daily"])
-    assert set(defs.resolve_all_asset_keys()) == {full, inc, daily}
+    source = dg.AssetKey(["postgres", "shopdb", "public", "orders"])
+    assert set(defs.resolve_all_asset_keys()) == {full, inc, daily, source}
+    # lineage: every export of a table depends on the table's asset (a query export has none)
+    graph = defs.resolve_asset_graph()
+    assert graph.get(full).parent_keys == graph.get(inc).parent_keys == {source}
+    assert "postgres" in set(spec_of(defs, source).kinds)
+    assert spec_of(defs, source).metadata["dagster/table_name"] == "shopdb.public.orders"
 
     expected: dict[dg.AssetKey, dict[str, Any]] = {
         full: {"group": "exports", "kinds": {"postgres", "parquet", "local"}, "pool": "source_shopdb"},
@@ -194,25 +202,27 @@ def test_every_export_has_the_manifest_and_drift_checks_and_one_check_per_qualit
 
 def test_each_export_gets_a_job_with_its_checks_and_its_schedule_as_configured(tmp_path: Path) -> None:
     defs = build_definitions(every_mode_config(tmp_path))
-    for job_name, key in (("orders_full_job", dg.AssetKey(["rivet", "orders_full"])),
-                          ("orders_inc_job", dg.AssetKey(["sales", "raw", "orders_inc"])),
-                          ("orders_daily_job", dg.AssetKey(["rivet", "orders_daily"]))):
+    for job_name, key in (("rivet__orders_full_job", dg.AssetKey(["rivet", "orders_full"])),
+                          ("sales__raw__orders_inc_job", dg.AssetKey(["sales", "raw", "orders_inc"])),
+                          ("rivet__orders_daily_job", dg.AssetKey(["rivet", "orders_daily"]))):
         job = defs.resolve_job_def(job_name)
         assert job.asset_layer.executable_asset_keys == {key}, job_name
         checks = {k.name for k in job.asset_layer.asset_graph.asset_check_keys if k.asset_key == key}
         assert "manifest_verified" in checks, job_name
-    assert defs.resolve_job_def("orders_daily_job").partitions_def is not None
+    assert defs.resolve_job_def("rivet__orders_daily_job").partitions_def is not None
 
     schedules = {s.name: s for s in defs.schedules}
-    assert set(schedules) == {"orders_full_schedule", "orders_inc_schedule", "orders_daily_schedule"}
     crons = {name: (s.cron_schedule, s.job_name, s.default_status) for name, s in schedules.items()}
     assert crons == {
-        "orders_full_schedule": ("0 3 * * *", "orders_full_job", dg.DefaultScheduleStatus.RUNNING),
-        "orders_inc_schedule": ("*/15 * * * *", "orders_inc_job", dg.DefaultScheduleStatus.STOPPED),
-        "orders_daily_schedule": ("10 0 * * *", "orders_daily_job", dg.DefaultScheduleStatus.STOPPED),
+        "rivet__orders_full_schedule": ("0 3 * * *", "rivet__orders_full_job", dg.DefaultScheduleStatus.RUNNING),
+        "sales__raw__orders_inc_schedule": ("*/15 * * * *", "sales__raw__orders_inc_job",
+                                            dg.DefaultScheduleStatus.STOPPED),
+        "rivet__orders_daily_schedule": ("10 0 * * *", "rivet__orders_daily_job", dg.DefaultScheduleStatus.STOPPED),
     }
-    sensor = defs.resolve_sensor_def("rivet_run_failure_notifier")
-    assert sensor is not None
+    # the run-failure notifier is opt-in (a library must not watch a user's other jobs)
+    assert not [s for s in defs.sensors if "notifier" in s.name]
+    notifying = build_definitions(every_mode_config(tmp_path), notify_run_failures=True)
+    assert notifying.resolve_sensor_def("rivet_run_failure_notifier") is not None
 
 
 # ------------------------------------------------------------------------------ bad configs
