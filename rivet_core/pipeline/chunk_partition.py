@@ -309,12 +309,12 @@ class DagsterChunkRun(ChunkedRun):
         """What each window holds at the source now (COUNT, MAX(change_column)): one
         grouped query for all of them (rivet_core/chunks/fingerprint.py). Every window is in
         the result; an empty one has rows 0."""
-        if not windows:
-            return {}
         change = self.export.change_column
+        if not windows and not change:
+            return {}
         found: dict[str, WindowFingerprint] = {}
         with open_source(self.plan.source_url, self.plan.tuning) as src:
-            if change:
+            if change:  # checked on every call, also before the first window exists
                 self.check_change_column(src, change)
             for query in fingerprint_queries(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan.strategy,
                                              chunk_plan.column, chunk_plan.size, windows, change):
@@ -332,10 +332,17 @@ class DagsterChunkRun(ChunkedRun):
             pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type)
             or pa.types.is_timestamp(arrow_type) or pa.types.is_date(arrow_type) or pa.types.is_time(arrow_type)
             or pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type))
-        if not orderable:
+        problem = None if orderable else f"(type {native})"
+        if problem is None:  # the database has the last word (e.g. no MAX() for json); no row is read
+            q = src.quote_ident(change)
+            try:
+                src.scalar(f"SELECT MAX(_rivet_c.{q}) FROM ({self.plan.base_query}) AS _rivet_c WHERE 1 = 0")
+            except Exception as exc:  # noqa: BLE001 - any refusal means MAX() is not usable
+                problem = f"(type {native}: {redact_secrets(exc)})"
+        if problem is not None:
             raise ConfigError(
-                f"export '{self.export.name}': change_column '{change}' (type {native}) cannot be compared "
-                "with MAX() — name a column that moves on every insert and update: a timestamp such as "
+                f"export '{self.export.name}': change_column '{change}' {problem} cannot be compared with "
+                "MAX() — name a column that moves on every insert and update: a timestamp such as "
                 "updated_at, or an increasing row version number")
 
 

@@ -1,0 +1,352 @@
+"""Chunked exports stay true to the source (issue 14 item 4), against real PostgreSQL and MariaDB.
+
+Every test exports all windows the way the daemon would: a planner tick (its partition
+requests applied to the instance, since `build_sensor_context` does not), then each run
+request executed in-process, the sensor cursor threaded from tick to tick. Then the source
+changes under the published dataset:
+
+- with `change_column`, an UPDATE of one row of window 0 → the next tick requests exactly
+  that window, then (once it is re-exported) exactly the manifest;
+- keyset windows on uuid keys receive new keys → exactly the windows whose key range got
+  them are re-requested, with the `reconcile` check (red until they are re-exported);
+- without `change_column`, `dagster.refresh` requests every window on its cron tick.
+
+The oracle re-reads the parts the current `manifest.json` lists with pyarrow and compares
+them with the source row set (each key once); it never trusts the tool's counters.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+from rivet_core import api
+from rivet_core.config import load_config
+from rivet_core.state import StateStore
+from rivet_dagster import build_definitions
+from rivet_dagster.chunked import FINGERPRINT_METADATA, recorded_fingerprints
+from tests.dagster.support import (
+    Target,
+    check_evaluations,
+    create_orders,
+    export_block,
+    id_amounts,
+    orders_config,
+    run_job,
+    source_rows,
+)
+from tests.helpers import db_exec
+
+EXPORT = "orders_chunked"
+PARTITIONS = f"{EXPORT}_chunks"
+CHUNK_JOB, MANIFEST_JOB, RECONCILE_JOB = f"{EXPORT}_job", f"{EXPORT}_manifest_job", f"{EXPORT}_reconcile_job"
+PLANNER = f"{EXPORT}_planner"
+
+
+def key(lo: int) -> str:
+    return f"id_{lo:015d}-{lo + 99:015d}"
+
+
+KEYS = [key(lo) for lo in range(0, 600, 100)]
+
+
+# ------------------------------------------------------------------------------ driving the planner
+class Planner:
+    """The planner sensor as the daemon drives it: cursor threaded, partition requests applied."""
+
+    def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
+        self.defs, self.instance, self.cursor = defs, instance, None
+
+    def tick(self, cursor: str | None = None) -> dg.SensorResult:
+        sensor = self.defs.resolve_sensor_def(PLANNER)
+        context = dg.build_sensor_context(instance=self.instance, definitions=self.defs,
+                                          cursor=cursor if cursor is not None else self.cursor)
+        result = sensor(context)
+        assert isinstance(result, dg.SensorResult)
+        for request in result.dynamic_partitions_requests or []:
+            if isinstance(request, dg.AddDynamicPartitionsRequest):
+                self.instance.add_dynamic_partitions(PARTITIONS, list(request.partition_keys))
+            else:
+                for k in request.partition_keys:
+                    self.instance.delete_dynamic_partition(PARTITIONS, k)
+        self.cursor = result.cursor
+        return result
+
+    def run(self, result: dg.SensorResult, only: str | None = None) -> list[Any]:
+        """Execute the tick's run requests (those of job `only`), each as its own run."""
+        outcomes = []
+        for request in result.run_requests or []:
+            if only is not None and request.job_name != only:
+                continue
+            kw: dict[str, Any] = {"tags": dict(request.tags)}
+            if request.partition_key is not None:
+                kw["partition_key"] = request.partition_key
+            outcome = run_job(self.defs, request.job_name, self.instance, **kw)
+            assert outcome.success or request.job_name == RECONCILE_JOB, f"{request.job_name} {request.partition_key}"
+            outcomes.append(outcome)
+        return outcomes
+
+    def publish_everything(self) -> None:
+        """Ticks and runs until the manifest is published and a tick finds nothing to do."""
+        first = self.tick()
+        assert requested(first) == sorted(requested(first)) and requested(first)
+        self.run(first)
+        ready = self.tick()
+        assert jobs(ready) == [MANIFEST_JOB]
+        self.run(ready)
+        assert_quiet(self.tick())
+
+
+def requested(result: dg.SensorResult, job: str = CHUNK_JOB) -> list[str | None]:
+    return [r.partition_key for r in result.run_requests or [] if r.job_name == job]
+
+
+def jobs(result: dg.SensorResult) -> list[str]:
+    return sorted(r.job_name for r in result.run_requests or [])
+
+
+def assert_quiet(result: dg.SensorResult) -> None:
+    """A tick with no change: no request of any kind."""
+    assert not result.run_requests and not result.dynamic_partitions_requests, result.run_requests
+    assert result.skip_reason is not None and "nothing changed" in (result.skip_reason.skip_message or "")
+
+
+def chunk_run(config: Path) -> tuple[Any, dict[str, Any]]:
+    store = StateStore.open(load_config(config).config_path)
+    try:
+        run = store.get_latest_chunk_run(EXPORT)
+        assert run is not None
+        return run, {t.window_key: t for t in store.list_chunk_tasks(run.run_id)}
+    finally:
+        store.close()
+
+
+def published(target: Target) -> tuple[dict[str, Any], pa.Table]:
+    view = target.view(EXPORT)
+    manifest = view.current_manifest()
+    assert manifest is not None and manifest["status"] == "success"
+    table = view.parts_table([manifest])
+    # Only the listed parts are visible at the prefix: superseded attempts were moved aside.
+    assert view.data_keys() == sorted(p["path"] for p in manifest["parts"])
+    return manifest, table
+
+
+# ------------------------------------------------------------------------------ configs
+def orders_chunked(target: Target, url: str, **extra: Any) -> Path:
+    dagster = extra.pop("dagster", None)
+    block = export_block(EXPORT, "chunked", target.destination(EXPORT), chunk_column="id", chunk_size=100, **extra)
+    if dagster:
+        block["dagster"] = dagster
+    return orders_config(target.tmp, url, [block])
+
+
+def create_mysql_orders(url: str, rows: int = 550) -> None:
+    db_exec(url,
+            """CREATE TABLE orders (
+                 id bigint PRIMARY KEY, customer varchar(20) NOT NULL, amount decimal(12,2) NOT NULL,
+                 note text, created_at datetime(6) NOT NULL, updated_at datetime(6) NOT NULL)""",
+            f"""INSERT INTO orders
+                WITH RECURSIVE g(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM g WHERE n < {rows - 1})
+                SELECT n, CONCAT('c', n % 17), ROUND(MOD(n * 7.31, 5000), 2),
+                       CASE WHEN n % 3 = 0 THEN NULL ELSE CONCAT('note ', n) END,
+                       TIMESTAMP('2026-03-01') + INTERVAL n * 10 MINUTE,
+                       TIMESTAMP('2026-03-01') + INTERVAL n * 10 + 5 MINUTE
+                FROM g""")
+
+
+def amounts(url: str) -> dict[int, Decimal]:
+    rows = db_exec(url, "SELECT id, amount FROM orders ORDER BY id")
+    return {int(i): Decimal(str(a)).quantize(Decimal("0.01")) for i, a in rows}
+
+
+# ------------------------------------------------------------------------------ change_column
+@pytest.mark.parametrize("engine", ["postgres", "mariadb"])
+def test_an_updated_row_re_exports_exactly_its_window_then_the_manifest(
+        engine: str, request: pytest.FixtureRequest, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    url = request.getfixturevalue("pg_url" if engine == "postgres" else "mysql_url")
+    if engine == "postgres":
+        create_orders(url, rows=550)
+    else:
+        create_mysql_orders(url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, url, change_column="updated_at")
+    defs = build_definitions(config)
+    planner = Planner(defs, instance)
+    planner.publish_everything()
+    first_manifest, table = published(target)
+    assert id_amounts(table) == amounts(url)
+
+    # Each window's materialization recorded the fingerprint the planner compares against:
+    # its row count and MAX(updated_at), also the partition's data version.
+    recorded = recorded_fingerprints(instance, dg.AssetKey(EXPORT))
+    assert sorted(recorded) == KEYS
+    assert recorded[KEYS[5]].startswith("50@") and recorded[KEYS[0]].startswith("100@")
+    window0 = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(EXPORT), asset_partitions=[KEYS[0]]), limit=1).records[0]
+    assert window0.asset_materialization.metadata[FINGERPRINT_METADATA].value == recorded[KEYS[0]]
+    assert window0.asset_materialization.tags["dagster/data_version"] == recorded[KEYS[0]]
+    old_part = next(p["path"] for p in first_manifest["parts"] if "_chunk0_" in p["path"])
+
+    # An in-place UPDATE (same row count) of a row of window 0; updated_at moves, as it does.
+    later = "now()" if engine == "postgres" else "NOW(6)"
+    db_exec(url, f"UPDATE orders SET amount = 4321.09, updated_at = {later} WHERE id = 42")
+    changed = planner.tick()
+    assert [(r.job_name, r.partition_key) for r in changed.run_requests] == [(CHUNK_JOB, KEYS[0])]
+    run_key = changed.run_requests[0].run_key
+    assert planner.tick().run_requests[0].run_key == run_key  # until it runs: the same request (deduplicated)
+    planner.run(changed)
+
+    ready = planner.tick()  # window 0 re-exported: now the manifest, and nothing else
+    assert jobs(ready) == [MANIFEST_JOB]
+    finalized = planner.run(ready)[0]
+    checks = check_evaluations(finalized)
+    assert checks["manifest_verified"].passed and checks["reconcile"].passed
+    assert_quiet(planner.tick())
+
+    manifest, table = published(target)
+    source = amounts(url)
+    assert id_amounts(table) == source and source[42] == Decimal("4321.09")  # each id once, the new amount
+    assert manifest["row_count"] == 550 and manifest["run_id"] != first_manifest["run_id"]
+    keys = target.view(EXPORT).keys()
+    assert old_part not in keys and f"_quarantine/{manifest['run_id']}/{old_part}" in keys  # moved aside
+    assert recorded_fingerprints(instance, dg.AssetKey(EXPORT))[KEYS[0]] != recorded[KEYS[0]]
+
+
+def test_a_change_column_that_is_missing_or_not_orderable_is_refused_naming_it(
+        orders_pg: str, tmp_path: Path) -> None:
+    target = Target("local", tmp_path)
+    db_exec(orders_pg, "ALTER TABLE orders ADD COLUMN flags json")
+    for column, says in (("changed_on", "change_column 'changed_on'"), ("flags", "cannot be compared with MAX()")):
+        config = load_config(orders_chunked(target, orders_pg, change_column=column))
+        with pytest.raises(api.ConfigError, match=says):
+            api.plan_chunk_partitions(config, config.export(EXPORT), recorded={})
+
+
+# ------------------------------------------------------------------------------ keyset windows
+def create_items(url: str, rows: int) -> None:
+    db_exec(url,
+            "CREATE TABLE items (id uuid PRIMARY KEY, amount numeric(12,2) NOT NULL)",
+            f"INSERT INTO items SELECT md5('item' || g)::uuid, g * 1.5 FROM generate_series(1, {rows}) g")
+
+
+def item_rows(url: str) -> dict[str, Decimal]:
+    return {str(i): Decimal(str(a)) for i, a in db_exec(url, "SELECT id, amount FROM items")}
+
+
+def window_counts(url: str, tasks: dict[str, Any]) -> dict[str, int]:
+    """Per keyset window (lo, hi], the source's count — straight from PostgreSQL."""
+    out = {}
+    for k, t in tasks.items():
+        where = " AND ".join([*([f"id > '{t.start_key}'"] if t.start_key else []),
+                              *([f"id <= '{t.end_key}'"] if t.end_key else [])]) or "TRUE"
+        out[k] = int(db_exec(url, f"SELECT count(*) FROM items WHERE {where}")[0][0])
+    return out
+
+
+def test_new_uuid_keys_inside_old_keyset_windows_re_request_exactly_those_windows_and_reconcile_goes_red(
+        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    create_items(pg_url, 2000)
+    target = Target("local", tmp_path)
+    block = {"name": EXPORT, "table": "items", "mode": "chunked", "chunk_by_key": "id", "chunk_size": 400,
+             "format": "parquet", "destination": target.destination(EXPORT)}
+    config = orders_config(tmp_path, pg_url, [block])
+    defs = build_definitions(config)
+    planner = Planner(defs, instance)
+    planner.publish_everything()
+    _, tasks = chunk_run(config)
+    assert len(tasks) == 6  # five boundaries (every 400th key) → six windows, the last one open
+    before = window_counts(pg_url, tasks)
+
+    # 500 new random keys: they land all over the key space, i.e. inside old windows.
+    rng = random.Random(14)
+    values = ", ".join(f"('{uuid.UUID(int=rng.getrandbits(128))}', {i})" for i in range(500))
+    db_exec(pg_url, f"INSERT INTO items VALUES {values}")
+    after = window_counts(pg_url, tasks)
+    grown = sorted(k for k in tasks if after[k] != before[k])
+    assert len(grown) >= 4 and sum(after.values()) == 2500  # most windows got keys
+
+    changed = planner.tick()
+    assert requested(changed) == grown  # exactly the windows that got keys, in window order
+    assert jobs(changed).count(RECONCILE_JOB) == 1 and MANIFEST_JOB not in jobs(changed)
+
+    # The reconcile check, requested with them, is red while the published data misses rows.
+    [check_run] = planner.run(changed, only=RECONCILE_JOB)
+    red = check_evaluations(check_run)["reconcile"]
+    assert not red.passed and red.metadata["mismatches"].value == len(grown)
+    assert all(k in red.metadata["mismatched_partitions"].value for k in grown)
+    assert red.metadata["source_rows"].value - red.metadata["exported_rows"].value == 500
+
+    planner.run(changed, only=CHUNK_JOB)
+    ready = planner.tick()
+    assert jobs(ready) == [MANIFEST_JOB]
+    checks = check_evaluations(planner.run(ready)[0])
+    assert checks["reconcile"].passed and checks["manifest_verified"].passed
+    assert_quiet(planner.tick())
+
+    manifest, table = published(target)
+    ids = [str(i) for i in table.column("id").to_pylist()]
+    assert len(ids) == len(set(ids)) == manifest["row_count"] == 2500  # each key once
+    exported = dict(zip(ids, (Decimal(str(a)) for a in table.column("amount").to_pylist()), strict=True))
+    assert exported == item_rows(pg_url)
+
+
+# ------------------------------------------------------------------------------ without change_column
+def test_without_change_column_the_refresh_cron_re_exports_every_window_and_reconcile_catches_missing_rows(
+        orders_pg: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    db_exec(orders_pg, "DELETE FROM orders WHERE id IN (210, 211, 212) OR id >= 550")
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, orders_pg, dagster={"refresh": "0 0 1 1 *"})  # yearly: only when told
+    defs = build_definitions(config)
+    planner = Planner(defs, instance)
+    planner.publish_everything()
+    baseline = json.loads(planner.cursor)["refresh"]  # the first tick only noted the latest cron tick
+    assert baseline > 0
+
+    # Rows missing from the published window 200..299: its count moved, so the planner re-requests
+    # it — and the reconcile check, which fails naming the partition.
+    db_exec(orders_pg, """INSERT INTO orders VALUES
+                          (210, 'c1', 1.00, NULL, '2026-03-02', '2026-03-02'),
+                          (211, 'c2', 2.00, NULL, '2026-03-02', '2026-03-02'),
+                          (212, 'c3', 3.00, NULL, '2026-03-02', '2026-03-02')""")
+    missing = planner.tick()
+    assert requested(missing) == [key(200)] and jobs(missing).count(RECONCILE_JOB) == 1
+    [check_run] = planner.run(missing, only=RECONCILE_JOB)
+    red = check_evaluations(check_run)["reconcile"]
+    assert not red.passed and red.severity == dg.AssetCheckSeverity.ERROR
+    assert key(200) in red.description and "| 100 | 97 |" in red.metadata["mismatched_partitions"].value
+    planner.run(missing, only=CHUNK_JOB)
+    planner.run(planner.tick())  # the manifest
+    assert id_amounts(published(target)[1]) == source_rows(orders_pg)
+    assert_quiet(planner.tick())
+
+    # An in-place UPDATE keeps every count: without a change_column no tick can see it …
+    db_exec(orders_pg, "UPDATE orders SET amount = 777.77 WHERE id = 7")
+    assert_quiet(planner.tick())
+    assert id_amounts(published(target)[1])[7] != Decimal("777.77")
+
+    # … until the refresh cron ticks: then every window is requested, once.
+    stale_cursor = json.dumps({**json.loads(planner.cursor), "refresh": baseline - 86400})
+    refresh = planner.tick(cursor=stale_cursor)
+    assert requested(refresh) == KEYS and MANIFEST_JOB not in jobs(refresh)
+    assert all("refresh" in r.run_key or r.run_key.count(":") == 1 for r in refresh.run_requests)
+    assert json.loads(planner.cursor)["refresh"] == baseline  # this tick is handled
+    _, tasks = chunk_run(config)
+    assert {tasks[k].status for k in KEYS} == {"pending"}  # the manifest waits for all of them
+    still = planner.tick()
+    assert not requested(still) and MANIFEST_JOB not in jobs(still)  # not again, and no premature manifest
+    planner.run(refresh)
+    ready = planner.tick()
+    assert jobs(ready) == [MANIFEST_JOB]
+    planner.run(ready)
+    manifest, table = published(target)
+    assert id_amounts(table) == source_rows(orders_pg) and id_amounts(table)[7] == Decimal("777.77")
+    assert manifest["row_count"] == 550
+    assert_quiet(planner.tick())
