@@ -13,9 +13,10 @@ counted by the database.
 """
 
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import dagster as dg
 import pyarrow as pa
@@ -299,3 +300,29 @@ def test_a_users_daily_asset_shares_the_partitions_and_materializes_with_the_exp
     expected = db_exec(events_pg, "SELECT kind, count(*) FROM events WHERE at_tz >= timestamptz '2024-11-03 "
                                   "America/New_York' AND at_tz < timestamptz '2024-11-04 America/New_York' GROUP BY kind")
     assert counts == {k: int(n) for k, n in expected}
+
+
+@pytest.mark.parametrize("column", ["at_ts", "at_dt"])
+def test_a_mysql_range_of_new_york_days_is_split_like_the_one_day_queries(
+        mysql_url: str, local: Target, instance: dg.DagsterInstance, column: str) -> None:
+    """MySQL/MariaDB: `TIMESTAMP` (an instant) and `DATETIME` (zone-less: UTC wall time),
+    three New York days around the DST fall-back in one ranged run; the oracle is computed
+    here from each row's known instant."""
+    base = datetime(2024, 11, 1, tzinfo=UTC)
+    instants = {g: base + timedelta(minutes=15 * g) for g in range(4 * 96)}
+    values = ", ".join(f"({g}, '{t:%Y-%m-%d %H:%M:%S}', '{t:%Y-%m-%d %H:%M:%S}')" for g, t in instants.items())
+    db_exec(mysql_url, "CREATE TABLE events (id BIGINT PRIMARY KEY, at_ts TIMESTAMP NOT NULL, at_dt DATETIME NOT NULL)",
+            f"INSERT INTO events VALUES {values}")
+    block = {"name": "ev", "table": "events", "mode": "time_window", "time_column": column, "days_window": 3,
+             "format": "parquet", "destination": local.destination("ev"),
+             "dagster": {"start_date": "2024-11-01", "timezone": NY, "backfill_policy": "single_run"}}
+    defs = build_definitions(orders_config(local.tmp, mysql_url, [block]))
+    assert run_job(defs, "ev_job", instance, tags=range_tags("2024-11-01", "2024-11-03")).success
+    zone = ZoneInfo(NY)
+    view = local.view("ev")
+    for day in ("2024-11-01", "2024-11-02", "2024-11-03"):
+        start = datetime.fromisoformat(day).replace(tzinfo=zone)
+        end = (start + timedelta(days=1)).replace(tzinfo=zone)  # wall-clock midnight, DST-aware
+        expected = {g for g, t in instants.items() if start <= t < end}
+        assert set(partition_ids(view, f"{column}={day}/")) == expected, day
+    assert len(partition_ids(view, f"{column}=2024-11-03/")) == 100
