@@ -23,7 +23,7 @@ from typing import Any
 import click
 
 from rivet_core import __version__
-from rivet_core.errors import RivetError
+from rivet_core.errors import RivetError, exit_code_for
 from rivet_core.redact import redact_secrets
 
 log = logging.getLogger("rivet")
@@ -54,7 +54,7 @@ def _params(pairs: tuple[str, ...]) -> dict[str, str]:
 
 
 def _fail(exc: BaseException, json_errors: bool) -> None:
-    code = exc.exit_code if isinstance(exc, RivetError) else 1
+    code = exit_code_for(exc)  # the one exit-code table (errors.py)
     message = redact_secrets(exc.message if isinstance(exc, RivetError) else f"{type(exc).__name__}: {exc}")
     message = "".join(ch for ch in message if ch in "\n\t" or ch.isprintable())
     if json_errors:
@@ -168,6 +168,11 @@ def summary_json(s: Any) -> dict[str, Any]:
 @click.option("--validate", is_flag=True, help="Verify the destination against the manifest after the run.")
 @click.option("--resume", is_flag=True, help="Continue the in-progress checkpointed chunk run.")
 @click.option("--force", is_flag=True, help="With --resume: allow resuming into a prefix that holds _SUCCESS.")
+@click.option("--from-manifest", "from_manifest", is_flag=True,
+              help="Incremental exports whose state store has no cursor (lost or replaced): continue from the "
+              "cursor_high recorded in the destination's manifest.json.")
+@click.option("--full-refresh", "full_refresh", is_flag=True,
+              help="Incremental exports: ignore the cursor and export every row again.")
 @_param_opt
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every run summary.")
 @click.option("--progress", "progress_mode", type=click.Choice(["auto", "tty", "log", "none"]), default="auto",
@@ -175,8 +180,12 @@ def summary_json(s: Any) -> dict[str, Any]:
               "lines (log; interval RIVET_PROGRESS_INTERVAL seconds, default 10), or none.")
 @_guard
 def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume: bool, force: bool,
-        params: tuple[str, ...], as_json: bool, progress_mode: str = "auto") -> int:
+        params: tuple[str, ...], as_json: bool, progress_mode: str = "auto", from_manifest: bool = False,
+        full_refresh: bool = False) -> int:
     """Run exports."""
+    if from_manifest and full_refresh:
+        raise RivetError("--from-manifest and --full-refresh contradict each other: continue from the "
+                         "destination manifest's cursor, or export every row again — pass one of them")
     from rivet_core.pipeline.job import RunOptions, run_unit
     from rivet_core.progress import cli_tracker, resolve_mode
     from rivet_core.state import StateStore
@@ -197,8 +206,9 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
         for export in exports:
             try:
                 tracker = cli_tracker(config, export, resolve_mode(progress_mode))
-                summaries.append(run_unit(config, export, RunOptions(validate=validate, resume=resume, force=force,
-                                                                     progress=tracker), state=state))
+                options = RunOptions(validate=validate, resume=resume, force=force, progress=tracker,
+                                     from_manifest=from_manifest, full_refresh=full_refresh)
+                summaries.append(run_unit(config, export, options, state=state))
             except ExportLocked as exc:  # another run holds it: refused before anything was read
                 refused.append(exc)
                 click.echo(f"Error: {redact_secrets(exc.message)}", err=True)

@@ -1,8 +1,20 @@
 """The error taxonomy of the engine and the exit codes it maps to.
 
 Every failure the engine reports to a user is one of these classes. The CLI turns them
-into exit codes (reference §3.5): 1 config/generic, 2 transient (retryable), 3 data
-integrity (quality gate, validate failure, unsafe retry), 4 schema drift with `fail`.
+into exit codes with ONE table (reference §3.5, docs/operations.md "Exit codes"), on every
+path — `rivet run` of any mode, `validate`, `reconcile`, the command-line error boundary:
+
+    0  success (validate: passed, legacy prefix, advisory findings only)
+    1  configuration or generic error — incl. a destination that refuses the write
+       (disk full, permission denied): fix the cause, then run again
+    2  transient: worth retrying as is (source connection lost, S3 unreachable, export locked)
+    3  data integrity: data was verified wrong or a run would make it wrong — quality gate,
+       validate/reconcile found a mismatch (missing part, missing `_SUCCESS`, a manifest of
+       another export, an oversized manifest), a retry that would duplicate rows, an
+       incremental run whose cursor is lost while the destination holds data
+    4  schema drift with `on_schema_drift: fail`
+
+`exit_code_for(exc)` applies it to any exception (a wrapped error keeps its cause's code).
 Messages name the problem *and* the fix; they must never contain credentials (callers
 pass text through `rivet_core.redact.redact_secrets` before it reaches a user).
 """
@@ -64,6 +76,16 @@ class SchemaDriftError(RivetError):
     """Schema drift detected with `on_schema_drift: fail`. Exit 4."""
 
     exit_code = 4
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code of the table above for `exc`: a RivetError's class code, promoted to 2
+    when a generic (1) error is marked `transient` (a destination error worth retrying);
+    anything else is 1."""
+    code = exc.exit_code if isinstance(exc, RivetError) else 1
+    if code == 1 and getattr(exc, "transient", False):
+        return TransientError.exit_code
+    return code
 
 
 class InvariantViolation(AssertionError):

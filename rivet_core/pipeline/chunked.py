@@ -18,7 +18,10 @@ schema-drift facade and finalize sequence) with a different middle:
    the number of windows left and the resume command; then `finalize_chunk_run_completed`
    and the committed progression, then the ordinary finalize sequence (manifest …).
 
-A failed window fails the run: never a short export reported as success.
+A failed window fails the run: never a short export reported as success. Its exit code is
+the failing window's (the one table of errors.py: a full disk is 1 in every mode, a lost
+connection 2), not a blanket 3: the checkpoint being incomplete is the consequence, the
+window's error the cause.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ import pyarrow as pa
 from rivet_core.chunks import ChunkPlan, ChunkWindow
 from rivet_core.chunks.planner import plan_chunks
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, probe_window, window_query
-from rivet_core.errors import DataIntegrityError
+from rivet_core.errors import DataIntegrityError, RivetError, exit_code_for
 from rivet_core.format.meta_columns import meta_schema
 from rivet_core.pipeline.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.chunk_resume import prepare_resume
@@ -48,6 +51,16 @@ from rivet_core.state import ChunkRunInProgress
 log = logging.getLogger("rivet.chunked")
 
 
+class ChunkCheckpointIncomplete(RivetError):
+    """Windows of a checkpointed run are not completed, so nothing was published. The exit
+    code is the first failing window's (errors.py table); 3 when no window failed in this
+    process (the tasks were left by another one)."""
+
+    def __init__(self, message: str, cause: BaseException | None) -> None:
+        super().__init__(message, code="chunk_checkpoint_incomplete")
+        self.exit_code = exit_code_for(cause) if cause is not None else DataIntegrityError.exit_code
+
+
 class ChunkedRun(ExportRun):
     """A chunked export run (module docstring)."""
 
@@ -59,6 +72,8 @@ class ChunkedRun(ExportRun):
         self.keyset_low: str | None = None
         #: (max key, arrow type) of every window exported by this process (keyset_incremental).
         self.window_maxima: list[tuple[object, pa.DataType]] = []
+        #: (chunk index, error) of each window that failed in this process, in order.
+        self.window_errors: list[tuple[int, BaseException]] = []
 
     # ----------------------------------------------------------------- planning
     def plan_windows(self, *, allow_downgrade: bool = True) -> ChunkPlan | None:
@@ -156,10 +171,12 @@ class ChunkedRun(ExportRun):
         self._drain_checkpoint(run_id, windows)
         left = state.count_chunk_tasks_not_completed(run_id)
         if left:
-            raise DataIntegrityError(
-                f"export '{export.name}': chunk checkpoint incomplete ({left} task(s) not completed) — "
-                f"nothing was published; resume with `rivet run -c {self.config.config_path} -e {export.name} "
-                "--resume`")
+            index, cause = self.window_errors[0] if self.window_errors else (None, None)
+            because = f"; chunk {index} failed: {redact_secrets(cause)}" if cause is not None else ""
+            raise ChunkCheckpointIncomplete(
+                f"export '{export.name}': chunk checkpoint incomplete ({left} task(s) not completed{because}) — "
+                f"nothing was published; fix the cause, then resume with `rivet run -c {self.config.config_path} "
+                f"-e {export.name} --resume`", cause)
         state.finalize_chunk_run_completed(run_id)
         try:
             highest = state.max_completed_chunk_index(run_id)
@@ -207,6 +224,7 @@ class ChunkedRun(ExportRun):
                     decision = classify_error(exc)
                     message = redact_secrets(exc)
                     with self.lock:
+                        self.window_errors.append((task.chunk_index, exc))
                         self.summary.journal.record("ChunkFailed", chunk_index=task.chunk_index,
                                                     error=message, attempt=task.attempts)
                     self.state.fail_chunk_task(run_id, task.chunk_index, message, retryable=decision.transient,

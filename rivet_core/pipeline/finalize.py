@@ -34,7 +34,7 @@ from typing import Any
 
 from rivet_core import __version__
 from rivet_core.destination import Destination
-from rivet_core.errors import DataIntegrityError, RivetError, TransientError
+from rivet_core.errors import DataIntegrityError, exit_code_for
 from rivet_core.manifest import (
     Manifest,
     quarantine_object,
@@ -76,9 +76,7 @@ def resolve_status(summary: RunSummary, error: BaseException | None) -> None:
     summary.status = "failed"
     summary.error_message = redact_secrets(error)
     summary.error_class = classify_error_text(summary.error_message)
-    summary.exit_code = error.exit_code if isinstance(error, RivetError) else 1
-    if summary.exit_code == 1 and getattr(error, "transient", False):
-        summary.exit_code = TransientError.exit_code  # e.g. S3 unreachable: retrying may succeed
+    summary.exit_code = exit_code_for(error)  # the one table (errors.py); S3 unreachable → 2
 
 
 def build_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Manifest:

@@ -27,6 +27,7 @@ from rivet_core.errors import DataIntegrityError
 from rivet_core.manifest import schema_fingerprint
 from rivet_core.pipeline.extract import StagedExtract, extract_to_staging
 from rivet_core.pipeline.finalize import finalize_run
+from rivet_core.pipeline.lost_cursor import resolve_missing_cursor
 from rivet_core.pipeline.publish import publish_staged
 from rivet_core.pipeline.schema_drift import check_schema_drift
 from rivet_core.pipeline.summary import RunSummary, new_run_id
@@ -59,6 +60,11 @@ class RunOptions:
     #: Progress reporting (rivet_core/progress.py): fed once per batch; None = off. The CLI
     #: and the Dagster layer pass their own sinks, the run never picks one itself.
     progress: ProgressTracker | None = None
+    #: Incremental exports: ignore the stored cursor and export every row (`--full-refresh`).
+    full_refresh: bool = False
+    #: Incremental exports whose state store has no cursor: adopt `cursor_high` from the
+    #: destination's manifest (`--from-manifest`, lost_cursor.py).
+    from_manifest: bool = False
     #: The run's id (default: `{export}_{UTC time}`). A ranged time-partition run
     #: (time_range.py) gives each partition its own, since they start in the same millisecond.
     run_id: str | None = None
@@ -97,10 +103,19 @@ class ExportRun:
                     export.name, mode=self.lock_mode,
                     window_label=self.options.window.label if self.options.window else None,
                     dagster_run_id=self.options.dagster_run_id, config_hint=shlex.quote(str(config.config_path)))
+            cursor_run = export.mode == "incremental" and not self.options.window
             stored = (self.state.get_cursor(export.name)
-                      if export.mode == "incremental" and not self.options.window else None)
+                      if cursor_run and not self.options.full_refresh else None)
             self.plan: UnitPlan = plan_unit(config, export, stored_cursor=stored, window=self.options.window)
             self.dest: Destination = open_destination(self.plan.dest_spec, config.config_dir)
+            if cursor_run and stored is None and not self.options.full_refresh:
+                # No cursor: a first run, a reset, or a LOST state store (lost_cursor.py).
+                adopted = resolve_missing_cursor(self.state, export, self.dest, config_path=str(config.config_path),
+                                                 from_manifest=self.options.from_manifest)
+                if adopted is not None:
+                    log.warning("export '%s': continuing from the destination manifest's cursor_high %r "
+                                "(--from-manifest)", export.name, adopted)
+                    self.plan = plan_unit(config, export, stored_cursor=adopted, window=self.options.window)
         except BaseException:
             self.close()
             raise

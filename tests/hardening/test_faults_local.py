@@ -262,3 +262,29 @@ def test_a_full_local_disk_fails_cleanly_then_a_rerun_with_space_recovers(tmp_pa
     assert rerun.returncode == 0, rerun.stderr
     assert manifest_ids(small_disk) == list(range(1, 20_001))
 
+
+
+@pytest.mark.parametrize("shape", [
+    {"mode": "full", "format": "csv"},
+    {"mode": "full", "format": "parquet", "compression": "none"},
+    {"mode": "incremental", "cursor_column": "id", "format": "parquet", "compression": "none"},
+    {"mode": "chunked", "chunk_column": "id", "chunk_size": 5000, "format": "parquet", "compression": "none"},
+    {"mode": "chunked", "chunk_column": "id", "chunk_size": 5000, "format": "parquet", "compression": "none",
+     "chunk_checkpoint": True},
+], ids=["full-csv", "full-parquet", "incremental", "chunked", "chunked-checkpoint"])
+def test_a_full_disk_exits_1_in_every_mode(tmp_path, small_disk, shape):
+    """One exit-code table (rivet_core/errors.py): ENOSPC is a destination that refuses the
+    write — exit 1 with the fix — whatever the mode; a checkpointed chunked run used to
+    exit 3 ("checkpoint incomplete") without naming the cause."""
+    db = tmp_path / "src.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE items (id INTEGER PRIMARY KEY, payload TEXT)")
+        conn.executemany("INSERT INTO items VALUES (?, ?)",
+                         [(i, os.urandom(100).hex()) for i in range(1, 20_001)])  # ~4 MB, 2 MiB disk
+    config = write_config(tmp_path, {**source_block(f"sqlite:///{db}"), "tuning": {"max_retries": 0}}, [{
+        "name": "items", "table": "items", "destination": {"type": "local", "path": "out"}, **shape}])
+    result = cli("run", "-c", str(config))
+    assert result.returncode == 1, result.stderr
+    assert "No space left on device" in result.stderr and "free space" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (small_disk / "_SUCCESS").exists() and not (small_disk / "manifest.json").exists()
