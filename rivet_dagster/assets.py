@@ -18,7 +18,12 @@ from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.io_manager import PendingPublish, failure_for
 from rivet_dagster.metadata import describe_export
 from rivet_dagster.naming import asset_key, safe_name
-from rivet_dagster.partitions import backfill_policy, export_partitions, window_for_key
+from rivet_dagster.partitions import (
+    backfill_policy,
+    export_partitions,
+    range_metadata,
+    window_for_key,
+)
 
 
 def quality_check_names(export: api.ExportConfig) -> dict[tuple[str, str | None], str]:
@@ -131,6 +136,8 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
             yield drift_result(exp, run.summary)
             raise failure_for(run.fail(exc)) from exc
         yield drift_result(exp, run.summary)
+        for key, values in range_metadata(run, staged, context.partition_keys if partitions else []).items():
+            context.add_asset_metadata(values, partition_key=key)
         yield dg.Output(PendingPublish(run, staged))
 
     return _export

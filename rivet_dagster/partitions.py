@@ -35,7 +35,7 @@ from pathlib import Path
 import dagster as dg
 
 from rivet_core import api
-from rivet_dagster.naming import derived_name
+from rivet_dagster.naming import safe_name
 
 GRANULARITIES = {
     "hourly": dg.HourlyPartitionsDefinition, "daily": dg.DailyPartitionsDefinition,
@@ -102,6 +102,24 @@ def window_for_key(partitions: dg.TimeWindowPartitionsDefinition, partition_key:
     """The partition's [start, end) (zone-aware, in the partitions' time zone)."""
     window = partitions.time_window_for_partition_key(partition_key)
     return api.TimeWindow(start=window.start, end=window.end, key=path_segment(partition_key))
+
+
+def range_metadata(run: object, staged: object, keys: list[str]) -> dict[str, dict[str, dg.MetadataValue]]:
+    """Per partition of a ranged run (else {}): its own rows, parts, bytes, rivet run and
+    prefix — they win over the range's totals the IO manager adds to every partition."""
+    if not isinstance(run, api.TimeRangeRun) or not isinstance(staged, api.RangeStaged):
+        return {}
+    by_label = {path_segment(k): k for k in keys}
+    out: dict[str, dict[str, dg.MetadataValue]] = {}
+    for unit, part in zip(run.runs, staged.windows, strict=True):
+        label = unit.plan.window.label if unit.plan.window else ""
+        out[by_label[label]] = {
+            "dagster/partition_row_count": dg.MetadataValue.int(part.rows),
+            "rows": dg.MetadataValue.int(part.rows), "parts": dg.MetadataValue.int(len(part.parts)),
+            "bytes": dg.MetadataValue.int(sum(p.size_bytes for p in part.parts)),
+            "rivet_run_id": dg.MetadataValue.text(unit.summary.run_id),
+            "destination": dg.MetadataValue.url(unit.dest.uri)}
+    return out
 
 
 def sub_prefix_for_key(export: api.ExportConfig, partition_key: str) -> str:

@@ -224,6 +224,12 @@ def test_a_single_run_backfill_reads_the_source_once_and_publishes_each_partitio
         manifest = view.current_manifest(sub)
         assert manifest["dagster_run_id"] == result.run_id
         runs.add(manifest["run_id"])
+        # Each partition's materialization carries its own numbers, not the range's total.
+        mat = next(e.materialization for e in mats if e.materialization.partition == day)
+        m = {k: v.value for k, v in mat.metadata.items()}
+        assert m["dagster/partition_row_count"] == m["rows"] == len(ids), day
+        assert m["rivet_run_id"] == manifest["run_id"] and m["destination"] == view.uri + sub, day
+        assert m["parts"] == len(manifest["parts"]), day
         every += ids
     assert len(runs) == len(RANGE_DAYS)  # one rivet run (report, metrics row) per partition
     lo, hi = "2024-11-01", "2024-11-06"
