@@ -22,6 +22,7 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
+from rivet_core import api
 from rivet_dagster import build_definitions
 from rivet_dagster.partitions import export_partitions_def
 from tests.dagster.support import DestView, Target, orders_config, run_job, with_jobs
@@ -162,6 +163,9 @@ def test_hourly_partitions_split_the_repeated_dst_hour_into_two_path_safe_prefix
     assert len(seen) == len(set(seen)) == 12
     assert prefixes(view) == {"at_tz=2024-11-03-0100/", "at_tz=2024-11-03-0100-0500/", "at_tz=2024-11-03-0200/"}
     assert all(":" not in k and "+" not in k for k in view.keys())
+    # `rivet validate` and the manifest check find every hourly prefix.
+    cfg = api.load_config(str(local.tmp / "rivet.yaml"))
+    assert api.partition_prefixes(cfg, cfg.export("ev")) == sorted(prefixes(view))
 
 
 @pytest.mark.parametrize(("granularity", "windows"), [
@@ -332,3 +336,22 @@ def test_a_mysql_range_of_new_york_days_is_split_like_the_one_day_queries(
         expected = {g for g, t in instants.items() if start <= t < end}
         assert set(partition_ids(view, f"{column}={day}/")) == expected, day
     assert len(partition_ids(view, f"{column}=2024-11-03/")) == 100
+
+
+def test_a_range_overlapping_a_partition_in_progress_elsewhere_is_refused_and_writes_nothing(
+        events_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    config = orders_config(local.tmp, events_pg, [events_export("ev", local, backfill_policy="single_run")])
+    defs = build_definitions(config)
+    state = api.open_state(api.load_config(str(config)))
+    try:
+        held = state.acquire_export_lock("ev", window_label="2024-11-03")  # another run exports 11-03
+        result = run_job(defs, "ev_job", instance, tags=range_tags("2024-11-01", "2024-11-05"))
+        assert not result.success
+        assert local.view("ev").keys() == {}
+        held.release()
+    finally:
+        state.close()
+    # The partitions the refused range had locked before it met 11-03 are free again.
+    assert run_job(defs, "ev_job", instance, partition_key="2024-11-01").success
+    assert set(partition_ids(local.view("ev"), "at_tz=2024-11-01/")) == source_ids(
+        events_pg, "at_tz", "2024-11-01", "2024-11-02")
