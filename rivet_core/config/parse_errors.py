@@ -138,6 +138,12 @@ def _one(root: type[BaseModel], err: dict[str, Any]) -> str:
             "less_than": ("<", ctx.get("lt")),
         }[err_type]
         return f"`{field}` at {parent} must be {op} {bound}{shown}"
+    if err_type in ("int_parsing_size", "finite_number"):  # 1e20, .inf: too big for any field
+        from rivet_core.config.limits import upper_bound
+
+        bound = upper_bound(loc)
+        if bound is not None:
+            return f"`{field}` at {parent} must be <= {bound}{shown} — use a value up to {bound}"
     if err_type in ("int_from_float",):
         return f"`{field}` at {parent} must be a whole number{shown}"
     word = _expected_word(err_type)

@@ -18,6 +18,12 @@ import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from rivet_core.config.limits import (
+    bound_errors,
+    destination_key_errors,
+    key_name_problem,
+    overlap_errors,
+)
 from rivet_core.config.messages import Problem
 from rivet_core.config.models import DestinationConfig, ExportConfig, RivetConfig, SourceConfig
 from rivet_core.config.overrides import parse_column_override, split_column_key
@@ -134,7 +140,7 @@ def name_error(name: str) -> str | None:
             f"export name '{shown}' is not filename-safe — it must be non-empty, not start "
             "with '.', and contain no '/', '\\', '..' or NUL; use e.g. orders_daily"
         )
-    return None
+    return key_name_problem(name)
 
 
 def table_error(label: str, table: str) -> str | None:
@@ -542,6 +548,7 @@ def export_errors(exp: ExportConfig, source: SourceConfig) -> list[str]:
     if tuning:
         errors.append(tuning)
     errors.extend(destination_errors(exp.destination, label, exp.name))
+    errors.extend(destination_key_errors(exp, label))
     dag = exp.dagster
     if dag and dag.start_date and dag.end_date and dag.end_date <= dag.start_date:
         errors.append(
@@ -603,6 +610,8 @@ def config_errors(cfg: RivetConfig) -> list[str]:
         seen.add(exp.name)
         errors.extend(export_errors(exp, cfg.source))
     errors.extend(_notification_errors(cfg))
+    errors.extend(bound_errors(cfg))
+    errors.extend(overlap_errors(cfg))
     return errors
 
 

@@ -128,6 +128,71 @@ CoreLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 CoreLoader.add_constructor("tag:yaml.org,2002:map", _construct_mapping)
 
 
+#: How many nodes aliases (`*name`, `<<: *name`) may add when the document is expanded into a
+#: tree. PyYAML shares an aliased node, so parsing a "billion laughs" document is cheap — but
+#: every later walk over the data (validation, `model_dump`, hashing a plan) expands it:
+#: 600 bytes of nested aliases became 7 GB and a crash. Real configs alias a few defaults
+#: blocks (a few hundred nodes); this leaves room for thousands of `<<: *defaults` merges.
+MAX_ALIAS_EXPANSION = 100_000
+
+
+class AliasBombError(yaml.YAMLError):
+    """Aliases expand the document beyond `MAX_ALIAS_EXPANSION` nodes (or refer to themselves)."""
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def check_alias_expansion(root: yaml.Node, budget: int = MAX_ALIAS_EXPANSION) -> None:
+    """Raise `AliasBombError` when expanding aliases would add more than `budget` nodes.
+
+    One pass over the distinct nodes (iterative: no recursion limit), computing each node's
+    expanded size once; a node reached again through an alias counts its whole expanded
+    size again, as every consumer of the data will."""
+    sizes: dict[int, int] = {}
+    distinct = 0
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            on_path.discard(key)
+            sizes[key] = 1 + sum(sizes[id(c)] for c in _children(node))
+            if sizes[key] - distinct > budget:  # already more than the whole may add
+                break
+            continue
+        if key in sizes:
+            continue
+        if key in on_path:
+            raise AliasBombError(
+                "an alias refers to the node that contains it (a recursive structure) — a "
+                "Rivet config is a tree: write the block out instead of aliasing its parent")
+        on_path.add(key)
+        distinct += 1
+        stack.append((node, True))
+        stack.extend((c, False) for c in _children(node) if id(c) not in sizes)
+    if stack or sizes[id(root)] - distinct > budget:
+        raise AliasBombError(
+            f"YAML aliases (*name / <<: *name) expand this document by more than {budget:,} "
+            "nodes (nested aliases multiply: an 'alias bomb') — write the repeated blocks out, "
+            "or alias only small blocks such as shared defaults")
+
+
 def load_yaml(text: str) -> Any:
-    """Parse YAML text with the core schema; raises `yaml.YAMLError` on bad input."""
-    return yaml.load(text, Loader=CoreLoader)  # noqa: S506 - CoreLoader derives from SafeLoader
+    """Parse YAML text with the core schema; raises `yaml.YAMLError` on bad input
+    (`AliasBombError` when aliases expand it beyond `MAX_ALIAS_EXPANSION` nodes)."""
+    loader = CoreLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_alias_expansion(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()

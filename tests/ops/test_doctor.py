@@ -122,10 +122,10 @@ def test_an_unset_url_env_variable_is_named_with_the_fix(tmp_path: Path) -> None
 def test_a_read_only_destination_directory_is_reported_with_its_path(
         tmp_path: Path, read_only_dir: Path) -> None:
     config = write_config(tmp_path, _sqlite_source(tmp_path),
-                          [_export("ro_export", {"type": "local", "path": str(read_only_dir)}),
-                           _export("below_ro", {"type": "local", "path": str(read_only_dir / "sub")})])
-    code, out, lines = doctor(config)
-    for name, path in (("ro_export", read_only_dir), ("below_ro", read_only_dir / "sub")):
+                          [_export("ro_export", {"type": "local", "path": str(read_only_dir / "a")}),
+                           _export("below_ro", {"type": "local", "path": str(read_only_dir / "b")})])
+    code, out, lines = doctor(config)  # (two exports may not share or nest destinations)
+    for name, path in (("ro_export", read_only_dir / "a"), ("below_ro", read_only_dir / "b")):
         line = fail_line(lines, f"destination {name}")
         assert f"local directory {path} is not writable" in line
         assert f"fix: make {path} writable" in line

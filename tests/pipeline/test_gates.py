@@ -389,7 +389,7 @@ def test_the_rivet_binary_reports_config_errors_and_unknown_exports_the_same_way
     good_dir = tmp_path / "good"
     good_dir.mkdir()
     good = write_config(good_dir, {"type": "sqlite", "url": f"sqlite:///{good_dir}/src.db"},
-                        [items_export(), items_export(name="orders")])
+                        [items_export(), items_export(name="orders", destination={"type": "local", "path": "orders"})])
     jobs = {"plain": ("run", "-c", str(bad)), "json": ("--json-errors", "run", "-c", str(bad)),
             "unknown": ("run", "-c", str(good), "-e", "nope")}
     with ThreadPoolExecutor(max_workers=3) as pool:

@@ -1,0 +1,260 @@
+"""Load-time limits a config must respect before anything runs (issue 20 items 3, 9, 10).
+
+- **Numeric bounds**: every numeric field has a ceiling (and a floor where the strict parse
+  or `validate.py` does not already check one). `throttle_ms: 1e14` used to load and then
+  fail at run time with a cryptic overflow; now the load names the field and the limit:
+  "`throttle_ms` at source.tuning must be <= 3600000 (got 100000000000000)".
+- **Destination keys**: export names and destination path pieces become file names and
+  object keys, so characters no filesystem or S3 tool handles safely (control characters,
+  `: * ? " < > |`, invisible format characters) are refused at load — before a folder exists.
+- **Overlapping destinations**: two exports writing to the same prefix (or one inside the
+  other's) would overwrite each other's `manifest.json`, and each would then validate the
+  other's data. The config names both exports.
+
+Ceilings are far above any sensible setting; they only stop values that cannot work (a
+timeout of 3,000 years, 10^20 retries, a sleep longer than the process lives).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from rivet_core.config.models import ExportConfig, RivetConfig
+
+#: PostgreSQL keeps statement/lock timeouts in int32 milliseconds: 2,147,483 s (~24.8 days).
+_PG_TIMEOUT_MAX_S = 2_147_483
+#: Row counts are BIGINT in the state store.
+_I64_MAX = 2**63 - 1
+
+#: field → (minimum or None when checked elsewhere, maximum)
+TUNING_BOUNDS: dict[str, tuple[int | None, int]] = {
+    "batch_size": (None, 10_000_000),
+    "batch_size_memory_mb": (None, 65_536),
+    "throttle_ms": (None, 3_600_000),
+    "statement_timeout_s": (None, _PG_TIMEOUT_MAX_S),
+    "max_retries": (None, 100),
+    "retry_backoff_ms": (None, 3_600_000),
+    "lock_timeout_s": (None, _PG_TIMEOUT_MAX_S),
+    "memory_threshold_mb": (None, 1_048_576),
+    "max_batch_memory_mb": (None, 65_536),
+    "min_parallel": (None, 256),
+    "max_value_mb": (None, 2_048),
+}
+EXPORT_BOUNDS: dict[str, tuple[float | None, float]] = {
+    "days_window": (None, 36_600),
+    "chunk_size": (None, 1_000_000_000),
+    "chunk_size_memory_mb": (1, 65_536),
+    "chunk_count": (None, 1_000_000),
+    "chunk_by_days": (None, 36_600),
+    "parallel": (None, 256),
+    "chunk_max_attempts": (1, 100),
+    "wave": (0, 10_000),
+    "shape_drift_warn_factor": (None, 1_000_000),
+}
+QUALITY_BOUNDS: dict[str, tuple[int | None, int]] = {
+    "row_count_min": (None, _I64_MAX),
+    "row_count_max": (None, _I64_MAX),
+    "unique_max_entries": (None, 100_000_000),
+}
+PARQUET_BOUNDS: dict[str, tuple[int | None, int]] = {
+    "row_group_rows": (None, 67_108_864),
+    "target_row_group_mb": (None, 65_536),
+    "max_row_group_mb": (None, 65_536),
+}
+WEBHOOK_BOUNDS: dict[str, tuple[float | None, float]] = {"timeout_s": (None, 300)}
+#: `max_file_size` ceiling (bytes): one part of 1 TiB is already far past any sane split.
+MAX_FILE_SIZE_BYTES = 1024**4
+
+# ------------------------------------------------------------------------------ bounds
+
+
+def upper_bound(loc: tuple[Any, ...]) -> float | None:
+    """The ceiling of the numeric field at a pydantic error location, if it has one."""
+    names = [p for p in loc if isinstance(p, str)]
+    if not names:
+        return None
+    field, parents = names[-1], names[:-1]
+    table: dict[str, tuple[Any, Any]] = (
+        TUNING_BOUNDS if "tuning" in parents else QUALITY_BOUNDS if "quality" in parents
+        else PARQUET_BOUNDS if "parquet" in parents else WEBHOOK_BOUNDS if "webhook" in parents
+        else EXPORT_BOUNDS if parents == ["exports"] else {})
+    bound = table.get(field)
+    return None if bound is None else bound[1]
+
+
+def _fmt(value: Any) -> str:
+    raw = getattr(value, "raw", None)
+    return raw if isinstance(raw, str) else repr(value)
+
+
+def _bounded(block: Any, bounds: dict[str, tuple[Any, Any]], where: str) -> list[str]:
+    errors: list[str] = []
+    if block is None:
+        return errors
+    for field, (low, high) in bounds.items():
+        value = getattr(block, field, None)
+        if value is None or isinstance(value, bool):
+            continue
+        if isinstance(value, float) and value != value:  # NaN compares false everywhere
+            errors.append(f"`{field}` at {where} must be a number from "
+                          f"{0 if low is None else low} to {high} (got {_fmt(value)})")
+        elif value > high:
+            errors.append(f"`{field}` at {where} must be <= {high} (got {_fmt(value)}) — "
+                          f"use a value up to {high}")
+        elif low is not None and value < low:
+            errors.append(f"`{field}` at {where} must be >= {low} (got {_fmt(value)})")
+    return errors
+
+
+def bound_errors(cfg: RivetConfig) -> list[str]:
+    """Every numeric field outside its bounds, one message each naming field and limit."""
+    errors = _bounded(cfg.source.tuning, TUNING_BOUNDS, "source.tuning")
+    for index, exp in enumerate(cfg.exports):
+        where = f"exports[{index}]"  # the location style of the strict parse's messages
+        errors += _bounded(exp, EXPORT_BOUNDS, where)
+        errors += _bounded(exp.tuning, TUNING_BOUNDS, f"{where}.tuning")
+        errors += _bounded(exp.quality, QUALITY_BOUNDS, f"{where}.quality")
+        errors += _bounded(exp.parquet, PARQUET_BOUNDS, f"{where}.parquet")
+        size = _file_size(exp)
+        if size is not None and size > MAX_FILE_SIZE_BYTES:
+            errors.append(f"`max_file_size` at {where} must be <= 1024GB (got "
+                          f"{exp.max_file_size}) — use a size up to 1024GB, e.g. '512MB'")
+    if cfg.notifications is not None:
+        errors += _bounded(cfg.notifications.webhook, WEBHOOK_BOUNDS, "notifications.webhook")
+    return errors
+
+
+def _file_size(exp: ExportConfig) -> int | None:
+    from rivet_core.errors import ConfigError
+
+    try:
+        return exp.max_file_size_bytes
+    except ConfigError:  # reported by validate._compression_errors
+        return None
+
+
+# --------------------------------------------------------------------- destination keys
+
+#: Characters Windows, S3 tooling and shells cannot carry safely in a file or key name.
+_KEY_UNSAFE = set(':*?"<>|')
+#: A name must fit one file name (255 bytes) with `manifest-<run id>.json` around it.
+MAX_NAME_BYTES = 200
+
+
+def _bad_chars(text: str, extra: set[str]) -> list[str]:
+    bad = []
+    for ch in text:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") or ch in extra:
+            shown = repr(ch)[1:-1] if not ch.isprintable() else ch
+            if shown not in bad:
+                bad.append(shown)
+    return bad
+
+
+def _listed(chars: list[str]) -> str:
+    return ", ".join(f"'{c}'" for c in chars)
+
+
+def key_name_problem(name: str) -> str | None:
+    """Why an export name cannot be a destination key / file name, or None. (Path
+    separators and `..` are `validate.name_error`'s rule.)"""
+    shown = "".join(repr(c)[1:-1] if not c.isprintable() else c for c in name)
+    bad = _bad_chars(name, _KEY_UNSAFE)
+    if bad:
+        return (f"export name '{shown}' contains {_listed(bad)}, which cannot "
+                "be part of a file name or object key — use letters, digits, '_', '-', '.' or "
+                "spaces, e.g. orders_daily")
+    if name != name.strip():
+        return (f"export name '{shown}' starts or ends with whitespace, which would be invisible "
+                "in file names and keys — remove it")
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        return (f"export name '{shown[:40]}…' is {len(name.encode('utf-8'))} bytes long — at most "
+                f"{MAX_NAME_BYTES} bytes (UTF-8) fit a file name with rivet's suffixes; shorten it")
+    return None
+
+
+def destination_key_errors(exp: ExportConfig, label: str) -> list[str]:
+    """Control / invisible characters in destination path pieces (and, for S3 prefixes and
+    buckets, the characters object keys cannot carry safely)."""
+    errors = []
+    dest = exp.destination
+    for field in ("path", "prefix", "bucket"):
+        value = getattr(dest, field)
+        if not value:
+            continue
+        extra = _KEY_UNSAFE - {":"} if dest.type == "s3" and field == "prefix" else set()
+        bad = [b for b in _bad_chars(value, extra) if b != "\\x00"]  # NUL: its own message
+        if bad:
+            errors.append(f"{label}: destination.{field} contains {_listed(bad)}, "
+                          "which cannot be part of a file name or object key — remove it")
+    return errors
+
+
+# ------------------------------------------------------------------ overlapping prefixes
+
+_TOKEN = re.compile(r"\{([^{}]*)\}")
+
+
+def _static_parts(template: str, export_name: str) -> list[str]:
+    """The path components of `template` that are the same on every run: `{export}` and
+    `{table}` filled in, cut before the first component holding a run-dependent token."""
+    text = _TOKEN.sub(lambda m: export_name if m.group(1) in ("export", "table") else m.group(0),
+                      template)
+    parts = []
+    for part in re.split(r"[\\/]+", text):
+        if "{" in part:
+            break
+        if part and part != ".":
+            parts.append(part)
+    return parts
+
+
+def destination_root(cfg: RivetConfig, exp: ExportConfig) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """(identity of the store, path components of the export's fixed root), None for stdout."""
+    dest = exp.destination
+    if dest.type == "local":
+        base = dest.path or dest.prefix or "."
+        static = _static_parts(base, exp.name)
+        anchor = "/" if os.path.isabs(base) else str(cfg.config_dir)
+        root = os.path.normpath(os.path.join(anchor, *static))
+        return ("local",), tuple(Path(root).parts)
+    if dest.type == "s3":
+        return (("s3", dest.endpoint or "", dest.bucket or ""),
+                tuple(_static_parts(dest.prefix or "", exp.name)))
+    return None
+
+
+def overlap_errors(cfg: RivetConfig) -> list[str]:
+    """One message per pair of exports whose destination roots are equal or nested."""
+    roots = [(exp, destination_root(cfg, exp)) for exp in cfg.exports]
+    errors = []
+    for i, (first, a) in enumerate(roots):
+        for second, b in roots[i + 1:]:
+            if a is None or b is None or a[0] != b[0] or first.name == second.name:
+                continue
+            (inner, inner_exp), (outer, outer_exp) = sorted(
+                ((a[1], first), (b[1], second)), key=lambda t: len(t[0]), reverse=True)
+            if inner[:len(outer)] != outer:
+                continue
+
+            def shown(parts: tuple[str, ...], store: tuple[str, ...] = a[0]) -> str:
+                if store == ("local",):
+                    return os.path.join(*parts) if parts else "."
+                return f"s3://{store[2]}/" + "".join(f"{p}/" for p in parts)
+
+            if inner == outer:
+                problem = (f"exports '{first.name}' and '{second.name}' write to the same "
+                           f"destination {shown(inner)}")
+            else:
+                problem = (f"export '{inner_exp.name}' writes inside the destination of export "
+                           f"'{outer_exp.name}' ({shown(inner)} is inside {shown(outer)})")
+            errors.append(
+                f"{problem} — each export needs a prefix of its own (the second run replaces "
+                "the first's manifest.json, and validating one checks the other's data); put "
+                + ("{export} in the path, e.g. path: out/{export}" if a[0] == ("local",) else
+                   "{export} in the prefix, e.g. prefix: raw/{export}/"))
+    return errors
