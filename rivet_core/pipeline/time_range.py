@@ -48,6 +48,11 @@ from rivet_core.state import StateStore
 log = logging.getLogger("rivet.run")
 
 
+#: Windows per ranged query: each inner bound is one bound parameter (server-side
+#: statements allow 65,535); 20,160 windows were measured at 3.5 s for 672 rows.
+MAX_WINDOWS = 50_000
+
+
 @dataclass
 class RangeStaged:
     """The staged extraction of a range: one `StagedExtract` per window, in window order."""
@@ -87,6 +92,10 @@ class TimeRangeRun:
                  options: RunOptions | None = None) -> None:
         if not windows:
             raise ValueError("a ranged run needs at least one time window")
+        if len(windows) > MAX_WINDOWS:
+            raise ValueError(f"export '{export.name}': a ranged run reads at most {MAX_WINDOWS:,} time partitions "
+                             f"in one query (asked for {len(windows):,}) — run the backfill in ranges "
+                             "(Dagster: backfill_policy: multi_run with max_partitions_per_run)")
         if not export.time_column:
             raise ValueError(f"export '{export.name}': a time partition needs time_column")
         self.config, self.export = config, export

@@ -355,3 +355,30 @@ def test_a_range_overlapping_a_partition_in_progress_elsewhere_is_refused_and_wr
     assert run_job(defs, "ev_job", instance, partition_key="2024-11-01").success
     assert set(partition_ids(local.view("ev"), "at_tz=2024-11-01/")) == source_ids(
         events_pg, "at_tz", "2024-11-01", "2024-11-02")
+
+
+# ------------------------------------------------------------------------------ the ranged query
+@pytest.mark.parametrize(("column", "step_s"), [("at_tz", 300), ("at_naive", 300), ("at_tz", 30)])
+def test_the_ranged_query_tags_every_row_with_its_window_even_for_thousands_of_windows(
+        events_pg: str, local: Target, column: str, step_s: int) -> None:
+    """The server-side window index (a nested CASE on the inner bounds) against the index
+    computed here from each row's known instant: 2,016 and 20,160 windows in one query."""
+    from rivet_core.source import open_source
+    from rivet_core.source.query import PARTITION_INDEX, build_time_partitions_query
+
+    cfg = api.load_config(str(orders_config(local.tmp, events_pg, [events_export("ev", local)])))
+    start = datetime(2024, 10, 31, 2, 30, tzinfo=UTC)  # windows do not start on a row
+    bounds = [start + timedelta(seconds=step_s * i) for i in range(7 * 86400 // step_s + 1)]
+    sql, params = build_time_partitions_query("postgres", "SELECT * FROM events", column, bounds)
+    with open_source(cfg.source.resolve_url(cfg.config_dir), cfg.export("ev").resolved_tuning(cfg.source)) as src:
+        schema = src.describe(sql, params)
+        table = pa.Table.from_batches(list(src.stream(sql, params, schema, 100_000)), schema=schema)
+    got = dict(zip(table.column("id").to_pylist(), table.column(PARTITION_INDEX).to_pylist(), strict=True))
+    first = datetime(2024, 10, 31, tzinfo=UTC)
+    expected = {}
+    for g in range(ROWS):
+        at = first + timedelta(minutes=15 * g)
+        if bounds[0] <= at < bounds[-1]:
+            expected[g] = int((at - bounds[0]).total_seconds() // step_s)
+    assert got == expected
+    assert len(bounds) - 1 in (2016, 20160)
