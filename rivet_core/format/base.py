@@ -214,12 +214,20 @@ class FormatWriter(ABC):
 
     path: Path
     rows_written: int
+    #: Bytes before the first row (a CSV header): not part of the per-row size estimate.
+    header_bytes: int = 0
+    #: Text formats can be several times their Arrow size (a timestamp: 8 bytes → 27
+    #: characters), so before a writer has measured its own rows it assumes this factor.
+    UNMEASURED_ROW_FACTOR: float = 4.0
 
     def __init__(self, path: Path, schema: pa.Schema, options: WriterOptions) -> None:
         self.path = Path(path)
         self.schema = schema
         self.options = options
         self.rows_written = 0
+        #: The part's size limit (`max_file_size`; set by PartRotator, None = unbounded):
+        #: the rotator asks `rows_that_fit` before each write and closes the part at 0.
+        self.size_budget: int | None = None
         self.fingerprint: Fingerprint | None = None  # set by finish()
         self._closed = False
         self._file: BinaryIO | None = None
@@ -257,6 +265,24 @@ class FormatWriter(ABC):
     @abstractmethod
     def finish(self) -> None:
         """I1: write the footer / final flush and fsync; afterwards the file is complete."""
+
+    def rows_that_fit(self, arrow_row_bytes: float) -> int:
+        """How many more rows this part can take and stay within `size_budget` (0 = full;
+        unbounded without a budget). `arrow_row_bytes` is the in-memory size per row of the
+        incoming batch, the only estimate before the writer has measured its own output.
+        This default suits writers that write through (CSV): bytes on disk per row so far."""
+        if self.size_budget is None:
+            return 2**62
+        if self.rows_written:
+            per_row = max((self.bytes_written - self.header_bytes) / self.rows_written, 1e-3)
+        else:
+            per_row = max(arrow_row_bytes * self.UNMEASURED_ROW_FACTOR, 1.0)
+        return max(0, int((self.size_budget - self.bytes_written) // per_row))
+
+    def step_rows(self) -> int:
+        """The most rows the rotator should hand over before asking `rows_that_fit` again
+        (a buffering writer refines its estimate only when it flushes)."""
+        return 2**62
 
     def abort(self) -> None:
         """Close the file without finalising it and delete it; safe to call at any time."""

@@ -298,7 +298,7 @@ class CsvWriter(FormatWriter):
         header = ",".join(_quote_header(f.name) for f in schema) + "\n"
         self._file.write(header.encode("utf-8"))
         self._file.flush()
-        self._bytes = self._file.tell()
+        self._bytes = self.header_bytes = self._file.tell()
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         self._check_open()

@@ -10,8 +10,14 @@
   logical type and `pa.json_()` columns with the JSON logical type (pyarrow ≥ 19 does this
   by default; `store_schema=True` also embeds the Arrow schema so field metadata such as
   `rivet.native_type` round-trips to pyarrow readers).
-- `bytes_written` is the size of the file on disk after the last row group flush — what part
-  rotation compares against `max_file_size` (Parquet only grows at row-group boundaries).
+- `bytes_written` is the size of the file on disk after the last row group flush.
+- With a `size_budget` (the export's `max_file_size`, set by the part rotator) row groups
+  are sized DOWN so a part fits: the first group of a part targets a quarter of the budget
+  at the incoming batches' Arrow size (an upper bound of the encoded size), every later group
+  a quarter of the budget at the bytes per row measured on disk so far (compression
+  included); `rows_that_fit` tells the rotator how many more rows fit once the buffered
+  rows and an estimate of the footer are counted. Parts therefore stay within the budget up
+  to the estimation error of the last group (the documented tolerance: docs/operations.md).
 
 I1: `finish()` is the finalize step — it writes the last row group and the footer, fsyncs
 and closes; after it returns the file is a complete Parquet file.
@@ -68,25 +74,63 @@ class ParquetFileWriter(FormatWriter):
         self._pending_rows = 0
         self._bytes = 0
         self.row_groups_written = 0
+        self._rows_flushed = 0
+        self._max_group_row_bytes = 0.0  # the densest row group so far (bytes per row)
+        self._arrow_row_bytes = 0.0  # in-memory bytes per row of the batches seen (max)
+        # The footer repeats the schema (Parquet's and, store_schema, the Arrow one) and holds
+        # one column-chunk record (offsets, sizes, statistics) per column per row group.
+        self._footer_base = 1024 + len(schema.serialize()) * 4 // 3 + 64 * len(schema)
+        self._footer_per_group = 200 * max(1, len(schema))
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         self._check_open()
         batch = conform_batch(batch, self.schema)
         if batch.num_rows == 0:
             return
+        if self.size_budget is not None:
+            self._arrow_row_bytes = max(self._arrow_row_bytes, batch.nbytes / batch.num_rows)
         self._pending.append(batch)
         self._pending_rows += batch.num_rows
         self.rows_written += batch.num_rows
-        if self._pending_rows >= self.target_rows:
+        if self._pending_rows >= self._group_rows():
             self._flush_full_groups()
+
+    # ----------------------------------------------------------- size budget (max_file_size)
+    def _row_bytes(self, arrow_row_bytes: float = 0.0) -> float:
+        """Encoded bytes per row: once a row group is on disk, the largest per-row size of
+        this part's groups so far (conservative: a small first group compresses better than
+        the rest), else the Arrow size."""
+        if self._rows_flushed:
+            return max(self._max_group_row_bytes, 1e-3)
+        return max(self._arrow_row_bytes, arrow_row_bytes, 1.0)
+
+    def _footer_estimate(self) -> int:
+        return self._footer_base + (self.row_groups_written + 1) * self._footer_per_group
+
+    def _group_rows(self) -> int:
+        """Rows in the next row group: the size-derived target, sized down to a quarter of the
+        part's budget when there is one."""
+        if self.size_budget is None:
+            return self.target_rows
+        return max(1, min(self.target_rows, int(self.size_budget / 4 / self._row_bytes())))
+
+    def step_rows(self) -> int:
+        return self._group_rows()  # one row group at a time: each flush refines the estimate
+
+    def rows_that_fit(self, arrow_row_bytes: float) -> int:
+        if self.size_budget is None:
+            return 2**62
+        per_row = self._row_bytes(arrow_row_bytes)
+        room = self.size_budget - self._bytes - self._pending_rows * per_row - self._footer_estimate()
+        return max(0, int(room // per_row))
 
     def _flush_full_groups(self) -> None:
         """Write every complete row group in the buffer; keep the remainder buffered."""
         table = pa.Table.from_batches(self._pending, schema=self.schema)
         offset = 0
-        while table.num_rows - offset >= self.target_rows:
-            self._write_group(table.slice(offset, self.target_rows))
-            offset += self.target_rows
+        while table.num_rows - offset >= (rows := self._group_rows()):
+            self._write_group(table.slice(offset, rows))
+            offset += rows
         rest = table.slice(offset)
         self._pending = rest.to_batches() if rest.num_rows else []
         self._pending_rows = rest.num_rows
@@ -95,9 +139,12 @@ class ParquetFileWriter(FormatWriter):
         assert self._writer is not None and self._file is not None
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
         self._file.flush()
-        self._bytes = self._file.tell()
+        before, self._bytes = self._bytes or 4, self._file.tell()  # 4: the leading PAR1
+        if table.num_rows:
+            self._max_group_row_bytes = max(self._max_group_row_bytes, (self._bytes - before) / table.num_rows)
         self._flushed(self._bytes)
         self.row_groups_written += 1
+        self._rows_flushed += table.num_rows
 
     @property
     def bytes_written(self) -> int:
