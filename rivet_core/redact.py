@@ -42,6 +42,10 @@ _QUERY_SECRET = re.compile(
 MIN_SECRET_LEN = 4
 _MIN_PIECE_LEN = 6
 
+#: Userinfo that is a documentation placeholder, not a credential (error messages show the
+#: expected URL shape with it).
+_PLACEHOLDERS = frozenset({"user:password", "user:pw", "user:pass", "USER:PASSWORD"})
+
 _registered: set[str] = set()
 _lock = threading.Lock()
 
@@ -88,6 +92,8 @@ def _mask_userinfo(match: re.Match[str]) -> str:
     scheme, rest = match.group(1), match.group(2)
     # rest runs up to the LAST '@' before whitespace (greedy [^\s]* then '@'); a userinfo
     # a registered secret was masked in (`REDACTED%20x`) is masked whole.
+    if rest in _PLACEHOLDERS:  # `mysql://user:password@host` in a message's example
+        return match.group(0)
     if (":" in rest or "REDACTED" in rest) and rest != "REDACTED":
         return f"{scheme}REDACTED@"
     return match.group(0)

@@ -296,3 +296,29 @@ def test_no_artifact_of_any_command_holds_a_piece_of_a_generated_password(tmp_pa
 
     check()
     assert len({p for _, p in seen}) >= 40  # the explicit shapes plus generated ones really ran
+
+
+@pytest.mark.parametrize("password", EXPLICIT)
+def test_the_explicit_shapes_through_postgresql_leave_no_piece_anywhere(tmp_path, pg_url, password):
+    """The PostgreSQL path (psycopg, binary COPY, the ADBC conninfo) with each explicit shape
+    written raw into `url_env`. The test server trusts 127.0.0.1, so the password is not
+    checked here (MariaDB above proves it arrives intact); what is checked is that the URL
+    still parses (the run succeeds) and that no artifact of a success, a refused connection
+    and `doctor` holds a piece of it."""
+    db_exec(pg_url, "CREATE TABLE items (id INT PRIMARY KEY, name TEXT)",
+            "INSERT INTO items VALUES (1, 'a'), (2, 'b')")
+    u = urllib.parse.urlsplit(pg_url)
+    config = _config(tmp_path, {"type": "postgres", "url_env": "RIVET_H20_URL",
+                                "tuning": {"max_retries": 0}})
+    good = {"RIVET_H20_URL": f"postgresql://{u.username}:{password}@{u.hostname}:{u.port}{u.path}"}
+    bad = {"RIVET_H20_URL": f"postgresql://{u.username}:{password}@127.0.0.1:{free_port()}{u.path}"}
+    ok = cli("run", "-c", str(config), env=good)
+    assert ok.returncode == 0, ok.stderr
+    failed = cli("--json-errors", "run", "-c", str(config), env=bad)
+    assert failed.returncode == 2 and "REDACTED@127.0.0.1" in failed.stderr
+    doctor = cli("doctor", "-c", str(config), env=bad)
+    assert doctor.returncode == 2 and "connection refused" in doctor.stdout
+    text = "\n".join(r.stdout + r.stderr for r in (ok, failed, doctor)) + _state_rows(config)
+    assert "failed" in _state_rows(config)
+    assert MARKER not in text
+    assert MARKER.encode() not in _artifacts(tmp_path)
