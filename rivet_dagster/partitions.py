@@ -118,7 +118,8 @@ def range_metadata(run: object, staged: object, keys: list[str]) -> dict[str, di
             "rows": dg.MetadataValue.int(part.rows), "parts": dg.MetadataValue.int(len(part.parts)),
             "bytes": dg.MetadataValue.int(sum(p.size_bytes for p in part.parts)),
             "rivet_run_id": dg.MetadataValue.text(unit.summary.run_id),
-            "destination": dg.MetadataValue.url(unit.dest.uri)}
+            "destination": dg.MetadataValue.url(unit.dest.uri),
+            "run_report_path": dg.MetadataValue.path(str(run.report_path(unit)))}
     return out
 
 

@@ -24,6 +24,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -41,6 +42,7 @@ from rivet_core.pipeline.quality import QualityIssue, QualityTracker, quality_er
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.plan import DayWindow, export_destination
 from rivet_core.progress import feed_for
+from rivet_core.report import report_dir
 from rivet_core.source import batch_rows, open_source
 from rivet_core.source.query import PARTITION_INDEX, build_time_partitions_query, dialect_for
 from rivet_core.state import StateStore
@@ -131,6 +133,10 @@ class TimeRangeRun:
     @property
     def run_ids(self) -> list[str]:
         return [r.summary.run_id for r in self.runs]
+
+    def report_path(self, run: ExportRun) -> Path:
+        """Where a window's run report (summary.md) is written when it is finalized."""
+        return report_dir(self.config.config_dir, run.summary.run_id) / "summary.md"
 
     # ------------------------------------------------------------------ phases
     def extract(self) -> RangeStaged:
@@ -307,7 +313,7 @@ class TimeRangeRun:
             agg.error_message = f"partition {first.partition_key}: {first.error_message}"
             agg.error_class, agg.report_path = first.error_class, first.report_path
         else:
-            agg.report_path = parts[-1].report_path
+            agg.report_path = None  # one report per window (report_path), none for the range
         agg.close()
         return agg
 

@@ -13,6 +13,7 @@ counted by the database.
 """
 
 
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -234,6 +235,9 @@ def test_a_single_run_backfill_reads_the_source_once_and_publishes_each_partitio
         assert m["dagster/partition_row_count"] == m["rows"] == len(ids), day
         assert m["rivet_run_id"] == manifest["run_id"] and m["destination"] == view.uri + sub, day
         assert m["parts"] == len(manifest["parts"]), day
+        report = json.loads(Path(m["run_report_path"]).with_name("summary.json").read_text())
+        assert (report["run_id"], report["partition_key"], report["dagster_run_id"]) == (
+            manifest["run_id"], day, result.run_id), day
         every += ids
     assert len(runs) == len(RANGE_DAYS)  # one rivet run (report, metrics row) per partition
     lo, hi = "2024-11-01", "2024-11-06"
