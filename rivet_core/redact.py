@@ -30,7 +30,7 @@ import urllib.parse
 _URL_USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*://)([^\s]*)@")
 #: `scheme://user:pass word@host` — a password with whitespace (layer 2's second shape).
 _URL_USERINFO_SPACED = re.compile(
-    r"([A-Za-z][A-Za-z0-9+.\-]*://)([^\s:/@]*:[^\r\n]*)@(?=[A-Za-z0-9_\[])"
+    r"([A-Za-z][A-Za-z0-9+.\-]*://)([^\s:/@]*:(?!\d+(?:[/?\s]|$))[^\r\n]*)@(?=[A-Za-z0-9_\[])"
 )
 _SECRET_KEY = r"\w*(?:password|passwd|pwd|secret|token)|sig|x-amz-signature"
 _QUERY_SECRET = re.compile(
@@ -99,6 +99,13 @@ def _mask_userinfo(match: re.Match[str]) -> str:
     return match.group(0)
 
 
+def _mask_spaced_userinfo(match: re.Match[str]) -> str:
+    # only a userinfo with whitespace: one without is the first shape's decision
+    if not re.search(r"\s", match.group(2)):
+        return match.group(0)
+    return f"{match.group(1)}REDACTED@"
+
+
 def _mask_query(match: re.Match[str]) -> str:
     value = match.group(3)
     if value.strip("'\"") == "REDACTED":
@@ -138,7 +145,7 @@ def redact_secrets(text: object) -> str:
     """Return `text` as a string with every credential masked."""
     s = _mask_registered(str(text))
     s = _URL_USERINFO.sub(_mask_userinfo, s)
-    s = _URL_USERINFO_SPACED.sub(lambda m: f"{m.group(1)}REDACTED@", s)
+    s = _URL_USERINFO_SPACED.sub(_mask_spaced_userinfo, s)
     s = _QUERY_SECRET.sub(_mask_query, s)
     return s
 

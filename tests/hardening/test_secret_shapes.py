@@ -58,8 +58,13 @@ def test_the_redactor_hides_every_unregistered_url_and_parameter_shape(text, hid
     assert redact_secrets(out) == out  # idempotent
 
 
-def test_the_redactor_leaves_urls_without_a_password_alone():
-    text = "postgresql://u@host/db: permission denied for user x@y"
+@pytest.mark.parametrize("text", [
+    "postgresql://u@host/db: permission denied for user x@y",
+    "see postgresql://host:5432/db for user x@y",
+    "mysql://db:3306 failed: Access denied for user rv@localhost",
+    "expected mysql://user:password@host:port/database",
+])
+def test_the_redactor_leaves_urls_without_a_password_alone(text):
     assert redact_secrets(text) == text
 
 
