@@ -229,3 +229,45 @@ def test_separate_destinations_load(tmp_path, first, second):
     config = _write(tmp_path, [{**_EXPORT, "name": "one", "destination": first},
                                {**_EXPORT, "name": "two", "destination": second}])
     assert [e.name for e in load_config(config).exports] == ["one", "two"]
+
+
+def _every_bound() -> list[tuple[str, str, float]]:
+    from rivet_core.config.limits import PARQUET_BOUNDS, WEBHOOK_BOUNDS
+
+    out = [("tuning", f, hi) for f, (_, hi) in TUNING_BOUNDS.items()]
+    out += [("export", f, hi) for f, (_, hi) in EXPORT_BOUNDS.items()]
+    out += [("quality", f, hi) for f, (_, hi) in QUALITY_BOUNDS.items()]
+    out += [("parquet", f, hi) for f, (_, hi) in PARQUET_BOUNDS.items()]
+    out += [("webhook", f, hi) for f, (_, hi) in WEBHOOK_BOUNDS.items()]
+    return out
+
+
+@pytest.mark.parametrize(("block", "field", "limit"), _every_bound())
+def test_every_ceiling_refuses_one_more_and_accepts_the_limit(tmp_path, block, field, limit):
+    from rivet_core.config import load_config
+    from rivet_core.errors import ConfigError
+
+    def config(value: float) -> Path:
+        export: dict = {**_EXPORT, "mode": "chunked", "chunk_column": "id"}
+        top: dict = {}
+        if block == "tuning":
+            export["tuning"] = {field: value}
+        elif block == "export":
+            export[field] = value
+        elif block in ("quality", "parquet"):
+            export[block] = {field: value}
+        else:
+            top = {"notifications": {"webhook": {"url": "http://127.0.0.1:9/h", field: value}}}
+        path = _write(tmp_path, [export])
+        data = yaml.safe_load(path.read_text())
+        path.write_text(yaml.safe_dump({**data, **top}, sort_keys=False))
+        return path
+
+    over = limit + (1 if isinstance(limit, int) else 0.5)
+    with pytest.raises(ConfigError) as info:
+        load_config(config(over))
+    assert f"`{field}` at " in info.value.message and f"must be <= {limit}" in info.value.message
+    try:
+        load_config(config(limit))
+    except ConfigError as exc:  # other rules may object to the combination; never the ceiling
+        assert f"`{field}` at " not in exc.message or "must be <=" not in exc.message
