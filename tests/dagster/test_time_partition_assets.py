@@ -121,7 +121,10 @@ def test_the_partitions_and_the_schedule_follow_the_time_zone(tmp_path: Path, in
     url = "postgresql://rivet@127.0.0.1:1/none"  # nothing here touches the source
     defs = build_definitions(orders_config(tmp_path, url, [
         events_export("ev", local, schedule="15 2 * * *"),
-        {**events_export("ev_utc", local), "dagster": {"start_date": "2024-11-01"}}]))
+        {**events_export("ev_utc", local), "dagster": {"start_date": "2024-11-01"}},
+        {"name": "ev_full", "table": "events", "mode": "full", "format": "parquet",
+         "destination": local.destination("ev_full"), "dagster": {"schedule": "0 6 * * *", "timezone": NY}}]))
+    assert defs.resolve_schedule_def("ev_full_schedule").execution_timezone == NY
     pdef = defs.resolve_assets_def("ev").partitions_def
     assert isinstance(pdef, dg.DailyPartitionsDefinition) and pdef.timezone == NY
     assert pdef.time_window_for_partition_key("2024-11-03").start == datetime(2024, 11, 3, 4, tzinfo=UTC)
