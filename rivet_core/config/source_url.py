@@ -152,6 +152,10 @@ def _reencode(url: str, field: str) -> str:
     parts = split_userinfo(url)
     assert parts is not None  # scheme_problem accepted it
     scheme, userinfo, host_part = parts
+    _, _, query = host_part.partition("?")
+    for key, value in urllib.parse.parse_qsl(query.partition("#")[0], keep_blank_values=True):
+        if key.lower() in ("password", "passwd", "pwd", "sslpassword"):
+            register_secret(value)  # `?password=…` (libpq accepts it): masked like the userinfo
     problem = _host_problem(host_part, field)
     if userinfo is None:
         if problem:

@@ -101,6 +101,13 @@ def test_the_parser_splits_the_userinfo_at_the_last_at_like_the_redactor(url, us
     assert (password or "\x00") not in redact_secrets(f"{url} {normalised}")
 
 
+def test_a_password_in_the_query_is_registered_in_all_its_forms():
+    normalise_url("postgresql://u@db/x?sslmode=require&password=Qu3ry%20Pw%27d", "postgres", "url",
+                  Path("/"))
+    text = redact_secrets("driver: password 'Qu3ry Pw\\'d' / Qu3ry%20Pw%27d / Qu3ry Pw'd")
+    assert "Qu3ry" not in text and text.count("REDACTED") == 3
+
+
 @pytest.mark.parametrize(("url", "message"), [
     ("postgresql://u:pw@[::1/db", "is not a valid bracketed IPv6 address"),
     ("postgresql://u:pw@db:99999/x", "is not a number from 1 to 65535"),
