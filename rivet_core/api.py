@@ -19,7 +19,7 @@ from rivet_core.errors import (
     TransientError,
 )
 from rivet_core.malloc_arenas import limit_malloc_arenas
-from rivet_core.manifest import Verification, read_manifest, verify_at_destination
+from rivet_core.manifest import Manifest, Verification, read_manifest, verify_at_destination
 from rivet_core.notify import RunNotice, send_notifications
 from rivet_core.pipeline.chunk_partition import (
     ChunkManifestRun,
@@ -49,7 +49,7 @@ __all__ = [
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportDagsterConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
-    "destination_uri", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
+    "dataset_manifests", "destination_uri", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
     # progress reporting through a callback (the adapter passes context.log.info)
     "ProgressTracker", "callback_tracker",
     "send_notifications", "verify_at_destination", "verify_export",
@@ -103,6 +103,31 @@ def destination_uri(config: RivetConfig, export: ExportConfig) -> str:
             prefix += "/"
         return redact_secrets(f"s3://{dest.bucket}/{prefix}")
     return f"{dest.type}:"
+
+
+def dataset_manifests(config: RivetConfig, export: ExportConfig, *, sub_prefix: str = "",
+                      latest_run_only: bool = False) -> list[Manifest]:
+    """The manifests whose parts together make the export's current dataset at a prefix.
+
+    Full, time-window and chunked exports replace their data each run: the current
+    `manifest.json` alone. Incremental exports (and keyset-incremental chunked ones) add
+    rows each run: every successful run's manifest copy since the last run that started
+    from nothing (no `cursor_low`: the first run or a full refresh), so a run that found
+    nothing new does not hide the rows of the runs before it. `latest_run_only` keeps the
+    current manifest only. [] when nothing was published."""
+    from rivet_core.manifest import read_run_manifests
+
+    dest = export_destination(config, export, sub_prefix=sub_prefix)
+    current = read_manifest(dest)
+    if current is None:
+        return []
+    accumulates = export.mode == "incremental" or (export.mode == "chunked" and bool(export.keyset_incremental))
+    if latest_run_only or not accumulates:
+        return [current[0]]
+    runs = read_run_manifests(dest)
+    baseline = max((i for i, m in enumerate(runs)
+                    if m.source.extraction is None or m.source.extraction.cursor_low is None), default=0)
+    return runs[baseline:] or [current[0]]
 
 
 def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = "",

@@ -20,6 +20,7 @@ from typing import Any
 import dagster as dg
 
 from rivet_core import api
+from rivet_dagster.lineage import source_table_key
 from rivet_dagster.naming import asset_key, derived_name
 from rivet_dagster.partitions import (
     backfill_policy,
@@ -79,16 +80,27 @@ def build_schedule(config: api.RivetConfig, export: api.ExportConfig,
 
 def automation_condition(config: api.RivetConfig, export: api.ExportConfig) -> dg.AutomationCondition | None:
     """`dagster.automation_condition` as Dagster's condition: `eager`, `on_missing`, or
-    `{on_cron: …}` (in the export's `dagster.timezone`, default UTC). None when unset."""
+    `{on_cron: …}` (in the export's `dagster.timezone`, default UTC). None when unset.
+    A partitioned export's condition acts on its latest partition (Dagster's own rule)."""
     own = export.dagster
     wanted = own.automation_condition if own else None
     if wanted is None:
         return None
-    if wanted == "eager":
-        return dg.AutomationCondition.eager()
+    ac = dg.AutomationCondition
+    source = source_table_key(config, export)
+    if source is None:  # a query export has no upstream asset to wait for
+        return (ac.eager() if wanted == "eager" else ac.on_missing() if wanted == "on_missing"
+                else ac.on_cron(wanted.on_cron, cron_timezone=own.timezone or "UTC"))
+    # The source table asset is external: nothing materializes it, so Dagster's conditions
+    # would wait for it forever ("dependency missing" / "not updated since the tick").
+    # Ignore it where it would block; `eager` still reacts when someone reports the table
+    # updated (an observation or a runless asset event).
+    table = dg.AssetSelection.assets(source)
     if wanted == "on_missing":
-        return dg.AutomationCondition.on_missing()
-    return dg.AutomationCondition.on_cron(wanted.on_cron, cron_timezone=(own.timezone or "UTC"))
+        return ac.on_missing().ignore(table)
+    if wanted == "eager":
+        return (ac.eager().without(~ac.any_deps_missing()) & ~ac.any_deps_missing().ignore(table)).with_label("eager")
+    return ac.on_cron(wanted.on_cron, cron_timezone=own.timezone or "UTC").ignore(table)
 
 
 def freshness_policy(config: api.RivetConfig, export: api.ExportConfig) -> dg.FreshnessPolicy | None:

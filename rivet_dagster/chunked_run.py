@@ -19,8 +19,8 @@ No `from __future__ import annotations` here (Dagster inspects the body's annota
 import dagster as dg
 
 from rivet_core import api
-from rivet_dagster.io_manager import failure_for
-from rivet_dagster.metadata import materialization_metadata
+from rivet_dagster.io_manager import dataset_row_count, failure_for
+from rivet_dagster.metadata import materialization_metadata, standard_metadata
 
 
 def whole_run_reason(export: api.ExportConfig) -> str | None:
@@ -47,6 +47,9 @@ def whole_run_body(config_path: str, export_name: str):  # noqa: ANN201 - a Dags
         if summary.status != "success":
             raise failure_for(summary)
         context.log.info(f"chunked run {summary.run_id}: {summary.total_rows} rows → {summary.destination_uri}")
-        return dg.MaterializeResult(metadata=materialization_metadata(summary, None))
+        meta = materialization_metadata(summary, None)
+        meta.update(standard_metadata(cfg, exp, summary.destination_uri or "", None,
+                                      dataset_rows=dataset_row_count(cfg, exp, summary)))
+        return dg.MaterializeResult(metadata=meta)
 
     return _run

@@ -24,6 +24,7 @@ A broken rivet.yaml fails `dg check defs` with the CLI's own message, naming the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -51,6 +52,30 @@ exports:
     # dagster:
     #   automation_condition: {on_cron: "0 3 * * *"}   # or eager | on_missing, or schedule: "<cron>"
 """
+
+
+#: (component tree of the load in progress, source table keys already defined in it).
+_defined_sources: tuple[object, set[dg.AssetKey]] = (None, set())
+
+
+def _first_definer(context: dg.ComponentLoadContext) -> Callable[[dg.AssetKey], bool]:
+    """Accepts a source table key only the first time it is seen in this load of the code
+    location. Two instances reading one table must not both define its asset: `dg` adds
+    each instance's own origin and code reference to the specs it builds, so the two specs
+    would differ and conflict. Exports of later instances still depend on the key."""
+    global _defined_sources
+    tree = context.component_tree
+    if _defined_sources[0] is not tree:
+        _defined_sources = (tree, set())
+    seen = _defined_sources[1]
+
+    def keep(key: dg.AssetKey) -> bool:
+        if key in seen:
+            return False
+        seen.add(key)
+        return True
+
+    return keep
 
 
 class ScaffoldParams(BaseModel):
@@ -113,6 +138,7 @@ class RivetExportsComponent(dg.Component, dg.Model, dg.Resolvable):
             return build_definitions(
                 self.config, relative_to=here, key_prefix=self.key_prefix or (),
                 group_name=self.group_name, owners=self.owners, tags=self.tags,
-                source_assets=self.source_assets, notify_run_failures=self.notify_run_failures)
+                source_assets=_first_definer(context) if self.source_assets else False,
+                notify_run_failures=self.notify_run_failures)
         except api.ConfigError as exc:
             raise api.ConfigError(f"{here / 'defs.yaml'}: rivet config '{self.config}': {exc}") from exc

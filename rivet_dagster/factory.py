@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import dagster as dg
@@ -113,14 +113,17 @@ def _whole_run_asset(config: api.RivetConfig, export: api.ExportConfig, reason: 
 def build_definitions(config_path: str | os.PathLike[str], executor: dg.ExecutorDefinition | None = None, *,
                       key_prefix: str | Sequence[str] = (), group_name: str | None = None,
                       owners: Sequence[str] = (), tags: Mapping[str, str] | None = None,
-                      source_assets: bool = True, notify_run_failures: bool = False,
+                      source_assets: bool | Callable[[dg.AssetKey], bool] = True,
+                      notify_run_failures: bool = False,
                       relative_to: str | os.PathLike[str] | None = None) -> dg.Definitions:
     """Dagster definitions for every export of the rivet.yaml at `config_path`.
 
     `key_prefix` goes in front of every asset key (and of the job/sensor names derived
     from them), `group_name` replaces the configs' groups, `owners`/`tags` are added to
     every export asset. `source_assets=False` leaves the source table assets out (the
-    exports still depend on their keys — e.g. when another integration defines them).
+    exports still depend on their keys — e.g. when another integration defines them); a
+    callable keeps only the source keys it accepts (the component defines each source table
+    once per code location).
     `notify_run_failures=True` adds the run-failure notifier of this config. A relative
     `config_path` resolves against `relative_to`, else the calling module's folder, else the
     current directory."""
@@ -165,6 +168,8 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
         defs = defs.map_asset_specs(func=lambda spec: spec.merge_attributes(
             owners=list(owners), tags=dict(tags or {})))
     if source_assets:
-        defs = dg.Definitions.merge(defs, dg.Definitions(assets=source_table_specs(config, config.exports)))
+        keep = source_assets if callable(source_assets) else (lambda _key: True)
+        specs = [spec for spec in source_table_specs(config, config.exports) if keep(spec.key)]
+        defs = dg.Definitions.merge(defs, dg.Definitions(assets=specs))
     return defs
 

@@ -15,8 +15,11 @@ task completed) and writes no manifest — and `PendingManifest` — a `ChunkMan
 passed its I6 pre-check; publishing finalizes the chunk run (manifest → … → notification).
 
 `load_input` returns the export as a `pyarrow.Table` or `pandas.DataFrame` (by the
-downstream input's annotation), reading only the parts that the current `manifest.json`
-lists — per partition for partitioned exports. For a chunked export, depend on
+downstream input's annotation): the whole dataset — for an incremental export the parts of
+every run since its last full baseline (so a run that found nothing new does not empty it),
+for the others the parts the current `manifest.json` lists, per partition for partitioned
+exports. An input with metadata `{"rivet/latest_run_only": True}` gets only the latest
+run's rows. For a chunked export, depend on
 `<export>_manifest` (the whole export); a chunk asset input is refused.
 """
 
@@ -32,7 +35,12 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from rivet_core import api
-from rivet_dagster.metadata import chunk_metadata, manifest_metadata, materialization_metadata
+from rivet_dagster.metadata import (
+    chunk_metadata,
+    manifest_metadata,
+    materialization_metadata,
+    standard_metadata,
+)
 from rivet_dagster.partitions import sub_prefix_for_key
 
 
@@ -94,17 +102,35 @@ def _read_part(dest: api.Destination, key: str, fmt: str) -> pa.Table:
     return pq.read_table(io.BytesIO(data))
 
 
-def read_export(config: api.RivetConfig, export: api.ExportConfig, sub_prefix: str = "") -> pa.Table | None:
-    """All parts listed by the current manifest at the export's prefix (None if absent)."""
+#: Input metadata a downstream asset sets to read only the latest run's rows of an
+#: incremental export: `dg.AssetIn(key=…, metadata={LATEST_RUN_ONLY: True})`.
+LATEST_RUN_ONLY = "rivet/latest_run_only"
+
+
+def read_export(config: api.RivetConfig, export: api.ExportConfig, sub_prefix: str = "",
+                *, latest_run_only: bool = False) -> pa.Table | None:
+    """The export's dataset at a prefix (None when nothing was published): the parts the
+    manifests of `api.dataset_manifests` list — for an incremental export every run since
+    its last full baseline, else the current manifest's."""
+    manifests = api.dataset_manifests(config, export, sub_prefix=sub_prefix, latest_run_only=latest_run_only)
+    if not manifests:
+        return None
     dest = api.export_destination(config, export, sub_prefix=sub_prefix)
-    found = api.read_manifest(dest)
-    if found is None:
-        return None
-    manifest, _ = found
-    tables = [_read_part(dest, p.path, manifest.format) for p in manifest.parts if p.status == "committed"]
-    if not tables:
-        return None
-    return pa.concat_tables(tables, promote_options="permissive")
+    tables = [_read_part(dest, p.path, m.format) for m in manifests for p in m.parts if p.status == "committed"]
+    if tables:
+        return pa.concat_tables(tables, promote_options="permissive")
+    if latest_run_only:  # an empty latest run: no rows, but the export's columns
+        earlier = read_export(config, export, sub_prefix)
+        return earlier.schema.empty_table() if earlier is not None else None
+    return None
+
+
+def dataset_row_count(config: api.RivetConfig, export: api.ExportConfig, summary: api.RunSummary) -> int:
+    """Rows of the whole dataset after this run: the run's own rows when it replaced the
+    data, else the rows every manifest of the dataset lists (incremental exports)."""
+    if export.mode != "incremental" and not (export.mode == "chunked" and export.keyset_incremental):
+        return summary.total_rows
+    return sum(m.row_count for m in api.dataset_manifests(config, export))
 
 
 class RivetIOManager(dg.ConfigurableIOManager):
@@ -128,7 +154,9 @@ class RivetIOManager(dg.ConfigurableIOManager):
                 if is_transient(exc):
                     raise
                 raise chunk_failure(obj.run.export.name, "manifest", exc) from exc
-            context.add_output_metadata(manifest_metadata(obj.run, summary))
+            context.add_output_metadata({**manifest_metadata(obj.run, summary), **standard_metadata(
+                obj.run.config, obj.run.export, summary.destination_uri or "", obj.run.output_schema,
+                dataset_rows=summary.total_rows)})
             if summary.status == "failed":
                 raise failure_for(summary)
             return
@@ -136,7 +164,13 @@ class RivetIOManager(dg.ConfigurableIOManager):
             raise dg.DagsterInvariantViolationError(
                 "the rivet IO manager only stores export assets built by rivet_dagster")
         summary = obj.run.publish(obj.staged)
-        context.add_output_metadata(materialization_metadata(summary, obj.staged.schema))
+        partition = context.has_asset_partitions
+        meta = materialization_metadata(summary, obj.staged.schema, partition=partition)
+        if summary.status != "failed":
+            rows = None if partition else dataset_row_count(obj.run.config, obj.run.export, summary)
+            meta.update(standard_metadata(obj.run.config, obj.run.export, summary.destination_uri or "",
+                                          obj.staged.schema, dataset_rows=rows))
+        context.add_output_metadata(meta)
         if summary.status == "failed":
             raise failure_for(summary)
 
@@ -166,9 +200,11 @@ class RivetIOManager(dg.ConfigurableIOManager):
         config = api.load_config(str(definition["rivet/config"]))
         export = config.export(str(export_name))
         keys = context.asset_partition_keys if context.has_asset_partitions else [None]
+        latest = bool((context.definition_metadata or {}).get(LATEST_RUN_ONLY, False))
         tables = []
         for key in keys:
-            table = read_export(config, export, sub_prefix_for_key(export, key) if key else "")
+            table = read_export(config, export, sub_prefix_for_key(export, key) if key else "",
+                                latest_run_only=latest)
             if table is not None:
                 tables.append(table)
         result = pa.concat_tables(tables, promote_options="permissive") if tables else pa.table({})

@@ -141,11 +141,15 @@ def parts_table(parts: Sequence[Any]) -> dg.TableMetadataValue:
         schema=PARTS_SCHEMA)
 
 
-def numbers(rows: int, size_bytes: int, parts: int, duration_ms: int | None) -> dict[str, dg.MetadataValue]:
+def numbers(rows: int, size_bytes: int, parts: int, duration_ms: int | None, *,
+            partition: bool = False) -> dict[str, dg.MetadataValue]:
     """The plotted numbers. Typed explicitly: a Python int that happens to be a float
-    elsewhere would otherwise become a different metadata type and break the plot."""
+    elsewhere would otherwise become a different metadata type and break the plot.
+    `rows` is what this materialization wrote; a partition reports it as
+    `dagster/partition_row_count` (the asset's `dagster/row_count` is the dataset's size,
+    which `standard_metadata` adds where it is known)."""
     meta: dict[str, dg.MetadataValue] = {
-        "dagster/row_count": dg.MetadataValue.int(rows),
+        "dagster/partition_row_count" if partition else "dagster/row_count": dg.MetadataValue.int(rows),
         "rows": dg.MetadataValue.int(rows),
         "bytes": dg.MetadataValue.int(size_bytes),
         "parts": dg.MetadataValue.int(parts),
@@ -157,9 +161,29 @@ def numbers(rows: int, size_bytes: int, parts: int, duration_ms: int | None) -> 
     return meta
 
 
-def materialization_metadata(summary: api.RunSummary, schema: pa.Schema | None) -> dict[str, Any]:
+def standard_metadata(config: api.RivetConfig, export: api.ExportConfig, uri: str,
+                      schema: pa.Schema | None, dataset_rows: int | None = None) -> dict[str, Any]:
+    """Dagster's standard keys for a materialization: `dagster/uri` (credentials redacted),
+    `dagster/table_name`, `dagster/column_schema`, `dagster/column_lineage` (1:1 to the
+    source table's columns) and, when known, `dagster/row_count` = the dataset's size."""
+    from rivet_dagster.lineage import column_lineage, source_table_key
+    from rivet_dagster.naming import safe_name
+
+    meta: dict[str, Any] = {"dagster/uri": redact_secrets(uri), "dagster/table_name": safe_name(export.name)}
+    if schema is not None:
+        meta["dagster/column_schema"] = column_schema(schema)
+        lineage = column_lineage(source_table_key(config, export), schema.names)
+        if lineage is not None:
+            meta["dagster/column_lineage"] = lineage
+    if dataset_rows is not None:
+        meta["dagster/row_count"] = dg.MetadataValue.int(dataset_rows)
+    return meta
+
+
+def materialization_metadata(summary: api.RunSummary, schema: pa.Schema | None, *,
+                             partition: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = numbers(summary.total_rows, summary.bytes_written, len(summary.manifest_parts),
-                                   summary.duration_ms)
+                                   summary.duration_ms, partition=partition)
     meta.update({
         "destination": dg.MetadataValue.url(summary.destination_uri or ""),
         "status": summary.status,
@@ -183,7 +207,8 @@ def chunk_metadata(run: api.ChunkPartitionRun, results: list[Any], duration_ms: 
     rows = sum(r.rows for r in results)
     records = [rec for r in results for rec in r.records]
     windows = [c.window for c in run.claimed]
-    meta: dict[str, Any] = numbers(rows, sum(rec.size_bytes for rec in records), len(records), duration_ms)
+    meta: dict[str, Any] = numbers(rows, sum(rec.size_bytes for rec in records), len(records), duration_ms,
+                                   partition=True)
     meta.update({
         "destination": dg.MetadataValue.url(run.dest.uri),
         "chunk_run_id": run.run_id,
@@ -192,9 +217,9 @@ def chunk_metadata(run: api.ChunkPartitionRun, results: list[Any], duration_ms: 
             "| partition | chunk | from | to | rows |\n|---|---:|---|---|---:|\n" + "\n".join(
                 f"| `{w.key}` | {w.index} | {w.lo if w.lo is not None else '−∞'} | "
                 f"{w.hi if w.hi is not None else '+∞'} | {r.rows} |" for w, r in zip(windows, results, strict=False))),
-        "dagster/column_schema": column_schema(run.output_schema),
         "parts_table": parts_table(records),
     })
+    meta.update(standard_metadata(run.config, run.export, run.dest.uri, run.output_schema))
     return meta
 
 

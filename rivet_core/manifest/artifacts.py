@@ -14,11 +14,12 @@ matches the manifest and verification reports `success_marker_stale` — an hone
 
 from __future__ import annotations
 
+import logging
 import re
 
 from rivet_core.destination.base import Destination
 from rivet_core.destination.checksums import xxh3_fingerprint
-from rivet_core.destination.errors import destination_error
+from rivet_core.destination.errors import DestinationError, destination_error
 from rivet_core.manifest.model import Manifest, ManifestError, parse_manifest, serialize_manifest
 
 MANIFEST_KEY = "manifest.json"
@@ -30,6 +31,7 @@ MAX_SUCCESS_BYTES = 4096
 
 _TOKEN_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _RUN_COPY = re.compile(r"^manifest-[^/]*\.json$")
+log = logging.getLogger("rivet.manifest")
 _MARKER = re.compile(r"^xxh3:[0-9a-f]{16}$")
 
 
@@ -118,7 +120,26 @@ def read_manifest(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES,
     return parse_manifest(data), data
 
 
+def read_run_manifests(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES) -> list[Manifest]:
+    """The per-run manifest copies at the prefix root (`manifest-<run>.json`) of successful
+    runs, oldest first. Copies that are too large, unreadable or do not parse are skipped
+    with a warning: they list nothing a reader could trust."""
+    found: list[Manifest] = []
+    for obj in dest.list(""):
+        if "/" in obj.key or not _RUN_COPY.match(obj.key) or obj.size > max_bytes:
+            continue
+        try:
+            manifest = parse_manifest(dest.read_bytes(obj.key, max_bytes=max_bytes))
+        except (DestinationError, ManifestError) as exc:
+            log.warning("skipping run manifest '%s' at %s: %s", obj.key, dest.uri, exc)
+            continue
+        if manifest.status == "success":
+            found.append(manifest)
+    return sorted(found, key=lambda m: (m.finished_at, m.run_id))
+
+
 __all__ = [
+    "read_run_manifests",
     "MANIFEST_KEY", "SUCCESS_KEY", "QUARANTINE_PREFIX", "DOCTOR_PROBE_KEY", "MAX_MANIFEST_BYTES",
     "MAX_SUCCESS_BYTES", "run_token", "run_manifest_key", "is_sidecar", "success_marker_body",
     "parse_success_marker", "write_manifest_files", "read_manifest", "ManifestError",

@@ -121,3 +121,42 @@ def test_an_unpartitioned_downstream_of_a_daily_export_receives_every_materializ
     got = received(result)["all_days"]
     expected = sorted(i for day in days for i in source_rows(orders_pg, day_where(day)))
     assert got["rows"] == len(expected) and got["ids"] == ",".join(map(str, expected))
+
+
+def test_an_incremental_export_is_read_whole_and_a_run_that_found_nothing_new_does_not_empty_it(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    """Each incremental run's manifest lists only its own rows; a downstream asset gets every
+    row of every run since the first (issue 14 item 9), or only the latest run's rows when its
+    input asks with `rivet/latest_run_only`."""
+    from tests.helpers import db_exec
+
+    key = dg.AssetKey("orders_inc")
+    defs = build_definitions(orders_config(local.tmp, orders_pg, [export_block(
+        "orders_inc", "incremental", local.destination("orders_inc"), cursor_column="updated_at")]))
+
+    @dg.asset(ins={"orders": dg.AssetIn(key=key)})
+    def everything(orders: pa.Table) -> dg.MaterializeResult:
+        return describe(orders)
+
+    @dg.asset(ins={"orders": dg.AssetIn(key=key, metadata={"rivet/latest_run_only": True})})
+    def latest_only(orders: pa.Table) -> dg.MaterializeResult:
+        return describe(orders)
+
+    job = dg.define_asset_job("downstream", selection=dg.AssetSelection.assets(everything, latest_only))
+    defs = dg.Definitions.merge(defs, dg.Definitions(assets=[everything, latest_only], jobs=[job]))
+
+    assert run_job(defs, "orders_inc_job", instance).success  # the first run: every row
+    assert run_job(defs, "orders_inc_job", instance).success  # nothing new: an empty run
+    got = received(run_job(defs, "downstream", instance))
+    assert got["everything"]["rows"] == ROWS
+    assert got["everything"]["ids"] == ",".join(map(str, sorted(source_rows(orders_pg))))
+    assert got["latest_only"]["rows"] == 0
+
+    db_exec(orders_pg, f"""INSERT INTO orders SELECT g, 'late', 1.00, NULL, timestamp '2030-01-01',
+                           timestamp '2030-01-01' + g * interval '1 second'
+                           FROM generate_series({ROWS}, {ROWS + 9}) g""")
+    assert run_job(defs, "orders_inc_job", instance).success
+    got = received(run_job(defs, "downstream", instance))
+    assert got["everything"]["rows"] == ROWS + 10
+    assert got["everything"]["ids"] == ",".join(map(str, sorted(source_rows(orders_pg))))
+    assert got["latest_only"]["ids"] == ",".join(str(i) for i in range(ROWS, ROWS + 10))
