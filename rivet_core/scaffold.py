@@ -67,7 +67,14 @@ def source_url_from_env(var: str) -> str:
     if not url:
         raise ConfigError(f"environment variable '{var}' is not set — export {var}=postgresql://"
                           "user:password@host:5432/db (or mysql://…, sqlite:////path.db) and re-run")
-    return url
+    from rivet_core.config.source_url import normalise_url, url_scheme_family
+
+    family = url_scheme_family(url)
+    if family is None:
+        return url  # engine_of names the problem
+    # the same parsing as a config's url_env: userinfo up to the last '@', user and password
+    # re-encoded, every form of the password registered for redaction, bad hosts refused
+    return normalise_url(url, family[1], "url_env", Path.cwd())
 
 
 def introspect(options: InitOptions) -> tuple[str, list[ScaffoldExport]]:

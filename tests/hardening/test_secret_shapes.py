@@ -334,3 +334,33 @@ def test_the_explicit_shapes_through_postgresql_leave_no_piece_anywhere(tmp_path
     assert "failed" in _state_rows(config)
     assert MARKER not in text
     assert MARKER.encode() not in _artifacts(tmp_path)
+
+
+def test_rivet_init_parses_the_url_like_a_config_and_leaks_nothing(tmp_path, mysql_url, mysql_user):
+    """`rivet init --source-env` reads the URL without a config: the same parser (last `@`,
+    re-encoding, registration) must apply, or a space / `@` in the password breaks it."""
+    user, where = mysql_user
+    password = f"In1t {MARKER}@{MARKER} x"
+    _set_password(mysql_url, user, password)
+    out = tmp_path / "gen" / "rivet.yaml"
+    out.parent.mkdir()
+    result = cli("init", "--source-env", "RIVET_H20_URL", "-o", str(out),
+                 env={"RIVET_H20_URL": f"mysql://{user}:{password}@{where}"})
+    assert result.returncode == 0, result.stderr  # the server accepted exactly this password
+    assert "items" in yaml.safe_load(out.read_text())["exports"][0]["name"]
+    dead = cli("init", "--source-env", "RIVET_H20_URL", "-o", str(tmp_path / "x.yaml"),
+               env={"RIVET_H20_URL": f"mysql://{user}:{password}@127.0.0.1:{free_port()}/x"})
+    assert dead.returncode == 2, dead.stderr
+    blob = (result.stdout + result.stderr + dead.stdout + dead.stderr).encode() + _artifacts(tmp_path)
+    assert MARKER.encode() not in blob
+
+
+def test_rivet_init_on_postgresql_accepts_a_raw_password_with_spaces_and_at(tmp_path, pg_url):
+    db_exec(pg_url, "CREATE TABLE items (id INT PRIMARY KEY)")
+    u = urllib.parse.urlsplit(pg_url)
+    url = f"postgresql://{u.username}:In1t {MARKER}@{MARKER}@{u.hostname}:{u.port}{u.path}"
+    out = tmp_path / "rivet.yaml"
+    result = cli("init", "--source-env", "RIVET_H20_URL", "-o", str(out), env={"RIVET_H20_URL": url})
+    assert result.returncode == 0, result.stderr  # libpq alone refuses the spaces
+    assert [e["name"] for e in yaml.safe_load(out.read_text())["exports"]] == ["items"]
+    assert MARKER.encode() not in (result.stdout + result.stderr).encode() + _artifacts(tmp_path)
