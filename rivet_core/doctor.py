@@ -135,6 +135,7 @@ def run_doctor(config_path: str | Path, params: Mapping[str, str] | None = None)
     checks.append(check_source(config))
     checks.extend(check_destinations(config))
     checks.append(check_state(config))
+    checks.append(check_staging(config))
     return DoctorReport(checks)
 
 
@@ -404,5 +405,44 @@ def check_state(config: Any) -> Check:
     return Check(label, True, f"{store.url}: opened, schema current, probe write rolled back")
 
 
-__all__ = ["Check", "DoctorReport", "PROBE_KEY", "check_destinations", "check_source", "check_state",
-           "probe_destination", "run_doctor"]
+# ----------------------------------------------------------------------------- staging
+def check_staging(config: Any) -> Check:
+    """Report staging left under `.rivet/staging/` (pipeline/staging.py): count, bytes, path.
+    Leftovers never stop a run (the next run of each export removes its dead runs'
+    staging), so this line is [OK] and informative; nothing is created or removed here."""
+    from rivet_core.pipeline.job import staging_root
+    from rivet_core.pipeline.staging import scan_staging
+
+    label = "staging"
+    root = staging_root(config)
+    live: set[str] = set()
+    try:
+        from rivet_core.state import StateStore
+
+        store = StateStore.open(config.config_path)
+        try:
+            live = {h.run_id for h in store.list_export_locks() if h.run_id and h.stale_reason() is None}
+        finally:
+            store.close()
+    except Exception:  # noqa: BLE001 - reported by the state store check; owner files still tell
+        pass
+    try:
+        found = scan_staging(root, [e.name for e in config.exports], live)
+    except OSError as exc:
+        return Check(label, False, f"cannot read {root} ({exc.strerror or exc})",
+                     f"make {root} readable by this user")
+    dead = [d for d in found if not d.live]
+    in_use = len(found) - len(dead)
+    busy = f"; {in_use} in use by running export(s)" if in_use else ""
+    if not dead:
+        return Check(label, True, f"{root}: no leftovers from dead runs{busy}")
+    owners = sorted({d.export_name or "?" for d in dead})
+    return Check(label, True, (
+        f"{root}: {len(dead)} leftover director{'y' if len(dead) == 1 else 'ies'} from dead runs, "
+        f"{sum(d.bytes for d in dead)} bytes in {sum(d.files for d in dead)} file(s) (export(s): "
+        f"{', '.join(owners)}){busy} — the next run of each export removes them; or delete "
+        + ", ".join(str(d.path) for d in dead[:5]) + (" …" if len(dead) > 5 else "")))
+
+
+__all__ = ["Check", "DoctorReport", "PROBE_KEY", "check_destinations", "check_source", "check_staging",
+           "check_state", "probe_destination", "run_doctor"]

@@ -42,6 +42,7 @@ from rivet_core.pipeline.chunk_commit import WindowContext, commit_window, expor
 from rivet_core.pipeline.chunk_resume import prepare_resume
 from rivet_core.pipeline.faults import InjectedFault, fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
+from rivet_core.pipeline.staging import claim_staging
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
 from rivet_core.source import classify_error, open_source, render_cursor_value
@@ -107,6 +108,7 @@ class ChunkedRun(ExportRun):
         """What the windows share; `read_slots` gates the source reads (see `_drain_*`)."""
         meta = self.export.meta_columns
         assert self.chunk_plan is not None
+        claim_staging(self.staging_dir, run_id=self.staging_dir.name, export_name=self.export.name)
         return WindowContext(
             plan=self.plan, chunk_plan=self.chunk_plan, schema=self.output_schema, dest=self.dest,
             staging_dir=self.staging_dir, run_id=run_id,

@@ -30,6 +30,7 @@ from rivet_core.pipeline.finalize import finalize_run
 from rivet_core.pipeline.lost_cursor import resolve_missing_cursor
 from rivet_core.pipeline.publish import publish_staged
 from rivet_core.pipeline.schema_drift import check_schema_drift
+from rivet_core.pipeline.staging import claim_staging, sweep_dead_staging
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.plan import DayWindow, UnitPlan, plan_unit
 from rivet_core.progress import ProgressTracker
@@ -124,8 +125,27 @@ class ExportRun:
             self.export_lock.annotate(run_id=self.summary.run_id)
         self.staging_dir = staging_root(config) / self.summary.run_id
         self.finalized = False
+        if self.export_lock is not None:
+            self._sweep_dead_staging()
         if self.options.ledger:
             self.open_ledger()
+
+    def _sweep_dead_staging(self) -> None:
+        """Holding the export lock: remove staging left by this export's dead runs (staging.py;
+        live runs of the export — their run ids are on live lock rows — are never touched)."""
+        try:
+            live = {h.run_id for h in self.state.list_export_locks(self.export.name)
+                    if h.run_id and h.stale_reason() is None}
+            removed = sweep_dead_staging(staging_root(self.config), self.export.name, live,
+                                         keep=self.staging_dir.name)
+        except Exception as exc:  # noqa: BLE001 - housekeeping never fails a run
+            log.warning("export '%s': staging cleanup skipped: %s", self.export.name, redact_secrets(exc))
+            return
+        if removed:
+            self.summary.journal.record(
+                "Warning", context="staging_cleanup",
+                message=f"removed staging of {len(removed)} dead run(s) ({sum(r.bytes for r in removed)} bytes): "
+                        + ", ".join(r.run_id for r in removed))
 
     def open_ledger(self) -> None:
         """The run's `run_status` row (advisory: a failed write is a warning)."""
@@ -158,6 +178,7 @@ class ExportRun:
         attempt = 0
         while True:
             try:
+                claim_staging(self.staging_dir, run_id=self.staging_dir.name, export_name=self.export.name)
                 return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{attempt}",
                                           progress=self.options.progress)
             except Exception as exc:
@@ -234,7 +255,11 @@ class ExportRun:
             self.close()
 
     def close(self) -> None:
-        """Release the export lock (idempotent), then the store if this run opened it."""
+        """Remove this run's staging, release the export lock (idempotent), then the store if
+        this run opened it. Every ending path — finalize, a refusal, an abandon — comes here."""
+        staging = getattr(self, "staging_dir", None)  # unset when __init__ failed early
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         if self.export_lock is not None:
             self.export_lock.release()
         if self._own_state:
