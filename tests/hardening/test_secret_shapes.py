@@ -364,3 +364,29 @@ def test_rivet_init_on_postgresql_accepts_a_raw_password_with_spaces_and_at(tmp_
     assert result.returncode == 0, result.stderr  # libpq alone refuses the spaces
     assert [e["name"] for e in yaml.safe_load(out.read_text())["exports"]] == ["items"]
     assert MARKER.encode() not in (result.stdout + result.stderr).encode() + _artifacts(tmp_path)
+
+
+_HOSTS = ["[::1", "[::1]:1", "[zz]", "127.0.0.1:99999", "127.0.0.1:0", "127.0.0.1:abc", "127.0.0.1:1",
+          "127.0.0.1:1,127.0.0.1:2", "", "[::1]]", "127.0.0.1: 1", "127.0.0.1:1?x", "]"]
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(scheme=st.sampled_from(["postgresql", "postgres", "mysql", "mariadb"]),
+       password=passwords, host=st.sampled_from(_HOSTS),
+       tail=st.text(alphabet=st.sampled_from(list("/?#&=%@:[] dbx")), max_size=12))
+def test_doctor_never_reports_an_internal_error_for_a_malformed_url(scheme, password, host, tail):
+    """Item 11 beyond the reproduction: any userinfo, a broken or refusing host and a garbled
+    path/query give a [FAIL] line that names the problem — never "internal error", never a
+    piece of the password."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = _config(Path(tmp), {"type": "mysql" if scheme in ("mysql", "mariadb") else "postgres",
+                                     "url_env": "RIVET_H20_URL", "tuning": {"max_retries": 0}})
+        result = cli("doctor", "-c", str(config),
+                     env={"RIVET_H20_URL": f"{scheme}://u:{password}@{host}{tail}"})
+    out = result.stdout + result.stderr
+    assert result.returncode in (1, 2), out
+    assert "internal error" not in out and "Traceback" not in out
+    assert any(line.startswith("[FAIL] source") for line in result.stdout.splitlines()), out
+    assert MARKER not in out
