@@ -185,6 +185,7 @@ def plan_chunks(
     table_parts: tuple[str | None, str] | None,
     allow_downgrade: bool = True,
     keyset_after: str | None = None,
+    keyset_boundaries: Sequence[str] | None = None,
 ) -> ChunkPlan | None:
     """The windows of a chunked export, or None for the small-table fallback (module doc).
 
@@ -193,13 +194,15 @@ def plan_chunks(
     `export.table_parts` (None for `query:` exports). `allow_downgrade=False` always
     returns a plan. `keyset_after` (keyset only, for `keyset_incremental`) plans only the
     keys strictly after that stored high-water key: the first window's lo is it.
+    `keyset_boundaries` (keyset only) are boundaries already planned (a checkpoint's
+    windows): they are used as they are and the boundary scan is skipped.
     """
     ctx = _Ctx(session, export, base_sql, table_parts, None)
     strategy, column, size = _resolve(ctx)
     if strategy == "keyset":
         if keyset_after is None and _downgrade(ctx, size, allow_downgrade):
             return None
-        return _plan_keyset(ctx, column, size, keyset_after)
+        return _plan_keyset(ctx, column, size, keyset_after, keyset_boundaries)
     if keyset_after is not None:
         raise ConfigError(f"{ctx.label}: keyset_after only applies to chunk_by_key exports")
     if strategy in ("range", "count"):
@@ -672,7 +675,8 @@ def _keyset_key_problem(ctx: _Ctx, key: str) -> str | None:
     return None
 
 
-def _plan_keyset(ctx: _Ctx, key: str, size: int, after: str | None) -> ChunkPlan:
+def _plan_keyset(ctx: _Ctx, key: str, size: int, after: str | None,
+                 known: Sequence[str] | None = None) -> ChunkPlan:
     problem = _keyset_key_problem(ctx, key)
     if problem is not None:
         raise ConfigError(
@@ -680,9 +684,10 @@ def _plan_keyset(ctx: _Ctx, key: str, size: int, after: str | None) -> ChunkPlan
             "single-column NOT NULL PRIMARY/UNIQUE key, or use chunk_column/chunk_dense"
         )
     estimate = ctx.info.row_estimate if ctx.info else None
-    if estimate is not None:  # refuse before the boundary scan, not after it
+    if estimate is not None and known is None:  # refuse before the boundary scan, not after it
         _guard_total(ctx, estimate // size + 1, key, "raise chunk_size")
-    boundaries = sample_boundaries(ctx.session, ctx.base, key, size, after=after)
+    boundaries = list(known) if known is not None else sample_boundaries(ctx.session, ctx.base, key, size,
+                                                                         after=after)
     windows = keyset_windows(boundaries)
     if after is not None:
         first = windows[0]

@@ -17,6 +17,7 @@ them with the source row set (each key once); it never trusts the tool's counter
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 import uuid
@@ -28,6 +29,7 @@ import dagster as dg
 import pyarrow as pa
 import pytest
 
+import rivet_core.chunks.planner
 from rivet_core import api
 from rivet_core.config import load_config
 from rivet_core.state import StateStore
@@ -252,7 +254,7 @@ def window_counts(url: str, tasks: dict[str, Any]) -> dict[str, int]:
 
 
 def test_new_uuid_keys_inside_old_keyset_windows_re_request_exactly_those_windows_and_reconcile_goes_red(
-        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch) -> None:
     create_items(pg_url, 2000)
     target = Target("local", tmp_path)
     block = {"name": EXPORT, "table": "items", "mode": "chunked", "chunk_by_key": "id", "chunk_size": 400,
@@ -264,6 +266,17 @@ def test_new_uuid_keys_inside_old_keyset_windows_re_request_exactly_those_window
     _, tasks = chunk_run(config)
     assert len(tasks) == 6  # five boundaries (every 400th key) → six windows, the last one open
     before = window_counts(pg_url, tasks)
+
+    sample = rivet_core.chunks.planner.sample_boundaries
+
+    def no_scan(*args: Any, **kw: Any) -> list[str]:
+        if not any(frame.filename.endswith("reconcile.py") for frame in inspect.stack()):
+            raise AssertionError("the keyset boundaries were sampled again")
+        return sample(*args, **kw)  # `rivet reconcile`'s own planning (rivet_core/pipeline/reconcile.py)
+
+    # From here on the windows come from the checkpoint: no tick, partition run or manifest
+    # scans the whole key again to sample boundaries it would not use.
+    monkeypatch.setattr("rivet_core.chunks.planner.sample_boundaries", no_scan)
 
     # 500 new random keys: they land all over the key space, i.e. inside old windows.
     rng = random.Random(14)
@@ -349,4 +362,33 @@ def test_without_change_column_the_refresh_cron_re_exports_every_window_and_reco
     manifest, table = published(target)
     assert id_amounts(table) == source_rows(orders_pg) and id_amounts(table)[7] == Decimal("777.77")
     assert manifest["row_count"] == 550
+    assert_quiet(planner.tick())
+
+
+def test_windows_materialized_in_one_ranged_run_record_one_fingerprint_each_and_an_emptied_window_is_re_exported(
+        orders_pg: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    db_exec(orders_pg, "DELETE FROM orders WHERE id >= 550")
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, orders_pg, change_column="updated_at")
+    defs = build_definitions(config)
+    planner = Planner(defs, instance)
+    assert requested(planner.tick()) == KEYS
+    ranged = run_job(defs, CHUNK_JOB, instance, tags={"dagster/asset_partition_range_start": KEYS[0],
+                                                      "dagster/asset_partition_range_end": KEYS[-1]})
+    assert ranged.success
+    recorded = recorded_fingerprints(instance, dg.AssetKey(EXPORT))
+    assert [recorded[k].split("@")[0] for k in KEYS] == ["100"] * 5 + ["50"]  # per partition, not per run
+    ready = planner.tick()
+    assert jobs(ready) == [MANIFEST_JOB]  # nothing looks changed
+    planner.run(ready)
+    assert_quiet(planner.tick())
+
+    db_exec(orders_pg, "DELETE FROM orders WHERE id BETWEEN 300 AND 399")  # window 300 is now empty
+    emptied = planner.tick()
+    assert requested(emptied) == [key(300)] and jobs(emptied).count(RECONCILE_JOB) == 1
+    planner.run(emptied, only=CHUNK_JOB)
+    planner.run(planner.tick())
+    manifest, table = published(target)
+    assert id_amounts(table) == source_rows(orders_pg) and manifest["row_count"] == 450
+    assert not any(300 <= i <= 399 for i in table.column("id").to_pylist())
     assert_quiet(planner.tick())
