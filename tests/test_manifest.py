@@ -512,7 +512,7 @@ def test_a_manifest_of_another_export_fails_when_the_export_is_named(tmp_path: P
     assert verify_at_destination(dest, export_name=m.export_name).passed
     v = verify_at_destination(dest, export_name="customers")
     assert kinds(v) == ["manifest_export_mismatch"] and not v.passed and v.exit_code() == 3
-    assert (v.failures[0].manifest_export, v.failures[0].expected_export) == (m.export_name, "customers")
+    assert (v.failures[0].actual, v.failures[0].expected) == (m.export_name, "customers")
     assert "own destination prefix" in v.failures[0].describe()
     assert v.parts_verified == m.part_count  # the parts are still checked and reported
 
@@ -551,13 +551,28 @@ class BrokenDestination(RecordingDestination):
 @pytest.mark.parametrize("broken, kind", [({"head:manifest.json"}, "manifest_read_error"),
                                           ({"list"}, "list_prefix_error"),
                                           ({"head:_SUCCESS"}, "success_marker_read_error")])
-def test_io_errors_are_could_not_verify_with_exit_1(
+def test_transient_io_errors_are_could_not_verify_with_exit_2(
     tmp_path: Path, local_dest: Destination, broken: set[str], kind: str
 ) -> None:
     publish_run(local_dest, tmp_path)
     v = verify_at_destination(BrokenDestination(local_dest, broken))
-    assert kinds(v) == [kind] and not v.passed and v.exit_code() == 1
-    assert v.failures[0].code.startswith("RIVET_VERIFY_")
+    # a connection reset: retrying may succeed (exit 2 of the one table, as for a run)
+    assert kinds(v) == [kind] and not v.passed and v.exit_code() == 2
+    assert v.failures[0].code.startswith("RIVET_VERIFY_") and v.failures[0].transient is True
+
+
+def test_a_permanent_io_error_is_could_not_verify_with_exit_1(tmp_path: Path, local_dest: Destination) -> None:
+    publish_run(local_dest, tmp_path)
+    v = verify_at_destination(PermanentlyBroken(local_dest))  # listing refused: not worth retrying
+    assert kinds(v) == ["list_prefix_error"] and v.failures[0].transient is False and v.exit_code() == 1
+
+
+class PermanentlyBroken(BrokenDestination):
+    def __init__(self, inner: Destination) -> None:
+        super().__init__(inner, set())
+
+    def list(self, prefix: str = "") -> list[ObjectInfo]:
+        raise destination_error("cannot list: Permission denied")
 
 
 def test_verified_wrong_outranks_could_not_verify_in_the_exit_code(tmp_path: Path, local_dest: Destination) -> None:

@@ -20,8 +20,9 @@ listing) and never downloads data parts:
    `untracked_object` (advisory: it never fails `passed`).
 Depth "full" = "sample" here: the Form-B column-checksum re-read is not implemented.
 
-Verdict exit codes: 0 passed / legacy / advisory-only; 3 when something was verified
-wrong; 1 when the only problems are could-not-verify I/O errors.
+Verdict exit codes (the table of rivet_core/errors.py): 0 passed / legacy / advisory-only;
+3 when something was verified wrong; 2 when the only problems are could-not-verify I/O
+errors a retry may clear (S3 unreachable, connection reset); else 1.
 """
 
 from __future__ import annotations
@@ -130,8 +131,8 @@ class VerifyFailure:
                 return ("_SUCCESS is missing next to manifest.json (a run stopped between the manifest and "
                         "the marker, or the marker was deleted) — run the export again")
             case "manifest_export_mismatch":
-                return (f"manifest.json was written by export '{f['manifest_export']}', not by "
-                        f"'{f['expected_export']}' — two exports write to this prefix; give each export its "
+                return (f"manifest.json was written by export '{f['actual']}', not by "
+                        f"'{f['expected']}' — two exports write to this prefix; give each export its "
                         "own destination prefix, then run it again")
             case "manifest_oversized":
                 return (f"manifest.json is {f['size_bytes']} bytes, over the {f['limit_bytes']}-byte cap "
@@ -169,6 +170,9 @@ class Verification:
             return 0  # passed, legacy prefix, or advisory-only findings
         if any(f.verified_wrong for f in self.failures):
             return 3
+        could_not = [f for f in self.failures if f.fatal]
+        if could_not and all(f.fields.get("transient") for f in could_not):
+            return 2  # only unreadable because the destination is unreachable: retry (errors.py table)
         return 1
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,6 +199,12 @@ class Verification:
 
 def _detail(exc: BaseException) -> str:
     return redact_secrets(str(exc))[:1000]
+
+
+def _io_fields(exc: BaseException) -> dict[str, Any]:
+    """A could-not-verify finding: the redacted detail and whether a retry may clear it
+    (S3 unreachable, connection reset: the destination error's `transient`)."""
+    return {"detail": _detail(exc), "transient": bool(getattr(exc, "transient", False))}
 
 
 def _preview(body: bytes, limit: int = 64) -> str:
@@ -258,7 +268,7 @@ def _check_success_marker(v: Verification, dest: Destination, manifest_bytes: by
     try:
         info = dest.head(SUCCESS_KEY)
     except DestinationError as exc:
-        v.failures.append(VerifyFailure("success_marker_read_error", {"detail": _detail(exc)}))
+        v.failures.append(VerifyFailure("success_marker_read_error", _io_fields(exc)))
         return
     if info is None:  # the manifest landed but the marker did not: readers never see the data
         v.failures.append(VerifyFailure("success_marker_missing", {"key": SUCCESS_KEY}))
@@ -271,7 +281,7 @@ def _check_success_marker(v: Verification, dest: Destination, manifest_bytes: by
     try:
         body = dest.read_bytes(SUCCESS_KEY, max_bytes=MAX_SUCCESS_BYTES)
     except DestinationError as exc:
-        v.failures.append(VerifyFailure("success_marker_read_error", {"detail": _detail(exc)}))
+        v.failures.append(VerifyFailure("success_marker_read_error", _io_fields(exc)))
         return
     marker = parse_success_marker(body)
     if marker is None:
@@ -304,7 +314,7 @@ def verify_at_destination(dest: Destination, depth: str = "full", *,
     try:
         info = dest.head(MANIFEST_KEY)
     except DestinationError as exc:
-        v.failures.append(VerifyFailure("manifest_read_error", {"detail": _detail(exc)}))
+        v.failures.append(VerifyFailure("manifest_read_error", _io_fields(exc)))
         return _finish(v)
     if info is None:
         v.legacy_run = True
@@ -318,7 +328,7 @@ def verify_at_destination(dest: Destination, depth: str = "full", *,
     try:
         data = dest.read_bytes(MANIFEST_KEY, max_bytes=MAX_MANIFEST_BYTES)
     except DestinationError as exc:
-        v.failures.append(VerifyFailure("manifest_read_error", {"detail": _detail(exc)}))
+        v.failures.append(VerifyFailure("manifest_read_error", _io_fields(exc)))
         return _finish(v)
     try:
         manifest = parse_manifest(data)
@@ -333,8 +343,8 @@ def verify_at_destination(dest: Destination, depth: str = "full", *,
     v.manifest_self_consistent = not problems
     v.failures.extend(VerifyFailure("manifest_self_inconsistent", {"detail": p}) for p in problems)
     if export_name is not None and manifest.export_name != export_name:
-        v.failures.append(VerifyFailure("manifest_export_mismatch", {
-            "manifest_export": manifest.export_name, "expected_export": export_name,
+        v.failures.append(VerifyFailure("manifest_export_mismatch", {  # expected/actual: the export names
+            "expected": export_name, "actual": manifest.export_name,
         }))
 
     # 3. parts against one listing
@@ -344,7 +354,7 @@ def verify_at_destination(dest: Destination, depth: str = "full", *,
         try:
             listing = dest.list("")
         except DestinationError as exc:
-            v.failures.append(VerifyFailure("list_prefix_error", {"detail": _detail(exc)}))
+            v.failures.append(VerifyFailure("list_prefix_error", _io_fields(exc)))
         if listing is not None:
             parts = list(manifest.committed_parts)
             if manifest.export_family:

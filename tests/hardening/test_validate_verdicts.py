@@ -62,8 +62,8 @@ def test_an_export_pointed_at_another_exports_folder_fails_validation(tmp_path):
     verdict = _verdict(wrong)
     assert not verdict["passed"]
     mismatch = [f for f in verdict["failures"] if f["kind"] == "manifest_export_mismatch"]
-    assert mismatch == [{"kind": "manifest_export_mismatch", "manifest_export": "items",
-                         "expected_export": "others", "code": "RIVET_VERIFY_MANIFEST_OTHER_EXPORT"}]
+    assert mismatch == [{"kind": "manifest_export_mismatch", "expected": "others", "actual": "items",
+                         "code": "RIVET_VERIFY_MANIFEST_OTHER_EXPORT"}]
 
     # The second export then runs into the same folder: its manifest replaces the first's,
     # and now `items` is the one whose verdict fails (it no longer describes its data).
