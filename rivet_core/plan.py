@@ -67,6 +67,12 @@ class DayWindow:
         """[start, end) as UTC instants."""
         return _utc(self.start), _utc(self.end)
 
+    @property
+    def local_dates(self) -> tuple[date, date]:
+        """[start, end) as calendar dates in the window's own zone (what a DATE column holds)."""
+        return (self.start.date() if isinstance(self.start, datetime) else self.start,
+                self.end.date() if isinstance(self.end, datetime) else self.end)
+
 
 TimeWindow = DayWindow  # the general name; DayWindow stays for the daily form's callers
 _WINDOW_KEY = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.-]*")
@@ -171,6 +177,26 @@ def partition_prefixes(config: RivetConfig, export: ExportConfig) -> list[str]:
         if head.startswith(marker) and rest == "manifest.json" and day.match(head[len(marker):]):
             found.add(head + "/")
     return sorted(found)
+
+
+def is_calendar_column(export: ExportConfig, schema: pa.Schema) -> bool:
+    """Is the export's time column a DATE (calendar days, no instant) in `schema`?"""
+    if not export.time_column or (export.time_column_type or "timestamp") != "timestamp":
+        return False
+    index = schema.get_field_index(export.time_column)
+    return index >= 0 and pa.types.is_date(schema.field(index).type)
+
+
+def calendar_window_params(plan: UnitPlan, schema: pa.Schema) -> list[Any] | None:
+    """A time partition on a DATE column compares it with the window's local dates (the
+    New York day 2024-01-02 holds the rows dated 2024-01-02), not with its UTC instants cut
+    to a date; None for any other column or plan (described `schema` decides)."""
+    if plan.window is None or not is_calendar_column(plan.export, schema):
+        return None
+    start, end = plan.window.local_dates
+    _, params = build_time_range_query(dialect_for(plan.engine), plan.base_query, plan.export.time_column or "",
+                                       start, end, "timestamp")
+    return params
 
 
 def writer_options(export: ExportConfig) -> WriterOptions:

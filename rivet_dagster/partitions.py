@@ -9,7 +9,7 @@ own `dg.DailyPartitionsDefinition(start_date=…, timezone=…)` is the same def
 (`export_partitions_def` returns it). Partition K exports the rows with the time column in
 K's window — converted to UTC instants, so a New York day is [05:00Z, 05:00Z) and a DST
 day has 23 or 25 hours; a zone-less column holds UTC wall time (the rule everywhere in
-Rivet) — to its own prefix `<time_column>=<segment>/` with its own manifest and
+Rivet); a DATE column is compared with the window's local dates — to its own prefix `<time_column>=<segment>/` with its own manifest and
 `_SUCCESS`. The segment is the key made path-safe: daily, weekly (the week's first day)
 and monthly (the month's first day) keys are `YYYY-MM-DD` already; an hourly key
 `2024-01-02-03:00` is written `2024-01-02-0300` (no `:`, which Hadoop/Spark paths and
@@ -35,7 +35,7 @@ from pathlib import Path
 import dagster as dg
 
 from rivet_core import api
-from rivet_dagster.naming import derived_name
+from rivet_dagster.naming import safe_name
 
 GRANULARITIES = {
     "hourly": dg.HourlyPartitionsDefinition, "daily": dg.DailyPartitionsDefinition,

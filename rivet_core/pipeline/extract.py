@@ -25,7 +25,7 @@ from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityTracker, quality_error
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.plan import UnitPlan
+from rivet_core.plan import UnitPlan, calendar_window_params
 from rivet_core.progress import ProgressTracker, feed_for
 from rivet_core.source import batch_rows, last_cursor_in_batch, open_source, render_cursor_value
 
@@ -65,6 +65,7 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
     with open_source(plan.source_url, plan.tuning) as src:
         summary.source_engine = src.engine
         source_schema = src.describe(plan.sql, plan.params, plan.overrides, plan.table_hint)
+        params = calendar_window_params(plan, source_schema) or plan.params  # a DATE time column
         out_schema = pa.schema([f for f in source_schema if f.name not in plan.strip_columns],
                                metadata=source_schema.metadata)
         out_schema = meta_schema(out_schema, exported_at is not None, row_hash)
@@ -77,7 +78,7 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
         guard = MemoryGuard(plan.tuning, export.name)
         feed = feed_for(progress)
         try:
-            for batch in src.stream(plan.sql, plan.params, source_schema, rows_per_batch):
+            for batch in src.stream(plan.sql, params, source_schema, rows_per_batch):
                 if plan.cursor_column is not None and batch.num_rows:
                     value = last_cursor_in_batch(batch, plan.cursor_column)
                     if value is not None:

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,7 +41,7 @@ from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityIssue, QualityTracker, quality_error
 from rivet_core.pipeline.summary import RunSummary, new_run_id
-from rivet_core.plan import DayWindow, export_destination
+from rivet_core.plan import DayWindow, export_destination, is_calendar_column
 from rivet_core.progress import feed_for
 from rivet_core.report import report_dir
 from rivet_core.source import batch_rows, open_source
@@ -158,6 +159,10 @@ class TimeRangeRun:
         written = size = 0
         with open_source(plan.source_url, plan.tuning) as src:
             source_schema = src.describe(sql, params, plan.overrides, plan.table_hint)
+            if is_calendar_column(export, source_schema):  # a DATE column: the windows' local dates
+                dates: list[Any] = [w.local_dates[0] for w in self.windows] + [self.windows[-1].local_dates[1]]
+                sql, params = build_time_partitions_query(dialect_for(plan.engine), export.resolved_query,
+                                                          export.time_column or "", dates, "timestamp")
             out_schema = pa.schema([f for f in source_schema if f.name != PARTITION_INDEX],
                                    metadata=source_schema.metadata)
             out_schema = meta_schema(out_schema, exported_at is not None, row_hash)

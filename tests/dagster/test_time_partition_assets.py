@@ -43,10 +43,11 @@ def events_pg(pg_url: str) -> str:
         f"""CREATE FUNCTION log_read() RETURNS boolean LANGUAGE sql VOLATILE AS $$
               SELECT dblink_exec('{pg_url}', 'INSERT INTO read_log DEFAULT VALUES') IS NOT NULL $$""",
         """CREATE TABLE events (id bigint PRIMARY KEY, kind text NOT NULL,
-                                at_tz timestamptz NOT NULL, at_naive timestamp NOT NULL)""",
+                                at_tz timestamptz NOT NULL, at_naive timestamp NOT NULL, on_day date NOT NULL)""",
         f"""INSERT INTO events
             SELECT g, 'k' || (g % 5), timestamptz '2024-10-31 00:00+00' + g * interval '15 minutes',
-                   (timestamptz '2024-10-31 00:00+00' + g * interval '15 minutes') AT TIME ZONE 'UTC'
+                   (timestamptz '2024-10-31 00:00+00' + g * interval '15 minutes') AT TIME ZONE 'UTC',
+                   ((timestamptz '2024-10-31 00:00+00' + g * interval '15 minutes') AT TIME ZONE 'Asia/Tokyo')::date
             FROM generate_series(0, {ROWS - 1}) g""",
     )
     return pg_url
@@ -389,3 +390,23 @@ def test_the_ranged_query_tags_every_row_with_its_window_even_for_thousands_of_w
             expected[g] = int((at - bounds[0]).total_seconds() // step_s)
     assert got == expected
     assert len(bounds) - 1 in (2016, 20160)
+
+
+@pytest.mark.parametrize("zone", ["Europe/Berlin", NY])
+def test_a_date_column_partition_holds_the_rows_of_that_calendar_day_in_any_time_zone(
+        events_pg: str, local: Target, instance: dg.DagsterInstance, zone: str) -> None:
+    """A DATE holds calendar days, not instants: day D of any zone takes the rows dated D —
+    one partition at a time and in a ranged run."""
+    single = events_export("ev", local, "on_day")
+    single["dagster"]["timezone"] = zone
+    ranged = events_export("ev_range", local, "on_day", backfill_policy="single_run")
+    ranged["dagster"]["timezone"] = zone
+    defs = build_definitions(orders_config(local.tmp, events_pg, [single, ranged]))
+    assert run_job(defs, "ev_job", instance, partition_key="2024-11-02").success
+    assert run_job(defs, "ev_range_job", instance, tags=range_tags("2024-11-01", "2024-11-05")).success
+    dated = {}
+    for day, n in ((d, int(i)) for d, i in db_exec(events_pg, "SELECT on_day::text, id FROM events")):
+        dated.setdefault(day, set()).add(n)
+    assert set(partition_ids(local.view("ev"), "on_day=2024-11-02/")) == dated["2024-11-02"]
+    for day in RANGE_DAYS:
+        assert set(partition_ids(local.view("ev_range"), f"on_day={day}/")) == dated[day], day
