@@ -79,14 +79,16 @@ def events_export(name: str, target: Target, column: str = "at_tz", query_log: b
     return block
 
 
-def partition_ids(view: DestView, sub: str) -> list[int]:
+def partition_ids(view: DestView, sub: str, untracked: int = 0) -> list[int]:
     """The ids of the partition at `sub` as its current manifest lists them (after checking
-    that `_SUCCESS` is there and the manifest lists exactly the data files present)."""
+    that `_SUCCESS` is there and the manifest lists the data files present, but for
+    `untracked` parts a failed run left behind)."""
     keys = view.keys()
     assert sub + "manifest.json" in keys and sub + "_SUCCESS" in keys, (sub, sorted(keys))
     manifest = view.current_manifest(sub)
     assert manifest is not None and manifest["status"] == "success", sub
-    assert view.data_keys(sub) == sorted(p["path"] for p in manifest["parts"]), sub
+    listed = {p["path"] for p in manifest["parts"]}
+    assert listed <= set(view.data_keys(sub)) and len(view.data_keys(sub)) == len(listed) + untracked, sub
     table = view.parts_table([manifest], sub)
     ids = table.column("id").to_pylist() if table.num_rows else []
     assert len(ids) == len(set(ids)), f"a row appears twice in {sub}"
@@ -410,3 +412,29 @@ def test_a_date_column_partition_holds_the_rows_of_that_calendar_day_in_any_time
     assert set(partition_ids(local.view("ev"), "on_day=2024-11-02/")) == dated["2024-11-02"]
     for day in RANGE_DAYS:
         assert set(partition_ids(local.view("ev_range"), f"on_day={day}/")) == dated[day], day
+
+
+def test_a_publish_failing_mid_range_keeps_the_published_partitions_whole_and_a_rerun_loses_and_repeats_nothing(
+        events_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    block = events_export("ev", local, backfill_policy="single_run")
+    defs = build_definitions(orders_config(local.tmp, events_pg, [block]))
+    blocker = local.tmp / "out" / "ev" / "at_tz=2024-11-03" / "manifest.json"
+    blocker.mkdir(parents=True)  # 11-03's manifest cannot be written: its publish fails
+    first = run_job(defs, "ev_job", instance, tags=range_tags(*RANGE))
+    assert not first.success
+    view = local.view("ev")
+    nxt = dict(zip(RANGE_DAYS, [*RANGE_DAYS[1:], "2024-11-06"], strict=True))
+    for day in ("2024-11-01", "2024-11-02"):  # published before the failure: whole
+        assert set(partition_ids(view, f"at_tz={day}/")) == source_ids(events_pg, "at_tz", day, nxt[day]), day
+    assert not any(k.startswith(("at_tz=2024-11-04/", "at_tz=2024-11-05/")) for k in view.keys())
+
+    # 11-03's parts were written before its manifest failed: present, listed by no manifest.
+    assert len(view.data_keys("at_tz=2024-11-03/")) == 1 and view.current_manifest("at_tz=2024-11-03/") is None
+    blocker.rmdir()
+    assert run_job(defs, "ev_job", instance, tags=range_tags(*RANGE)).success
+    every: list[int] = []
+    for day in RANGE_DAYS:  # readers go by the manifest: the failed run's 11-03 part stays untracked
+        ids = partition_ids(view, f"at_tz={day}/", untracked=1 if day == "2024-11-03" else 0)
+        assert set(ids) == source_ids(events_pg, "at_tz", day, nxt[day]), day
+        every += ids
+    assert sorted(every) == sorted(source_ids(events_pg, "at_tz", "2024-11-01", "2024-11-06"))
