@@ -17,10 +17,14 @@ A `mode: chunked` export becomes:
   export from it through the IO manager.
 - **`<export>_planner`** sensor: plans the windows against the source
   (`api.plan_chunk_partitions`), registers new keys in ascending order, requests runs for
-  new windows and for the last window when it filled up since it was exported (run key
-  `<chunk run>:<key>:<source count>`, so a refill is requested once per fill level), and
-  requests `<export>_manifest` once every window is completed (run key stamped with the
-  windows' attempts, so the same state is finalized once). STOPPED unless
+  new windows and for windows that changed at the source since their last materialization
+  — count moved, or (with `change_column`) their fingerprint differs from the one their
+  materialization recorded as metadata `rivet/fingerprint` — (run key
+  `<chunk run>/<attempt>:<key>:<fingerprint>`, so a change is requested once), re-exports
+  every window on each `dagster.refresh` cron tick (cursor: the last tick handled),
+  requests a run of the `reconcile` check when published windows drifted, and requests
+  `<export>_manifest` once every window is completed (run key stamped with the windows'
+  attempts, so the same state is finalized once). STOPPED unless
   `dagster.schedule_status: RUNNING`.
 
 No `from __future__ import annotations` here (Dagster resolves resource annotations).

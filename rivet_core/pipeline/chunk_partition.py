@@ -14,9 +14,13 @@ A Dagster-managed chunked export is a sequence of checkpointed chunk runs (`chun
 - **Planner tick** (`plan_chunk_partitions`, the `<export>_planner` sensor): plans the
   windows against the source; new grid windows (range, days) are added to the in-progress
   run (`add_chunk_tasks`); keyset plans keep their windows (the open last window absorbs
-  appended rows). The last window that was already registered is *refilled* when its source
-  COUNT differs from the rows it exported (it was partly filled). A finalized run with
-  nothing new opens nothing.
+  appended rows; their boundaries come from the checkpoint, never sampled again). Every
+  completed window is fingerprinted by one grouped query (COUNT, and MAX(change_column)
+  with a `change_column`; rivet_core/chunks/fingerprint.py) and *refilled* — re-opened in a
+  run that continues the published one — when its count differs from the rows it exported
+  (rows inserted, deleted, new keys inside a keyset window) or its fingerprint differs
+  from the one the caller recorded at its export (updates). `refresh=True` resets every
+  window to pending instead. A finalized run with nothing new or changed opens nothing.
 - **Partition run** (`ChunkPartitionRun`, one or more window keys): claims exactly those
   tasks (`claim_chunk_task`: a completed window is re-claimed on purpose, a failed one gets
   a fresh budget, and a task left `running` by a worker the caller knows is gone is taken
