@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
-from dagster._utils.schedules import get_latest_completed_cron_tick
+from dagster._utils.schedules import get_latest_completed_cron_tick, is_valid_cron_string
 
 from rivet_core import api
 from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
@@ -281,6 +281,9 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
     dagster_cfg = export.dagster
     refresh = dagster_cfg.refresh if dagster_cfg else None
     timezone = (dagster_cfg.timezone if dagster_cfg and dagster_cfg.timezone else "UTC")
+    if refresh and not is_valid_cron_string(refresh):
+        raise api.ConfigError(f"export '{export_name}': dagster.refresh '{refresh}' is not a valid cron expression "
+                              "(minute hour day-of-month month day-of-week, e.g. '0 2 * * 0')")
 
     @dg.sensor(name=derived_name(config, export, "planner"), jobs=[chunk_job, finalize_job, check_job],
                minimum_interval_seconds=PLANNER_INTERVAL_SECONDS, default_status=_sensor_status(config, export),

@@ -386,3 +386,25 @@ def test_windows_materialized_in_one_ranged_run_record_one_fingerprint_each_and_
     assert id_amounts(table) == source_rows(orders_pg) and manifest["row_count"] == 450
     assert not any(300 <= i <= 399 for i in table.column("id").to_pylist())
     assert_quiet(planner.tick())
+
+
+def test_change_column_and_refresh_are_refused_at_load_outside_a_chunked_export_or_with_a_bad_cron(
+        tmp_path: Path) -> None:
+    url = "postgresql://rivet@127.0.0.1:1/shopdb"  # loading a config never touches the source
+    full = export_block("orders_full", "full", {"type": "local", "path": "out"}, change_column="updated_at",
+                        dagster={"refresh": "0 2 * * 0"})
+    with pytest.raises(api.ConfigError) as info:
+        load_config(orders_config(tmp_path, url, [full]))
+    assert "`change_column` requires `mode: chunked` (mode is full)" in str(info.value)
+    assert "dagster.refresh re-exports the windows of a chunked export (mode is full)" in str(info.value)
+    chunked = export_block(EXPORT, "chunked", {"type": "local", "path": "out"}, chunk_column="id",
+                           dagster={"refresh": "weekly"})
+    with pytest.raises(api.ConfigError, match="refresh 'weekly' is not a cron expression"):
+        load_config(orders_config(tmp_path, url, [chunked]))
+    chunked["dagster"] = {"refresh": "99 * * * *"}  # five fields, but no minute 99: refused by the code location
+    with pytest.raises(api.ConfigError, match="dagster.refresh '99 \\* \\* \\* \\*' is not a valid cron"):
+        build_definitions(orders_config(tmp_path, url, [chunked]))
+    chunked["dagster"] = {"refresh": "@weekly"}
+    chunked["change_column"] = "updated_at"
+    loaded = load_config(orders_config(tmp_path, url, [chunked])).export(EXPORT)
+    assert (loaded.change_column, loaded.dagster.refresh) == ("updated_at", "@weekly")
