@@ -14,6 +14,9 @@ counted by the database.
 
 
 import json
+import os
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -438,3 +441,22 @@ def test_a_publish_failing_mid_range_keeps_the_published_partitions_whole_and_a_
         assert set(ids) == source_ids(events_pg, "at_tz", day, nxt[day]), day
         every += ids
     assert sorted(every) == sorted(source_ids(events_pg, "at_tz", "2024-11-01", "2024-11-06"))
+
+
+def test_the_dagster_cli_materializes_a_partition_range_in_one_run(events_pg: str, local: Target) -> None:
+    """`dagster asset materialize --partition-range` (needs `backfill_policy: single_run`),
+    as the guide shows it, through the real CLI in a process of its own."""
+    config = orders_config(local.tmp, events_pg, [events_export("ev", local, query_log=True,
+                                                                backfill_policy="single_run")])
+    home = local.tmp / "dagster_home"
+    home.mkdir()
+    env = {**os.environ, "RIVET_CONFIG": str(config), "DAGSTER_HOME": str(home)}
+    proc = subprocess.run([sys.executable, "-m", "dagster", "asset", "materialize", "-m", "rivet_dagster.definitions",
+                           "--select", "ev", "--partition-range", "2024-11-02...2024-11-04"],
+                          cwd=local.tmp, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert reads(events_pg) == 1
+    view = local.view("ev")
+    for day, nxt in (("2024-11-02", "2024-11-03"), ("2024-11-03", "2024-11-04"), ("2024-11-04", "2024-11-05")):
+        assert set(partition_ids(view, f"at_tz={day}/")) == source_ids(events_pg, "at_tz", day, nxt), day
+    assert prefixes(view) == {"at_tz=2024-11-02/", "at_tz=2024-11-03/", "at_tz=2024-11-04/"}
