@@ -35,7 +35,7 @@ from pathlib import Path
 import dagster as dg
 
 from rivet_core import api
-from rivet_dagster.naming import safe_name
+from rivet_dagster.naming import derived_name
 
 GRANULARITIES = {
     "hourly": dg.HourlyPartitionsDefinition, "daily": dg.DailyPartitionsDefinition,
