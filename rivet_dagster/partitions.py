@@ -70,10 +70,19 @@ def export_partitions(config: api.RivetConfig, export: api.ExportConfig) -> dg.T
         timezone=partition_timezone(export))
 
 
-def export_partitions_def(config_path: str | os.PathLike[str], export_name: str) -> dg.PartitionsDefinition | None:
+def export_partitions_def(config_path: str | os.PathLike[str], export_name: str, *,
+                          relative_to: str | os.PathLike[str] | None = None) -> dg.PartitionsDefinition | None:
     """The exact partitions definition of an export's asset, for a user's own partitioned
-    asset downstream of it (same definition → one run can materialize both)."""
-    config = api.load_config(str(Path(config_path).resolve()))
+    asset downstream of it (same definition → one run can materialize both). A relative
+    `config_path` resolves as in `build_definitions`: against `relative_to`, else the
+    calling module's folder, else the current directory."""
+    from rivet_dagster.factory import (  # factory imports this module
+        _caller_dir,
+        resolve_config_path,
+    )
+
+    base = Path(relative_to) if relative_to is not None else _caller_dir()
+    config = api.load_config(resolve_config_path(config_path, base))
     return export_partitions(config, config.export(export_name))
 
 

@@ -303,6 +303,7 @@ def test_a_users_daily_asset_shares_the_partitions_and_materializes_with_the_exp
     config = orders_config(local.tmp, events_pg, [events_export("ev", local)])
     users_def = dg.DailyPartitionsDefinition(start_date="2024-11-01", timezone=NY)
     assert export_partitions_def(config, "ev") == users_def  # no end offset, same zone: the same
+    assert export_partitions_def("rivet.yaml", "ev", relative_to=local.tmp) == users_def
 
     @dg.asset(partitions_def=users_def, ins={"ev": dg.AssetIn(dg.AssetKey("ev"))})
     def ev_kinds(context: dg.AssetExecutionContext, ev: pa.Table) -> dict[str, int]:
