@@ -461,3 +461,28 @@ def test_the_dagster_cli_materializes_a_partition_range_in_one_run(events_pg: st
     for day, nxt in (("2024-11-02", "2024-11-03"), ("2024-11-03", "2024-11-04"), ("2024-11-04", "2024-11-05")):
         assert set(partition_ids(view, f"at_tz={day}/")) == source_ids(events_pg, "at_tz", day, nxt), day
     assert prefixes(view) == {"at_tz=2024-11-02/", "at_tz=2024-11-03/", "at_tz=2024-11-04/"}
+
+
+def test_a_sqlite_range_of_text_timestamps_is_split_by_day(local: Target, instance: dg.DagsterInstance) -> None:
+    """SQLite keeps timestamps as text (the demo's `YYYY-MM-DD HH:MM:SS.ffffff`): the ranged
+    query compares the same text bounds as the one-day queries."""
+    import sqlite3
+
+    db = local.tmp / "events.db"
+    base = datetime(2024, 11, 1, tzinfo=UTC)
+    instants = {g: base + timedelta(minutes=15 * g) for g in range(4 * 96)}
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, at TIMESTAMP NOT NULL)")
+        conn.executemany("INSERT INTO events VALUES (?, ?)",
+                         [(g, t.strftime("%Y-%m-%d %H:%M:%S.%f")) for g, t in instants.items()])
+    block = {"name": "ev", "table": "events", "mode": "time_window", "time_column": "at", "days_window": 3,
+             "format": "parquet", "destination": local.destination("ev"),
+             "dagster": {"start_date": "2024-11-01", "timezone": NY, "backfill_policy": "single_run"}}
+    defs = build_definitions(orders_config(local.tmp, f"sqlite:///{db}", [block]))
+    assert run_job(defs, "ev_job", instance, tags=range_tags("2024-11-01", "2024-11-03")).success
+    zone = ZoneInfo(NY)
+    for day in ("2024-11-01", "2024-11-02", "2024-11-03"):
+        start = datetime.fromisoformat(day).replace(tzinfo=zone)
+        end = start + timedelta(days=1)
+        assert set(partition_ids(local.view("ev"), f"at={day}/")) == {
+            g for g, t in instants.items() if start <= t < end}, day
