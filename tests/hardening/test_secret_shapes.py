@@ -417,3 +417,34 @@ def test_doctor_never_reports_an_internal_error_for_a_malformed_url(scheme, pass
     assert "internal error" not in out and "Traceback" not in out
     assert any(line.startswith("[FAIL] source") for line in result.stdout.splitlines()), out
     assert MARKER not in out
+
+
+def test_notifications_of_a_failed_run_carry_no_piece_of_any_shape(tmp_path, httpserver):
+    """What is handed on: the webhook and Slack bodies of failed runs (a real HTTP server
+    records them), one run per explicit shape, the URL raw in `url_env`."""
+    bodies: list[bytes] = []
+
+    def capture(request):  # noqa: ANN001, ANN202 - werkzeug request/response
+        from werkzeug import Response
+
+        bodies.append(request.get_data())
+        return Response("ok", status=200)
+
+    httpserver.expect_request("/hook", method="POST").respond_with_handler(capture)
+    httpserver.expect_request("/slack", method="POST").respond_with_handler(capture)
+    config = tmp_path / "rivet.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"type": "postgres", "url_env": "RIVET_H20_URL", "tuning": {"max_retries": 0}},
+        "exports": [{"name": "items", "table": "items", "format": "parquet",
+                     "destination": {"type": "local", "path": "out"}}],
+        "notifications": {"webhook": {"url": httpserver.url_for("/hook"), "on": ["failure"]},
+                          "slack": {"webhook_url": httpserver.url_for("/slack"), "on": ["failure"]}}}))
+    port = free_port()
+    for password in EXPLICIT:
+        result = cli("run", "-c", str(config),
+                     env={"RIVET_H20_URL": f"postgresql://u:{password}@127.0.0.1:{port}/db"})
+        assert result.returncode == 2, result.stderr
+        assert MARKER not in result.stdout + result.stderr
+    assert len(bodies) == 2 * len(EXPLICIT)
+    assert all(b"REDACTED@127.0.0.1" in body for body in bodies)  # the error was in each body
+    assert [body[:300] for body in bodies if MARKER.encode() in body] == []
