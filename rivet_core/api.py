@@ -11,6 +11,7 @@ from pathlib import Path
 from rivet_core.config import ExportConfig, RivetConfig, load_config
 from rivet_core.config.models import ExportDagsterConfig
 from rivet_core.destination import Destination
+from rivet_core.destination.clients import s3_client_provider
 from rivet_core.errors import (
     ConfigError,
     DataIntegrityError,
@@ -49,7 +50,7 @@ __all__ = [
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportDagsterConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
-    "dataset_manifests", "destination_uri", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
+    "dataset_manifests", "destination_uri", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
     # progress reporting through a callback (the adapter passes context.log.info)
     "ProgressTracker", "callback_tracker",
     "send_notifications", "verify_at_destination", "verify_export",

@@ -24,6 +24,7 @@ from rivet_dagster.partitions import (
     range_metadata,
     window_for_key,
 )
+from rivet_dagster.s3 import s3_resource_key, with_s3_clients
 
 
 def quality_check_names(export: api.ExportConfig) -> dict[tuple[str, str | None], str]:
@@ -106,6 +107,7 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
         backfill_policy=backfill_policy(export) if partitions else None,
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export),
     )
+    @with_s3_clients(s3_resource_key(export))
     def _export(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)

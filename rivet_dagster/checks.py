@@ -19,6 +19,7 @@ from rivet_core import api
 from rivet_dagster.metadata import verification_metadata
 from rivet_dagster.naming import asset_key
 from rivet_dagster.partitions import sub_prefix_for_key
+from rivet_dagster.s3 import required_keys, s3_resource_key, with_s3_clients
 
 partition_prefixes = api.partition_prefixes
 
@@ -83,8 +84,10 @@ def build_manifest_check(config: api.RivetConfig, export: api.ExportConfig,
     partitioned = export.mode == "time_window"
 
     @dg.asset_check(asset=key or asset_key(config, export), name="manifest_verified", blocking=True,
+                    required_resource_keys=required_keys(export),
                     description="Verify the destination against manifest.json and _SUCCESS "
                                 "(same verdicts as `rivet validate`).")
+    @with_s3_clients(s3_resource_key(export))
     def _manifest_verified(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)

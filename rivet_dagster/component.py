@@ -131,6 +131,9 @@ class RivetExportsComponent(dg.Component, dg.Model, dg.Resolvable):
                                   "integration already defines them under the same keys).")
     notify_run_failures: bool = Field(
         default=False, description="Send rivet.yaml's notifications for failed runs of these exports.")
+    s3_resource_key: str | None = Field(
+        default=None, description="Key of the project's own dagster_aws S3Resource for the S3 "
+                                  "exports (default: one built from rivet.yaml's destination fields).")
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         here = context.path if context.path.is_dir() else context.path.parent
@@ -139,6 +142,6 @@ class RivetExportsComponent(dg.Component, dg.Model, dg.Resolvable):
                 self.config, relative_to=here, key_prefix=self.key_prefix or (),
                 group_name=self.group_name, owners=self.owners, tags=self.tags,
                 source_assets=_first_definer(context) if self.source_assets else False,
-                notify_run_failures=self.notify_run_failures)
+                notify_run_failures=self.notify_run_failures, s3_resource_key=self.s3_resource_key)
         except api.ConfigError as exc:
             raise api.ConfigError(f"{here / 'defs.yaml'}: rivet config '{self.config}': {exc}") from exc

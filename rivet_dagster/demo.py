@@ -20,9 +20,8 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _summarize(result, label: str, rows_out: list) -> bool:  # noqa: ANN001
-    rows = sum(int(e.materialization.metadata["dagster/row_count"].value)
-               for e in result.get_asset_materialization_events()
-               if "dagster/row_count" in e.materialization.metadata)
+    rows = sum(int(e.materialization.metadata["rows"].value)  # what each run wrote
+               for e in result.get_asset_materialization_events() if "rows" in e.materialization.metadata)
     checks = ", ".join(f"{e.check_name}={'PASS' if e.passed else 'FAIL'}"
                        for e in result.get_asset_check_evaluations())
     rows_out.append((label, "SUCCESS" if result.success else "FAILED", str(rows), checks))
@@ -84,9 +83,9 @@ def main() -> int:
                 print(f"materializing {label} …", flush=True)
                 result = job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False,
                                                 run_config=QUIET)
-                rows = sum(int(e.materialization.metadata["dagster/row_count"].value)
+                rows = sum(int(e.materialization.metadata["rows"].value)
                            for e in result.get_asset_materialization_events()
-                           if "dagster/row_count" in e.materialization.metadata)
+                           if "rows" in e.materialization.metadata)
                 checks = ", ".join(f"{e.check_name}={'PASS' if e.passed else 'FAIL'}"
                                    for e in result.get_asset_check_evaluations())
                 ok &= result.success

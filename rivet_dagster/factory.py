@@ -52,6 +52,8 @@ from rivet_dagster.io_manager import IO_MANAGER_KEY, RIVET_IO_MANAGER
 from rivet_dagster.lineage import source_table_specs
 from rivet_dagster.naming import asset_key, check_unique_names, manifest_asset_key
 from rivet_dagster.naming import key_prefix as export_key_prefix
+from rivet_dagster.s3 import s3_resource_key as export_s3_key
+from rivet_dagster.s3 import s3_resources, with_s3_clients
 
 
 def resolve_config_path(config_path: str | os.PathLike[str], relative_to: Path | None) -> Path:
@@ -98,6 +100,15 @@ def _apply_outer_prefix(config: api.RivetConfig, prefix: Sequence[str], group: s
         export.dagster = block.model_copy(update=update)
 
 
+def _use_s3_resource(config: api.RivetConfig, key: str) -> None:
+    """S3 exports without their own `dagster.s3_resource_key` take the client of `key`."""
+    for export in config.exports:
+        if export.destination.type != "s3" or (export.dagster and export.dagster.s3_resource_key):
+            continue
+        block = export.dagster if export.dagster is not None else api.ExportDagsterConfig()
+        export.dagster = block.model_copy(update={"s3_resource_key": key})
+
+
 def _whole_run_asset(config: api.RivetConfig, export: api.ExportConfig, reason: str) -> dg.AssetsDefinition:
     key = asset_key(config, export)
     description = describe(config, export) + (
@@ -107,14 +118,14 @@ def _whole_run_asset(config: api.RivetConfig, export: api.ExportConfig, reason: 
         key=key, description=description,
         kinds={config.source.type, export.format, export.destination.type},
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="run"),
-    )(whole_run_body(str(config.config_path), export.name))
+    )(with_s3_clients(export_s3_key(export))(whole_run_body(str(config.config_path), export.name)))
 
 
 def build_definitions(config_path: str | os.PathLike[str], executor: dg.ExecutorDefinition | None = None, *,
                       key_prefix: str | Sequence[str] = (), group_name: str | None = None,
                       owners: Sequence[str] = (), tags: Mapping[str, str] | None = None,
                       source_assets: bool | Callable[[dg.AssetKey], bool] = True,
-                      notify_run_failures: bool = False,
+                      notify_run_failures: bool = False, s3_resource_key: str | None = None,
                       relative_to: str | os.PathLike[str] | None = None) -> dg.Definitions:
     """Dagster definitions for every export of the rivet.yaml at `config_path`.
 
@@ -124,7 +135,10 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
     exports still depend on their keys — e.g. when another integration defines them); a
     callable keeps only the source keys it accepts (the component defines each source table
     once per code location).
-    `notify_run_failures=True` adds the run-failure notifier of this config. A relative
+    `notify_run_failures=True` adds the run-failure notifier of this config.
+    `s3_resource_key` names the project's own `dagster_aws.s3.S3Resource` for every S3
+    export without one of its own (default: one built from rivet.yaml, rivet_dagster/s3.py).
+    A relative
     `config_path` resolves against `relative_to`, else the calling module's folder, else the
     current directory."""
     base = Path(relative_to) if relative_to is not None else _caller_dir()
@@ -132,6 +146,8 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
     config = api.load_config(path)
     prefix = [key_prefix] if isinstance(key_prefix, str) else list(key_prefix)
     _apply_outer_prefix(config, prefix, group_name)
+    if s3_resource_key:
+        _use_s3_resource(config, s3_resource_key)
     check_unique_names(config, config.exports)
 
     assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
@@ -162,7 +178,8 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
         name = "__".join([*prefix, "rivet_run_failure_notifier"])
         sensors.append(build_failure_sensor(str(path), name, exports_by_key))
     defs = dg.Definitions(assets=assets, asset_checks=checks, jobs=jobs, schedules=schedules,
-                          sensors=sensors, resources={IO_MANAGER_KEY: RIVET_IO_MANAGER},
+                          sensors=sensors,
+                          resources={IO_MANAGER_KEY: RIVET_IO_MANAGER, **s3_resources(config.exports)},
                           executor=executor)  # None: Dagster's default (executors.py)
     if owners or tags:
         defs = defs.map_asset_specs(func=lambda spec: spec.merge_attributes(

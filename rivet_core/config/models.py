@@ -347,6 +347,9 @@ class ExportDagsterConfig(_DagsterCommon):
     #: asset (as `chunk_count`/`chunk_dense`/`keyset_incremental` exports always do) instead
     #: of one partition per window.
     chunk_partitions: bool = True
+    #: S3 destinations: the Dagster resource key of a `dagster_aws.s3.S3Resource` the
+    #: export's client comes from (default: one built from this destination's fields).
+    s3_resource_key: Str | None = None
 
     schedule: Str | None = None
     end_date: Str | None = None

@@ -42,9 +42,10 @@ def open_destination(spec: DestinationSpec, base_dir: Path | None = None, *, cre
 
         return LocalDestination(root, create=create)
     if kind == "s3":
+        from rivet_core.destination.clients import provided_s3_client
         from rivet_core.destination.s3 import S3Destination
 
-        return S3Destination(spec)
+        return S3Destination(spec, client=provided_s3_client(spec))
     if kind == "stdout":
         from rivet_core.destination.stdout import StdoutDestination
 

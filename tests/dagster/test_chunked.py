@@ -275,7 +275,7 @@ def test_a_crashed_partition_is_taken_over_by_its_next_materialization_and_the_m
     [part] = [r.data for r in cm["parts_table"].records]
     view = target.view(EXPORT)
     assert part["file"] in [p["path"] for p in manifest["parts"]]
-    assert part["rows"] == cm["rows"] == cm["dagster/row_count"] == view.read_part(part["file"]).num_rows > 0
+    assert part["rows"] == cm["rows"] == cm["dagster/partition_row_count"] == view.read_part(part["file"]).num_rows > 0
     assert part["bytes"] == cm["bytes"] == len(view.read(part["file"]))
     assert isinstance(chunk_mat.metadata["duration_s"], dg.FloatMetadataValue) and cm["duration_s"] > 0
     assert cm["rows_per_s"] == round(cm["rows"] / cm["duration_s"], 1)

@@ -114,7 +114,8 @@ def test_an_incremental_export_materialized_twice_publishes_only_the_new_rows_th
     new_part_rows = id_amounts(view.parts_table([current]))
     assert new_part_rows == source_rows(orders_pg, f"updated_at > '{high1.isoformat()}'")
     assert set(new_part_rows) == set(range(1000, 1025)) | {7}
-    assert m2["dagster/row_count"] == len(new_part_rows)
+    assert m2["rows"] == len(new_part_rows)
+    assert m2["dagster/row_count"] == ROWS + len(new_part_rows)  # the dataset: every run's rows (id 7 twice)
     assert ts(m2["cursor_low"]) == high1
     assert ts(m2["cursor_high"]) == db_exec(orders_pg, "SELECT max(updated_at) FROM orders")[0][0]
 
@@ -155,7 +156,8 @@ def test_a_daily_export_writes_each_partition_to_its_own_prefix_and_a_rerun_repl
         # Every success manifest left at the prefix describes the current day (none claims old data).
         assert id_amounts(view.parts_table(view.success_manifests(sub), sub)) == expected, day
         m = meta(materialization(results[day]))
-        assert m["dagster/row_count"] == len(expected), day
+        assert m["dagster/partition_row_count"] == m["rows"] == len(expected), day
+        assert "dagster/row_count" not in m, "a partition's rows are not the asset's size"
         assert materialization(results[day]).partition == day
         assert m["destination"] == view.uri + sub
         report = json.loads(Path(m["run_report_path"]).with_name("summary.json").read_text())
