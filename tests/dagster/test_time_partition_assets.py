@@ -486,3 +486,18 @@ def test_a_sqlite_range_of_text_timestamps_is_split_by_day(local: Target, instan
         end = start + timedelta(days=1)
         assert set(partition_ids(local.view("ev"), f"at={day}/")) == {
             g for g, t in instants.items() if start <= t < end}, day
+
+
+def test_an_hourly_schedule_in_new_york_asks_for_both_repeated_hours_of_the_dst_fall_back(
+        tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    local = Target("local", tmp_path)
+    block = events_export("ev", local, partitions="hourly", schedule="5 * * * *")
+    block["days_window"] = 4  # the last 4 hourly partitions per tick
+    defs = build_definitions(orders_config(tmp_path, "postgresql://rivet@127.0.0.1:1/none", [block]))
+    schedule = defs.resolve_schedule_def("ev_schedule")
+    assert schedule.execution_timezone == NY
+    # 02:05 EST on 11-03 is 07:05Z: hours 23:00, 00:00, 01:00 EDT and 01:00 EST are over.
+    context = dg.build_schedule_context(instance=instance, scheduled_execution_time=datetime(2024, 11, 3, 7, 5, tzinfo=UTC),
+                                        repository_def=defs.get_repository_def())
+    keys = [r.partition_key for r in schedule.evaluate_tick(context).run_requests or []]
+    assert keys == ["2024-11-02-23:00", "2024-11-03-00:00", "2024-11-03-01:00", "2024-11-03-01:00-0500"]
