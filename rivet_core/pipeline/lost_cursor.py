@@ -55,7 +55,10 @@ def resolve_missing_cursor(state: StateStore, export: ExportConfig, dest: Destin
             raise ConfigError(f"export '{export.name}': --from-manifest needs a destination with a manifest "
                               f"(local or s3), not {dest.kind}")
         return None
-    known = bool(state.list_files(export.name, 1))
+    try:
+        known = bool(state.list_files(export.name, 1))
+    except Exception:  # noqa: BLE001 - an unreadable file log knows nothing: the destination decides
+        known = False
     if known and not from_manifest:
         return None  # the cursor was reset on purpose (`rivet state reset`): re-export, as documented
     try:
