@@ -81,6 +81,8 @@ class RunNotice:
     files: int = 0
     bytes_written: int = 0
     report_path: str | None = None
+    #: The destination's verification verdict when the run validated (None: not validated).
+    validated: bool | None = None
 
 
 class SlackLike(Protocol):
@@ -168,6 +170,7 @@ def webhook_payload(
         "files": int(notice.files),
         "bytes_written": int(notice.bytes_written),
         "report_path": text(notice.report_path),
+        "validated": notice.validated,
         "sent_at": when.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
     }
 

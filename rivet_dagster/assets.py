@@ -15,7 +15,7 @@ import dagster as dg
 
 from rivet_core import api
 from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
-from rivet_dagster.io_manager import PendingPublish, failure_for
+from rivet_dagster.io_manager import PendingPublish, failure_for, will_retry
 from rivet_dagster.metadata import describe_export
 from rivet_dagster.naming import asset_key, safe_name
 from rivet_dagster.partitions import (
@@ -116,8 +116,11 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
         windows = [window_for_key(partitions, k) for k in context.partition_keys] if partitions else [None]
         # Progress lines (rows, size, rate, ETA) in the run's event log, like `rivet run` logs them.
         progress = api.callback_tracker(cfg, exp, context.log.info)
+        # validate: the finalize verifies the destination before the report and notification
+        # (so both carry the verdict); a transient failure Dagster will retry is not notified.
         options = api.RunOptions(dagster_run_id=context.run.run_id, window=windows[0],
-                                 internal_retries=False, progress=progress)
+                                 internal_retries=False, progress=progress, validate=True,
+                                 defer_transient_notice=will_retry(context, config, export))
         run = api.ExportRun(cfg, exp, options) if len(windows) == 1 else api.TimeRangeRun(cfg, exp, windows, options)
         context.log.info(f"rivet run {run.summary.run_id} → {run.dest.uri}")
         try:

@@ -19,7 +19,7 @@ No `from __future__ import annotations` here (Dagster inspects the body's annota
 import dagster as dg
 
 from rivet_core import api
-from rivet_dagster.io_manager import dataset_row_count, failure_for
+from rivet_dagster.io_manager import dataset_row_count, failure_for, will_retry
 from rivet_dagster.metadata import materialization_metadata, standard_metadata
 
 
@@ -41,10 +41,11 @@ def whole_run_body(config_path: str, export_name: str):  # noqa: ANN201 - a Dags
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
         progress = api.callback_tracker(cfg, exp, context.log.info)
-        options = api.RunOptions(dagster_run_id=context.run.run_id, internal_retries=False, progress=progress)
+        options = api.RunOptions(dagster_run_id=context.run.run_id, internal_retries=False, progress=progress,
+                                 validate=True, defer_transient_notice=will_retry(context, cfg, exp))
         summary = api.run_checkpointed(cfg, exp, options)
         progress.finish()
-        if summary.status != "success":
+        if summary.status == "failed" or summary.exit_code != 0:
             raise failure_for(summary)
         context.log.info(f"chunked run {summary.run_id}: {summary.total_rows} rows → {summary.destination_uri}")
         meta = materialization_metadata(summary, None)

@@ -85,6 +85,12 @@ def chunk_failure(export_name: str, what: str, exc: BaseException) -> dg.Failure
                       allow_retries=is_transient(exc))
 
 
+def will_retry(context: dg.AssetExecutionContext, config: api.RivetConfig, export: api.ExportConfig) -> bool:
+    """True when a transient failure of this step would be retried by its RetryPolicy (the
+    attempts left: the export's `max_retries` minus the retries already made)."""
+    return context.retry_number < export.resolved_tuning(config.source).max_retries
+
+
 def failure_for(summary: api.RunSummary) -> dg.Failure:
     """A step failure carrying the run's verdict; only transient failures may be retried."""
     return dg.Failure(
@@ -171,7 +177,7 @@ class RivetIOManager(dg.ConfigurableIOManager):
             meta.update(standard_metadata(obj.run.config, obj.run.export, summary.destination_uri or "",
                                           obj.staged.schema, dataset_rows=rows))
         context.add_output_metadata(meta)
-        if summary.status == "failed":
+        if summary.status == "failed" or summary.exit_code != 0:  # exit 3: the verdict failed
             raise failure_for(summary)
 
     @staticmethod

@@ -158,6 +158,7 @@ def test_webhook_posts_the_flat_run_summary_with_the_configured_headers(
         "files": 3,
         "bytes_written": 123_456,
         "report_path": "/srv/rivet/.rivet/runs/20261129T120500Z-cd34/report.json",
+        "validated": None,
     }
 
 

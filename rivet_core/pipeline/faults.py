@@ -2,7 +2,8 @@
 
 `RIVET_TEST_PANIC_AT=<point>` ends the process abruptly at that point — SIGKILL to itself,
 so no `finally`, no atexit, no flush: exactly what a kill or power loss leaves behind.
-`RIVET_TEST_ERROR_AT=<point>` raises `InjectedFault` there instead.
+`RIVET_TEST_ERROR_AT=<point>` raises `InjectedFault` there instead;
+`RIVET_TEST_TRANSIENT_AT=<point>` raises `InjectedTransientFault` (a transient failure, exit 2).
 `RIVET_TEST_PAUSE_AT=<point>` (with `RIVET_TEST_PAUSE_DIR=<dir>`) parks the process at the
 point, the first time it is reached, until the test has done something to the world
 around it (killed the S3 server, terminated the source backend, locked the state store):
@@ -25,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from rivet_core.errors import RivetError
+from rivet_core.errors import RivetError, TransientError
 
 POINTS = ("during_source_read", "after_source_read", "after_file_write", "after_manifest_update",
           "after_cursor_commit")
@@ -39,6 +40,11 @@ class InjectedFault(RivetError):
     """Raised at an armed RIVET_TEST_ERROR_AT point."""
 
     exit_code = 1
+
+
+class InjectedTransientFault(TransientError):
+    """Raised at an armed RIVET_TEST_TRANSIENT_AT point: a failure worth retrying (exit 2),
+    like a dropped connection."""
 
 
 def _armed(var: str, point: str) -> bool:
@@ -71,5 +77,7 @@ def fault_point(point: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if _armed("RIVET_TEST_ERROR_AT", point):
         raise InjectedFault(f"injected fault at {point} (RIVET_TEST_ERROR_AT)")
+    if _armed("RIVET_TEST_TRANSIENT_AT", point):
+        raise InjectedTransientFault(f"injected transient fault at {point} (RIVET_TEST_TRANSIENT_AT)")
     if point not in _paused and _armed("RIVET_TEST_PAUSE_AT", point):
         _pause(point)

@@ -35,6 +35,7 @@ from typing import Any
 from rivet_core import __version__
 from rivet_core.destination import Destination
 from rivet_core.errors import DataIntegrityError, exit_code_for
+from rivet_core.format.meta_columns import COL_ROW_HASH, ROW_HASH_CONTRACT
 from rivet_core.manifest import (
     Manifest,
     quarantine_object,
@@ -44,6 +45,7 @@ from rivet_core.manifest import (
     verify_at_destination,
     write_manifest_files,
 )
+from rivet_core.manifest.model import normalize_strategy
 from rivet_core.notify import RunNotice, send_notifications
 from rivet_core.pipeline.run_store import Progression, RunStore
 from rivet_core.pipeline.summary import RunSummary
@@ -79,10 +81,33 @@ def resolve_status(summary: RunSummary, error: BaseException | None) -> None:
     summary.exit_code = exit_code_for(error)  # the one table (errors.py); S3 unreachable → 2
 
 
+def manifest_strategy(plan: UnitPlan, summary: RunSummary) -> str:
+    """Rivet's `source.extraction.strategy` label: full | incremental | chunked | keyset |
+    timewindow (a chunked run paging a keyset sets `summary.extraction_strategy`)."""
+    if summary.extraction_strategy:
+        return summary.extraction_strategy
+    if plan.strategy == "chunked" and plan.export.chunk_by_key:
+        return "keyset"
+    return normalize_strategy(plan.strategy)
+
+
+def row_hash_contract(plan: UnitPlan) -> dict[str, Any] | None:
+    """The manifest's `row_hash`: what `_rivet_row_hash` covers when `meta_columns.row_hash`
+    is on — the column, the coverage as configured (true = every data column, or the list)
+    and the rendering's identity (format/meta_columns.py)."""
+    meta = plan.export.meta_columns
+    covered = meta.row_hash if meta else False
+    if not covered:
+        return None
+    return {"column": COL_ROW_HASH, "covered": list(covered) if isinstance(covered, list) else True,
+            "render": ROW_HASH_CONTRACT}
+
+
 def build_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Manifest:
     export = plan.export
     schema_name, table_name = plan.table_hint or (None, export.name)
-    extraction: dict[str, Any] = {"strategy": plan.strategy}
+    extraction: dict[str, Any] = {"strategy": manifest_strategy(plan, summary),
+                                  "source_row_count": summary.source_row_count}
     if summary.cursor_column:
         extraction.update(cursor_column=summary.cursor_column, cursor_low=summary.cursor_low,
                           cursor_high=summary.cursor_high)
@@ -99,6 +124,7 @@ def build_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Ma
         schema_fingerprint=summary.schema_fingerprint or "xxh3:0000000000000000",
         row_count=summary.committed_rows(), part_count=len(summary.manifest_parts),
         parts=list(summary.manifest_parts), dagster_run_id=summary.dagster_run_id,
+        row_hash=row_hash_contract(plan),
     )
 
 
@@ -160,7 +186,10 @@ def _quarantine_superseded(summary: RunSummary, dest: Destination, previous: Man
 
 
 def _commit_cursor(summary: RunSummary, state: StateStore) -> None:
-    if not (summary.manifest_written and summary.status == "success" and summary.cursor_high):
+    # A stdout export has no manifest: its rows were written (streamed) once the parts were
+    # recorded, and the run's own report stands in for the manifest (docs/modes.md).
+    published = summary.manifest_written or summary.destination_kind == "stdout"
+    if not (published and summary.status == "success" and summary.cursor_high):
         return
     try:
         RunStore(state, summary).with_cursor(summary.cursor_high) \
@@ -200,22 +229,28 @@ def metric_row(plan: UnitPlan, summary: RunSummary) -> dict[str, Any]:
         batch_size=summary.batch_size, source_type=summary.source_engine or plan.engine,
         destination_type=summary.destination_kind, cursor_min=summary.cursor_low,
         cursor_max=summary.cursor_high, rivet_version=__version__,
-        dagster_run_id=summary.dagster_run_id,
+        dagster_run_id=summary.dagster_run_id, source_count=summary.source_row_count,
+        reconciled=summary.reconciled,
     )
 
 
 def finalize_run(
     plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination, *,
     error: BaseException | None, validate: bool, notifications: Any, report_root: Path,
-    supersede_previous: bool = False,
+    supersede_previous: bool = False, defer_transient_notice: bool = False,
 ) -> RunSummary:
-    """Run the finalize sequence in its fixed order (module docstring). Never raises."""
+    """Run the finalize sequence in its fixed order (module docstring). Never raises.
+    `defer_transient_notice`: a transient failure (exit 2) the caller will retry is not
+    notified (RunOptions.defer_transient_notice)."""
     resolve_status(summary, error)
     summary.close()
     _write_manifest(plan, summary, dest, supersede_previous)
     _commit_cursor(summary, state)
     if validate:
         _validate(summary, dest)
+    if defer_transient_notice and summary.exit_code == 2:
+        summary.journal.record("NotificationDeferred", reason="transient failure; the caller retries it")
+        notifications = None
     # The journal's terminal RunCompleted carries the final status (a manifest gap included)
     # and follows ValidationResult; the journal and the run ledger are advisory.
     summary.journal.record("RunCompleted", status=summary.status, error_message=summary.error_message,
@@ -240,7 +275,8 @@ def finalize_run(
             rows=summary.total_rows, duration_ms=summary.duration_ms,
             error_message=summary.error_message, schema_changed=bool(summary.schema_changed),
             destination_uri=summary.destination_uri, files=summary.files_committed,
-            bytes_written=summary.bytes_written, report_path=summary.report_path))
+            bytes_written=summary.bytes_written, report_path=summary.report_path,
+            validated=summary.validated))
         summary.warnings.extend(notify_warnings)
     except Exception as exc:  # noqa: BLE001 - notifications never change the exit code
         summary.add_warning(f"notification failed: {redact_secrets(exc)}")

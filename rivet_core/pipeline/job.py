@@ -29,6 +29,7 @@ from rivet_core.pipeline.extract import StagedExtract, extract_to_staging
 from rivet_core.pipeline.finalize import finalize_run
 from rivet_core.pipeline.lost_cursor import resolve_missing_cursor
 from rivet_core.pipeline.publish import publish_staged
+from rivet_core.pipeline.run_reconcile import reconcile_gate
 from rivet_core.pipeline.schema_drift import check_schema_drift
 from rivet_core.pipeline.staging import claim_staging, sweep_dead_staging
 from rivet_core.pipeline.summary import RunSummary, new_run_id
@@ -61,6 +62,13 @@ class RunOptions:
     #: Progress reporting (rivet_core/progress.py): fed once per batch; None = off. The CLI
     #: and the Dagster layer pass their own sinks, the run never picks one itself.
     progress: ProgressTracker | None = None
+    #: The caller retries a transient failure (exit 2) of this run itself: the failure is
+    #: recorded (metrics, report, journal) but not notified — the attempt that ends the
+    #: matter (a success, or the last failure) is. Nobody is paged for a blip.
+    defer_transient_notice: bool = False
+    #: `--reconcile`: count the unit's query in the export's own snapshot and fail the run
+    #: (exit 3, nothing published, cursor unmoved) when the rows written differ (run_reconcile.py).
+    reconcile: bool = False
     #: Incremental exports: ignore the stored cursor and export every row (`--full-refresh`).
     full_refresh: bool = False
     #: Incremental exports whose state store has no cursor: adopt `cursor_high` from the
@@ -180,7 +188,7 @@ class ExportRun:
             try:
                 claim_staging(self.staging_dir, run_id=self.staging_dir.name, export_name=self.export.name)
                 return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{attempt}",
-                                          progress=self.options.progress)
+                                          progress=self.options.progress, reconcile=self.options.reconcile)
             except Exception as exc:
                 decision = classify_error(exc)
                 if not (decision.transient and self.options.internal_retries) \
@@ -210,6 +218,7 @@ class ExportRun:
         error: BaseException | None = None
         try:
             self.gate_schema(staged)
+            reconcile_gate(self.summary, staged.source_row_count, staged.rows)  # before any part
             if staged.rows == 0:
                 self._empty_result()
             else:
@@ -245,9 +254,16 @@ class ExportRun:
         if self.finalized:
             raise RuntimeError(f"export run {self.summary.run_id} was already finalized")
         self.finalized = True
+        chunk_plan = getattr(self, "chunk_plan", None)  # chunked runs: the manifest names a keyset
+        if chunk_plan is not None and self.summary.extraction_strategy is None:
+            self.summary.extraction_strategy = "keyset" if chunk_plan.strategy == "keyset" else "chunked"
+            if self.options.reconcile:
+                self.summary.add_warning("--reconcile: a chunked run reads each window in its own snapshot, so no "
+                                         "run-wide source count was taken — check it with `rivet reconcile`")
         try:
             return finalize_run(self.plan, self.summary, self.state, self.dest, error=error,
                                 validate=self.options.validate, notifications=self.notifications,
+                                defer_transient_notice=self.options.defer_transient_notice,
                                 report_root=self.config.config_dir,
                                 supersede_previous=self.supersedes_previous)
         finally:
