@@ -311,12 +311,12 @@ def test_no_artifact_of_any_command_holds_a_piece_of_a_generated_password(tmp_pa
         source, env, actual = _source(form, user, password, where)
         _set_password(mysql_url, user, actual)
         config = _config(root, {**source, "tuning": {"max_retries": 0}})
-        ok = cli("run", "-c", str(config), env=env)
+        ok = cli("-vv", "run", "-c", str(config), env=env)
         assert ok.returncode == 0, ok.stderr  # the server got exactly this password
         bad_source, bad_env, _ = _source(form, user, password, dead)  # connection refused
         # a second config in the same directory: the same state store and destination
         bad = _config(root, {**bad_source, "tuning": {"max_retries": 0}}, "rivet-dead.yaml")
-        failed = cli("--json-errors", "run", "-c", str(bad), env=bad_env)
+        failed = cli("-vv", "--json-errors", "run", "-c", str(bad), env=bad_env)
         assert failed.returncode == 2, failed.stderr
         doctor = cli("doctor", "--json", "-c", str(bad), env=bad_env)
         assert json.loads(doctor.stdout)["exit_code"] == 2
@@ -351,9 +351,9 @@ def test_the_explicit_shapes_through_postgresql_leave_no_piece_anywhere(tmp_path
                                 "tuning": {"max_retries": 0}})
     good = {"RIVET_H20_URL": f"postgresql://{u.username}:{password}@{u.hostname}:{u.port}{u.path}"}
     bad = {"RIVET_H20_URL": f"postgresql://{u.username}:{password}@127.0.0.1:{free_port()}{u.path}"}
-    ok = cli("run", "-c", str(config), env=good)
+    ok = cli("-vv", "run", "-c", str(config), env=good)
     assert ok.returncode == 0, ok.stderr
-    failed = cli("--json-errors", "run", "-c", str(config), env=bad)
+    failed = cli("-vv", "--json-errors", "run", "-c", str(config), env=bad)
     assert failed.returncode == 2 and "REDACTED@127.0.0.1" in failed.stderr
     doctor = cli("doctor", "-c", str(config), env=bad)
     assert doctor.returncode == 2 and "connection refused" in doctor.stdout
