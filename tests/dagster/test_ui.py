@@ -249,8 +249,11 @@ def _finish(proc: subprocess.Popen, what: str) -> str:
 def test_graphql_lists_the_demo_assets(dagster_dev: DagsterDev) -> None:
     _wait_until_loaded(dagster_dev)
     nodes = dagster_dev.graphql("{ assetNodes { assetKey { path } groupName } }")["assetNodes"]
-    assert sorted(tuple(n["assetKey"]["path"]) for n in nodes) == sorted((a,) for a in DEMO_ASSETS)
-    assert {n["groupName"] for n in nodes} == {"shop"}   # `dagster: group: shop` in the demo config
+    sources = {("sqlite", "shop", "customers"), ("sqlite", "shop", "orders")}  # lineage: the source tables
+    assert sorted(tuple(n["assetKey"]["path"]) for n in nodes) == sorted({(a,) for a in DEMO_ASSETS} | sources)
+    groups = {tuple(n["assetKey"]["path"]): n["groupName"] for n in nodes}
+    assert {groups[(a,)] for a in DEMO_ASSETS} == {"shop"}   # `dagster: group: shop` in the demo config
+    assert {groups[s] for s in sources} == {"shop_source"}
 
 
 def test_assets_page_renders_in_chromium(dagster_dev: DagsterDev, tmp_path: Path) -> None:
