@@ -139,6 +139,8 @@ def _summary_lines(s: Any) -> list[str]:
         lines.append(f"  skipped:  {s.skip_reason}")
     if s.validated is not None:
         lines.append(f"  validated: {'PASSED' if s.validated else 'FAILED'}")
+    if s.reconciled is not None:
+        lines.append(f"  reconcile: {'MATCH' if s.reconciled else 'MISMATCH'} (source count {s.source_row_count})")
     if s.schema_changed:
         lines.append("  schema:   CHANGED")
     if s.retries:
@@ -157,6 +159,7 @@ def summary_json(s: Any) -> dict[str, Any]:
         "destination_uri": s.destination_uri, "duration_ms": s.duration_ms, "peak_rss_mb": s.peak_rss_mb,
         "cursor_column": s.cursor_column, "cursor_low": s.cursor_low, "cursor_high": s.cursor_high,
         "cursor_committed": s.cursor_committed, "validated": s.validated, "schema_changed": s.schema_changed,
+        "source_row_count": s.source_row_count, "reconciled": s.reconciled,
         "skip_reason": s.skip_reason, "retries": s.retries, "error": s.error_message,
         "report": s.report_path, "parts": [p.path for p in s.manifest_parts], "warnings": s.warnings,
     }
@@ -166,6 +169,9 @@ def summary_json(s: Any) -> dict[str, Any]:
 @_config_opt
 @click.option("-e", "--export", "export_names", multiple=True, help="Export(s) to run (default: all).")
 @click.option("--validate", is_flag=True, help="Verify the destination against the manifest after the run.")
+@click.option("--reconcile", is_flag=True,
+              help="Count the export's query in its own snapshot; a difference with the rows written fails "
+              "the run (exit 3) before anything is published. Implies --validate.")
 @click.option("--resume", is_flag=True, help="Continue the in-progress checkpointed chunk run.")
 @click.option("--force", is_flag=True, help="With --resume: allow resuming into a prefix that holds _SUCCESS.")
 @click.option("--from-manifest", "from_manifest", is_flag=True,
@@ -181,8 +187,9 @@ def summary_json(s: Any) -> dict[str, Any]:
 @_guard
 def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume: bool, force: bool,
         params: tuple[str, ...], as_json: bool, progress_mode: str = "auto", from_manifest: bool = False,
-        full_refresh: bool = False) -> int:
+        full_refresh: bool = False, reconcile: bool = False) -> int:
     """Run exports."""
+    validate = validate or reconcile  # Rivet: --reconcile implies --validate
     if from_manifest and full_refresh:
         raise RivetError("--from-manifest and --full-refresh contradict each other: continue from the "
                          "destination manifest's cursor, or export every row again — pass one of them")
@@ -207,7 +214,7 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
             try:
                 tracker = cli_tracker(config, export, resolve_mode(progress_mode))
                 options = RunOptions(validate=validate, resume=resume, force=force, progress=tracker,
-                                     from_manifest=from_manifest, full_refresh=full_refresh)
+                                     from_manifest=from_manifest, full_refresh=full_refresh, reconcile=reconcile)
                 summaries.append(run_unit(config, export, options, state=state))
             except ExportLocked as exc:  # another run holds it: refused before anything was read
                 refused.append(exc)

@@ -56,6 +56,8 @@ def report_dict(summary: RunSummary, plan: UnitPlan) -> dict[str, Any]:
                    "committed": summary.cursor_committed} if summary.cursor_column else None,
         "parts": [{"path": p.path, "rows": p.rows, "size_bytes": p.size_bytes} for p in summary.manifest_parts],
         "validation": validation,
+        "reconciliation": None if summary.reconciled is None else {
+            "source_count": summary.source_row_count, "matched": summary.reconciled},
         "quality": [{"severity": i.severity, "message": i.message} for i in summary.quality_issues],
         "schema_changed": summary.schema_changed,
         "schema_changes": [summary.schema_changes] if summary.schema_changes else [],
@@ -98,6 +100,10 @@ def render_markdown(report: dict[str, Any], config_path: str | None) -> str:
         m = v.get("manifest") or {}
         for f in m.get("failures", []):
             lines.append(f"  - {f.get('kind')}: {json.dumps({k: x for k, x in f.items() if k != 'kind'})}")
+    r = report.get("reconciliation")
+    lines.append("- Reconciliation: " + ("not requested" if r is None else
+                                         f"MATCHED (source {r['source_count']})" if r["matched"] else
+                                         f"MISMATCH (source {r['source_count']}; nothing published)"))
     q = report["quality"]
     lines.append("- Quality: " + ("not configured" if not q else
                                   "; ".join(f"{i['severity']} {i['message']}" for i in q)))

@@ -216,8 +216,9 @@ def test_self_consistency_reports_every_contradiction() -> None:
 
 
 def test_schema_fingerprint_is_xxh3_over_sorted_name_tab_type_lines() -> None:
+    # Rivet's algorithm: the type is the Rust Arrow name (`Int64`, `Utf8`), not pyarrow's.
     schema = pa.schema([("b", pa.string()), ("a", pa.int64())])
-    expected = "xxh3:" + xxhash.xxh3_64_hexdigest(b"a\tint64\nb\tstring\n")
+    expected = "xxh3:" + xxhash.xxh3_64_hexdigest(b"a\tInt64\nb\tUtf8\n")
     assert schema_fingerprint(schema) == expected
     assert schema_fingerprint(pa.schema([("a", pa.int64()), ("b", pa.string())])) == expected
     assert schema_fingerprint(pa.schema([("a", pa.int32()), ("b", pa.string())])) != expected

@@ -27,6 +27,10 @@ if TYPE_CHECKING:  # annotations only: `rivet validate` reads manifests without 
 
 MANIFEST_VERSION = 1
 PLACEHOLDER_SCHEMA_FINGERPRINT = "xxh3:0000000000000000"
+#: `source.extraction.strategy` labels, exactly as Rivet writes them (reference §3.2).
+STRATEGY_LABELS = ("full", "incremental", "chunked", "keyset", "timewindow")
+#: Labels manifests written before Rivet parity carried, and the label a reader sees instead.
+LEGACY_STRATEGY_LABELS = {"time_window": "timewindow"}
 _U32 = 2**32 - 1
 _U64 = 2**64 - 1
 
@@ -47,6 +51,9 @@ class ManifestExtraction:
     cursor_low: str | int | float | None = None  # rendered cursor values, as the source gave them
     cursor_high: str | int | float | None = None
     source_row_count: int | None = None
+    #: Time-window exports: the window's bounds (ISO 8601), `[window_start, window_end)`.
+    window_start: str | None = None
+    window_end: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,8 @@ def manifest_to_dict(m: Manifest) -> dict[str, Any]:
         extraction = _drop_none([
             ("strategy", e.strategy), ("cursor_column", e.cursor_column), ("cursor_type", e.cursor_type),
             ("cursor_low", e.cursor_low), ("cursor_high", e.cursor_high),
-            ("source_row_count", e.source_row_count),
+            ("source_row_count", e.source_row_count), ("window_start", e.window_start),
+            ("window_end", e.window_end),
         ])
     return _drop_none([
         ("manifest_version", m.manifest_version),
@@ -160,8 +168,9 @@ def manifest_to_dict(m: Manifest) -> dict[str, Any]:
         ("started_at", m.started_at),
         ("finished_at", m.finished_at),
         ("status", m.status),
-        ("source", _drop_none([("engine", src.engine), ("schema", src.schema), ("table", src.table),
-                               ("extraction", extraction)])),
+        # `schema` is always present (null when there is none), as Rivet writes it.
+        ("source", {"engine": src.engine, "schema": src.schema, "table": src.table,
+                    **({"extraction": extraction} if extraction is not None else {})}),
         ("destination", {"kind": m.destination.kind, "uri": m.destination.uri}),
         ("format", m.format),
         ("compression", m.compression),
@@ -247,12 +256,14 @@ def _obj(value: Any, where: str) -> Mapping[str, Any]:
 def _extraction(value: Any, where: str) -> ManifestExtraction:
     o = _obj(value, where)
     return ManifestExtraction(
-        strategy=_get(o, "strategy", where, str),
+        strategy=normalize_strategy(_get(o, "strategy", where, str)),
         cursor_column=_get(o, "cursor_column", where, str, required=False, nullable=True),
         cursor_type=_get(o, "cursor_type", where, str, required=False, nullable=True),
         cursor_low=_scalar(o, "cursor_low", where),
         cursor_high=_scalar(o, "cursor_high", where),
         source_row_count=_uint(o, "source_row_count", where, required=False, nullable=True),
+        window_start=_get(o, "window_start", where, str, required=False, nullable=True),
+        window_end=_get(o, "window_end", where, str, required=False, nullable=True),
     )
 
 
@@ -370,9 +381,65 @@ def validate_self_consistency(m: Manifest) -> list[str]:
     return problems
 
 
+def normalize_strategy(label: str) -> str:
+    """The Rivet label of an extraction strategy: the labels we wrote before parity
+    (`time_window`) read as Rivet's (`timewindow`); any other label is kept as it is (a
+    reader ignores what it does not know)."""
+    return LEGACY_STRATEGY_LABELS.get(label, label)
+
+
+_RUST_TIME_UNITS = {"s": "Second", "ms": "Millisecond", "us": "Microsecond", "ns": "Nanosecond"}
+_RUST_SIMPLE_TYPES = {
+    "null": "Null", "bool": "Boolean", "int8": "Int8", "int16": "Int16", "int32": "Int32", "int64": "Int64",
+    "uint8": "UInt8", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64", "halffloat": "Float16",
+    "float": "Float32", "double": "Float64", "string": "Utf8", "large_string": "LargeUtf8",
+    "string_view": "Utf8View", "binary": "Binary", "large_binary": "LargeBinary",
+    "binary_view": "BinaryView", "date32[day]": "Date32", "date64[ms]": "Date64",
+}
+
+
+def rust_arrow_type_name(t: pa.DataType) -> str:
+    """The Arrow type as Rivet renders it in its schema fingerprint and drift baseline: the
+    Rust `arrow` crate's `Debug` of `DataType` (`Int64`, `Utf8`, `Timestamp(Microsecond,
+    None)`, `Timestamp(Microsecond, Some("UTC"))`, `Decimal128(38, 18)`, …). Extension types
+    (uuid, json) render as their storage type, as in Rust. See docs/manifest.md."""
+    import pyarrow as pa
+
+    if isinstance(t, pa.ExtensionType):
+        return rust_arrow_type_name(t.storage_type)
+    name = str(t)
+    if name in _RUST_SIMPLE_TYPES:
+        return _RUST_SIMPLE_TYPES[name]
+    if pa.types.is_timestamp(t):
+        tz = "None" if t.tz is None else f'Some("{t.tz}")'
+        return f"Timestamp({_RUST_TIME_UNITS[t.unit]}, {tz})"
+    if pa.types.is_time32(t):
+        return f"Time32({_RUST_TIME_UNITS[t.unit]})"
+    if pa.types.is_time64(t):
+        return f"Time64({_RUST_TIME_UNITS[t.unit]})"
+    if pa.types.is_duration(t):
+        return f"Duration({_RUST_TIME_UNITS[t.unit]})"
+    if pa.types.is_decimal128(t):
+        return f"Decimal128({t.precision}, {t.scale})"
+    if pa.types.is_decimal256(t):
+        return f"Decimal256({t.precision}, {t.scale})"
+    if pa.types.is_fixed_size_binary(t):
+        return f"FixedSizeBinary({t.byte_width})"
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        kind = "List" if pa.types.is_list(t) else "LargeList"
+        f = t.value_field
+        # arrow-rs >= 57 prints a Field without its default members (no dict_id / metadata).
+        return (f'{kind}(Field {{ name: "{f.name}", data_type: {rust_arrow_type_name(f.type)}, '
+                f"nullable: {'true' if f.nullable else 'false'} }})")
+    return name  # anything else: pyarrow's own name (no Rivet export writes one)
+
+
 def schema_fingerprint(schema: pa.Schema) -> str:
-    """`xxh3:<16 hex>` over `name\\ttype\\n` of every column, sorted by name (§3.2)."""
-    text = "".join(f"{f.name}\t{f.type}\n" for f in sorted(schema, key=lambda f: f.name))
+    """Rivet's schema fingerprint (reference §3.2, docs/manifest.md): `xxh3:` + 16 lowercase
+    hex of xxh3-64 over `name\\ttype\\n` of every column, sorted by name (byte order),
+    where `type` is the Rust Arrow type name (`rust_arrow_type_name`)."""
+    text = "".join(f"{f.name}\t{rust_arrow_type_name(f.type)}\n"
+                   for f in sorted(schema, key=lambda f: f.name.encode("utf-8")))
     return "xxh3:" + xxhash.xxh3_64_hexdigest(text.encode("utf-8"))
 
 
@@ -380,5 +447,6 @@ __all__ = [
     "MANIFEST_VERSION", "PLACEHOLDER_SCHEMA_FINGERPRINT", "ManifestError", "Manifest", "ManifestPart",
     "ManifestSource", "ManifestDestination", "ManifestExtraction", "ColumnChecksum",
     "serialize_manifest", "parse_manifest", "manifest_to_dict", "manifest_from_dict",
-    "validate_self_consistency", "schema_fingerprint",
+    "validate_self_consistency", "schema_fingerprint", "rust_arrow_type_name", "normalize_strategy",
+    "STRATEGY_LABELS", "LEGACY_STRATEGY_LABELS",
 ]

@@ -24,6 +24,7 @@ from rivet_core.format.meta_columns import add_meta_columns, meta_schema
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityTracker, quality_error
+from rivet_core.pipeline.run_reconcile import count_in_snapshot
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan, calendar_window_params
 from rivet_core.progress import ProgressTracker, feed_for
@@ -42,6 +43,9 @@ class StagedExtract:
     cursor_high: str | None = None
     quality_issues: list[Any] = field(default_factory=list)
     staging_dir: Path | None = None
+    #: `--reconcile`: the source COUNT(*) of the unit's query, taken in the same snapshot as
+    #: the rows (None when not asked).
+    source_row_count: int | None = None
 
 
 def _strip(batch: pa.RecordBatch, names: tuple[str, ...]) -> pa.RecordBatch:
@@ -52,9 +56,11 @@ def _strip(batch: pa.RecordBatch, names: tuple[str, ...]) -> pa.RecordBatch:
 
 
 def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
-                       progress: ProgressTracker | None = None) -> StagedExtract:
+                       progress: ProgressTracker | None = None, *, reconcile: bool = False) -> StagedExtract:
     """Run the unit's query into staged part files; raise on a failed quality gate.
-    `progress` (optional) is told the running totals once per batch."""
+    `progress` (optional) is told the running totals once per batch. `reconcile`: once the
+    stream is drained, count the same query (same WHERE, same parameters) on the same
+    session — one snapshot, so rows committed meanwhile are in neither (run_reconcile.py)."""
     export = plan.export
     staging_dir.mkdir(parents=True, exist_ok=True)
     meta = export.meta_columns
@@ -62,6 +68,7 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
     row_hash = (meta.row_hash if meta else False) or False
     cursor_value: Any = None
     cursor_type: pa.DataType | None = None
+    source_row_count: int | None = None
     with open_source(plan.source_url, plan.tuning) as src:
         summary.source_engine = src.engine
         source_schema = src.describe(plan.sql, plan.params, plan.overrides, plan.table_hint)
@@ -96,6 +103,8 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
                     time.sleep(throttle)  # deliberate pacing of the source, not synchronisation
             fault_point("after_source_read")
             parts = rotator.finish()  # I1: every staged part is complete from here on
+            if reconcile:
+                source_row_count = count_in_snapshot(src, plan.sql, params)
         except BaseException:
             rotator.abort()
             feed.abandon()
@@ -117,4 +126,4 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
         raise quality_error(export.name, failures)
     cursor_high = render_cursor_value(cursor_value, cursor_type) if cursor_value is not None else None
     return StagedExtract(parts=parts, schema=out_schema, rows=rows, cursor_high=cursor_high,
-                         quality_issues=issues, staging_dir=staging_dir)
+                         quality_issues=issues, staging_dir=staging_dir, source_row_count=source_row_count)

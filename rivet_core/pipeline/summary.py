@@ -79,6 +79,13 @@ class RunSummary:
     report_path: str | None = None
     dagster_run_id: str | None = None
     partition_key: str | None = None
+    #: The manifest's `source.extraction.strategy` when the plan's own label does not tell it
+    #: (a chunked run that pages a keyset writes `keyset`); None = derived from the plan.
+    extraction_strategy: str | None = None
+    #: `--reconcile`: the source COUNT(*) taken in the export's own snapshot (None = not run)
+    #: and whether it matched the rows written.
+    source_row_count: int | None = None
+    reconciled: bool | None = None
     warnings: list[str] = field(default_factory=list)
     journal: RunJournal = field(init=False)
 

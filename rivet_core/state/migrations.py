@@ -46,11 +46,22 @@ def _v3_export_lock_and_chunk_worker_process(conn: sa.Connection) -> None:
             conn.execute(sa.text(f"ALTER TABLE chunk_task ADD COLUMN {name} {kind}"))
 
 
+def _v4_export_metrics_reconcile(conn: sa.Connection) -> None:
+    """export_metrics.source_count / reconciled (`rivet run --reconcile`), nullable columns added
+    to a v1 table (a store created at v1 by this release already has them)."""
+    present = {c["name"] for c in sa.inspect(conn).get_columns("export_metrics")}
+    for name in schema.V4_EXPORT_METRICS_COLUMNS:
+        if name not in present:
+            kind = schema.export_metrics.c[name].type.compile(dialect=conn.dialect)
+            conn.execute(sa.text(f"ALTER TABLE export_metrics ADD COLUMN {name} {kind}"))
+
+
 #: The ladder. Append only; never edit a released step.
 MIGRATIONS: list[tuple[int, Callable[[sa.Connection], None]]] = [
     (1, _v1_create_core_tables),
     (2, _v2_create_chunk_checkpoint_tables),
     (3, _v3_export_lock_and_chunk_worker_process),
+    (4, _v4_export_metrics_reconcile),
 ]
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 

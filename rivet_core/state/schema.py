@@ -86,6 +86,9 @@ export_metrics = sa.Table(
     sa.Column("cursor_max", sa.Text),
     sa.Column("rivet_version", sa.Text),
     sa.Column("dagster_run_id", sa.Text),
+    # v4: `rivet run --reconcile` — the source COUNT(*) in the export's snapshot, and the verdict.
+    sa.Column("source_count", sa.BigInteger),
+    sa.Column("reconciled", sa.Boolean),
     sa.Index("idx_export_metrics_export", "export_name", "id"),
     # At most one in-flight projection per run (reference v21).
     sa.Index(
@@ -222,3 +225,5 @@ export_lock = sa.Table(
 #: Tables created by migration 3 (which also adds chunk_task.worker_pid / worker_host).
 V3_TABLES = (export_lock,)
 V3_CHUNK_TASK_COLUMNS = ("worker_pid", "worker_host")
+#: v4: nullable export_metrics columns (`--reconcile`).
+V4_EXPORT_METRICS_COLUMNS = ("source_count", "reconciled")
