@@ -104,6 +104,9 @@ class UnitPlan:
     max_file_size: int | None
     window: DayWindow | None = None
     warnings: list[str] = field(default_factory=list)
+    #: `mode: time_window` (days_window) runs: the UTC cutoff the query starts at (the
+    #: manifest's `window_start`; the window is open-ended, so there is no `window_end`).
+    time_window_start: datetime | None = None
 
     @property
     def base_query(self) -> str:
@@ -237,6 +240,7 @@ def plan_unit(
     cursor_low: str | None = None
     params: list[Any] = []
     sub_prefix = ""
+    time_window_start: datetime | None = None
     if window is not None:
         if not export.time_column:
             raise ConfigError(f"export '{export.name}': a time partition needs time_column")
@@ -265,9 +269,9 @@ def plan_unit(
         strategy = "incremental"
     else:
         assert export.time_column is not None and export.days_window is not None
+        time_window_start = time_window_cutoff(export.days_window, now)
         sql, params = build_time_window_query(
-            dialect, base, export.time_column, time_window_cutoff(export.days_window, now),
-            export.time_column_type or "timestamp")
+            dialect, base, export.time_column, time_window_start, export.time_column_type or "timestamp")
         strategy = "time_window"
     spec = destination_spec(config, export, now, sub_prefix)
     if spec.kind == "stdout" and export.mode == "chunked":
@@ -281,4 +285,5 @@ def plan_unit(
         strategy=strategy, sql=sql, params=list(params), cursor_column=cursor_column,
         cursor_low=cursor_low, strip_columns=strip, overrides=export.column_overrides(),
         table_hint=export.table_parts, dest_spec=spec, writer_options=writer_options(export),
-        max_file_size=export.max_file_size_bytes, window=window)
+        max_file_size=export.max_file_size_bytes, window=window,
+        time_window_start=time_window_start if window is None and export.mode == "time_window" else None)

@@ -113,6 +113,8 @@ def build_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Ma
                           cursor_high=summary.cursor_high)
     if plan.window is not None:
         extraction.update(window_start=plan.window.start.isoformat(), window_end=plan.window.end.isoformat())
+    elif plan.time_window_start is not None:  # days_window: [cutoff, …), open-ended
+        extraction.update(window_start=plan.time_window_start.isoformat())
     return Manifest(
         run_id=summary.run_id, export_name=export.name,
         started_at=summary.started_at.isoformat(), finished_at=datetime.now(UTC).isoformat(),
