@@ -490,9 +490,10 @@ class ExportConfig(_Strict):
     chunk_checkpoint: bool = False
     chunk_max_attempts: int | None = None
     keyset_incremental: bool = False
-    #: Chunked exports as Dagster partitions: a column that moves on every insert and update
-    #: (e.g. `updated_at`). The planner fingerprints each window (COUNT + MAX of it) and
-    #: re-exports the windows whose fingerprint changed (rivet_core/chunks/fingerprint.py).
+    #: Chunked exports whose windows are exported one by one by a planner: a column that moves
+    #: on every insert and update (e.g. `updated_at`). The planner fingerprints each window
+    #: (COUNT + MAX of it) and re-exports the windows whose fingerprint changed
+    #: (rivet_core/chunks/fingerprint.py).
     change_column: Str | None = None
     # partitioning (not supported yet)
     partition_by: Str | None = None
