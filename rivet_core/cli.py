@@ -235,26 +235,66 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
 
 
 # ----------------------------------------------------------------------------- validate
+def _validate_target(on_date: str | None, sub_prefix: str | None) -> tuple[Any, str]:
+    """`--date` as a UTC datetime (None when absent) and `--prefix` as a clean relative
+    sub-prefix ending in '/' ('' when absent); bad values are usage errors."""
+    from datetime import UTC, datetime
+
+    when = None
+    if on_date:
+        try:
+            when = datetime.strptime(on_date, "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError:
+            raise RivetError(f"--date '{on_date}' must look like YYYY-MM-DD") from None
+    sub = (sub_prefix or "").strip()
+    if sub:
+        parts = [p for p in sub.split("/") if p]
+        if sub.startswith("/") or "\\" in sub or any(p in (".", "..") for p in parts) or not parts:
+            raise RivetError(f"--prefix '{sub_prefix}' must be a relative sub-prefix of the export's "
+                             "destination (no leading '/', no '..')")
+        sub = "/".join(parts) + "/"
+    return when, sub
+
+
 @main.command()
 @_config_opt
 @click.option("-e", "--export", "export_names", multiple=True)
 @click.option("--format", "fmt", type=click.Choice(["pretty", "json"]), default="pretty")
 @click.option("--depth", type=click.Choice(["light", "sample", "full"]), default="full")
+@click.option("--run-id", "run_id", help="Verify that run's manifest-<run_id>.json copy instead of manifest.json.")
+@click.option("--date", "on_date", metavar="YYYY-MM-DD",
+              help="The destination as of that day: a time-window export's partition <time_column>=<date>/, "
+              "and {date} in the destination path.")
+@click.option("--prefix", "sub_prefix", help="Verify this sub-prefix of the export's destination (a manifest "
+              "must be there).")
 @_param_opt
 @_guard
 def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: str,
-             params: tuple[str, ...]) -> int:
+             params: tuple[str, ...], run_id: str | None = None, on_date: str | None = None,
+             sub_prefix: str | None = None) -> int:
     """Verify each export's destination against its manifest and _SUCCESS (no source queries)."""
     # From plan.py, not api.py: the api module imports the whole engine (state, pipeline).
     from rivet_core.manifest import verify_at_destination
     from rivet_core.plan import export_destination, partition_prefixes
 
     config = _load(config_path, params)
+    when, pinned_sub = _validate_target(on_date, sub_prefix)
     results, warnings, codes = [], [], []
     for export in config.select(list(export_names) or None):
-        dest = export_destination(config, export, create=False)  # validate has no side effects
+        dest = export_destination(config, export, create=False, now=when)  # validate has no side effects
         if not dest.supports_manifest:
             warnings.append({"export_name": export.name, "warning": "stdout destination has no manifest"})
+            continue
+        if run_id or when or pinned_sub:  # a pinned target: that run copy / day / sub-prefix only
+            sub = pinned_sub or (f"{export.time_column}={on_date}/"
+                                 if when and export.mode == "time_window" and export.time_column else "")
+            target = export_destination(config, export, sub_prefix=sub, create=False, now=when)
+            verdict = verify_at_destination(target, depth=depth, export_name=export.name, run_id=run_id,
+                                            require_manifest=bool(sub))
+            codes.append(verdict.exit_code())
+            label = export.name + (f" [{sub.rstrip('/')}]" if sub else "") + (f" run {run_id}" if run_id else "")
+            results.append({"export_name": label, "resolved_prefix": target.uri,
+                            "verification": verdict.to_dict()})
             continue
         # A daily-partitioned export (written by the Dagster layer) has one manifest per day.
         prefixes = partition_prefixes(config, export) if dest.head("manifest.json") is None else []

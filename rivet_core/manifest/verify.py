@@ -72,6 +72,7 @@ _CODES = {
     "success_marker_read_error": "RIVET_VERIFY_SUCCESS_READ_ERROR",
     "list_prefix_error": "RIVET_VERIFY_LIST_ERROR",
     "untracked_object": "RIVET_VERIFY_UNTRACKED_OBJECT",
+    "manifest_required_but_absent": "RIVET_VERIFY_MANIFEST_REQUIRED",
 }
 ADVISORY_KINDS = frozenset({"untracked_object"})
 COULD_NOT_VERIFY_KINDS = frozenset({"manifest_read_error", "success_marker_read_error", "list_prefix_error"})
@@ -140,6 +141,8 @@ class VerifyFailure:
                         "run the export again")
             case "untracked_object":
                 return f"untracked object '{f['key']}' ({f['size_bytes']} bytes)"
+            case "manifest_required_but_absent":
+                return f"no '{f['key']}' at {f['prefix']} (validate --run-id / --prefix / --date asked for one)"
             case _:
                 return f"{self.kind}: {f.get('detail', '')}"
 
@@ -302,21 +305,31 @@ def _finish(v: Verification) -> Verification:
 
 
 def verify_at_destination(dest: Destination, depth: str = "full", *,
-                          export_name: str | None = None) -> Verification:
+                          export_name: str | None = None, run_id: str | None = None,
+                          require_manifest: bool = False) -> Verification:
     """Verify the prefix `dest` points at; see the module docstring for the steps.
     `export_name`: the export the prefix belongs to (its manifest must name it); None skips
-    that check (a prefix inspected without a config)."""
+    that check (a prefix inspected without a config). `run_id` (`rivet validate --run-id`):
+    verify that run's `manifest-<run>.json` copy instead of `manifest.json`; `_SUCCESS`
+    belongs to the canonical manifest, so it only counts when it fingerprints this copy.
+    `require_manifest` (or `run_id`): no manifest is `manifest_required_but_absent`, not a
+    legacy prefix."""
     if depth not in DEPTHS:
         raise ConfigError(f"unknown verification depth {depth!r} — use one of {', '.join(DEPTHS)}")
     v = Verification(depth_level=depth)
+    manifest_key = run_manifest_key(run_id) if run_id else MANIFEST_KEY
 
     # 1. the manifest
     try:
-        info = dest.head(MANIFEST_KEY)
+        info = dest.head(manifest_key)
     except DestinationError as exc:
         v.failures.append(VerifyFailure("manifest_read_error", _io_fields(exc)))
         return _finish(v)
     if info is None:
+        if run_id or require_manifest:
+            v.failures.append(VerifyFailure("manifest_required_but_absent", {"key": manifest_key,
+                                                                             "prefix": dest.uri}))
+            return _finish(v)
         v.legacy_run = True
         return _finish(v)
     v.manifest_found = True
@@ -326,7 +339,7 @@ def verify_at_destination(dest: Destination, depth: str = "full", *,
         }))
         return _finish(v)
     try:
-        data = dest.read_bytes(MANIFEST_KEY, max_bytes=MAX_MANIFEST_BYTES)
+        data = dest.read_bytes(manifest_key, max_bytes=MAX_MANIFEST_BYTES)
     except DestinationError as exc:
         v.failures.append(VerifyFailure("manifest_read_error", _io_fields(exc)))
         return _finish(v)
@@ -334,7 +347,7 @@ def verify_at_destination(dest: Destination, depth: str = "full", *,
         manifest = parse_manifest(data)
     except ManifestError as exc:
         v.failures.append(VerifyFailure("manifest_self_inconsistent", {
-            "detail": f"cannot parse manifest.json: {_detail(exc)}",
+            "detail": f"cannot parse {manifest_key}: {_detail(exc)}",
         }))
         return _finish(v)
 
@@ -342,6 +355,9 @@ def verify_at_destination(dest: Destination, depth: str = "full", *,
     problems = validate_self_consistency(manifest)
     v.manifest_self_consistent = not problems
     v.failures.extend(VerifyFailure("manifest_self_inconsistent", {"detail": p}) for p in problems)
+    if run_id and manifest.run_id != run_id:
+        v.failures.append(VerifyFailure("manifest_self_inconsistent", {
+            "detail": f"{manifest_key} names run '{manifest.run_id}', not '{run_id}'"}))
     if export_name is not None and manifest.export_name != export_name:
         v.failures.append(VerifyFailure("manifest_export_mismatch", {  # expected/actual: the export names
             "expected": export_name, "actual": manifest.export_name,
@@ -363,8 +379,13 @@ def verify_at_destination(dest: Destination, depth: str = "full", *,
             claimed = {p.path for p in parts}
             _check_parts(v, parts, listing)
 
-    # 4. the success marker
-    _check_success_marker(v, dest, data)
+    # 4. the success marker (a run copy: only whether the marker is this run's)
+    if run_id is None:
+        _check_success_marker(v, dest, data)
+    else:
+        probe = Verification()
+        _check_success_marker(probe, dest, data)
+        v.success_marker_consistent = probe.success_marker_consistent
 
     # 5. untracked objects (advisory)
     if listing is not None:
