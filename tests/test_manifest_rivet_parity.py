@@ -200,3 +200,36 @@ def test_our_manifests_read_with_a_reader_written_from_rivets_schema(tmp_path, s
     rows = {n: sum(pq.read_metadata(out / n / p["path"]).num_rows for p in x["parts"])
             for n, x in m.items() if n != "by_query"}
     assert rows == {"full_rh": 20, "recent": m["recent"]["row_count"], "by_key": 20, "by_range": 20}
+
+
+def test_validate_targets_a_day_a_sub_prefix_or_a_dated_path(tmp_path):
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    day = tmp_path / "out" / "updated_at=2026-05-21"
+    shutil.copytree(_rivet_prefix(staged), day)
+    dated = tmp_path / "dated" / "2026-05-21"
+    shutil.copytree(day, dated)
+    src = {"type": "postgres", "url": "postgresql://u@127.0.0.1:1/db"}
+    config = write_config(tmp_path, src, [
+        {"name": "orders", "table": "orders", "mode": "time_window", "time_column": "updated_at", "days_window": 1,
+         "format": "parquet", "destination": {"type": "local", "path": "out"}},
+        {"name": "dated", "query": "SELECT 1", "format": "parquet",
+         "destination": {"type": "local", "path": "dated/{date}"}}])
+    code, (verdict,) = _validate(config, "-e", "orders", "--date", "2026-05-21")
+    assert code == 0 and verdict["verification"]["passed"], verdict
+    assert verdict["resolved_prefix"].rstrip("/").endswith("out/updated_at=2026-05-21")
+    code, (verdict,) = _validate(config, "-e", "orders", "--prefix", "updated_at=2026-05-21")
+    assert code == 0 and verdict["verification"]["passed"], verdict
+    # A pinned day or sub-prefix with no manifest is a failure, not a legacy prefix.
+    code, (verdict,) = _validate(config, "-e", "orders", "--date", "2026-05-22")
+    assert code == 3 and verdict["verification"]["failures"][0]["kind"] == "manifest_required_but_absent"
+    code, (verdict,) = _validate(config, "-e", "orders", "--prefix", "elsewhere/")
+    assert code == 3 and verdict["verification"]["failures"][0]["kind"] == "manifest_required_but_absent"
+    # {date} in a destination path renders at --date (the manifest names export 'orders': another
+    # export's manifest fails the verdict, which proves the dated prefix was the one read).
+    code, (verdict,) = _validate(config, "-e", "dated", "--date", "2026-05-21")
+    assert verdict["resolved_prefix"].rstrip("/").endswith("dated/2026-05-21")
+    assert code == 3 and [f["kind"] for f in verdict["verification"]["failures"]] == ["manifest_export_mismatch"]
+    for bad in (("--prefix", "../out"), ("--prefix", "/abs"), ("--date", "21/05/2026")):
+        result = rivet("validate", "-c", str(config), "-e", "orders", *bad)
+        assert result.returncode == 1 and "Error:" in result.stderr, (bad, result.stderr)
