@@ -193,6 +193,8 @@ class ExportLockHandle:
                     ).values(heartbeat_at=now.isoformat(),
                              expires_at=(now + timedelta(seconds=lease)).isoformat())).rowcount
                 if n == 0:
+                    if stop.is_set():
+                        return  # released while this beat ran: the row is gone because we let it go
                     log.error("export lock %s was taken from this run (swept as stale); its cursor will not "
                               "be committed", key)
                     owner = handle()
