@@ -408,3 +408,27 @@ def test_change_column_and_refresh_are_refused_at_load_outside_a_chunked_export_
     chunked["change_column"] = "updated_at"
     loaded = load_config(orders_config(tmp_path, url, [chunked])).export(EXPORT)
     assert (loaded.change_column, loaded.dagster.refresh) == ("updated_at", "@weekly")
+
+
+def test_day_windows_with_a_change_column_re_export_the_day_whose_row_was_updated(
+        orders_pg: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    target = Target("local", tmp_path)
+    block = export_block(EXPORT, "chunked", target.destination(EXPORT), chunk_column="created_at", chunk_by_days=1,
+                         change_column="updated_at")
+    defs = build_definitions(orders_config(tmp_path, orders_pg, [block]))
+    planner = Planner(defs, instance)
+    planner.publish_everything()
+    days = instance.get_dynamic_partitions(PARTITIONS)
+    assert days == [f"2026-03-0{d}_2026-03-0{d + 1}" for d in range(1, 6)]  # 600 rows, 144 a day
+
+    db_exec(orders_pg, "UPDATE orders SET amount = 1.23, updated_at = now() WHERE id = 300")  # on March 3rd
+    changed = planner.tick()
+    assert [(r.job_name, r.partition_key) for r in changed.run_requests] == [(CHUNK_JOB, "2026-03-03_2026-03-04")]
+    planner.run(changed)
+    ready = planner.tick()
+    assert jobs(ready) == [MANIFEST_JOB]
+    planner.run(ready)
+    assert_quiet(planner.tick())
+    manifest, table = published(target)
+    assert id_amounts(table) == source_rows(orders_pg) and id_amounts(table)[300] == Decimal("1.23")
+    assert manifest["row_count"] == 600
