@@ -501,3 +501,12 @@ def test_an_hourly_schedule_in_new_york_asks_for_both_repeated_hours_of_the_dst_
                                         repository_def=defs.get_repository_def())
     keys = [r.partition_key for r in schedule.evaluate_tick(context).run_requests or []]
     assert keys == ["2024-11-02-23:00", "2024-11-03-00:00", "2024-11-03-01:00", "2024-11-03-01:00-0500"]
+
+
+def test_an_unknown_granularity_is_refused_with_the_documented_message(tmp_path: Path) -> None:
+    block = events_export("ev", Target("local", tmp_path), partitions="minutely")
+    config = orders_config(tmp_path, "postgresql://rivet@127.0.0.1:1/none", [block])
+    with pytest.raises(api.ConfigError) as info:
+        api.load_config(str(config))
+    assert ("unknown variant `minutely` for `partitions` at exports[0].dagster — expected one of: "
+            "hourly, daily, weekly, monthly") in str(info.value)
