@@ -510,3 +510,22 @@ def test_an_unknown_granularity_is_refused_with_the_documented_message(tmp_path:
         api.load_config(str(config))
     assert ("unknown variant `minutely` for `partitions` at exports[0].dagster — expected one of: "
             "hourly, daily, weekly, monthly") in str(info.value)
+
+
+def test_a_transient_error_mid_read_publishes_nothing_is_retried_and_a_rerun_completes(
+        events_pg: str, local: Target, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch) -> None:
+    block = events_export("ev", local, backfill_policy="single_run")
+    block["tuning"] = {"max_retries": 1, "retry_backoff_ms": 10}
+    defs = build_definitions(orders_config(local.tmp, events_pg, [block]))
+    monkeypatch.setenv("RIVET_TEST_TRANSIENT_AT", "during_source_read")  # every read attempt fails mid-stream
+    result = run_job(defs, "ev_job", instance, tags=range_tags(*RANGE))
+    assert not result.success
+    retried = [e for e in result.all_events if e.event_type_value == "STEP_UP_FOR_RETRY"]
+    assert len(retried) == 1  # transient: the step's RetryPolicy retried the whole range once
+    assert local.view("ev").keys() == {}
+    monkeypatch.delenv("RIVET_TEST_TRANSIENT_AT")
+    assert run_job(defs, "ev_job", instance, tags=range_tags(*RANGE)).success  # no lock was left behind
+    every: list[int] = []
+    for day in RANGE_DAYS:
+        every += partition_ids(local.view("ev"), f"at_tz={day}/")
+    assert sorted(every) == sorted(source_ids(events_pg, "at_tz", "2024-11-01", "2024-11-06"))
