@@ -132,6 +132,17 @@ def range_metadata(run: object, staged: object, keys: list[str]) -> dict[str, di
     return out
 
 
+def run_partition_keys(partitions: dg.PartitionsDefinition | None, tags: dict[str, str]) -> list[str] | None:
+    """The time partitions a run covered, from its tags: one (`dagster/partition`), a range
+    (`dagster/asset_partition_range_start`/`_end`), or None (not a partitioned run)."""
+    if "dagster/partition" in tags:
+        return [tags["dagster/partition"]]
+    first, last = tags.get("dagster/asset_partition_range_start"), tags.get("dagster/asset_partition_range_end")
+    if partitions is None or not first or not last:
+        return None
+    return list(partitions.get_partition_keys_in_range(dg.PartitionKeyRange(first, last)))
+
+
 def sub_prefix_for_key(export: api.ExportConfig, partition_key: str) -> str:
     return f"{export.time_column}={path_segment(partition_key)}/"
 

@@ -28,7 +28,7 @@ import pytest
 
 from rivet_core import api
 from rivet_dagster import build_definitions
-from rivet_dagster.partitions import export_partitions_def
+from rivet_dagster.partitions import export_partitions_def, run_partition_keys
 from tests.dagster.support import DestView, Target, orders_config, run_job, with_jobs
 from tests.helpers import db_exec
 
@@ -529,3 +529,12 @@ def test_a_transient_error_mid_read_publishes_nothing_is_retried_and_a_rerun_com
     for day in RANGE_DAYS:
         every += partition_ids(local.view("ev"), f"at_tz={day}/")
     assert sorted(every) == sorted(source_ids(events_pg, "at_tz", "2024-11-01", "2024-11-06"))
+
+
+def test_the_partitions_of_a_run_are_read_from_its_tags(tmp_path: Path) -> None:
+    """What the manifest check needs to verify only the prefixes a run wrote."""
+    pdef = dg.HourlyPartitionsDefinition(start_date=datetime(2024, 11, 3), timezone=NY)
+    assert run_partition_keys(pdef, {"dagster/partition": "2024-11-03-01:00"}) == ["2024-11-03-01:00"]
+    assert run_partition_keys(pdef, range_tags("2024-11-03-00:00", "2024-11-03-02:00")) == [
+        "2024-11-03-00:00", "2024-11-03-01:00", "2024-11-03-01:00-0500", "2024-11-03-02:00"]
+    assert run_partition_keys(pdef, {}) is None
