@@ -204,11 +204,12 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
         raise RivetError(f"--json cannot be used with a stdout destination (export '{streamed[0]}'): the "
                          "JSON document would be mixed into the data stream — drop --json or write to "
                          "local/s3")
+    from rivet_core.pipeline.lost_cursor import CursorLost
     from rivet_core.state import ExportLocked
 
     state = StateStore.open(config.config_path)
     summaries = []
-    refused: list[ExportLocked] = []
+    refused: list[ExportLocked | CursorLost] = []
     try:
         for export in exports:
             try:
@@ -216,7 +217,7 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
                 options = RunOptions(validate=validate, resume=resume, force=force, progress=tracker,
                                      from_manifest=from_manifest, full_refresh=full_refresh, reconcile=reconcile)
                 summaries.append(run_unit(config, export, options, state=state))
-            except ExportLocked as exc:  # another run holds it: refused before anything was read
+            except (ExportLocked, CursorLost) as exc:  # refused before anything was read or written
                 refused.append(exc)
                 click.echo(f"Error: {redact_secrets(exc.message)}", err=True)
                 continue
@@ -228,7 +229,8 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
         state.close()
     if as_json:
         click.echo(json.dumps({"runs": [summary_json(s) for s in summaries],
-                               "refused": [{"export_name": e.export_name, "status": "locked",
+                               "refused": [{"export_name": e.export_name,
+                                            "status": "locked" if isinstance(e, ExportLocked) else "cursor_lost",
                                             "exit_code": e.exit_code, "error": redact_secrets(e.message)}
                                            for e in refused]}, indent=2, default=str))
     return worst_exit([s.exit_code for s in summaries] + [e.exit_code for e in refused])

@@ -33,6 +33,10 @@ class CursorLost(DataIntegrityError):
 
     code = "cursor_lost"
 
+    def __init__(self, message: str, *, export_name: str) -> None:
+        super().__init__(message)
+        self.export_name = export_name
+
 
 def _options_hint(config_path: str, export_name: str) -> str:
     return (f"re-run with `rivet run -c {config_path} -e {export_name} --from-manifest` to continue from the "
@@ -67,7 +71,8 @@ def resolve_missing_cursor(state: StateStore, export: ExportConfig, dest: Destin
         raise CursorLost(
             f"export '{export.name}': the state store has no cursor for this incremental export and the "
             f"destination's manifest.json at {dest.uri} cannot be read ({redact_secrets(exc)}) — fix or remove "
-            f"it, or {_options_hint(config_path, export.name).replace('re-run with', 're-run')}") from exc
+            f"it, or {_options_hint(config_path, export.name).replace('re-run with', 're-run')}",
+            export_name=export.name) from exc
     manifest = found[0] if found else None
     if manifest is None or manifest.export_name != export.name:
         if from_manifest:
@@ -94,7 +99,8 @@ def resolve_missing_cursor(state: StateStore, export: ExportConfig, dest: Destin
         f"{dest.uri} already holds its data (manifest of run {manifest.run_id}: {manifest.row_count} row(s), "
         f"cursor '{column or export.cursor_column}' up to {high!r}) — the state store was lost or replaced "
         f"(check RIVET_STATE_URL / .rivet_state.db beside the config), and running now would export every row "
-        f"again on top of them. Nothing was done; {_options_hint(config_path, export.name)}")
+        f"again on top of them. Nothing was done; {_options_hint(config_path, export.name)}",
+        export_name=export.name)
 
 
 __all__ = ["CursorLost", "resolve_missing_cursor"]

@@ -112,3 +112,24 @@ def test_from_manifest_without_a_manifest_is_refused(tmp_path, pg_url):
     first = cli("run", "-c", str(config))  # a genuinely first run needs no option
     assert first.returncode == 0, first.stderr
     assert manifest_ids(tmp_path / "out") == [1, 2, 3]
+
+
+def test_a_refused_export_does_not_stop_the_other_exports_of_the_run(tmp_path, pg_url):
+    config = _setup(tmp_path, pg_url)
+    # A second export (full) beside the incremental one; the state store is then lost.
+    import yaml
+
+    doc = yaml.safe_load(config.read_text())
+    doc["exports"].append({"name": "snapshot", "table": "items", "mode": "full", "format": "parquet",
+                           "destination": {"type": "local", "path": "snap"}})
+    config.write_text(yaml.safe_dump(doc, sort_keys=False))
+    _lose_state(config)
+    result = cli("run", "-c", str(config), "--json")
+    assert result.returncode == 3, result.stderr  # the worst exit of the run: the refusal
+    doc = json.loads(result.stdout)
+    assert [r["export_name"] for r in doc["runs"]] == ["snapshot"] and doc["runs"][0]["status"] == "success"
+    [refusal] = doc["refused"]
+    assert (refusal["export_name"], refusal["status"], refusal["exit_code"]) == ("items", "cursor_lost", 3)
+    assert "--from-manifest" in refusal["error"] and "--full-refresh" in refusal["error"]
+    assert manifest_ids(tmp_path / "snap") == list(range(1, 101))
+    assert manifest_ids(tmp_path / "out") == list(range(1, 101))  # nothing re-exported
