@@ -36,6 +36,7 @@ from rivet_core.format import PartRotator, StagedPart, file_extension
 from rivet_core.format.meta_columns import add_meta_columns
 from rivet_core.pipeline.commit import PartKind, PartRecord, record_part, write_part_file
 from rivet_core.pipeline.faults import fault_point
+from rivet_core.pipeline.run_reconcile import ReconcileMismatch, count_in_snapshot
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
 from rivet_core.progress import ProgressTracker, feed_for
@@ -70,6 +71,8 @@ class WindowResult:
     #: Highest key seen in the window (keyset plans; feeds keyset_incremental's cursor).
     max_key: object | None = None
     key_type: pa.DataType | None = None
+    #: `--reconcile`: the window's source COUNT(*) in the window's own snapshot (None: not taken).
+    source_count: int | None = None
 
     @property
     def first_file(self) -> str | None:
@@ -95,6 +98,9 @@ class WindowContext:
     #: window's query starts while this one's last row group is encoded and published
     #: (None: no gate — the caller bounds the reads itself).
     read_slots: threading.BoundedSemaphore | None = None
+    #: `--reconcile`: count each window's query in the window's snapshot; a window whose rows
+    #: differ fails before its parts are written (run_reconcile.py).
+    reconcile: bool = False
 
     def read_slot(self) -> contextlib.AbstractContextManager[object]:
         return self.read_slots if self.read_slots is not None else contextlib.nullcontext()
@@ -113,6 +119,7 @@ class StagedWindow:
     parts: list[StagedPart]
     max_key: object | None = None
     key_type: pa.DataType | None = None
+    source_count: int | None = None
 
     @property
     def rows(self) -> int:
@@ -149,14 +156,21 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
                 batch = add_meta_columns(batch, exported_at=ctx.exported_at, row_hash=ctx.row_hash)
                 rotator.write_batch(batch)
                 feed.update(rotator.rows_written, rotator.bytes_written)
+            source_count = count_in_snapshot(src, sql, params) if ctx.reconcile else None
         staged = rotator.finish()  # I1
+        if source_count is not None and source_count != sum(p.rows for p in staged):
+            raise ReconcileMismatch(
+                f"export '{plan.export.name}': reconcile mismatch in window {window.index} — the source holds "
+                f"{source_count} row(s) for it in the window's snapshot, {sum(p.rows for p in staged)} were read; "
+                "the window was not published")
     except BaseException:
         rotator.abort()
         feed.abandon()
         raise
     feed.done(sum(p.rows for p in staged), sum(p.size_bytes for p in staged))
     return StagedWindow(chunk_index=window.index, stem=stem, parts=list(staged), max_key=max_key,
-                        key_type=ctx.schema.field(ctx.chunk_plan.column).type if max_key is not None else None)
+                        key_type=ctx.schema.field(ctx.chunk_plan.column).type if max_key is not None else None,
+                        source_count=source_count)
 
 
 def write_window(ctx: WindowContext, staged: StagedWindow) -> WindowResult:
@@ -164,7 +178,7 @@ def write_window(ctx: WindowContext, staged: StagedWindow) -> WindowResult:
     carries a nonce)."""
     ext = file_extension(ctx.plan.export.format)
     result = WindowResult(chunk_index=staged.chunk_index, rows=staged.rows, max_key=staged.max_key,
-                          key_type=staged.key_type)
+                          key_type=staged.key_type, source_count=staged.source_count)
     for n, part in enumerate(staged.parts):
         key = f"{staged.stem}.{ext}" if len(staged.parts) == 1 else f"{staged.stem}_p{n}.{ext}"
         result.records.append(write_part_file(ctx.dest, part, key))
@@ -181,6 +195,9 @@ def commit_window(summary: RunSummary, state: StateStore, result: WindowResult, 
                   worker: str | None = None) -> None:
     """The ordered tail of one window (module docstring). Checkpoint errors are fatal."""
     with lock or _NO_LOCK:
+        if result.source_count is not None:  # --reconcile: the run's sum, over the windows it counted
+            summary.source_row_count = (summary.source_row_count or 0) + result.source_count
+            summary.reconcile_counted_rows += result.rows
         if not result.records:
             summary.journal.record("ChunkCompleted", chunk_index=result.chunk_index, rows=0, file_name=None)
         for record in result.records:

@@ -114,7 +114,8 @@ class ChunkedRun(ExportRun):
             staging_dir=self.staging_dir, run_id=run_id,
             exported_at=datetime.now(UTC) if (meta and meta.exported_at) else None,
             row_hash=(meta.row_hash if meta else False) or False, progress=self.options.progress,
-            read_slots=threading.BoundedSemaphore(read_slots) if read_slots else None)
+            read_slots=threading.BoundedSemaphore(read_slots) if read_slots else None,
+            reconcile=self.options.reconcile)
 
     # ----------------------------------------------------------------- the run
     def run(self) -> RunSummary:

@@ -250,6 +250,23 @@ class ExportRun:
             self.summary.skip_reason = (f"no new rows since cursor '{self.export.cursor_column}'"
                                         if self.export.mode == "incremental" else "source returned 0 rows")
 
+    def _chunked_reconcile_verdict(self) -> BaseException | None:
+        """Chunked `--reconcile`: each window was counted in its own snapshot (chunk_commit.py)
+        and a window that differed already failed. The run's count (their sum) stands when this
+        process counted every committed row; a resume that kept windows of an earlier process
+        records none (those windows: `rivet reconcile`)."""
+        s = self.summary
+        if s.source_row_count is None or s.reconcile_counted_rows != s.committed_rows():
+            s.add_warning("--reconcile: windows completed by an earlier run were not counted in this one — "
+                          "check them with `rivet reconcile`")
+            s.source_row_count = None
+            return None
+        try:
+            reconcile_gate(s, s.source_row_count, s.reconcile_counted_rows)
+        except Exception as exc:  # noqa: BLE001 - becomes the run's error
+            return exc
+        return None
+
     def _finalize(self, error: BaseException | None) -> RunSummary:
         if self.finalized:
             raise RuntimeError(f"export run {self.summary.run_id} was already finalized")
@@ -257,9 +274,8 @@ class ExportRun:
         chunk_plan = getattr(self, "chunk_plan", None)  # chunked runs: the manifest names a keyset
         if chunk_plan is not None and self.summary.extraction_strategy is None:
             self.summary.extraction_strategy = "keyset" if chunk_plan.strategy == "keyset" else "chunked"
-            if self.options.reconcile:
-                self.summary.add_warning("--reconcile: a chunked run reads each window in its own snapshot, so no "
-                                         "run-wide source count was taken — check it with `rivet reconcile`")
+            if self.options.reconcile and error is None:
+                error = self._chunked_reconcile_verdict()
         try:
             return finalize_run(self.plan, self.summary, self.state, self.dest, error=error,
                                 validate=self.options.validate, notifications=self.notifications,

@@ -17,9 +17,10 @@ the count is recorded: `summary.source_row_count` / `summary.reconciled` become 
 manifest's `source.extraction.source_row_count` (successful runs), the metrics row's
 `source_count` / `reconciled`, the journal's `ReconciliationResult` and the run report.
 
-Chunked exports read each window in its own session (there is no one snapshot to count
-in): `--reconcile` records no count for them and says so; `rivet reconcile` checks them
-window by window.
+Chunked exports read each window in its own session: each window is counted in its own
+snapshot (chunk_commit.stage_window) and a window that differs fails before its parts are
+written; the run records the sum when this process counted every committed row (a resume
+that kept an earlier process's windows records none — `rivet reconcile` checks those).
 """
 
 from __future__ import annotations

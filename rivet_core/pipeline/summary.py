@@ -86,6 +86,9 @@ class RunSummary:
     #: and whether it matched the rows written.
     source_row_count: int | None = None
     reconciled: bool | None = None
+    #: Chunked `--reconcile`: rows of the windows this process counted (each in its own
+    #: snapshot); the run-wide verdict stands only when they are all the rows committed.
+    reconcile_counted_rows: int = 0
     warnings: list[str] = field(default_factory=list)
     journal: RunJournal = field(init=False)
 

@@ -146,3 +146,34 @@ def test_a_count_that_differs_fails_the_run_before_anything_is_published(tmp_pat
     (manifest,) = success_manifests(out_dir)
     assert "source_row_count" not in manifest["source"]["extraction"]
     assert len(manifest_ids(out_dir)) == manifest["row_count"] > 0
+
+
+def test_a_chunked_run_counts_each_window_in_its_own_snapshot(tmp_path, url):
+    _insert(url, range(1, 51))
+    config = write_config(tmp_path, source_block(url), [
+        {"name": "items", "table": "items", "mode": "chunked", "chunk_column": "id", "chunk_size": 20,
+         "chunk_checkpoint": True, "format": "parquet", "destination": {"type": "local", "path": "out"}}])
+    result = rivet("run", "-c", str(config), "--reconcile", "--json")
+    assert result.returncode == 0, result.stderr
+    run = json.loads(result.stdout)["runs"][0]
+    assert run["source_row_count"] == 50 and run["reconciled"] is True
+    (manifest,) = success_manifests(tmp_path / "out")
+    assert manifest["source"]["extraction"] == {"strategy": "chunked", "source_row_count": 50}
+    assert manifest_ids(tmp_path / "out") == list(range(1, 51))
+    assert _metrics(config) == [("success", 50, 50, 1)]
+
+
+def test_a_chunked_window_whose_count_differs_is_not_published(tmp_path, pg_url):
+    db_exec(pg_url, "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(50), updated_at TIMESTAMP NULL)")
+    _insert(pg_url, range(1, 201))
+    config = write_config(tmp_path, source_block(pg_url), [
+        {"name": "items", "query": _widening_query(pg_url), "mode": "chunked", "chunk_column": "id",
+         "chunk_size": 100, "chunk_checkpoint": True, "format": "parquet",
+         "destination": {"type": "local", "path": "out"}}])
+    result = rivet("run", "-c", str(config), "--reconcile", "--json")
+    assert result.returncode == 3, result.stderr
+    run = json.loads(result.stdout)["runs"][0]
+    assert run["status"] == "failed" and "reconcile mismatch in window" in run["error"]
+    out = tmp_path / "out"
+    assert not out.exists() or (success_manifests(out) == [] and not (out / "_SUCCESS").exists())
+    assert data_files(tmp_path) == []  # the differing window wrote nothing (the other one is empty)
