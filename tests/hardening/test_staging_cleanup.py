@@ -163,3 +163,21 @@ def test_a_live_concurrent_runs_staging_is_never_touched(tmp_path):
     manifest = json.loads((part_dir / "manifest.json").read_text())
     ids = sorted(i for p in manifest["parts"] for i in pacsv.read_csv(part_dir / p["path"]).column("id").to_pylist())
     assert ids == [i for i in range(1, ROWS + 1) if i % 3 == 1]
+
+
+def test_a_killed_chunked_run_leaves_no_staging_after_its_resume(tmp_path):
+    config = _setup(tmp_path)
+    doc = __import__("yaml").safe_load(config.read_text())
+    doc["exports"].append({"name": "chunks", "table": "items", "mode": "chunked", "chunk_column": "id",
+                           "chunk_size": 5000, "chunk_checkpoint": True, "format": "csv",
+                           "destination": {"type": "local", "path": "out/chunks"}})
+    config.write_text(__import__("yaml").safe_dump(doc, sort_keys=False))
+    killed = rivet("run", "-c", str(config), "-e", "chunks", env={"RIVET_TEST_PANIC_AT": "after_file_write"})
+    assert killed.returncode == -9, killed.stderr
+    [dead] = _dirs(config)
+    assert dead.startswith("chunks_") and _dirs(config)[dead] > 0
+
+    resumed = cli("run", "-c", str(config), "-e", "chunks", "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert _dirs(config) == {}  # the dead run's staging and the resume's own are both gone
+    assert manifest_ids(tmp_path / "out" / "chunks") == list(range(1, ROWS + 1))
