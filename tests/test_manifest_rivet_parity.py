@@ -233,3 +233,31 @@ def test_validate_targets_a_day_a_sub_prefix_or_a_dated_path(tmp_path):
     for bad in (("--prefix", "../out"), ("--prefix", "/abs"), ("--date", "21/05/2026")):
         result = rivet("validate", "-c", str(config), "-e", "orders", *bad)
         assert result.returncode == 1 and "Error:" in result.stderr, (bad, result.stderr)
+
+
+def test_a_time_partition_records_its_window_and_validate_date_finds_it(tmp_path):
+    import sqlite3
+    from datetime import date
+
+    from rivet_core import api
+
+    db = tmp_path / "src.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE ev (id INTEGER PRIMARY KEY, at TIMESTAMP NOT NULL)")
+        conn.executemany("INSERT INTO ev VALUES (?, ?)", [(1, "2026-03-01 08:00:00"), (2, "2026-03-02 00:00:00")])
+    path = write_config(tmp_path, {"type": "sqlite", "url": f"sqlite:///{db}"}, [{
+        "name": "ev", "table": "ev", "mode": "time_window", "time_column": "at", "days_window": 1,
+        "format": "parquet", "destination": {"type": "local", "path": "out"}}])
+    summary = api.run_export(api.load_config(path), "ev", window=api.DayWindow(start=date(2026, 3, 1),
+                                                                            end=date(2026, 3, 2)))
+    assert summary.status == "success", summary.error_message
+    prefix = tmp_path / "out" / "at=2026-03-01"
+    m = _rivet_reader(prefix)
+    ext = m["source"]["extraction"]
+    assert ext["strategy"] == "timewindow"
+    assert (ext["window_start"][:10], ext["window_end"][:10]) == ("2026-03-01", "2026-03-02")
+    assert [r["id"] for p in m["parts"] for r in pq.read_table(prefix / p["path"]).to_pylist()] == [1]
+    code, (verdict,) = _validate(path, "--date", "2026-03-01")
+    assert code == 0 and verdict["verification"]["passed"], verdict
+    code, (verdict,) = _validate(path, "--run-id", summary.run_id, "--prefix", "at=2026-03-01")
+    assert code == 0 and verdict["verification"]["passed"] and verdict["verification"]["success_marker_consistent"]
