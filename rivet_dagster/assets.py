@@ -83,6 +83,13 @@ def drift_result(export: api.ExportConfig, summary: api.RunSummary) -> dg.AssetC
                   "retyped": ", ".join(f"{n}: {o} -> {t}" for n, o, t in changes.get("type_changed", []))})
 
 
+def run_flag(context: dg.AssetExecutionContext, tag: str) -> bool:
+    """A run tag that asks for `rivet run`'s option of the same name: `rivet/full_refresh`
+    (ignore the cursor) or `rivet/from_manifest` (adopt the destination manifest's cursor
+    when the state store lost it) — set them on the launchpad or a RunRequest."""
+    return context.run.tags.get(tag, "").strip().lower() in ("1", "true", "yes")
+
+
 def describe(config: api.RivetConfig, export: api.ExportConfig) -> str:
     """The asset description (built in rivet_dagster/metadata.py with the other UI text)."""
     return describe_export(config, export)
@@ -120,7 +127,9 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
         # (so both carry the verdict); a transient failure Dagster will retry is not notified.
         options = api.RunOptions(dagster_run_id=context.run.run_id, window=windows[0],
                                  internal_retries=False, progress=progress, validate=True,
-                                 defer_transient_notice=will_retry(context, config, export))
+                                 defer_transient_notice=will_retry(context, config, export),
+                                 full_refresh=run_flag(context, "rivet/full_refresh"),
+                                 from_manifest=run_flag(context, "rivet/from_manifest"))
         run = api.ExportRun(cfg, exp, options) if len(windows) == 1 else api.TimeRangeRun(cfg, exp, windows, options)
         context.log.info(f"rivet run {run.summary.run_id} → {run.dest.uri}")
         try:
@@ -128,18 +137,16 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
             progress.finish()
         except api.DataIntegrityError as exc:
             yield from quality_results(exp, run.summary.quality_issues, None)
-            raise failure_for(run.fail(exc)) from exc
+            raise failure_for(run.fail(exc)) from None
         except Exception as exc:
-            summary = run.fail(exc)
-            if summary.exit_code == 2:
-                raise  # transient: the RetryPolicy retries the step
-            raise failure_for(summary) from exc
+            # transient (exit 2): a Failure that allows retries, so the RetryPolicy retries the step
+            raise failure_for(run.fail(exc)) from None
         yield from quality_results(exp, staged.quality_issues, staged.rows)
         try:
             run.gate_schema(staged)
         except api.SchemaDriftError as exc:
             yield drift_result(exp, run.summary)
-            raise failure_for(run.fail(exc)) from exc
+            raise failure_for(run.fail(exc)) from None
         yield drift_result(exp, run.summary)
         for key, values in range_metadata(run, staged, context.partition_keys if partitions else []).items():
             context.add_asset_metadata(values, partition_key=key)

@@ -18,7 +18,7 @@ import dagster as dg
 from rivet_core import api
 from rivet_dagster.metadata import verification_metadata
 from rivet_dagster.naming import asset_key
-from rivet_dagster.partitions import sub_prefix_for_key
+from rivet_dagster.partitions import export_partitions, run_partition_keys, sub_prefix_for_key
 from rivet_dagster.s3 import required_keys, s3_resource_key, with_s3_clients
 
 partition_prefixes = api.partition_prefixes
@@ -82,6 +82,7 @@ def build_manifest_check(config: api.RivetConfig, export: api.ExportConfig,
     export_name = export.name
     config_path = str(config.config_path)
     partitioned = export.mode == "time_window"
+    partitions_def = export_partitions(config, export) if partitioned else None
 
     @dg.asset_check(asset=key or asset_key(config, export), name="manifest_verified", blocking=True,
                     required_resource_keys=required_keys(export),
@@ -93,8 +94,10 @@ def build_manifest_check(config: api.RivetConfig, export: api.ExportConfig,
         exp = cfg.export(export_name)
         if not partitioned:
             return verify_prefixes(cfg, exp, [""])
-        key = context.run.tags.get("dagster/partition")
-        prefixes = [sub_prefix_for_key(exp, key)] if key else partition_prefixes(cfg, exp)
+        # The run's partition, or every partition of its range (a backfill policy); alone
+        # (Checks tab → Execute), every partition prefix that has a manifest.
+        keys = run_partition_keys(partitions_def, dict(context.run.tags))
+        prefixes = [sub_prefix_for_key(exp, k) for k in keys] if keys else partition_prefixes(cfg, exp)
         return verify_prefixes(cfg, exp, prefixes)
 
     return _manifest_verified

@@ -42,7 +42,7 @@ from dagster._utils.schedules import get_latest_completed_cron_tick, is_valid_cr
 from rivet_core import api
 from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.assets import describe, drift_result
-from rivet_dagster.io_manager import PendingChunks, PendingManifest, chunk_failure, is_transient
+from rivet_dagster.io_manager import PendingChunks, PendingManifest, chunk_failure
 from rivet_dagster.naming import asset_key, derived_name, manifest_asset_key, pool_name
 from rivet_dagster.partitions import chunk_partitions
 from rivet_dagster.s3 import required_keys, s3_resource_key, with_s3_clients
@@ -124,11 +124,9 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
             run.claim(is_gone=lambda worker: worker_gone(context.instance, worker))
         except api.SchemaDriftError as exc:
             yield drift_result(exp, run.summary)
-            raise chunk_failure(export_name, what, exc) from exc
+            raise chunk_failure(export_name, what, exc) from None
         except Exception as exc:
-            if is_transient(exc):
-                raise
-            raise chunk_failure(export_name, what, exc) from exc
+            raise chunk_failure(export_name, what, exc) from None  # retryable when transient
         context.log.info(f"chunk run {run.run_id}: exporting window(s) {', '.join(keys)} → {run.dest.uri}")
         # Each window's source fingerprint, taken before its read: the planner compares it
         # with the source on every tick and re-requests the window when it moved.
@@ -139,9 +137,7 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
             run.extract()
             progress.finish()
         except Exception as exc:
-            if is_transient(exc):
-                raise
-            raise chunk_failure(export_name, what, exc) from exc
+            raise chunk_failure(export_name, what, exc) from None  # retryable when transient
         # One window per run: its fingerprint is the partition's data version too (a ranged run
         # has one data version for all its partitions, so there only the metadata carries it).
         single = run.fingerprints.get(keys[0]) if len(keys) == 1 else None
@@ -169,9 +165,7 @@ def build_manifest_asset(config: api.RivetConfig, export: api.ExportConfig) -> d
         try:
             chunk_run = run.prepare()
         except Exception as exc:
-            if is_transient(exc):
-                raise
-            raise chunk_failure(export_name, "manifest", exc) from exc
+            raise chunk_failure(export_name, "manifest", exc) from None  # retryable when transient
         context.log.info(f"finalizing chunk run {chunk_run.run_id} ({run.windows_total} window(s)) → {run.dest.uri}")
         return dg.Output(PendingManifest(run))
 

@@ -35,6 +35,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from rivet_core import api
+from rivet_core.redact import redact_secrets
 from rivet_dagster.metadata import (
     chunk_metadata,
     manifest_metadata,
@@ -75,13 +76,15 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def chunk_failure(export_name: str, what: str, exc: BaseException) -> dg.Failure:
-    """A step failure for a chunk partition or the manifest; retryable only when transient."""
+    """A step failure for a chunk partition or the manifest; retryable only when transient.
+    Raised `from None`: its description is redacted, and the driver's own exception (which
+    may quote a connection string) must not reach Dagster's event log through the chain."""
     metadata: dict[str, Any] = {"error": type(exc).__name__}
     missing = getattr(exc, "missing_keys", None)
     if missing is not None:
         metadata.update(missing_windows=len(missing), windows=getattr(exc, "total", 0),
                         missing_keys=dg.MetadataValue.md("\n".join(f"- `{k}`" for k in missing[:200])))
-    return dg.Failure(description=f"export '{export_name}' {what} failed: {exc}", metadata=metadata,
+    return dg.Failure(description=redact_secrets(f"export '{export_name}' {what} failed: {exc}"), metadata=metadata,
                       allow_retries=is_transient(exc))
 
 
@@ -92,7 +95,8 @@ def will_retry(context: dg.AssetExecutionContext, config: api.RivetConfig, expor
 
 
 def failure_for(summary: api.RunSummary) -> dg.Failure:
-    """A step failure carrying the run's verdict; only transient failures may be retried."""
+    """A step failure carrying the run's verdict (its message redacted by the core); only
+    transient failures may be retried. Raise it `from None` (see `chunk_failure`)."""
     return dg.Failure(
         description=f"export '{summary.export_name}' failed: {summary.error_message}",
         metadata={"rivet_run_id": summary.run_id, "exit_code": summary.exit_code,
@@ -157,9 +161,7 @@ class RivetIOManager(dg.ConfigurableIOManager):
             try:
                 summary = obj.run.publish()
             except Exception as exc:  # a refusal before I6 held: nothing was published
-                if is_transient(exc):
-                    raise
-                raise chunk_failure(obj.run.export.name, "manifest", exc) from exc
+                raise chunk_failure(obj.run.export.name, "manifest", exc) from None  # retryable when transient
             context.add_output_metadata({**manifest_metadata(obj.run, summary), **standard_metadata(
                 obj.run.config, obj.run.export, summary.destination_uri or "", obj.run.output_schema,
                 dataset_rows=summary.total_rows)})
@@ -185,9 +187,7 @@ class RivetIOManager(dg.ConfigurableIOManager):
         try:
             results = run.publish()
         except Exception as exc:
-            if is_transient(exc):
-                raise  # the RetryPolicy retries the step; the task was released as retryable
-            raise chunk_failure(run.export.name, f"chunk partition(s) {', '.join(run.window_keys)}", exc) from exc
+            raise chunk_failure(run.export.name, f"chunk partition(s) {', '.join(run.window_keys)}", exc) from None  # retryable when transient
         # From the run's creation in the asset body (claim, extract) to the commit: the plotted duration.
         elapsed = datetime.now(UTC) - run.summary.started_at
         context.add_output_metadata(chunk_metadata(run, results, int(elapsed.total_seconds() * 1000)))

@@ -27,7 +27,7 @@ import pyarrow as pa
 from rivet_core import api
 from rivet_core.redact import redact_secrets
 
-MODE_LABELS = {"full": "full snapshot", "incremental": "incremental", "time_window": "daily time window",
+MODE_LABELS = {"full": "full snapshot", "incremental": "incremental", "time_window": "time window",
                "chunked": "chunked"}
 #: The parts table lists at most this many parts (a huge export has thousands); the
 #: `parts` count is always exact and the manifest lists every part.
@@ -93,15 +93,23 @@ def schedule_label(config: api.RivetConfig, export: api.ExportConfig) -> str:
               or "STOPPED")
     label = f"`{own.schedule}` ({status} by default)"
     if export.mode == "time_window":
-        label += f", re-exports the last {export.days_window or 1} day partition(s) per tick"
+        grain = (export.dagster.partitions if export.dagster and getattr(export.dagster, "partitions", None)
+                 else "daily")
+        unit = {"hourly": "hour", "daily": "day", "weekly": "week", "monthly": "month"}.get(grain, grain)
+        label += f", re-exports the last {export.days_window or 1} complete {unit} partition(s) per tick"
     return label
 
 
 def describe_export(config: api.RivetConfig, export: api.ExportConfig) -> str:
     """The asset description: the export's own description, then mode, source,
     destination and schedule (markdown; the UI renders it on the asset page)."""
+    mode = MODE_LABELS.get(export.mode, export.mode)
+    if export.mode == "time_window":
+        grain = export.dagster.partitions if export.dagster and getattr(export.dagster, "partitions", None) else "daily"
+        tz = export.dagster.timezone if export.dagster and export.dagster.timezone else "UTC"
+        mode = f"{grain} {mode} ({tz})"
     lines = [export.description or f"Rivet export `{export.name}`.", "",
-             f"- mode: {MODE_LABELS.get(export.mode, export.mode)}"]
+             f"- mode: {mode}"]
     if export.cursor_column:
         lines.append(f"- cursor: `{export.cursor_column}`")
     if export.time_column:

@@ -177,10 +177,10 @@ def test_each_asset_description_states_mode_source_destination_and_schedule_with
     assert inc["schedule"] == "`*/15 * * * *` (STOPPED by default)"
 
     daily = lines(dg.AssetKey(["rivet", "orders_daily"]))
-    assert daily["mode"] == "daily time window" and daily["time column"] == "`created_at`"
+    assert daily["mode"] == "daily time window (UTC)" and daily["time column"] == "`created_at`"
     assert daily["source"].startswith("postgres `postgresql://REDACTED@127.0.0.1:1/shopdb` · query `SELECT * FROM")
     assert "password=REDACTED" in daily["source"]
-    assert daily["schedule"].startswith("`10 0 * * *` (STOPPED by default), re-exports the last 3 day")
+    assert daily["schedule"].startswith("`10 0 * * *` (STOPPED by default), re-exports the last 3 complete day")
 
     del config["exports"][0]["dagster"]
     config["source"] = {"type": "postgres", "url_env": "SHOP_DB_URL"}

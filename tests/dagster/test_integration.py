@@ -202,3 +202,43 @@ def test_schedule_and_automation_condition_together_are_refused(tmp_path: Path) 
         dagster={"schedule": "0 1 * * *", "automation_condition": "eager"})])
     with pytest.raises(api.ConfigError, match="schedule and automation_condition both set"):
         build_definitions(path)
+
+
+def test_a_relative_config_path_resolves_against_the_file_that_names_it(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    orders_config(project, UNREACHABLE, [export_block("orders", "full", {"type": "local", "path": "out"})])
+    (project / "defs_module.py").write_text(
+        "from rivet_dagster import build_definitions\ndefs = build_definitions('rivet.yaml')\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    code = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('m', sys.argv[1]); "
+            "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m); "
+            "print(m.defs.resolve_assets_def('orders').specs.__iter__().__next__().metadata['rivet/config'])")
+    out = subprocess.run([sys.executable, "-W", "ignore", "-c", code, str(project / "defs_module.py")],
+                         cwd=elsewhere, capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == str(project / "rivet.yaml")
+
+    from rivet_core import api
+
+    with pytest.raises(api.ConfigError, match="not found .*relative to the file that names it"):
+        build_definitions("missing.yaml", relative_to=elsewhere)
+
+
+def test_a_lost_state_store_is_refused_and_a_run_tag_adopts_the_manifests_cursor(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    """`rivet run --from-manifest` / `--full-refresh` as run tags (issue 20 item 13 in Dagster)."""
+    config = orders_config(local.tmp, orders_pg, [export_block(
+        "orders_inc", "incremental", local.destination("orders_inc"), cursor_column="updated_at")])
+    defs = build_definitions(config)
+    assert run_job(defs, "orders_inc_job", instance).success
+    for f in local.tmp.glob(".rivet_state.db*"):
+        f.unlink()  # the state store is lost; the destination still records cursor_high
+
+    refused = run_job(defs, "orders_inc_job", instance)
+    assert not refused.success
+    adopted = run_job(defs, "orders_inc_job", instance, tags={"rivet/from_manifest": "true"})
+    assert adopted.success
+    assert materialization(adopted).metadata["rows"].value == 0  # nothing re-exported
+    view = local.view("orders_inc")
+    assert len(id_amounts(view.parts_table(view.success_manifests()))) == ROWS  # no duplicate rows
