@@ -176,7 +176,7 @@ class ExportRun:
             "PlanResolved", export_name=export.name, base_query=export.resolved_query,
             strategy=plan.strategy, format=export.format, compression=summary.compression,
             destination_type=self.dest.kind, tuning_profile=plan.tuning.profile,
-            validate=self.options.validate, resume=False, resumable=False)
+            validate=self.options.validate, reconcile=self.options.reconcile, resume=False, resumable=False)
         for w in plan.warnings:
             summary.journal.record("PlanWarning", rule="plan", message=w)
         return summary

@@ -97,8 +97,11 @@ def test_rows_committed_during_the_export_are_in_neither_the_rows_nor_the_count(
     assert manifest["row_count"] == 30
     assert _metrics(config) == [("success", 30, 30, 1)]
     journal = state_rows(config, "SELECT journal_json FROM run_journal")
-    events = [next(iter(e["event"])) for e in json.loads(journal[0][0])["entries"]]
-    assert "ReconciliationResult" in events
+    entries = json.loads(journal[0][0])["entries"]
+    events = [next(iter(e["event"])) for e in entries]
+    assert "ReconciliationResult" in events and entries[0]["event"]["PlanResolved"]["reconcile"] is True
+    result = next(e["event"]["ReconciliationResult"] for e in entries if "ReconciliationResult" in e["event"])
+    assert result == {"source_count": 30, "exported_rows": 30, "matched": True}
 
     # The next run counts its own slice: the cursor range, not the table.
     second = rivet("run", "-c", str(config), "--reconcile", "--json")
