@@ -50,7 +50,7 @@ __all__ = [
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportDagsterConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
-    "dataset_manifests", "destination_uri", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
+    "dataset_manifests", "destination_uri", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
     # progress reporting through a callback (the adapter passes context.log.info)
     "ProgressTracker", "callback_tracker",
     "send_notifications", "verify_at_destination", "verify_export",
@@ -129,6 +129,32 @@ def dataset_manifests(config: RivetConfig, export: ExportConfig, *, sub_prefix: 
     baseline = max((i for i, m in enumerate(runs)
                     if m.source.extraction is None or m.source.extraction.cursor_low is None), default=0)
     return runs[baseline:] or [current[0]]
+
+
+def schema_baselines(config: RivetConfig) -> dict[str, list[dict[str, str]]]:
+    """Export name → the columns (`name`, `type`) its last run recorded as the schema-drift
+    baseline, read without side effects: only from an existing SQLite state store, opened
+    read-only (no file created, no migration, no connection to a PostgreSQL store), and {}
+    on any problem — a caller shows what is known, never fails for it."""
+    import json
+    import sqlite3
+
+    from rivet_core.state.engine import state_url_for
+
+    try:
+        if not state_url_for(config.config_path).startswith("sqlite"):
+            return {}
+        path = config.state_path
+        if not path.is_file():
+            return {}
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1)
+        try:
+            rows = conn.execute("SELECT export_name, columns_json FROM export_schema").fetchall()
+        finally:
+            conn.close()
+        return {str(name): json.loads(raw) for name, raw in rows if raw}
+    except Exception:  # noqa: BLE001 - best effort by contract (docstring)
+        return {}
 
 
 def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = "",

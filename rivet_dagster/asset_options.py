@@ -83,6 +83,28 @@ def code_references(config: api.RivetConfig, export: api.ExportConfig) -> dg.Cod
         label=f"rivet.yaml: {export.name}")])
 
 
+#: (config path, state store mtime) → its schema baselines: read once per build, not per export.
+_BASELINES: dict[tuple[str, int], dict[str, list[dict[str, str]]]] = {}
+
+
+def known_columns(config: api.RivetConfig, export: api.ExportConfig) -> dg.TableSchema | None:
+    """The export's columns as its last run recorded them (the schema-drift baseline in the
+    state store), for `dagster/column_schema` on the definition; None before the first run."""
+    try:
+        mtime = config.state_path.stat().st_mtime_ns
+    except OSError:
+        return None
+    key = (str(config.config_path), mtime)
+    if key not in _BASELINES:
+        _BASELINES.clear()  # one config's baselines at a time: a bounded cache
+        _BASELINES[key] = api.schema_baselines(config)
+    columns = _BASELINES[key].get(export.name)
+    if not columns:
+        return None
+    return dg.TableSchema(columns=[dg.TableColumn(name=str(c.get("name")), type=str(c.get("type", "")))
+                                   for c in columns])
+
+
 def definition_metadata(config: api.RivetConfig, export: api.ExportConfig,
                         role: str | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {
@@ -95,6 +117,9 @@ def definition_metadata(config: api.RivetConfig, export: api.ExportConfig,
     }
     if role:
         meta["rivet/role"] = role
+    columns = known_columns(config, export) if role != "chunks" else None
+    if columns is not None:
+        meta["dagster/column_schema"] = columns
     return meta
 
 

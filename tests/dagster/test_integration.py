@@ -242,3 +242,16 @@ def test_a_lost_state_store_is_refused_and_a_run_tag_adopts_the_manifests_cursor
     assert materialization(adopted).metadata["rows"].value == 0  # nothing re-exported
     view = local.view("orders_inc")
     assert len(id_amounts(view.parts_table(view.success_manifests()))) == ROWS  # no duplicate rows
+
+
+def test_the_definition_shows_the_columns_the_last_run_recorded(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    config = orders_config(local.tmp, orders_pg, [export_block("orders_full", "full", local.destination("orders_full"))])
+    key = dg.AssetKey("orders_full")
+    assert "dagster/column_schema" not in spec_of(build_definitions(config), key).metadata  # never ran
+    assert run_job(build_definitions(config), "orders_full_job", instance).success
+    value = spec_of(build_definitions(config), key).metadata["dagster/column_schema"]
+    columns = getattr(value, "schema", value).columns
+    source = [r[0] for r in db_exec(orders_pg, "SELECT column_name FROM information_schema.columns "
+                                               "WHERE table_name = 'orders' ORDER BY ordinal_position")]
+    assert [c.name for c in columns] == source
