@@ -151,6 +151,14 @@ def test_manifests_we_wrote_before_parity_still_read_and_verify(tmp_path):
 
     parsed = parse_manifest(raw)
     assert parsed.source.extraction.strategy == "timewindow" and parsed.source.schema is None
+    # Rivet's `source.table` is an Option<String>: null (or absent) reads, as in Rivet's reader.
+    for table in (None, "drop"):
+        other = json.loads(raw)
+        if table is None:
+            other["source"]["table"] = None
+        else:
+            del other["source"]["table"]
+        assert parse_manifest(json.dumps(other).encode()).source.table is None
 
 
 # ------------------------------------------------------------------------- ours → Rivet

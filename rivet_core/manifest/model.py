@@ -60,7 +60,7 @@ class ManifestExtraction:
 class ManifestSource:
     engine: str
     schema: str | None
-    table: str
+    table: str | None  # always written by us; Rivet's reader allows null (Option<String>)
     extraction: ManifestExtraction | None = None
 
 
@@ -273,7 +273,7 @@ def _source(value: Any, where: str) -> ManifestSource:
     return ManifestSource(
         engine=_get(o, "engine", where, str),
         schema=_get(o, "schema", where, str, required=False, nullable=True),
-        table=_get(o, "table", where, str),
+        table=_get(o, "table", where, str, required=False, nullable=True),
         extraction=None if ext is None else _extraction(ext, where + ".extraction"),
     )
 
