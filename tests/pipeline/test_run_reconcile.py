@@ -150,6 +150,17 @@ def test_a_count_that_differs_fails_the_run_before_anything_is_published(tmp_pat
     assert "source_row_count" not in manifest["source"]["extraction"]
     assert len(manifest_ids(out_dir)) == manifest["row_count"] > 0
 
+    # A mismatch on a later run leaves the published prefix and the moved cursor exactly as they were.
+    cursor, canonical, marker = cursor_of(config, "items"), (out_dir / "manifest.json").read_bytes(), \
+        (out_dir / "_SUCCESS").read_bytes()
+    files = data_files(out_dir)
+    _insert(url, range(201, 261))
+    again = rivet("run", "-c", str(config), "--reconcile", "--json")
+    assert again.returncode == 3, again.stderr
+    assert cursor_of(config, "items") == cursor is not None
+    assert (out_dir / "manifest.json").read_bytes() == canonical and (out_dir / "_SUCCESS").read_bytes() == marker
+    assert data_files(out_dir) == files
+
 
 def test_a_chunked_run_counts_each_window_in_its_own_snapshot(tmp_path, url):
     _insert(url, range(1, 51))
