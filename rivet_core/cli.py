@@ -237,6 +237,17 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
 
 
 # ----------------------------------------------------------------------------- validate
+def _with_run_id(export: Any, run_id: str | None) -> Any:
+    """`{run_id}` in the destination path/prefix is kept verbatim by runs; `validate --run-id`
+    renders it (reference §1.6) with the run token (`[A-Za-z0-9._-]`, as run copies name it)."""
+    from rivet_core.manifest import run_token
+
+    dest = export.destination
+    update = {f: getattr(dest, f).replace("{run_id}", run_token(run_id)) for f in ("path", "prefix")
+              if run_id and getattr(dest, f) and "{run_id}" in getattr(dest, f)}
+    return export.model_copy(update={"destination": dest.model_copy(update=update)}) if update else export
+
+
 def _validate_target(on_date: str | None, sub_prefix: str | None) -> tuple[Any, str]:
     """`--date` as a UTC datetime (None when absent) and `--prefix` as a clean relative
     sub-prefix ending in '/' ('' when absent); bad values are usage errors."""
@@ -283,6 +294,7 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
     when, pinned_sub = _validate_target(on_date, sub_prefix)
     results, warnings, codes = [], [], []
     for export in config.select(list(export_names) or None):
+        export = _with_run_id(export, run_id)
         dest = export_destination(config, export, create=False, now=when)  # validate has no side effects
         if not dest.supports_manifest:
             warnings.append({"export_name": export.name, "warning": "stdout destination has no manifest"})

@@ -269,3 +269,15 @@ def test_a_time_partition_records_its_window_and_validate_date_finds_it(tmp_path
     assert code == 0 and verdict["verification"]["passed"], verdict
     code, (verdict,) = _validate(path, "--run-id", summary.run_id, "--prefix", "at=2026-03-01")
     assert code == 0 and verdict["verification"]["passed"] and verdict["verification"]["success_marker_consistent"]
+
+
+def test_validate_run_id_renders_run_id_in_the_destination_path(tmp_path):
+    staged = tmp_path / "staged"
+    staged.mkdir()
+    shutil.copytree(_rivet_prefix(staged), tmp_path / "runs" / "orders_20260521T120000.000")
+    config = write_config(tmp_path, {"type": "postgres", "url": "postgresql://u@127.0.0.1:1/db"}, [
+        {"name": "orders", "query": "SELECT 1", "format": "parquet",
+         "destination": {"type": "local", "path": "runs/{run_id}"}}])
+    code, (verdict,) = _validate(config, "--run-id", "orders_20260521T120000.000")
+    assert verdict["resolved_prefix"].rstrip("/").endswith("runs/orders_20260521T120000.000")
+    assert code == 0 and verdict["verification"]["passed"] and verdict["verification"]["success_marker_consistent"]
