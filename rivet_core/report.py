@@ -57,7 +57,8 @@ def report_dict(summary: RunSummary, plan: UnitPlan) -> dict[str, Any]:
         "parts": [{"path": p.path, "rows": p.rows, "size_bytes": p.size_bytes} for p in summary.manifest_parts],
         "validation": validation,
         "reconciliation": None if summary.reconciled is None else {
-            "source_count": summary.source_row_count, "matched": summary.reconciled},
+            "source_count": summary.source_row_count, "exported_rows": summary.reconcile_counted_rows,
+            "matched": summary.reconciled},
         "quality": [{"severity": i.severity, "message": i.message} for i in summary.quality_issues],
         "schema_changed": summary.schema_changed,
         "schema_changes": [summary.schema_changes] if summary.schema_changes else [],
@@ -103,7 +104,8 @@ def render_markdown(report: dict[str, Any], config_path: str | None) -> str:
     r = report.get("reconciliation")
     lines.append("- Reconciliation: " + ("not requested" if r is None else
                                          f"MATCHED (source {r['source_count']})" if r["matched"] else
-                                         f"MISMATCH (source {r['source_count']}; nothing published)"))
+                                         f"MISMATCH (exported {r.get('exported_rows')} vs source "
+                                         f"{r['source_count']}; nothing published)"))
     q = report["quality"]
     lines.append("- Quality: " + ("not configured" if not q else
                                   "; ".join(f"{i['severity']} {i['message']}" for i in q)))

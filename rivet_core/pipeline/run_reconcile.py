@@ -57,6 +57,7 @@ def reconcile_gate(summary: RunSummary, source_count: int | None, rows_written: 
         return
     matched = source_count == rows_written
     summary.source_row_count = source_count
+    summary.reconcile_counted_rows = rows_written
     summary.reconciled = matched
     summary.journal.record("ReconciliationResult", source_count=source_count, exported_rows=rows_written,
                            matched=matched)

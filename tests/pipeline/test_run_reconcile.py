@@ -141,7 +141,9 @@ def test_a_count_that_differs_fails_the_run_before_anything_is_published(tmp_pat
     ((status, total_rows, source_count, reconciled),) = _metrics(config)
     assert (status, reconciled) == ("failed", 0) and source_count == run["source_row_count"]
     report = json.loads((tmp_path / ".rivet" / "runs" / run["run_id"] / "summary.json").read_text())
-    assert report["reconciliation"] == {"source_count": source_count, "matched": False}
+    assert report["reconciliation"] == {"source_count": source_count, "matched": False,
+                                        "exported_rows": report["reconciliation"]["exported_rows"]}
+    assert report["reconciliation"]["exported_rows"] != source_count
 
     # Without --reconcile the same export publishes (the gate alone failed the run).
     plain = rivet("run", "-c", str(config), "--json")
