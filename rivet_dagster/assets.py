@@ -85,8 +85,9 @@ def drift_result(export: api.ExportConfig, summary: api.RunSummary) -> dg.AssetC
 
 def run_flag(context: dg.AssetExecutionContext, tag: str) -> bool:
     """A run tag that asks for `rivet run`'s option of the same name: `rivet/full_refresh`
-    (ignore the cursor) or `rivet/from_manifest` (adopt the destination manifest's cursor
-    when the state store lost it) — set them on the launchpad or a RunRequest."""
+    (ignore the cursor), `rivet/from_manifest` (adopt the destination manifest's cursor
+    when the state store lost it), `rivet/reconcile` (the source COUNT(*) in the export's
+    snapshot must equal the rows written) — set them on the launchpad or a RunRequest."""
     return context.run.tags.get(tag, "").strip().lower() in ("1", "true", "yes")
 
 
@@ -129,7 +130,8 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
                                  internal_retries=False, progress=progress, validate=True,
                                  defer_transient_notice=will_retry(context, config, export),
                                  full_refresh=run_flag(context, "rivet/full_refresh"),
-                                 from_manifest=run_flag(context, "rivet/from_manifest"))
+                                 from_manifest=run_flag(context, "rivet/from_manifest"),
+                                 reconcile=run_flag(context, "rivet/reconcile"))
         run = api.ExportRun(cfg, exp, options) if len(windows) == 1 else api.TimeRangeRun(cfg, exp, windows, options)
         context.log.info(f"rivet run {run.summary.run_id} → {run.dest.uri}")
         try:

@@ -255,3 +255,15 @@ def test_the_definition_shows_the_columns_the_last_run_recorded(
     source = [r[0] for r in db_exec(orders_pg, "SELECT column_name FROM information_schema.columns "
                                                "WHERE table_name = 'orders' ORDER BY ordinal_position")]
     assert [c.name for c in columns] == source
+
+
+def test_the_reconcile_run_tag_counts_the_source_in_the_exports_snapshot(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    defs = build_definitions(orders_config(local.tmp, orders_pg, [
+        export_block("orders_full", "full", local.destination("orders_full"))]))
+    assert run_job(defs, "orders_full_job", instance, tags={"rivet/reconcile": "true"}).success
+    manifest = local.view("orders_full").current_manifest()
+    assert manifest["source"]["extraction"]["source_row_count"] == ROWS == manifest["row_count"]
+    plain = run_job(defs, "orders_full_job", instance)
+    assert plain.success
+    assert "source_row_count" not in local.view("orders_full").current_manifest()["source"]["extraction"]
