@@ -385,7 +385,7 @@ def test_a_clean_run_passes_with_every_part_verified(tmp_path: Path, dest: Desti
         "manifest_found": True, "legacy_run": False, "parts_verified": 3,
         "parts_md5_verified": v.parts_md5_verified, "parts_failed": 0,
         "success_marker_consistent": True, "manifest_self_consistent": True, "passed": True,
-        "failures": [], "depth_level": "full",
+        "failures": [], "depth_level": "sample",  # the API default: no part is downloaded
     }
 
 
@@ -525,12 +525,14 @@ def test_no_manifest_is_a_legacy_verdict_that_neither_passes_nor_fails(tmp_path:
     assert v.exit_code() == 0
 
 
-def test_light_depth_skips_the_listing(tmp_path: Path, dest: Destination) -> None:
+def test_light_depth_checks_presence_and_size_from_the_listing_only(tmp_path: Path, dest: Destination) -> None:
     publish_run(dest, tmp_path)
+    dest.write_bytes(b"untracked", "stray.bin")
+    v = verify_at_destination(dest, depth="light")  # no untracked-object scan at light
+    assert v.passed and v.parts_verified == 3 and v.depth_level == "light" and v.failures == []
     dest.delete("orders_0.parquet")
-    v = verify_at_destination(dest, depth="light")
-    assert v.passed and v.parts_verified == 0 and v.depth_level == "light"
-    assert kinds(verify_at_destination(dest, depth="sample")) == ["part_missing"]
+    assert kinds(verify_at_destination(dest, depth="light")) == ["part_missing"]
+    assert kinds(verify_at_destination(dest, depth="sample")) == ["part_missing", "untracked_object"]
 
 
 class BrokenDestination(RecordingDestination):

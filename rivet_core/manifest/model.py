@@ -73,7 +73,8 @@ class ManifestDestination:
 @dataclass(frozen=True)
 class ColumnChecksum:
     name: str
-    checksum: str  # decimal string (u64 wrapping sum, checksum_render xxh3-64-sum-v2)
+    checksum: str  # decimal string (u64 wrapping sum; algorithm named by `checksum_render`)
+    nulls: int | None = None  # null count (ours, rivet-colsum-v1; Rivet's entries omit it)
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,15 @@ class ManifestPart:
     content_fingerprint: str = ""
     content_md5: str = ""
     status: str = "committed"
+    #: Per-part Form B checksums (ours; optional, readers ignore it): the manifest's run-level
+    #: `column_checksums` is their wrapping sum. None = not recorded (older manifests, CSV).
+    column_checksums: tuple[ColumnChecksum, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.column_checksums is not None:
+            object.__setattr__(self, "column_checksums", tuple(
+                c if isinstance(c, ColumnChecksum) else _column_checksum(c, f"parts[{self.part_id}].column_checksums")
+                for c in self.column_checksums))
 
 
 @dataclass(frozen=True)
@@ -180,18 +190,21 @@ def manifest_to_dict(m: Manifest) -> dict[str, Any]:
         ("parts", [
             {"part_id": p.part_id, "path": p.path, "rows": p.rows, "size_bytes": p.size_bytes,
              "content_fingerprint": p.content_fingerprint, "content_md5": p.content_md5,
-             "status": p.status}
+             "status": p.status,
+             **({} if p.column_checksums is None else {"column_checksums": _checks(p.column_checksums)})}
             for p in m.parts
         ]),
-        ("column_checksums", None if m.column_checksums is None else [
-            {"name": c.name, "checksum": c.checksum} for c in m.column_checksums
-        ]),
+        ("column_checksums", None if m.column_checksums is None else _checks(m.column_checksums)),
         ("checksum_render", m.checksum_render),
         ("checksum_key_column", m.checksum_key_column),
         ("row_hash", None if m.row_hash is None else dict(m.row_hash)),
         ("split_window", None if m.split_window is None else dict(m.split_window)),
         ("dagster_run_id", m.dagster_run_id),
     ])
+
+
+def _checks(checks: tuple[ColumnChecksum, ...]) -> list[dict[str, Any]]:
+    return [_drop_none([("name", c.name), ("checksum", c.checksum), ("nulls", c.nulls)]) for c in checks]
 
 
 def serialize_manifest(m: Manifest) -> bytes:
@@ -293,12 +306,21 @@ def _part(value: Any, where: str) -> ManifestPart:
         content_fingerprint=_get(o, "content_fingerprint", where, str, required=False, nullable=True, default=""),
         content_md5=_get(o, "content_md5", where, str, required=False, nullable=True, default=""),
         status=_get(o, "status", where, str, required=False, nullable=True, default="committed"),
+        column_checksums=_part_checks(o, where),
     )
+
+
+def _part_checks(o: Mapping[str, Any], where: str) -> tuple[ColumnChecksum, ...] | None:
+    raw = _get(o, "column_checksums", where, list, required=False, nullable=True)
+    if raw is None:
+        return None
+    return tuple(_column_checksum(c, f"{where}.column_checksums[{i}]") for i, c in enumerate(raw))
 
 
 def _column_checksum(value: Any, where: str) -> ColumnChecksum:
     o = _obj(value, where)
-    return ColumnChecksum(name=_get(o, "name", where, str), checksum=_get(o, "checksum", where, str))
+    nulls = _uint(o, "nulls", where) if o.get("nulls") is not None else None
+    return ColumnChecksum(name=_get(o, "name", where, str), checksum=_get(o, "checksum", where, str), nulls=nulls)
 
 
 def manifest_from_dict(o: Any) -> Manifest:

@@ -10,15 +10,24 @@ listing) and never downloads data parts:
 2. self-consistency problems → `manifest_self_inconsistent` (checking continues); when the
    caller names the export (`export_name=`), a manifest written by another export →
    `manifest_export_mismatch` (two exports pointed at one prefix: the verdict must not pass).
-3. depth ≥ sample: one listing; each committed part must exist at its recorded size, and
-   where both the manifest and the listing carry a real MD5 they must match.
+3. every depth: one listing; each committed part must exist at its recorded size;
+   depth ≥ sample: where both the manifest and the listing carry a real MD5 they must match.
    Same-`export_family` sibling run copies (split units) contribute their parts.
 4. `_SUCCESS`: absent → `success_marker_missing` (a crash between the manifest and the
    marker, or a deleted marker: readers that wait for `_SUCCESS` never see this data);
    malformed / stale / unreadable → failure.
 5. depth ≥ sample: listed keys that are neither claimed parts nor sidecars →
    `untracked_object` (advisory: it never fails `passed`).
-Depth "full" = "sample" here: the Form-B column-checksum re-read is not implemented.
+6. depth full: every part that passed step 3 is downloaded and re-read: its content hash
+   (`content_fingerprint` xxh3, `content_md5`) recomputed from the bytes, its row count
+   from the Parquet footer (CSV: records counted) and, for Parquet, its Form-B per-column
+   checksums (rivet_core/manifest/column_checksums.py) — per part where the part records
+   them, and the run-level `column_checksums` against the sum over all parts. Whatever a
+   manifest does not carry (older manifests, Rivet's own `xxh3-64-sum-v2` render) is
+   reported in `column_checksums` ("not recorded" / "not recomputable: …"), never failed.
+
+Depths: light = listing (presence, size) + `_SUCCESS`; sample = light + listing MD5 +
+untracked objects; full = sample + the re-read of step 6.
 
 Verdict exit codes (the table of rivet_core/errors.py): 0 passed / legacy / advisory-only;
 3 when something was verified wrong; 2 when the only problems are could-not-verify I/O
@@ -73,9 +82,14 @@ _CODES = {
     "list_prefix_error": "RIVET_VERIFY_LIST_ERROR",
     "untracked_object": "RIVET_VERIFY_UNTRACKED_OBJECT",
     "manifest_required_but_absent": "RIVET_VERIFY_MANIFEST_REQUIRED",
+    "part_content_mismatch": "RIVET_VERIFY_PART_CONTENT",
+    "part_row_count_mismatch": "RIVET_VERIFY_PART_ROW_COUNT",
+    "value_checksum_mismatch": "RIVET_VERIFY_VALUE_CHECKSUM",
+    "part_read_error": "RIVET_VERIFY_PART_READ_ERROR",
 }
 ADVISORY_KINDS = frozenset({"untracked_object"})
-COULD_NOT_VERIFY_KINDS = frozenset({"manifest_read_error", "success_marker_read_error", "list_prefix_error"})
+COULD_NOT_VERIFY_KINDS = frozenset({"manifest_read_error", "success_marker_read_error", "list_prefix_error",
+                                    "part_read_error"})
 
 
 @dataclass(frozen=True)
@@ -141,6 +155,11 @@ class VerifyFailure:
                         "run the export again")
             case "untracked_object":
                 return f"untracked object '{f['key']}' ({f['size_bytes']} bytes)"
+            case "part_content_mismatch" | "part_row_count_mismatch" | "value_checksum_mismatch":
+                return (f"part {f['part_id']} '{f['path']}': {f['check']} expected {f['expected']}, "
+                        f"found {f['actual']}")
+            case "part_read_error":
+                return f"part {f['part_id']} '{f['path']}' could not be re-read: {f['detail']}"
             case "manifest_required_but_absent":
                 return f"no '{f['key']}' at {f['prefix']} (validate --run-id / --prefix / --date asked for one)"
             case _:
@@ -162,6 +181,10 @@ class Verification:
     passed: bool = False
     failures: list[VerifyFailure] = field(default_factory=list)
     depth_level: str = "full"
+    #: depth full: parts whose bytes were re-read and matched every recorded check.
+    parts_content_verified: int = 0
+    #: depth full: "verified" | "not recorded" | "not recomputable: …" | "failed"; None below full.
+    column_checksums: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -190,14 +213,19 @@ class Verification:
             "passed": self.passed,
             "failures": [f.to_dict() for f in self.failures],
             "depth_level": self.depth_level,
+            **({} if self.column_checksums is None else {
+                "parts_content_verified": self.parts_content_verified,
+                "column_checksums": self.column_checksums}),
         }
 
     def summary(self) -> str:
         if self.legacy_run:
             return "no manifest.json at the prefix (legacy run): only reduced checks are possible"
         head = "passed" if self.passed else "FAILED"
+        full = "" if self.column_checksums is None else (
+            f", {self.parts_content_verified} re-read in full, column checksums: {self.column_checksums}")
         return (f"{head}: {self.parts_verified} parts verified ({self.parts_md5_verified} by md5), "
-                f"{self.parts_failed} failed, {len(self.failures)} finding(s)")
+                f"{self.parts_failed} failed, {len(self.failures)} finding(s){full}")
 
 
 def _detail(exc: BaseException) -> str:
@@ -240,8 +268,12 @@ def _family_parts(dest: Destination, m: Manifest, listing: list[ObjectInfo]) -> 
     return [p for sib in latest.values() for p in sib.committed_parts]
 
 
-def _check_parts(v: Verification, parts: list[ManifestPart], listing: list[ObjectInfo]) -> None:
+def _check_parts(v: Verification, parts: list[ManifestPart], listing: list[ObjectInfo],
+                 depth: str = "sample") -> list[ManifestPart]:
+    """Presence and size (every depth), listing MD5 (sample and full). Returns the parts
+    that passed, for the full re-read."""
     by_key = {o.key: o for o in listing}
+    passed: list[ManifestPart] = []
     for part in parts:
         obj = by_key.get(part.path)
         if obj is None:
@@ -255,7 +287,7 @@ def _check_parts(v: Verification, parts: list[ManifestPart], listing: list[Objec
             }))
             continue
         want, got = md5_bytes(part.content_md5), md5_bytes(obj.md5_b64)
-        if want is not None and got is not None:
+        if depth != "light" and want is not None and got is not None:
             if want != got:
                 v.parts_failed += 1
                 v.failures.append(VerifyFailure("part_checksum_mismatch", {
@@ -265,6 +297,124 @@ def _check_parts(v: Verification, parts: list[ManifestPart], listing: list[Objec
                 continue
             v.parts_md5_verified += 1
         v.parts_verified += 1
+        passed.append(part)
+    return passed
+
+
+def _fail_part(v: Verification, kind: str, part: ManifestPart, check: str, expected: Any, actual: Any) -> None:
+    v.failures.append(VerifyFailure(kind, {"part_id": part.part_id, "path": part.path, "check": check,
+                                           "expected": expected, "actual": actual}))
+
+
+def _count_csv_rows(data: bytes) -> int:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    if not data:
+        return 0
+    opts = pacsv.ConvertOptions(column_types=None, strings_can_be_null=False)
+    reader = pacsv.open_csv(pa.BufferReader(data), convert_options=opts,
+                            read_options=pacsv.ReadOptions(autogenerate_column_names=False),
+                            parse_options=pacsv.ParseOptions(newlines_in_values=True))
+    return sum(b.num_rows for b in reader)
+
+
+def _reread_parts(v: Verification, dest: Destination, manifest: Manifest, parts: list[ManifestPart],
+                  all_parts: int) -> None:
+    """Step 6 (depth full): download and re-read each part; see the module docstring."""
+    from rivet_core.destination.checksums import Fingerprinter
+    from rivet_core.manifest.column_checksums import (
+        CHECKSUM_RENDER,
+        ColumnSum,
+        combine,
+        parquet_sums,
+    )
+
+    run_checks = manifest.column_checksums
+    render_ok = manifest.checksum_render in (None, CHECKSUM_RENDER)
+    found_sums: list[dict[str, ColumnSum]] = []
+    part_checks_seen = 0
+    failed_checksums = False
+    for part in parts:
+        try:
+            data = dest.read_bytes(part.path)
+        except DestinationError as exc:
+            v.failures.append(VerifyFailure("part_read_error", {"part_id": part.part_id, "path": part.path,
+                                                                 **_io_fields(exc)}))
+            continue
+        ok = True
+        fp = Fingerprinter()
+        fp.update(data)
+        if part.content_fingerprint and part.content_fingerprint != fp.xxh3:
+            _fail_part(v, "part_content_mismatch", part, "content_fingerprint", part.content_fingerprint, fp.xxh3)
+            ok = False
+        want = md5_bytes(part.content_md5)
+        if want is not None and want != md5_bytes(fp.md5_b64):
+            _fail_part(v, "part_content_mismatch", part, "content_md5", part.content_md5, fp.md5_b64)
+            ok = False
+        is_parquet = manifest.format == "parquet" or part.path.endswith(".parquet")
+        sums: dict[str, ColumnSum] | None = None
+        try:
+            if is_parquet:
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                rows = pq.ParquetFile(pa.BufferReader(data)).metadata.num_rows
+                if (part.column_checksums is not None or run_checks is not None) and render_ok:
+                    sums = parquet_sums(data)
+            else:
+                rows = _count_csv_rows(data)
+        except Exception as exc:  # noqa: BLE001 - unreadable bytes are verified wrong, not a traceback
+            _fail_part(v, "part_row_count_mismatch", part, "readable " + ("parquet" if is_parquet else "csv"),
+                       "a readable file", _detail(exc))
+            v.parts_failed += 1
+            continue
+        if rows != part.rows:
+            _fail_part(v, "part_row_count_mismatch", part, "rows", part.rows, rows)
+            ok = False
+        if sums is not None:
+            found_sums.append(sums)
+            if part.column_checksums is not None:
+                part_checks_seen += 1
+                for c in part.column_checksums:
+                    got = sums.get(c.name)
+                    if got is None:
+                        _fail_part(v, "value_checksum_mismatch", part, f"column '{c.name}' checksum",
+                                   c.checksum, "column absent")
+                        ok = False
+                        failed_checksums = True
+                    elif str(got.checksum) != c.checksum or (c.nulls is not None and got.nulls != c.nulls):
+                        _fail_part(v, "value_checksum_mismatch", part, f"column '{c.name}' checksum",
+                                   f"{c.checksum} ({c.nulls} nulls)", f"{got.checksum} ({got.nulls} nulls)")
+                        ok = False
+                        failed_checksums = True
+        if ok:
+            v.parts_content_verified += 1
+        else:
+            v.parts_failed += 1
+    # the run-level Form B: only comparable when every part was re-read
+    run_compared = False
+    if run_checks is not None and render_ok and len(found_sums) == all_parts == len(parts):
+        total = combine(found_sums)
+        for c in run_checks:
+            got = total.get(c.name)
+            if got is None or str(got.checksum) != c.checksum or (c.nulls is not None and got.nulls != c.nulls):
+                v.failures.append(VerifyFailure("value_checksum_mismatch", {
+                    "part_id": "*", "path": "(all parts)", "check": f"column '{c.name}' checksum (run level)",
+                    "expected": f"{c.checksum} ({c.nulls} nulls)",
+                    "actual": "column absent" if got is None else f"{got.checksum} ({got.nulls} nulls)"}))
+                failed_checksums = True
+        run_compared = True
+    if failed_checksums:
+        v.column_checksums = "failed"
+    elif not render_ok:
+        v.column_checksums = f"not recomputable: render '{manifest.checksum_render}'"
+    elif run_compared or (parts and part_checks_seen == len(parts)):
+        v.column_checksums = "verified"
+    elif run_checks is None and part_checks_seen == 0:
+        v.column_checksums = "not recorded"
+    else:
+        v.column_checksums = f"partly verified ({part_checks_seen} of {len(parts)} parts)"
 
 
 def _check_success_marker(v: Verification, dest: Destination, manifest_bytes: bytes) -> None:
@@ -304,7 +454,7 @@ def _finish(v: Verification) -> Verification:
     return v
 
 
-def verify_at_destination(dest: Destination, depth: str = "full", *,
+def verify_at_destination(dest: Destination, depth: str = "sample", *,
                           export_name: str | None = None, run_id: str | None = None,
                           require_manifest: bool = False) -> Verification:
     """Verify the prefix `dest` points at; see the module docstring for the steps.
@@ -366,18 +516,21 @@ def verify_at_destination(dest: Destination, depth: str = "full", *,
     # 3. parts against one listing
     listing: list[ObjectInfo] | None = None
     claimed: set[str] = set()
-    if depth != "light":
-        try:
-            listing = dest.list("")
-        except DestinationError as exc:
-            v.failures.append(VerifyFailure("list_prefix_error", _io_fields(exc)))
-        if listing is not None:
-            parts = list(manifest.committed_parts)
-            if manifest.export_family:
-                seen = {p.path for p in parts}
-                parts += [p for p in _family_parts(dest, manifest, listing) if p.path not in seen]
-            claimed = {p.path for p in parts}
-            _check_parts(v, parts, listing)
+    try:
+        listing = dest.list("")
+    except DestinationError as exc:
+        v.failures.append(VerifyFailure("list_prefix_error", _io_fields(exc)))
+    if listing is not None:
+        parts = list(manifest.committed_parts)
+        if manifest.export_family:
+            seen = {p.path for p in parts}
+            parts += [p for p in _family_parts(dest, manifest, listing) if p.path not in seen]
+        claimed = {p.path for p in parts}
+        intact = _check_parts(v, parts, listing, depth)
+        if depth == "full":
+            # 6. the re-read (own parts only: sibling units carry their own run-level checksums)
+            own = {p.path for p in manifest.committed_parts}
+            _reread_parts(v, dest, manifest, [p for p in intact if p.path in own], len(own))
 
     # 4. the success marker (a run copy: only whether the marker is this run's)
     if run_id is None:
@@ -387,8 +540,8 @@ def verify_at_destination(dest: Destination, depth: str = "full", *,
         _check_success_marker(probe, dest, data)
         v.success_marker_consistent = probe.success_marker_consistent
 
-    # 5. untracked objects (advisory)
-    if listing is not None:
+    # 5. untracked objects (advisory; sample and full)
+    if listing is not None and depth != "light":
         for obj in listing:
             if obj.key not in claimed and not is_sidecar(obj.key):
                 v.failures.append(VerifyFailure("untracked_object", {"key": obj.key, "size_bytes": obj.size}))

@@ -23,15 +23,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rivet_core.chunks import ChunkPlan
-from rivet_core.errors import ConfigError
+from rivet_core.destination.checksums import Fingerprinter
+from rivet_core.errors import ConfigError, DestinationError
 from rivet_core.manifest import SUCCESS_KEY, quarantine_object
 from rivet_core.pipeline.chunk_commit import attempt_key, part_prefix
-from rivet_core.pipeline.commit import PartRecord, rehydrate_part
+from rivet_core.pipeline.commit import PartRecord, part_column_checksums, rehydrate_part
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.state import ChunkTaskRow, FileRow
 
 if TYPE_CHECKING:
-    from rivet_core.destination import ObjectInfo
+    from rivet_core.destination import Destination, ObjectInfo
     from rivet_core.pipeline.chunked import ChunkedRun
 
 log = logging.getLogger("rivet.resume")
@@ -92,13 +93,36 @@ def match_completed_parts(tasks: Iterable[ChunkTaskRow], logged: Iterable[FileRo
 
 
 def rehydrate_window(summary: RunSummary, window: CompletedWindowParts,
-                     listing: Mapping[str, ObjectInfo]) -> list[str]:
-    """Put an intact window's parts back into the run's manifest parts; returns their keys."""
+                     listing: Mapping[str, ObjectInfo], dest: Destination | None = None) -> list[str]:
+    """Put an intact window's parts back into the run's manifest parts; returns their keys.
+
+    With `dest`, each part is read back once to record its fingerprints (content xxh3, MD5,
+    Form B column checksums) — file_log keeps only size and rows, and every part of every
+    manifest carries its fingerprints, whichever process wrote it. A part that cannot be
+    read keeps the listing's MD5 only (size-only verification) and the run warns."""
     for f in window.parts:
-        rehydrate_part(summary, PartRecord(path=f.file_name, rows=f.row_count, size_bytes=f.bytes,
-                                           content_fingerprint="",
-                                           content_md5=listing[f.file_name].md5_b64 or ""))
+        record = PartRecord(path=f.file_name, rows=f.row_count, size_bytes=f.bytes, content_fingerprint="",
+                            content_md5=listing[f.file_name].md5_b64 or "")
+        if dest is not None:
+            record = _fingerprinted(summary, dest, record)
+        rehydrate_part(summary, record)
     return [f.file_name for f in window.parts]
+
+
+def _fingerprinted(summary: RunSummary, dest: Destination, record: PartRecord) -> PartRecord:
+    try:
+        data = dest.read_bytes(record.path)
+        fp = Fingerprinter()
+        fp.update(data)
+        if fp.size != record.size_bytes:
+            raise DestinationError(f"read {fp.size} bytes, file_log says {record.size_bytes}")
+        return PartRecord(path=record.path, rows=record.rows, size_bytes=record.size_bytes,
+                          content_fingerprint=fp.xxh3, content_md5=fp.md5_b64,
+                          column_checksums=part_column_checksums(record.path, data))
+    except Exception as exc:  # noqa: BLE001 - the part is durable; its fingerprints are best effort
+        summary.add_warning(f"part '{record.path}': fingerprints not recorded ({type(exc).__name__}: "
+                            f"{str(exc)[:200]}) — verification of this part is size-only")
+        return record
 
 
 def prepare_resume(run: ChunkedRun, chunk_plan: ChunkPlan) -> None:
@@ -121,7 +145,7 @@ def prepare_resume(run: ChunkedRun, chunk_plan: ChunkPlan) -> None:
                                                  "resume: part missing or resized at the destination")
             stats["rewrite"] += 1
             continue
-        kept.update(rehydrate_window(summary, window, listing))
+        kept.update(rehydrate_window(summary, window, listing, dest))
         stats["kept"] += len(window.parts)
     own = part_prefix(run.export.name, run_id)
     for key in listing:

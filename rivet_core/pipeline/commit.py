@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from rivet_core.destination import Destination
 from rivet_core.format import StagedPart
 from rivet_core.manifest import ManifestPart
+from rivet_core.manifest.column_checksums import ColumnSum, parquet_sums
+from rivet_core.manifest.model import ColumnChecksum
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
@@ -43,6 +45,8 @@ class PartRecord:
     size_bytes: int
     content_fingerprint: str
     content_md5: str
+    #: Form B per-column checksums of the part (Parquet; None for CSV / unknown).
+    column_checksums: tuple[ColumnChecksum, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,21 @@ def write_part_file(dest: Destination, staged: StagedPart, key: str) -> PartReco
             f"part '{key}': destination reports {result.size} bytes but {staged.size_bytes} were staged"
         )
     return PartRecord(path=key, rows=staged.rows, size_bytes=result.size,
-                      content_fingerprint=result.xxh3, content_md5=result.md5_b64)
+                      content_fingerprint=result.xxh3, content_md5=result.md5_b64,
+                      column_checksums=part_column_checksums(key, staged.path))
+
+
+def part_column_checksums(key: str, source: object) -> tuple[ColumnChecksum, ...] | None:
+    """Form B checksums of a Parquet part (docs/manifest.md), read back from the written file
+    (a path or the part's bytes) with the same reader `rivet validate --depth full` uses; None
+    for other formats."""
+    if not key.endswith(".parquet"):
+        return None
+    return checksums_tuple(parquet_sums(source))
+
+
+def checksums_tuple(sums: dict[str, ColumnSum]) -> tuple[ColumnChecksum, ...]:
+    return tuple(ColumnChecksum(name=n, checksum=str(s.checksum), nulls=s.nulls) for n, s in sums.items())
 
 
 def record_part(
@@ -83,13 +101,14 @@ def record_part(
     if index is not None:  # ManifestPart is frozen: replace the entry, keep its part_id
         summary.manifest_parts[index] = dataclasses.replace(
             summary.manifest_parts[index], rows=part.rows, size_bytes=part.size_bytes,
-            content_fingerprint=part.content_fingerprint, content_md5=part.content_md5)
+            content_fingerprint=part.content_fingerprint, content_md5=part.content_md5,
+            column_checksums=part.column_checksums)
     else:
         next_id = max((p.part_id for p in summary.manifest_parts), default=0) + 1
         summary.manifest_parts.append(ManifestPart(
             part_id=next_id, path=part.path, rows=part.rows, size_bytes=part.size_bytes,
             content_fingerprint=part.content_fingerprint, content_md5=part.content_md5,
-            status="committed"))
+            status="committed", column_checksums=part.column_checksums))
         summary.files_produced += 1
         summary.files_committed += 1
         summary.bytes_written += part.size_bytes
@@ -125,7 +144,8 @@ def rehydrate_part(summary: RunSummary, part: PartRecord) -> None:
     next_id = max((p.part_id for p in summary.manifest_parts), default=0) + 1
     summary.manifest_parts.append(ManifestPart(
         part_id=next_id, path=part.path, rows=part.rows, size_bytes=part.size_bytes,
-        content_fingerprint=part.content_fingerprint, content_md5=part.content_md5, status="committed"))
+        content_fingerprint=part.content_fingerprint, content_md5=part.content_md5, status="committed",
+        column_checksums=part.column_checksums))
     summary.files_produced += 1
     summary.files_committed += 1
     summary.bytes_written += part.size_bytes

@@ -27,6 +27,7 @@ from rivet_core.chunks.sql import window_count_query
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, DataIntegrityError
 from rivet_core.manifest import quarantine_object, read_manifest, write_manifest_files
+from rivet_core.manifest.column_checksums import run_level
 from rivet_core.pipeline.chunk_commit import attempt_key, export_window
 from rivet_core.pipeline.commit import PartKind, record_part
 from rivet_core.pipeline.job import RunOptions
@@ -195,7 +196,8 @@ def execute_repair(config: RivetConfig, export: ExportConfig, report: ReconcileR
         parts = [dataclasses.replace(p, part_id=i + 1) for i, p in enumerate(kept + summary.manifest_parts)]
         rewritten = dataclasses.replace(
             manifest, run_id=repair_id, finished_at=datetime.now(UTC).isoformat(), parts=parts,
-            part_count=len(parts), row_count=sum(p.rows for p in parts))
+            part_count=len(parts), row_count=sum(p.rows for p in parts),
+            **dict(zip(("column_checksums", "checksum_render"), run_level(parts), strict=True)))
         write_manifest_files(dest, rewritten)
         for part in moved:
             quarantine_object(dest, repair_id, part.path)

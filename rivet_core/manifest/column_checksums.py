@@ -1,0 +1,155 @@
+"""Order-independent per-column checksums of a part's data ("Form B", docs/manifest.md).
+
+Algorithm `rivet-colsum-v1` (the manifest's `checksum_render`): for each column, every
+non-null value is mapped to a 64-bit hash of its canonical form and the hashes are summed
+modulo 2**64; nulls are counted separately (`nulls`). A sum is commutative and
+associative, so the checksum of a column does not depend on row order, on how the rows
+were cut into parts, chunks or row groups, or on which worker wrote which part: the
+checksum of an export is the wrapping sum of its parts' checksums.
+
+Canonical forms (values are read back from the written file with pyarrow, at write time
+and again by `rivet validate --depth full`, so both sides see the same Arrow types):
+- booleans, integers, dates, times, timestamps, durations: the integer value (int64 /
+  uint64 bits), mixed with splitmix64 and salted with the column's Arrow type;
+- floats: the IEEE-754 float64 bits (float32 widened), same mix;
+- strings, binaries, decimals (rendered as text) and every other type (rendered as
+  JSON text of the Python value): the bytes, hashed with pandas' vectorized SipHash
+  (`pandas.util.hash_array`, fixed key), then the same mix.
+
+CSV parts carry no column checksums (their re-read is text, not typed values): they are
+verified by content hash and row count.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import xxhash
+
+CHECKSUM_RENDER = "rivet-colsum-v1"
+_MASK = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class ColumnSum:
+    """One column's checksum over some rows: wrapping sum of value hashes, null count."""
+
+    checksum: int
+    nulls: int
+
+
+def _mix(u: np.ndarray, salt: int) -> np.ndarray:
+    """splitmix64 finalizer of `u ^ salt` (uint64, wrapping) — a cheap, well-spread hash."""
+    with np.errstate(over="ignore"):
+        z = u ^ np.uint64(salt)
+        z = z + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def _wrapping_sum(h: np.ndarray) -> int:
+    if h.size == 0:
+        return 0
+    with np.errstate(over="ignore"):
+        return int(np.sum(h, dtype=np.uint64))  # numpy uint64 sums wrap modulo 2**64
+
+
+def _bytes_hashes(values: list[Any] | np.ndarray) -> np.ndarray:
+    import pandas as pd  # a dependency of rivet_core; imported late (rivet validate --depth light/sample needs none)
+
+    arr = np.asarray(values, dtype=object) if not isinstance(values, np.ndarray) else values
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.uint64)
+    return pd.util.hash_array(arr, categorize=False).astype(np.uint64, copy=False)
+
+
+def _value_hashes(arr: pa.Array) -> np.ndarray:
+    """64-bit hashes of the non-null values of `arr` (any order; see module docstring)."""
+    t = arr.type
+    salt = xxhash.xxh3_64_intdigest(str(t).encode())
+    if isinstance(t, pa.DictionaryType):
+        return _value_hashes(arr.dictionary_decode())
+    if isinstance(t, pa.BaseExtensionType):
+        return _value_hashes(arr.storage)
+    valid = arr.drop_null()
+    if pa.types.is_boolean(t):
+        u = valid.cast(pa.uint8()).to_numpy(zero_copy_only=False).astype(np.uint64)
+    elif pa.types.is_floating(t):
+        u = valid.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64).view(np.uint64)
+    elif pa.types.is_unsigned_integer(t):
+        u = valid.to_numpy(zero_copy_only=False).astype(np.uint64)
+    elif pa.types.is_integer(t):
+        u = valid.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+    elif (pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t)
+          or pa.types.is_duration(t)):
+        storage = pa.int32() if (pa.types.is_date32(t) or t in (pa.time32("s"), pa.time32("ms"))) else pa.int64()
+        u = valid.view(storage).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+    elif (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
+        u = _bytes_hashes(valid.cast(pa.large_binary()).to_numpy(zero_copy_only=False))
+    elif (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
+          or pa.types.is_fixed_size_binary(t)):
+        u = _bytes_hashes(valid.to_numpy(zero_copy_only=False))
+    elif pa.types.is_decimal(t):
+        u = _bytes_hashes(pc.cast(valid, pa.string()).cast(pa.large_binary()).to_numpy(zero_copy_only=False))
+    else:  # nested and rare types: JSON text of the Python value (slow path, exact)
+        u = _bytes_hashes([json.dumps(v, sort_keys=True, default=str).encode() for v in valid.to_pylist()])
+    return _mix(u, salt)
+
+
+def column_sum(values: pa.Array | pa.ChunkedArray) -> ColumnSum:
+    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
+    total, nulls = 0, 0
+    for chunk in chunks:
+        nulls += chunk.null_count
+        total = (total + _wrapping_sum(_value_hashes(chunk))) & _MASK
+    return ColumnSum(total, nulls)
+
+
+def table_sums(table: pa.Table | pa.RecordBatch) -> dict[str, ColumnSum]:
+    """Per-column checksums of `table`, keyed by column name, in schema order."""
+    return {name: column_sum(table.column(i)) for i, name in enumerate(table.schema.names)}
+
+
+def combine(parts: Iterable[Mapping[str, ColumnSum]]) -> dict[str, ColumnSum]:
+    """The checksums of the union of the parts' rows (wrapping sum; order-independent)."""
+    out: dict[str, ColumnSum] = {}
+    for sums in parts:
+        for name, s in sums.items():
+            prev = out.get(name, ColumnSum(0, 0))
+            out[name] = ColumnSum((prev.checksum + s.checksum) & _MASK, prev.nulls + s.nulls)
+    return out
+
+
+def parquet_sums(source: Any) -> dict[str, ColumnSum]:
+    """Checksums of a Parquet file (path or bytes buffer), one row group at a time."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(source if not isinstance(source, (bytes, bytearray, memoryview))
+                        else pa.BufferReader(source))
+    return combine(table_sums(pf.read_row_group(i)) for i in range(pf.num_row_groups)) or {
+        name: ColumnSum(0, 0) for name in pf.schema_arrow.names}
+
+
+__all__ = ["CHECKSUM_RENDER", "ColumnSum", "column_sum", "table_sums", "combine", "parquet_sums", "run_level"]
+
+
+def run_level(parts: Iterable[Any]) -> tuple[tuple[Any, ...] | None, str | None]:
+    """The manifest's run-level `column_checksums` and `checksum_render` from its committed
+    parts' own checksums: their wrapping sum when EVERY committed part carries them, else
+    (None, None) — Form B is suppressed rather than partial (reference §3.6)."""
+    from rivet_core.manifest.model import ColumnChecksum
+
+    committed = [p for p in parts if getattr(p, "status", "committed") == "committed"]
+    if not committed or any(p.column_checksums is None for p in committed):
+        return None, None
+    sums = combine({c.name: ColumnSum(int(c.checksum), c.nulls or 0) for c in p.column_checksums}
+                   for p in committed)
+    return tuple(ColumnChecksum(name=n, checksum=str(s.checksum), nulls=s.nulls)
+                 for n, s in sums.items()), CHECKSUM_RENDER
