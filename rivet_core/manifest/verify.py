@@ -291,7 +291,7 @@ def _check_parts(v: Verification, parts: list[ManifestPart], listing: list[Objec
             if want != got:
                 v.parts_failed += 1
                 v.failures.append(VerifyFailure("part_checksum_mismatch", {
-                    "part_id": part.part_id, "path": part.path,
+                    "part_id": part.part_id, "path": part.path, "check": "content_md5 (listing)",
                     "expected": part.content_md5, "actual": obj.md5_b64,
                 }))
                 continue

@@ -696,7 +696,7 @@ class ChunkManifestRun(DagsterChunkRun):
                     raise DataIntegrityError(
                         f"export '{self.export.name}': window {window.task.window_key} lost its part(s) at the "
                         "destination while the manifest was being built — materialize that partition again")
-                kept.update(rehydrate_window(summary, window, listing))
+                kept.update(rehydrate_window(summary, window, listing, dest))
             own = part_prefix(self.export.name, run_id)
             for key in listing:
                 if key.startswith(own) and key not in kept and not quarantine_object(dest, run_id, key):
