@@ -158,8 +158,10 @@ def schema_baselines(config: RivetConfig) -> dict[str, list[dict[str, str]]]:
 
 
 def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = "",
-                  depth: str = "full") -> tuple[Destination, Verification]:
-    """`verify_at_destination` on an export's prefix (the CLI and asset checks share this)."""
+                  depth: str = "sample") -> tuple[Destination, Verification]:
+    """`verify_at_destination` on an export's prefix (the CLI and asset checks share this).
+    `depth`: light | sample | full (rivet_core/manifest/verify.py); the asset check passes
+    `exports[].dagster.verify_depth`."""
     dest = export_destination(config, config.export(export_name), sub_prefix=sub_prefix, create=False)
     return dest, verify_at_destination(dest, depth=depth, export_name=export_name)
 

@@ -24,6 +24,9 @@ from rivet_dagster.s3 import required_keys, s3_resource_key, with_s3_clients
 partition_prefixes = api.partition_prefixes
 
 
+_REREAD_KINDS = ("part_content_mismatch", "part_row_count_mismatch", "value_checksum_mismatch")
+
+
 def failure_row(prefix: str, failure: dict[str, Any]) -> dict[str, Any]:
     """One verifier finding as a row of the failure table: the file (prefix-relative to the
     export root), the problem, and what the manifest expected vs what the destination holds."""
@@ -41,8 +44,15 @@ def failure_row(prefix: str, failure: dict[str, Any]) -> dict[str, Any]:
         expected, found = failure.get("expected", ""), failure.get("actual", "")
     else:
         expected, found = "", failure.get("detail", failure.get("body_preview", ""))
+    if failure.get("check") and kind in _REREAD_KINDS:  # depth full: which check (content_fingerprint, rows, a column)
+        kind = f"{kind} ({failure['check']})"
     return {"file": (prefix or "") + path if path else prefix, "problem": kind,
             "expected": expected, "found": found}
+
+
+def verify_depth(export: api.ExportConfig) -> str:
+    """`exports[].dagster.verify_depth` (default `sample`: no part is downloaded)."""
+    return export.dagster.verify_depth if export.dagster else "sample"
 
 
 def verify_prefixes(config: api.RivetConfig, export: api.ExportConfig, prefixes: list[str]) -> dg.AssetCheckResult:
@@ -51,7 +61,7 @@ def verify_prefixes(config: api.RivetConfig, export: api.ExportConfig, prefixes:
     verified = md5_verified = advisory = 0
     passed = bool(prefixes)
     for prefix in prefixes:
-        _, verdict = api.verify_export(config, export.name, sub_prefix=prefix)
+        _, verdict = api.verify_export(config, export.name, sub_prefix=prefix, depth=verify_depth(export))
         verified += verdict.parts_verified
         md5_verified += verdict.parts_md5_verified
         if not verdict.passed:

@@ -350,6 +350,11 @@ class ExportDagsterConfig(_DagsterCommon):
     #: S3 destinations: the Dagster resource key of a `dagster_aws.s3.S3Resource` the
     #: export's client comes from (default: one built from this destination's fields).
     s3_resource_key: Str | None = None
+    #: Depth of the `manifest_verified` asset check (rivet_core/manifest/verify.py):
+    #: `light` (listing: presence, size, `_SUCCESS`), `sample` (+ listing MD5, untracked
+    #: objects), `full` (+ every part downloaded and re-read: content hash, row count,
+    #: per-column checksums).
+    verify_depth: Literal["light", "sample", "full"] = "sample"
 
     schedule: Str | None = None
     end_date: Str | None = None

@@ -66,7 +66,7 @@ from rivet_core.chunks.planner import column_type, fetch_rows, plan_chunks
 from rivet_core.chunks.sql import probe_window, window_count_query, window_query
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, DataIntegrityError, RivetError
-from rivet_core.manifest import quarantine_object, schema_fingerprint
+from rivet_core.manifest import quarantine_object, read_manifest, schema_fingerprint
 from rivet_core.pipeline.chunk_commit import (
     StagedWindow,
     WindowResult,
@@ -705,7 +705,7 @@ class ChunkManifestRun(DagsterChunkRun):
             summary.schema_changed = False  # gated per partition, before each window was claimed
             summary.journal.record("Warning", context="chunk_finalize",
                                    message=f"chunk run {run_id}: {len(tasks)} window(s), {len(kept)} part(s)")
-            self._run_total_quality()
+            self._gate_total_quality(keep=self._published_parts())
             try:
                 highest = state.max_completed_chunk_index(run_id)
                 if highest is not None:
@@ -715,6 +715,19 @@ class ChunkManifestRun(DagsterChunkRun):
         except Exception as exc:  # noqa: BLE001 - reported through finalize
             return self._finalize(exc)
         return self._finalize(None)
+
+    def _published_parts(self) -> set[str]:
+        """Parts a failing gate must leave in place: those of windows carried from earlier chunk
+        runs (their names carry another run's stamp) and whatever the prefix's current manifest
+        lists — the last good delivery stays whole (ADR-0002)."""
+        own = part_prefix(self.export.name, self.summary.run_id)
+        keep = {p.path for p in self.summary.manifest_parts if not p.path.startswith(own)}
+        try:
+            found = read_manifest(self.dest)
+        except Exception as exc:  # noqa: BLE001 - unreadable: the carried parts are kept anyway
+            self.summary.add_warning(f"current manifest unreadable: {redact_secrets(exc)}")
+            found = None
+        return keep | ({p.path for p in found[0].parts} if found else set())
 
     def _finalized_elsewhere(self, run_id: str, status: str) -> DataIntegrityError:
         return DataIntegrityError(

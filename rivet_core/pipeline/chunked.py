@@ -15,8 +15,10 @@ schema-drift facade and finalize sequence) with a different middle:
    publishes a finished window while the next one reads — each window committed by
    `chunk_commit.commit_window`;
 5. I6: the run is finalized only when every task is completed — otherwise it fails with
-   the number of windows left and the resume command; then `finalize_chunk_run_completed`
-   and the committed progression, then the ordinary finalize sequence (manifest …).
+   the number of windows left and the resume command; then the total quality gate (a
+   failure withdraws the written windows to `_quarantine/<run_id>/` and marks the
+   checkpoint, chunk_withdraw.py), then `finalize_chunk_run_completed` and the committed
+   progression, then the ordinary finalize sequence (manifest …).
 
 A failed window fails the run: never a short export reported as success. Its exit code is
 the failing window's (the one table of errors.py: a full disk is 1 in every mode, a lost
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Collection
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 
@@ -40,6 +43,7 @@ from rivet_core.errors import DataIntegrityError, RivetError, exit_code_for
 from rivet_core.format.meta_columns import meta_schema
 from rivet_core.pipeline.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.chunk_resume import prepare_resume
+from rivet_core.pipeline.chunk_withdraw import withdraw_windows
 from rivet_core.pipeline.faults import InjectedFault, fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.staging import claim_staging
@@ -136,7 +140,9 @@ class ChunkedRun(ExportRun):
                 if self.options.resume:
                     self.summary.add_warning("--resume has no effect without chunk_checkpoint: true")
                 self._drain_in_memory(chunk_plan)
-            self._run_total_quality()
+            self._gate_total_quality()
+            if self.checkpoint:
+                self._close_checkpoint()
             self._keyset_cursor()
         except Exception as exc:  # noqa: BLE001 - reported through finalize
             return self._finalize(exc)
@@ -180,11 +186,15 @@ class ChunkedRun(ExportRun):
                 f"export '{export.name}': chunk checkpoint incomplete ({left} task(s) not completed{because}) — "
                 f"nothing was published; fix the cause, then resume with `rivet run -c {self.config.config_path} "
                 f"-e {export.name} --resume`", cause)
+
+    def _close_checkpoint(self) -> None:
+        """I6 and the committed progression — only once the total quality gate passed."""
+        state, run_id = self.state, self.summary.run_id
         state.finalize_chunk_run_completed(run_id)
         try:
             highest = state.max_completed_chunk_index(run_id)
             if highest is not None:
-                state.record_committed_chunked(export.name, highest, run_id)
+                state.record_committed_chunked(self.export.name, highest, run_id)
         except Exception as exc:  # noqa: BLE001 - progression is advisory (PG2)
             self.summary.add_warning(f"progression write failed: {redact_secrets(exc)}")
 
@@ -312,6 +322,17 @@ class ChunkedRun(ExportRun):
         if self.window_maxima:
             value, arrow_type = max(self.window_maxima, key=lambda m: m[0])
             self.summary.cursor_high = render_cursor_value(value, arrow_type)
+
+    def _gate_total_quality(self, keep: Collection[str] = ()) -> None:
+        """The total quality gate, judged once every window is written; on failure the windows
+        are withdrawn (quarantined, checkpoint marked; pipeline/chunk_withdraw.py) and the
+        error fails the run: no manifest, no `_SUCCESS`, no cursor."""
+        try:
+            self._run_total_quality()
+        except DataIntegrityError as exc:
+            withdraw_windows(self.summary, self.state, self.dest, reason=redact_secrets(exc),
+                             chunk_run_id=self.summary.run_id if self.checkpoint else None, keep=keep)
+            raise
 
     def _run_total_quality(self) -> None:
         """On chunked runs only row_count bounds apply, to the run total (reference §2.3)."""

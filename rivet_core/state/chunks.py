@@ -257,6 +257,21 @@ class ChunkStore(StoreBase):
                 (chunk_run.c.run_id == run_id) & (chunk_run.c.status == "in_progress"))
                 .values(status="interrupted", updated_at=utc_now_text()))
 
+    def withdraw_chunk_run(self, run_id: str, reason: str) -> int:
+        """A gate failed after windows were written (pipeline/chunk_withdraw.py): the run
+        (in progress or just completed) → interrupted, so it is never resumed nor continued,
+        and each completed task → failed with `reason` as its last_error and its attempt
+        budget spent. One transaction; returns how many tasks were withdrawn."""
+        now = utc_now_text()
+        with self.engine.begin() as conn:
+            conn.execute(chunk_run.update().where(
+                (chunk_run.c.run_id == run_id) & chunk_run.c.status.in_(("in_progress", "completed")))
+                .values(status="interrupted", updated_at=now))
+            spent = sa.select(chunk_run.c.max_chunk_attempts).where(chunk_run.c.run_id == run_id).scalar_subquery()
+            return conn.execute(chunk_task.update().where(
+                (chunk_task.c.run_id == run_id) & (chunk_task.c.status == "completed"))
+                .values(status="failed", last_error=reason[:2000], attempts=spent, updated_at=now)).rowcount
+
     def reset_chunk_checkpoint(self, export_name: str, *, stuck_only: bool = False,
                                failed_only: bool = False) -> int:
         """Delete chunk runs of the export and their tasks; returns how many runs were deleted.
