@@ -705,7 +705,7 @@ class ChunkManifestRun(DagsterChunkRun):
             summary.schema_changed = False  # gated per partition, before each window was claimed
             summary.journal.record("Warning", context="chunk_finalize",
                                    message=f"chunk run {run_id}: {len(tasks)} window(s), {len(kept)} part(s)")
-            self._gate_total_quality(keep=self._published_parts())
+            self._gate_total_quality(keep=self._published_parts)
             try:
                 highest = state.max_completed_chunk_index(run_id)
                 if highest is not None:

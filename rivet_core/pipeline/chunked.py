@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 
@@ -323,15 +323,17 @@ class ChunkedRun(ExportRun):
             value, arrow_type = max(self.window_maxima, key=lambda m: m[0])
             self.summary.cursor_high = render_cursor_value(value, arrow_type)
 
-    def _gate_total_quality(self, keep: Collection[str] = ()) -> None:
+    def _gate_total_quality(self, keep: Callable[[], Collection[str]] | None = None) -> None:
         """The total quality gate, judged once every window is written; on failure the windows
         are withdrawn (quarantined, checkpoint marked; pipeline/chunk_withdraw.py) and the
-        error fails the run: no manifest, no `_SUCCESS`, no cursor."""
+        error fails the run: no manifest, no `_SUCCESS`, no cursor. `keep` (called only on a
+        failure) names parts that must stay: the last good delivery's."""
         try:
             self._run_total_quality()
         except DataIntegrityError as exc:
             withdraw_windows(self.summary, self.state, self.dest, reason=redact_secrets(exc),
-                             chunk_run_id=self.summary.run_id if self.checkpoint else None, keep=keep)
+                             chunk_run_id=self.summary.run_id if self.checkpoint else None,
+                             keep=keep() if keep is not None else ())
             raise
 
     def _run_total_quality(self) -> None:
