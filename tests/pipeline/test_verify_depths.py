@@ -320,3 +320,23 @@ def test_time_and_decimal_types_hash() -> None:
     sums = table_sums(t)
     assert sums["d"].nulls == 1 and sums["l"].nulls == 1
     assert table_sums(t.take([4, 3, 2, 1, 0])) == sums
+
+
+@pytest.mark.postgres
+def test_a_csv_export_verifies_full_by_content_and_counted_records(tmp_path: Path, pg_url: str) -> None:
+    db_exec(pg_url, "CREATE TABLE items (id INT PRIMARY KEY, name TEXT)",
+            "INSERT INTO items SELECT g, CASE WHEN g % 5 = 0 THEN E'two\\nlines, \"quoted\"' ELSE 'n' || g END "
+            "FROM generate_series(1, 50) AS g")
+    config = write_config(tmp_path, source_block(pg_url), [_export(format="csv")])
+    _run(config)
+    manifest = _manifest(tmp_path / "out")
+    assert "column_checksums" not in manifest and manifest["parts"][0]["rows"] == 50
+    code, v = _validate(config, "full")
+    assert code == 0 and v["parts_content_verified"] == 1 and v["column_checksums"] == "not recorded", v
+    dest = open_destination(DestinationSpec(kind="local", path=str(tmp_path / "out")))
+    from dataclasses import replace
+    m = parse_manifest((tmp_path / "out" / "manifest.json").read_bytes())
+    write_manifest_files(dest, replace(m, row_count=51, parts=(replace(m.parts[0], rows=51),)))
+    v = verify_at_destination(dest, depth="full")
+    [f] = [f for f in v.failures if f.kind == "part_row_count_mismatch"]
+    assert (f.check, f.expected, f.actual) == ("rows", 51, 50)  # quoted newlines are one record
