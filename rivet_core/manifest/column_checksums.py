@@ -12,7 +12,8 @@ and again by `rivet validate --depth full`, so both sides see the same Arrow typ
 - booleans, integers, dates, times, timestamps, durations: the integer value (int64 /
   uint64 bits), mixed with splitmix64 and salted with the column's Arrow type;
 - floats: the IEEE-754 float64 bits (float32 widened), same mix;
-- strings, binaries, decimals (rendered as text) and every other type (rendered as
+- decimal128: the unscaled 128-bit integer, low word XOR mix(high word);
+- strings, binaries, decimal256 (rendered as text) and every other type (rendered as
   JSON text of the Python value): the bytes, hashed with pandas' vectorized SipHash
   (`pandas.util.hash_array`, fixed key), then the same mix.
 
@@ -34,6 +35,7 @@ import xxhash
 
 CHECKSUM_RENDER = "rivet-colsum-v1"
 _MASK = (1 << 64) - 1
+_HIGH_SALT = 0x5BD1E9955BD1E995
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,11 @@ def _value_hashes(arr: pa.Array) -> np.ndarray:
     elif (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
           or pa.types.is_fixed_size_binary(t)):
         u = _bytes_hashes(valid.to_numpy(zero_copy_only=False))
+    elif pa.types.is_decimal128(t):  # the 128-bit unscaled integer (little-endian words)
+        n = len(valid)
+        words = np.frombuffer(valid.buffers()[1], dtype="<u8", count=2 * (valid.offset + n))
+        words = words[2 * valid.offset:].reshape(n, 2).astype(np.uint64)
+        u = words[:, 0] ^ _mix(words[:, 1], _HIGH_SALT)
     elif pa.types.is_decimal(t):
         u = _bytes_hashes(pc.cast(valid, pa.string()).cast(pa.large_binary()).to_numpy(zero_copy_only=False))
     else:  # nested and rare types: JSON text of the Python value (slow path, exact)

@@ -26,6 +26,7 @@ from rivet_core.manifest import parse_manifest, verify_at_destination, write_man
 from rivet_core.manifest.column_checksums import (
     CHECKSUM_RENDER,
     ColumnSum,
+    column_sum,
     combine,
     parquet_sums,
     table_sums,
@@ -320,6 +321,11 @@ def test_time_and_decimal_types_hash() -> None:
     sums = table_sums(t)
     assert sums["d"].nulls == 1 and sums["l"].nulls == 1
     assert table_sums(t.take([4, 3, 2, 1, 0])) == sums
+    d = t.column("d").combine_chunks()  # sliced arrays (non-zero offsets) sum to the whole
+    assert combine([{"d": column_sum(d.slice(0, 2))}, {"d": column_sum(d.slice(2))}]) == {"d": sums["d"]}
+    assert column_sum(pa.array([1, 2], pa.decimal128(10, 2))) != column_sum(pa.array([1, 3], pa.decimal128(10, 2)))
+    big = pa.array([10**30, -(10**30)], pa.decimal128(38, 0))  # the high word matters
+    assert column_sum(big) != column_sum(pa.array([10**30 + 2**64, -(10**30)], pa.decimal128(38, 0)))
 
 
 @pytest.mark.postgres
