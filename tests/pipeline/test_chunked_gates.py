@@ -45,6 +45,7 @@ from tests.helpers import (
 )
 from tests.pipeline.test_chunked_cli import (  # noqa: F401 - module fixtures
     ITEMS,
+    KILLED,
     ROWS,
     _admin,
     _sqlite_state_beside_the_config,
@@ -246,3 +247,23 @@ def test_the_report_and_the_webhook_carry_the_verdict_of_validate(tmp_path, even
 def _report(config: Path, run_id: str) -> dict:
     safe = "".join(c if c.isalnum() or c in "._-" else "-" for c in run_id)
     return json.loads((config.parent / ".rivet" / "runs" / safe / "summary.json").read_text())
+
+
+@pytest.mark.postgres
+def test_a_resume_whose_total_gate_fails_withdraws_the_kept_windows_too(tmp_path, pg_items):
+    config = config_for(tmp_path, pg_items, chunk_checkpoint=True, quality={"row_count_min": ROWS + 1})
+    out = tmp_path / "out"
+    crashed = run(config, RIVET_TEST_PANIC_AT="after_chunk_complete:3")
+    assert crashed.returncode == KILLED, crashed.stderr
+    kept = {f for (f,) in state_rows(config, "SELECT file_name FROM chunk_task WHERE status = 'completed'")}
+    assert kept and data_files(out)
+
+    resumed = run(config, "--resume")
+    assert resumed.returncode == 3, resumed.stderr
+    assert data_files(out) == [] and not (out / "manifest.json").exists() and not (out / "_SUCCESS").exists()
+    names = {p.name for p in quarantined(out)}
+    assert {Path(f).name for f in kept} <= names  # the windows the resume kept were withdrawn with the rest
+    ids = pa.concat_tables([read_table(p) for p in quarantined(out)]).column("id").to_pylist()
+    assert set(ids) == set(range(1, ROWS + 1))  # nothing lost
+    assert state_rows(config, "SELECT status FROM chunk_run") == [("interrupted",)]
+    assert {s for (s,) in state_rows(config, "SELECT status FROM chunk_task")} == {"failed"}
