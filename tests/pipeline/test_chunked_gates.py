@@ -267,3 +267,25 @@ def test_a_resume_whose_total_gate_fails_withdraws_the_kept_windows_too(tmp_path
     assert set(ids) == set(range(1, ROWS + 1))  # nothing lost
     assert state_rows(config, "SELECT status FROM chunk_run") == [("interrupted",)]
     assert {s for (s,) in state_rows(config, "SELECT status FROM chunk_task")} == {"failed"}
+
+
+# ===================================================== schema drift `fail` in a chunked run
+@pytest.mark.parametrize("checkpoint", [True, False])
+def test_schema_drift_fail_in_a_chunked_run_publishes_nothing_and_leaves_the_last_delivery_whole(
+        tmp_path, items_url, checkpoint):
+    out = tmp_path / "out"
+    base = {"chunk_checkpoint": checkpoint, "on_schema_drift": "fail", "table": None}
+    first = run(config_for(tmp_path, items_url, query="SELECT id, name FROM items", **base))
+    assert first.returncode == 0, first.stderr
+    good = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+    drifted = config_for(tmp_path, items_url, query="SELECT id, name, id * 2 AS doubled FROM items", **base)
+    refused = run(drifted)
+    assert refused.returncode == 4, refused.stderr  # schema drift's exit code
+    assert "schema drift detected" in refused.stderr
+    # Nothing of the drifted run reached the prefix (the gate runs on a probe, before any window).
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == good
+    assert not (out / "_quarantine").exists()
+    assert canonical_rows(out, ["id", "name"]) == source_rows(items_url, ITEMS)
+    if checkpoint:  # no chunk run was opened for the refused run
+        assert state_rows(drifted, "SELECT status FROM chunk_run") == [("completed",)]
