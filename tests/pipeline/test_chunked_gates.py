@@ -289,3 +289,34 @@ def test_schema_drift_fail_in_a_chunked_run_publishes_nothing_and_leaves_the_las
     assert canonical_rows(out, ["id", "name"]) == source_rows(items_url, ITEMS)
     if checkpoint:  # no chunk run was opened for the refused run
         assert state_rows(drifted, "SELECT status FROM chunk_run") == [("completed",)]
+
+
+# ===================================================== a keyset_incremental cursor stays put
+def test_a_failing_total_gate_of_a_keyset_incremental_run_keeps_the_cursor_and_the_last_delivery(
+        tmp_path, events_url):
+    def config(minimum: int) -> Path:
+        return write_config(tmp_path, source_block(events_url), [{
+            "name": "events", "table": "events", "mode": "chunked", "chunk_by_key": "id", "chunk_size": 10,
+            "keyset_incremental": True, "chunk_checkpoint": True, "quality": {"row_count_min": minimum},
+            "format": "parquet", "destination": {"type": "local", "path": "out"}}])
+
+    out = tmp_path / "out"
+    insert_events(events_url, range(1, 41))
+    first = run(config(1))
+    assert first.returncode == 0, first.stderr
+    assert cursor_of(config(1), "events") == "40"
+    good = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+
+    insert_events(events_url, range(41, 46))  # 5 new rows: below the gate's 10
+    short = run(config(10))
+    assert short.returncode == 3, short.stderr
+    assert cursor_of(config(10), "events") == "40"  # unmoved
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == good  # the last delivery, whole
+    ids = pa.concat_tables([read_table(p) for p in quarantined(out)]).column("id").to_pylist()
+    assert sorted(ids) == list(range(41, 46))  # the withdrawn window, nothing lost
+
+    insert_events(events_url, range(46, 61))
+    again = run(config(10), "--validate")
+    assert again.returncode == 0, again.stderr
+    assert cursor_of(config(10), "events") == "60"
+    assert manifest_ids(out) == list(range(1, 61))  # every id exactly once across the deliveries
