@@ -8,7 +8,9 @@ reads the checkpoint, the cursor and the run report from the state DB / disk.
    judged after every window was written) publishes nothing: its windows' parts are moved to
    `_quarantine/<run_id>/` (all rows still there), no manifest / `_SUCCESS`, the chunk run is
    `interrupted` with every task `failed` carrying the gate's reason; the next run starts clean
-   and exports every row exactly once.
+   and exports every row exactly once. A resume whose gate fails withdraws the windows it
+   kept too; a keyset_incremental run keeps its cursor and the last delivery; schema drift
+   `fail` is refused on the probe, before any window (nothing to withdraw).
 2. A failing manifest write (the destination refuses `manifest.json`: a directory stands in
    its place) fails the run with the cursor unmoved; the re-run exports every row exactly once.
 3. Validate comes before the run report and the notification: a part damaged between the
