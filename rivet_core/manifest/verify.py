@@ -338,7 +338,7 @@ def _reread_parts(v: Verification, dest: Destination, manifest: Manifest, parts:
     for part in parts:
         try:
             data = dest.read_bytes(part.path)
-        except DestinationError as exc:
+        except Exception as exc:  # noqa: BLE001 - any read failure is a verdict, never a traceback
             v.failures.append(VerifyFailure("part_read_error", {"part_id": part.part_id, "path": part.path,
                                                                  **_io_fields(exc)}))
             continue

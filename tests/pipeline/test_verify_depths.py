@@ -346,3 +346,22 @@ def test_a_csv_export_verifies_full_by_content_and_counted_records(tmp_path: Pat
     v = verify_at_destination(dest, depth="full")
     [f] = [f for f in v.failures if f.kind == "part_row_count_mismatch"]
     assert (f.check, f.expected, f.actual) == ("rows", 51, 50)  # quoted newlines are one record
+
+
+def test_a_part_that_cannot_be_read_is_could_not_verify_not_a_traceback(tmp_path: Path) -> None:
+    from rivet_core.destination.errors import destination_error
+    from tests.test_manifest import RecordingDestination
+
+    class UnreadablePart(RecordingDestination):
+        def read_bytes(self, key: str, max_bytes: int | None = None) -> bytes:
+            if key.endswith(".parquet"):
+                raise destination_error(f"connection reset reading {key}", transient=True)
+            return super().read_bytes(key, max_bytes)
+
+    shutil.copytree(Path(__file__).resolve().parent.parent / "fixtures" / "rivet_manifest_v1", tmp_path / "p")
+    dest = UnreadablePart(open_destination(DestinationSpec(kind="local", path=str(tmp_path / "p"))))
+    v = verify_at_destination(dest, depth="full")
+    [f] = [f for f in v.failures if f.fatal]  # (the fixture's README.md is an advisory untracked object)
+    assert f.kind == "part_read_error" and f.path == "orders_20260521_120000_000.parquet" and f.transient
+    assert not v.passed and v.exit_code() == 2  # a retry may clear it
+    assert verify_at_destination(dest, depth="sample").passed
