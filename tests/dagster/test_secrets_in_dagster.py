@@ -11,9 +11,11 @@ import uuid
 from pathlib import Path
 
 import dagster as dg
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rivet_core import redact
 from rivet_dagster import build_definitions
 from tests.dagster.support import Target, create_orders, export_block, run_job
 from tests.helpers import db_exec, write_config
@@ -21,8 +23,16 @@ from tests.helpers import db_exec, write_config
 PASSWORD = "Tok3n SPACEPW@AtPart2 zz"
 
 
-def test_no_piece_of_the_password_is_stored_by_dagster(pg_url: str, tmp_path: Path,
-                                                       monkeypatch) -> None:  # noqa: ANN001
+@pytest.fixture
+def forget_registered_secrets():  # noqa: ANN201
+    """Registered secrets are process-wide: forget what a test registered."""
+    before = set(redact._registered)
+    yield
+    redact._registered.intersection_update(before)
+
+
+def test_no_piece_of_the_password_is_stored_by_dagster(pg_url: str, tmp_path: Path, monkeypatch,  # noqa: ANN001
+                                                       forget_registered_secrets) -> None:  # noqa: ANN001
     create_orders(pg_url, rows=50)
     role = f"spacey_{uuid.uuid4().hex[:10]}"  # roles are cluster-wide
     db_exec(pg_url, f"CREATE ROLE {role} LOGIN PASSWORD '{PASSWORD}'", f"GRANT SELECT ON orders TO {role}")
@@ -60,6 +70,9 @@ def test_generated_passwords_never_reach_the_dagster_instance(pg_url: str, tmp_p
     """The whole printable range (and some non-ASCII) in a percent-encoded URL: a run that
     succeeds proves the driver got the password; then no 6+-character piece of it is in any
     file of the instance."""
+    # The redactor's registry is process-wide: forget this example's password afterwards,
+    # or it would mask text (say, a run of zeros) in later tests.
+    before = set(redact._registered)
     tmp_path = tmp_path_factory.mktemp("gen")
     create_orders(pg_url, rows=20) if not db_exec(pg_url, "SELECT to_regclass('orders') IS NOT NULL")[0][0] else None
     escaped = password.replace("'", "''")
@@ -88,3 +101,4 @@ def test_generated_passwords_never_reach_the_dagster_instance(pg_url: str, tmp_p
                     assert piece.encode() not in data, f"a piece of the password is in {path.relative_to(home)}"
     finally:
         os.environ.pop("GEN_SHOP_URL", None)
+        redact._registered.intersection_update(before)
