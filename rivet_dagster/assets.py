@@ -1,4 +1,4 @@
-"""One Dagster asset per export (DESIGN.md §6): the asset body extracts to staged files.
+"""One Dagster asset per export (docs/dagster-guide.md, docs/architecture.md): the asset body extracts to staged files.
 
 The body never writes to the destination. It runs the core's `ExportRun` through its
 first phases — extract (quality gate on the staged data) and the schema-drift gate —

@@ -1,4 +1,4 @@
-"""Chunked exports as Dagster partitions (DESIGN.md §6, issue 4 item 6).
+"""Chunked exports as Dagster partitions (docs/dagster-guide.md, docs/adr/0005).
 
 A `mode: chunked` export becomes:
 
