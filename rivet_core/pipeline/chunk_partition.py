@@ -427,10 +427,20 @@ def plan_chunk_partitions(config: RivetConfig, export: ExportConfig, *, state=No
         refill, marks, drifted = ({}, {}, []) if refresh else _changed(run, chunk_plan, completed, recorded)
         refresh_keys = sorted(t.window_key for t in completed) if refresh else []
         fresh = False
+        warnings = list(chunk_plan.warnings)
         if current is None:
-            if carry and not extra and not refill and not refresh_keys:  # finalized, nothing new: open nothing
+            unpublished = _unpublished(run, previous) if carry and not extra and not refill and not refresh_keys \
+                else None
+            if carry and not extra and not refill and not refresh_keys and unpublished is None:
+                # finalized and published, nothing new: open nothing
                 return ChunkPlanTick(name, None, sorted(t.window_key for t in before), stamp=_stamp(before),
-                                     warnings=list(chunk_plan.warnings))
+                                     warnings=warnings)
+            if unpublished is not None:
+                # Completed (I6) but never published: a new run carrying every window completed
+                # is a run the planner can finalize again under a new run id (a new run key).
+                warnings.append(f"export '{name}': chunk run {previous.run_id} completed every window but "
+                                f"{unpublished}; its windows are carried into a new chunk run and the manifest "
+                                "is requested again")
             current, fresh = run.open_chunk_run(chunk_plan, extra=extra if carry else (),
                                                 carry_completed=not refresh_keys)
         else:
@@ -446,9 +456,38 @@ def plan_chunk_partitions(config: RivetConfig, export: ExportConfig, *, state=No
             name, current.run_id, keys, fresh=fresh, added=added, refill=refill, marks=marks, drifted=drifted,
             refreshed=[] if fresh else [k for k in refresh_keys if k in present],
             not_completed=sum(t.status != "completed" for t in tasks), stamp=_stamp(tasks),
-            warnings=list(chunk_plan.warnings))
+            warnings=warnings)
     finally:
         run.close()
+
+
+def _unpublished(run: DagsterChunkRun, previous: ChunkRunRow) -> str | None:
+    """Why the completed chunk run `previous` never published its manifest, or None when it
+    did — or when its finalize may still be running.
+
+    `finalize_chunk_run_completed` (I6) marks the chunk run completed *before* the finalize
+    sequence; a manifest run that fails after that point (the manifest write refused, a
+    validation verdict) leaves a completed run with nothing published. Without this check the
+    planner would see "finalized, nothing new" forever. The run ledger (`run_status`, keyed by
+    the chunk run id, written by the finalize) decides: `success` is published; `failed` or
+    `interrupted` is not. No outcome (no row, or `running`) is in doubt: while another run of
+    the export holds a live export lock the finalize may be in flight, so the planner waits;
+    with none, the finalize died and the manifest is requested again."""
+    try:
+        ledger = run.state.get_run_status(previous.run_id)
+    except Exception as exc:  # noqa: BLE001 - an unreadable ledger: never re-publish on a guess
+        log.warning("export '%s': run ledger unreadable (%s); not re-requesting the manifest",
+                    run.export.name, redact_secrets(exc))
+        return None
+    status = ledger["status"] if ledger else None
+    if status == "success":
+        return None
+    if status in ("failed", "interrupted"):
+        return f"its finalize {status} (nothing was published)"
+    own = run.export_lock.token if run.export_lock is not None else None
+    if any(h.token != own and h.stale_reason() is None for h in run.state.list_export_locks(run.export.name)):
+        return None
+    return "its finalize never finished (no outcome in the run ledger, no live run of the export)"
 
 
 def _changed(run: DagsterChunkRun, chunk_plan: ChunkPlan, completed: Sequence[ChunkTaskRow],
