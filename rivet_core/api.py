@@ -87,7 +87,7 @@ def run_checkpointed(config: RivetConfig, export: ExportConfig, options: RunOpti
 def destination_uri(config: RivetConfig, export: ExportConfig) -> str:
     """Where an export writes, as a URI, from the config alone: no environment lookups and
     no connection, so a code location can show it when it loads (`file:///abs/dir/`,
-    `s3://bucket/prefix/`, `stdout:`). Date tokens are rendered at the current time."""
+    `s3://bucket/prefix/`, `gs://bucket/prefix/`, `az://container/prefix/`, `stdout:`). Date tokens are rendered at the current time."""
     from datetime import UTC, datetime
 
     from rivet_core.config import render_destination
@@ -98,11 +98,12 @@ def destination_uri(config: RivetConfig, export: ExportConfig) -> str:
         path = Path(dest.path or dest.prefix or ".")
         path = path if path.is_absolute() else config.config_dir / path
         return path.resolve().as_uri().rstrip("/") + "/"
-    if dest.type == "s3":
+    if dest.type in ("s3", "gcs", "azure"):
         prefix = (dest.prefix or "").lstrip("/")
         if prefix and not prefix.endswith("/"):
             prefix += "/"
-        return redact_secrets(f"s3://{dest.bucket}/{prefix}")
+        scheme = {"s3": "s3", "gcs": "gs", "azure": "az"}[dest.type]
+        return redact_secrets(f"{scheme}://{dest.bucket}/{prefix}")
     return f"{dest.type}:"
 
 

@@ -334,7 +334,8 @@ def _spec_where(spec: Any, base_dir: Path) -> str:
     if spec.kind == "local":
         root = Path(spec.path or spec.prefix or ".").expanduser()
         return str(root if root.is_absolute() else (base_dir / root))
-    return f"s3://{spec.bucket}/{spec.prefix or ''}"
+    scheme = {"gcs": "gs", "azure": "az"}.get(spec.kind, "s3")
+    return f"{scheme}://{spec.bucket}/{spec.prefix or ''}"
 
 
 def _destination_failure(label: str, spec: Any, where: str, action: str, exc: BaseException) -> Check:
@@ -353,7 +354,9 @@ def _destination_failure(label: str, spec: Any, where: str, action: str, exc: Ba
     if action not in ("create", "write") and not problem.lower().startswith(action):
         problem = f"{action} of the probe object failed: {problem}"
     if action == "delete" and not fix:
-        fix = "grant s3:DeleteObject on the prefix (rivet deletes only this probe object)"
+        fix = {"gcs": "grant storage.objects.delete on the bucket",
+               "azure": "grant delete on the container (Storage Blob Data Contributor)"}.get(
+            spec.kind, "grant s3:DeleteObject on the prefix") + " (rivet deletes only this probe object)"
     return Check(label, False, f"{where}: {problem}", fix, transient=transient)
 
 

@@ -153,7 +153,28 @@ def destination_spec(config: RivetConfig, export: ExportConfig, now: datetime,
             secret_key=_env(dest.secret_key_env, "secret_key_env", export.name),
             session_token=_env(dest.session_token_env, "session_token_env", export.name),
             aws_profile=dest.aws_profile, timeout_s=dest.timeout_s, max_attempts=dest.max_attempts)
+    if dest.type in ("gcs", "azure"):
+        return _cloud_spec(config, export, dest, sub_prefix)
     return DestinationSpec(kind="stdout")
+
+
+def _cloud_spec(config: RivetConfig, export: ExportConfig, dest: Any, sub_prefix: str) -> DestinationSpec:
+    """GCS / Azure: the prefix as for S3, the credential read from its env var now (so an
+    unset variable is named before anything runs), a relative credentials_file resolved
+    against the config file's directory."""
+    prefix = dest.prefix or ""
+    if prefix and not prefix.endswith("/"):
+        prefix += "/"
+    credentials_file = dest.credentials_file
+    if credentials_file and not os.path.isabs(os.path.expanduser(credentials_file)):
+        credentials_file = str(config.config_dir / credentials_file)
+    return DestinationSpec(
+        kind=dest.type, bucket=dest.bucket, prefix=prefix + sub_prefix, endpoint=dest.endpoint,
+        credentials_file=credentials_file, account_name=dest.account_name,
+        account_key=_env(dest.account_key_env, "account_key_env", export.name),
+        sas_token=_env(dest.sas_token_env, "sas_token_env", export.name),
+        allow_anonymous=dest.allow_anonymous, timeout_s=dest.timeout_s, max_attempts=dest.max_attempts,
+        credential_env=dest.account_key_env or dest.sas_token_env)
 
 
 # export_destination / partition_prefixes live here (re-exported by rivet_core.api) so that

@@ -66,8 +66,9 @@ def source_label(config: api.RivetConfig, export: api.ExportConfig) -> str:
 def destination_label(config: api.RivetConfig, export: api.ExportConfig) -> str:
     """`<type> <url> · <format>[, <compression>]`, the endpoint redacted."""
     dest = export.destination
-    if dest.type == "s3":
-        where = f"`s3://{dest.bucket}/{dest.prefix or ''}`"
+    if dest.type in ("s3", "gcs", "azure"):
+        scheme = {"s3": "s3", "gcs": "gs", "azure": "az"}[dest.type]
+        where = f"`{scheme}://{dest.bucket}/{dest.prefix or ''}`"
         if dest.endpoint:
             where += f" at `{dest.endpoint}`"
     elif dest.type == "local":

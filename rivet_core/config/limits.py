@@ -186,7 +186,8 @@ def destination_key_errors(exp: ExportConfig, label: str) -> list[str]:
         value = getattr(dest, field)
         if not value:
             continue
-        extra = _KEY_UNSAFE - {":"} if dest.type == "s3" and field == "prefix" else set()
+        extra = (_KEY_UNSAFE - {":"} if dest.type in ("s3", "gcs", "azure") and field == "prefix"
+                 else set())
         bad = [b for b in _bad_chars(value, extra) if b != "\\x00"]  # NUL: its own message
         if bad:
             errors.append(f"{label}: destination.{field} contains {_listed(bad)}, "
@@ -222,8 +223,8 @@ def destination_root(cfg: RivetConfig, exp: ExportConfig) -> tuple[tuple[str, ..
         anchor = "/" if os.path.isabs(base) else str(cfg.config_dir)
         root = os.path.normpath(os.path.join(anchor, *static))
         return ("local",), tuple(Path(root).parts)
-    if dest.type == "s3":
-        return (("s3", dest.endpoint or "", dest.bucket or ""),
+    if dest.type in ("s3", "gcs", "azure"):
+        return ((dest.type, dest.endpoint or "", dest.bucket or "", dest.account_name or ""),
                 tuple(_static_parts(dest.prefix or "", exp.name)))
     return None
 
@@ -244,7 +245,8 @@ def overlap_errors(cfg: RivetConfig) -> list[str]:
             def shown(parts: tuple[str, ...], store: tuple[str, ...] = a[0]) -> str:
                 if store == ("local",):
                     return os.path.join(*parts) if parts else "."
-                return f"s3://{store[2]}/" + "".join(f"{p}/" for p in parts)
+                scheme = {"s3": "s3", "gcs": "gs", "azure": "az"}[store[0]]
+                return f"{scheme}://{store[2]}/" + "".join(f"{p}/" for p in parts)
 
             if inner == outer:
                 problem = (f"exports '{first.name}' and '{second.name}' write to the same "

@@ -158,8 +158,9 @@ class SourceConfig(_Strict):
 
 
 class DestinationConfig(_Strict):
-    """`exports[].destination`. Only local, s3 and stdout are implemented; gcs and azure
-    parse (so a Rivet config gets a clear "not supported yet") but are rejected."""
+    """`exports[].destination`: local, s3, gcs, azure or stdout, with Rivet's field names
+    (docs/config-reference.md). Which fields each type needs is checked in
+    `rivet_core.config.validate.destination_errors`, so every problem is reported at once."""
 
     type: Literal["local", "s3", "gcs", "azure", "stdout"]
     bucket: Str | None = None
@@ -172,12 +173,13 @@ class DestinationConfig(_Strict):
     secret_key_env: Str | None = None
     session_token_env: Str | None = None
     aws_profile: Str | None = None
-    #: S3 only: seconds to wait for a connection / for a response to each request, and the
-    #: attempts per request (first try + retries) before the write fails the run. A hung or
-    #: dead endpoint then fails the run in about attempts × timeout instead of minutes.
+    #: S3, GCS, Azure: seconds to wait for a connection / for a response to each request, and
+    #: the attempts per request (first try + retries) before the write fails the run. A hung
+    #: or dead endpoint then fails the run in about attempts × timeout instead of minutes.
     timeout_s: float | None = Field(default=None, gt=0, le=3600)
     max_attempts: int | None = Field(default=None, ge=1, le=20)
-    #: Azure-only fields (accepted so Rivet configs parse; Azure itself is not supported).
+    #: Azure: the storage account, and the env var holding its shared key or a SAS token
+    #: (neither: DefaultAzureCredential). GCS/Azure: allow_anonymous sends no credentials.
     account_name: Str | None = None
     account_key_env: Str | None = None
     sas_token_env: Str | None = None

@@ -4,7 +4,7 @@ Every check returns messages instead of raising, so the loader can report all pr
 at once. Messages name the export (`export 'x': …`), the key and value at fault, and the
 fix; the quoted fragments of the reference catalogue appear verbatim so tests (and
 users' scripts) can rely on them. Features we parse but do not implement yet (CDC,
-partition_by, GCS/Azure) are rejected here with a "not supported yet" message. Chunked
+partition_by) are rejected here with a "not supported yet" message. Chunked
 rules that need the source (key types, statistics) are checked at plan time by
 `rivet_core.chunks.planner`.
 """
@@ -489,13 +489,59 @@ def _endpoint_host(endpoint: str) -> str:
         return ""
 
 
-def destination_errors(dest: DestinationConfig, label: str, export_name: str) -> list[str]:
-    """§5 items 38–42 plus our own "not supported yet" types."""
-    errors: list[str] = []
-    if dest.type in ("gcs", "azure"):
+def _gcs_errors(dest: DestinationConfig, label: str) -> list[str]:
+    errors = []
+    if not dest.bucket:
+        errors.append(f"{label}: GCS destination requires 'bucket' — set destination.bucket")
+    if dest.allow_anonymous and dest.credentials_file:
         errors.append(
-            f"{label}: destination type '{dest.type}' is not supported yet — use local or s3"
-        )
+            f"{label}: GCS allow_anonymous: true and credentials_file contradict each other — "
+            "remove credentials_file to read and write without credentials, or allow_anonymous "
+            "to use the key file")
+    return errors
+
+
+def _azure_errors(dest: DestinationConfig, label: str) -> list[str]:
+    errors = []
+    if not dest.bucket:
+        errors.append(
+            f"{label}: Azure destination requires 'bucket' (the container) — set destination.bucket")
+    if not dest.account_name:
+        errors.append(
+            f"{label}: Azure destination requires 'account_name' (the storage account) — set "
+            "destination.account_name")
+    if dest.account_key_env and dest.sas_token_env:
+        errors.append(
+            f"{label}: Azure takes account_key_env or sas_token_env, not both — keep the one "
+            "whose environment variable holds the credential to use")
+    if dest.allow_anonymous and (dest.account_key_env or dest.sas_token_env):
+        errors.append(
+            f"{label}: Azure allow_anonymous: true cannot be combined with "
+            f"{'account_key_env' if dest.account_key_env else 'sas_token_env'} — remove one of them")
+    return errors
+
+
+def credentials_file_errors(exp: ExportConfig, config_dir: Path) -> list[str]:
+    """§5 item 41: a GCS credentials_file must exist when the config is loaded (relative
+    paths are relative to the config file's directory)."""
+    dest = exp.destination
+    if dest.type != "gcs" or not dest.credentials_file:
+        return []
+    path = Path(dest.credentials_file).expanduser()
+    if not (path if path.is_absolute() else config_dir / path).is_file():
+        return [f"export '{exp.name}': credentials_file '{dest.credentials_file}' does not exist — "
+                "fix destination.credentials_file (a service-account JSON key file)"]
+    return []
+
+
+def destination_errors(dest: DestinationConfig, label: str, export_name: str) -> list[str]:
+    """§5 items 38–42 (the GCS credentials_file path is checked by `credentials_file_errors`,
+    which knows the config directory)."""
+    errors: list[str] = []
+    if dest.type == "gcs":
+        errors.extend(_gcs_errors(dest, label))
+    if dest.type == "azure":
+        errors.extend(_azure_errors(dest, label))
     if dest.type == "local":
         for field in ("path", "prefix"):
             value = getattr(dest, field)
@@ -609,6 +655,7 @@ def config_errors(cfg: RivetConfig) -> list[str]:
             )
         seen.add(exp.name)
         errors.extend(export_errors(exp, cfg.source))
+        errors.extend(credentials_file_errors(exp, cfg.config_dir))
     errors.extend(_notification_errors(cfg))
     errors.extend(bound_errors(cfg))
     errors.extend(overlap_errors(cfg))

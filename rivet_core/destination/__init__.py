@@ -1,7 +1,7 @@
 """Destinations: where parts and trust artifacts land (DESIGN.md §5; ADR-0001 I2, M1/M7/M9).
 
-`open_destination(spec)` returns a `Destination` (local directory, S3 bucket/prefix or
-stdout). The contract each backend keeps is in `base.py`; key safety (reject, never
+`open_destination(spec)` returns a `Destination` (local directory, S3 or GCS bucket/prefix,
+Azure container/prefix, or stdout). The contract each backend keeps is in `base.py`; key safety (reject, never
 clamp) in `keys.py`; one-pass xxh3 + MD5 fingerprints in `checksums.py`.
 """
 
@@ -29,7 +29,9 @@ def open_destination(spec: DestinationSpec, base_dir: Path | None = None, *, cre
     local: `path` (else `prefix`, else ".") — relative paths are resolved against
     `base_dir` (the config file's directory; cwd when None); the directory is created unless
     `create=False` (read-only inspection must leave no trace).
-    s3: requires `bucket`; no network call happens until the first operation.
+    s3 / gcs / azure: require `bucket` (azure: the container); no network call happens
+    until the first operation. The GCS and Azure clients are the package extras `gcs` and
+    `azure` (pyproject.toml); a missing one is reported with the pip command.
     stdout: streams to `sys.stdout.buffer`.
     """
     kind = (spec.kind or "").strip().lower()
@@ -50,11 +52,32 @@ def open_destination(spec: DestinationSpec, base_dir: Path | None = None, *, cre
         from rivet_core.destination.stdout import StdoutDestination
 
         return StdoutDestination()
-    if kind in ("gcs", "azure"):
+    if kind == "gcs":
+        _require("google.cloud.storage", "gcs")
+        from rivet_core.destination.gcs import GCSDestination
+
+        return GCSDestination(spec)
+    if kind == "azure":
+        _require("azure.storage.blob", "azure")
+        from rivet_core.destination.azure import AzureDestination
+
+        return AzureDestination(spec)
+    raise destination_error(
+        f"unknown destination type {spec.kind!r} — expected local, s3, gcs, azure or stdout")
+
+
+def _require(module: str, extra: str) -> None:
+    """Name the pip extra when a cloud's client library is not installed."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        found = False
+    if not found:
         raise destination_error(
-            f"destination type '{kind}' is not supported by this build — use local, s3 or stdout"
-        )
-    raise destination_error(f"unknown destination type {spec.kind!r} — expected local, s3 or stdout")
+            f"destination type '{extra}' needs the '{module}' package — install it with "
+            f"`pip install 'rivet-dagster[{extra}]'`")
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -1,7 +1,7 @@
 """The destination contract every backend implements (DESIGN.md §5, ADR-0001 I2, M1/M7).
 
-A `Destination` is a flat key space under one root (a local directory, an S3
-`bucket/prefix/`, or stdout). The engine relies on three properties:
+A `Destination` is a flat key space under one root (a local directory, an S3 or GCS
+`bucket/prefix/`, an Azure `container/prefix/`, or stdout). The engine relies on three properties:
 
 * `write_file` / `write_bytes` are **durable and atomic when they return** — a reader
   never sees a partial object under its final key (M7), so recording the part after the
@@ -31,10 +31,10 @@ DEFAULT_MULTIPART_CHUNKSIZE = 16 * 1024 * 1024
 class DestinationSpec:
     """Resolved destination settings (the config layer has already read the env vars)."""
 
-    kind: str  # "local" | "s3" | "stdout"
+    kind: str  # "local" | "s3" | "gcs" | "azure" | "stdout"
     path: str | None = None  # local: directory (absolute or relative to base_dir)
-    bucket: str | None = None
-    prefix: str = ""  # s3 key prefix ("" or ending with "/" after normalisation)
+    bucket: str | None = None  # s3/gcs bucket, azure container
+    prefix: str = ""  # object key prefix ("" or ending with "/" after normalisation)
     region: str | None = None
     endpoint: str | None = None
     access_key: str | None = None
@@ -47,6 +47,18 @@ class DestinationSpec:
     #: attempts per request including the first (None: 5).
     timeout_s: float | None = None
     max_attempts: int | None = None
+    #: GCS: a service-account JSON key file (None: application default credentials).
+    credentials_file: str | None = None
+    #: Azure: the storage account, and its shared key or SAS token (read from the env vars
+    #: account_key_env / sas_token_env names); neither: DefaultAzureCredential.
+    account_name: str | None = None
+    account_key: str | None = None
+    sas_token: str | None = None
+    #: GCS/Azure: send no credentials at all (public buckets, emulators).
+    allow_anonymous: bool = False
+    #: Azure: the NAME of the env var the key or token came from, so a refused request can
+    #: say which variable to fix (never its value).
+    credential_env: str | None = None
 
     def __repr__(self) -> str:  # never print secrets, even in a traceback
         return (
@@ -55,7 +67,11 @@ class DestinationSpec:
             f"access_key={'<set>' if self.access_key else None}, "
             f"secret_key={'<set>' if self.secret_key else None}, "
             f"session_token={'<set>' if self.session_token else None}, "
-            f"aws_profile={self.aws_profile!r})"
+            f"aws_profile={self.aws_profile!r}, credentials_file={self.credentials_file!r}, "
+            f"account_name={self.account_name!r}, "
+            f"account_key={'<set>' if self.account_key else None}, "
+            f"sas_token={'<set>' if self.sas_token else None}, "
+            f"allow_anonymous={self.allow_anonymous!r})"
         )
 
 
@@ -86,7 +102,7 @@ class Destination(ABC):
     """Abstract destination; see the module docstring for the guarantees."""
 
     kind: str
-    uri: str  # "file:///abs/dir/" | "s3://bucket/prefix/" | "stdout"
+    uri: str  # "file:///abs/dir/" | "s3://bucket/prefix/" | "gs://…" | "az://container/…" | "stdout"
     supports_manifest: bool = True
 
     @abstractmethod

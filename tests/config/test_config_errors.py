@@ -728,10 +728,48 @@ def test_s3_without_bucket_is_rejected(config_error, base):
     assert "requires 'bucket'" in config_error(_with(base, destination={"type": "s3"}))
 
 
+def test_gcs_and_azure_destinations_with_rivets_fields_load(load, base, tmp_path):
+    (tmp_path / "sa.json").write_text("{}")
+    gcs = {"type": "gcs", "bucket": "b", "prefix": "raw/", "credentials_file": "sa.json"}
+    assert load(_with(base, destination=gcs)).exports[0].destination.credentials_file == "sa.json"
+    azure = {"type": "azure", "account_name": "acct", "bucket": "c", "prefix": "raw/",
+             "sas_token_env": "AZ_SAS", "endpoint": "http://127.0.0.1:10000/acct"}
+    assert load(_with(base, destination=azure)).exports[0].destination.account_name == "acct"
+    default_chain = {"type": "azure", "account_name": "acct", "bucket": "c"}
+    assert load(_with(base, destination=default_chain)).exports[0].destination.type == "azure"
+
+
 @pytest.mark.parametrize("kind", ["gcs", "azure"])
-def test_gcs_and_azure_destinations_are_not_supported_yet(config_error, base, kind):
-    message = config_error(_with(base, destination={"type": kind, "bucket": "b"}))
-    assert f"destination type '{kind}' is not supported yet — use local or s3" in message
+def test_gcs_and_azure_without_bucket_are_rejected(config_error, base, kind):
+    dest = {"type": kind, "account_name": "acct"} if kind == "azure" else {"type": kind}
+    message = config_error(_with(base, destination=dest))
+    assert "requires 'bucket'" in message and "destination.bucket" in message
+
+
+def test_gcs_credentials_file_must_exist_and_excludes_allow_anonymous(config_error, base):
+    missing = {"type": "gcs", "bucket": "b", "credentials_file": "nope.json"}
+    assert "credentials_file 'nope.json' does not exist" in config_error(_with(base, destination=missing))
+    both = {"type": "gcs", "bucket": "b", "credentials_file": "nope.json", "allow_anonymous": True}
+    assert "allow_anonymous: true and credentials_file contradict" in config_error(_with(base, destination=both))
+
+
+def test_azure_needs_an_account_and_one_credential_at_most(config_error, base):
+    no_account = {"type": "azure", "bucket": "c"}
+    assert "requires 'account_name'" in config_error(_with(base, destination=no_account))
+    both = {"type": "azure", "account_name": "a", "bucket": "c", "account_key_env": "K", "sas_token_env": "S"}
+    assert "account_key_env or sas_token_env, not both" in config_error(_with(base, destination=both))
+    anonymous = {"type": "azure", "account_name": "a", "bucket": "c", "account_key_env": "K",
+                 "allow_anonymous": True}
+    assert "allow_anonymous: true cannot be combined with account_key_env" in config_error(
+        _with(base, destination=anonymous))
+
+
+@pytest.mark.parametrize("kind", ["gcs", "azure"])
+def test_a_gcs_or_azure_endpoint_off_loopback_needs_allow_anonymous(config_error, base, kind):
+    dest = {"type": kind, "bucket": "b", "account_name": "a", "endpoint": "http://10.0.0.5:4443"}
+    if kind == "gcs":
+        dest.pop("account_name")
+    assert "points at a non-loopback host" in config_error(_with(base, destination=dest))
 
 
 def test_unknown_template_token_in_destination_is_rejected_at_load(config_error, base):
