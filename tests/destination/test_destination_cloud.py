@@ -5,7 +5,8 @@ Each contract test runs on both clouds (`cloud` fixture); the oracle is the clou
 whose MD5 the service reports back, large parts streamed in bounded memory (resumable
 upload / staged blocks) and round-tripping byte for byte, staged bytes that changed never
 becoming visible, listing inside the prefix, quarantine moves, the read cap, idempotent
-deletes, and errors that name the setting to fix without ever printing a secret.
+deletes, a SAS token (writes, moves; a read-only one refused naming its variable), and errors
+that name the setting to fix without ever printing a secret.
 """
 
 from __future__ import annotations
@@ -188,3 +189,31 @@ def test_a_broken_gcs_credentials_file_is_named_and_never_quoted(tmp_path: Path,
     msg = str(ei.value)
     assert f"credentials_file '{key_file}' is not a usable service-account key" in msg
     assert "THIS-IS-THE-SECRET-PART" not in msg and ei.value.code == "RIVET_DEST_CREDENTIALS"
+
+
+def test_an_azure_sas_token_writes_lists_and_moves_and_is_never_printed(azure: AzureArea) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from azure.storage.blob import ContainerSasPermissions, generate_container_sas
+
+    sas = generate_container_sas(azure.account, azure.bucket, account_key=azure.key,
+                                 permission=ContainerSasPermissions(read=True, write=True, list=True, delete=True,
+                                                                    create=True, add=True),
+                                 expiry=datetime.now(UTC) + timedelta(hours=1))
+    fields = {k: v for k, v in azure.spec_fields().items() if k != "account_key"}
+    dest = open_destination(DestinationSpec(**fields, sas_token=sas, prefix=PREFIX, credential_env="AZ_SAS"))
+    dest.write_bytes(b"part", "p.csv")
+    dest.move("p.csv", "_quarantine/r/p.csv")
+    assert [o.key for o in dest.list()] == ["_quarantine/r/p.csv"]
+    assert azure.read(PREFIX + "_quarantine/r/p.csv") == b"part"
+
+    read_only = generate_container_sas(azure.account, azure.bucket, account_key=azure.key,
+                                       permission=ContainerSasPermissions(read=True, list=True),
+                                       expiry=datetime.now(UTC) + timedelta(hours=1))
+    dest = open_destination(DestinationSpec(**fields, sas_token=read_only, prefix=PREFIX, credential_env="AZ_SAS"))
+    with pytest.raises(DestinationError) as ei:
+        dest.write_bytes(b"x", "q.csv")
+    msg = str(ei.value)
+    assert "destination.sas_token_env (AZ_SAS)" in msg and ei.value.code == "RIVET_DEST_CREDENTIALS", msg
+    signature = dict(p.split("=", 1) for p in read_only.split("&"))["sig"]
+    assert signature not in msg and read_only not in msg
