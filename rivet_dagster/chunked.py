@@ -24,8 +24,11 @@ A `mode: chunked` export becomes:
   every window on each `dagster.refresh` cron tick (cursor: the last tick handled),
   requests a run of the `reconcile` check when published windows drifted, and requests
   `<export>_manifest` once every window is completed (run key stamped with the windows'
-  attempts, so the same state is finalized once). STOPPED unless
-  `dagster.schedule_status: RUNNING`.
+  attempts, so the same state is finalized once). Windows are requested in ranged runs of
+  up to `dagster.max_partitions_per_run` consecutive windows (`window_batches`): a run's
+  start-up costs seconds, a window's export often less. At most `dagster.max_runs_per_tick`
+  runs per tick; the rest wait in the sensor cursor's backlog, and the manifest waits for
+  the backlog. STOPPED unless `dagster.schedule_status: RUNNING`.
 
 No `from __future__ import annotations` here (Dagster resolves resource annotations).
 """
@@ -50,6 +53,8 @@ from rivet_dagster.s3 import required_keys, s3_resource_key, with_s3_clients
 #: Windows per run in a backfill: amortizes run start-up (seconds per run) while a failed
 #: run re-exports at most this many windows; windows of one run are exported one by one.
 MAX_PARTITIONS_PER_RUN = 10
+#: Runs the planner requests per tick at most (`dagster.max_runs_per_tick`); the rest wait.
+MAX_RUNS_PER_TICK = 20
 PLANNER_INTERVAL_SECONDS = 60
 #: Materialization metadata of a chunk partition: the window's source fingerprint at export
 #: (`<rows>` or `<rows>@<max change_column>`), read back by the planner.
@@ -280,6 +285,8 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
     dagster_cfg = export.dagster
     refresh = dagster_cfg.refresh if dagster_cfg else None
     timezone = (dagster_cfg.timezone if dagster_cfg and dagster_cfg.timezone else "UTC")
+    per_run = dagster_cfg.max_partitions_per_run if dagster_cfg else MAX_PARTITIONS_PER_RUN
+    runs_per_tick = dagster_cfg.max_runs_per_tick if dagster_cfg else MAX_RUNS_PER_TICK
     if refresh and not is_valid_cron_string(refresh):
         raise api.ConfigError(f"export '{export_name}': dagster.refresh '{refresh}' is not a valid cron expression "
                               "(minute hour day-of-month month day-of-week, e.g. '0 2 * * 0')")
@@ -287,7 +294,9 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
     @dg.sensor(name=derived_name(config, export, "planner"), jobs=[chunk_job, finalize_job, check_job],
                minimum_interval_seconds=PLANNER_INTERVAL_SECONDS, default_status=_sensor_status(config, export),
                description=f"Plans the chunk windows of `{export_name}` against the source, registers new "
-                           "ones as partitions (ascending), requests runs for new windows and for windows that "
+                           "ones as partitions (ascending), requests ranged runs (up to "
+                           f"{per_run} consecutive windows each, at most {runs_per_tick} runs per tick) for new "
+                           "windows and for windows that "
                            "changed at the source since they were exported (one grouped fingerprint query: "
                            "COUNT, and MAX(change_column) when set)" + (f", re-exports every window on `{refresh}`"
                                                                          if refresh else "") +
@@ -314,20 +323,42 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         if new_keys:
             dynamic.append(partitions.build_add_request(new_keys))
         requests: list[dg.RunRequest] = []
+        backlog: list[str] = []
+        outstanding: set[str] = set()
         if tick.run_id is not None:
             tags = {"rivet/export": export_name, "rivet/chunk_run": tick.run_id}
-            wanted = set(tick.to_export) | set(new_keys)
-            for key in [k for k in tick.keys if k in wanted]:
-                requests.append(dg.RunRequest(job_name=chunk_job.name, partition_key=key,
-                                              run_key=_run_key(tick, key, cursor.get("refresh")), tags=tags))
+            # Windows wanted now, plus those an earlier tick of this chunk run left waiting —
+            # less those already requested in the state they are in now (a refilled window
+            # stays wanted until it runs: requesting it again in another batch would export it
+            # twice, so the cursor remembers each window's request, not Dagster's run keys).
+            same_run = cursor.get("run") == tick.run_id
+            waiting = cursor.get("backlog", []) if same_run else []
+            done = set(cursor.get("requested", [])) if same_run else set()
+            stamps = {k: _request_stamp(tick, k, cursor.get("refresh")) for k in current | set(new_keys)}
+            outstanding = set(tick.to_export) | set(new_keys) | (set(waiting) & current)
+            wanted = {k for k in outstanding if stamps[k] not in done}
+            order = [k for k in registered if k in current] + new_keys  # the partitions' order after this tick
+            batches = window_batches(order, wanted, per_run)
+            for batch in batches[:runs_per_tick]:
+                requests.append(_batch_request(chunk_job.name, tick, batch, cursor.get("refresh"), tags))
+                done.update(stamps[k] for k in batch)
+            backlog = [k for batch in batches[runs_per_tick:] for k in batch]
+            requested_stamps = sorted(done & set(stamps.values()))
             if tick.drifted:  # the published data misses (or holds extra) rows: turn `reconcile` red now
                 drift = ",".join(f"{k}={tick.refill[k]}" for k in tick.drifted)
                 requests.append(dg.RunRequest(job_name=check_job.name, tags=tags, run_key=(
                     f"{tick.run_id}:reconcile:{hashlib.sha256(drift.encode()).hexdigest()[:16]}")))
-            if tick.complete and not requests:
+            # The manifest waits for every window still wanted, requested in an earlier tick or not.
+            if tick.complete and not requests and not outstanding:
                 requests.append(dg.RunRequest(job_name=finalize_job.name, run_key=f"{tick.run_id}:manifest:{tick.stamp}",
                                               tags=tags))
+            if backlog:
+                context.log.info(f"chunk run {tick.run_id}: {len(backlog)} window(s) wait for the next tick "
+                                 f"(dagster.max_runs_per_tick: {runs_per_tick})")
+        if tick.run_id is not None:
+            cursor["requested"] = requested_stamps
         cursor["run"] = tick.run_id or cursor.get("run")
+        cursor["backlog"] = backlog
         if not requests and not dynamic:
             return dg.SensorResult(cursor=json.dumps(cursor), skip_reason=(
                 f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize" if tick.run_id
@@ -335,6 +366,46 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(cursor))
 
     return _planner
+
+
+def window_batches(order: list[str], wanted: set[str], size: int) -> list[list[str]]:
+    """The wanted windows as ranged runs: cut `order` (the partitions' insertion order, which
+    a Dagster partition range follows) into fixed cells of `size` keys, and each cell into its
+    maximal runs of consecutive wanted keys. Fixed cells keep a batch the same from tick to
+    tick (so its run key deduplicates) while windows around it come and go; a range never
+    spans an unwanted window, which it would export again."""
+    batches: list[list[str]] = []
+    for start in range(0, len(order), size):
+        run: list[str] = []
+        for key in order[start:start + size]:
+            if key in wanted:
+                run.append(key)
+            elif run:
+                batches.append(run)
+                run = []
+        if run:
+            batches.append(run)
+    return batches
+
+
+def _batch_request(job_name: str, tick: api.ChunkPlanTick, batch: list[str], refresh_tick: float | None,
+                   tags: dict[str, str]) -> dg.RunRequest:
+    """One run for `batch`: a single partition, or a partition range (one source session and
+    one run start-up for up to `max_partitions_per_run` windows). Tag `rivet/windows` names
+    the windows, for people reading the run list and for tests."""
+    tags = {**tags, "rivet/windows": ",".join(batch)}
+    if len(batch) == 1:
+        return dg.RunRequest(job_name=job_name, partition_key=batch[0],
+                             run_key=_run_key(tick, batch[0], refresh_tick), tags=tags)
+    digest = hashlib.sha256("\n".join(_run_key(tick, k, refresh_tick) for k in batch).encode()).hexdigest()[:16]
+    return dg.RunRequest(job_name=job_name, run_key=f"{tick.run_id}:{batch[0]}..{batch[-1]}:{digest}", tags={
+        **tags, "dagster/asset_partition_range_start": batch[0], "dagster/asset_partition_range_end": batch[-1]})
+
+
+def _request_stamp(tick: api.ChunkPlanTick, key: str, refresh_tick: float | None) -> str:
+    """A short digest of a window's request in its current state (its per-window run key):
+    what the planner's cursor remembers, 12 characters a window."""
+    return hashlib.sha256(_run_key(tick, key, refresh_tick).encode()).hexdigest()[:12]
 
 
 def _run_key(tick: api.ChunkPlanTick, key: str, refresh_tick: float | None) -> str:

@@ -370,6 +370,10 @@ class ExportDagsterConfig(_DagsterCommon):
     #: `dagster asset materialize --partition-range` (a Dagster 1.13 rule).
     backfill_policy: Literal["multi_run", "single_run"] = "multi_run"
     max_partitions_per_run: int = Field(default=10, ge=1)
+    #: Chunked exports: at most this many runs per planner tick (each of up to
+    #: `max_partitions_per_run` windows); the rest wait in the planner's backlog for the next
+    #: ticks, so a table of thousands of windows never floods the run queue at once.
+    max_runs_per_tick: int = Field(default=20, ge=1)
     #: Chunked exports: a cron; on each tick the planner re-exports every window (the way to
     #: stay true to the source without a `change_column`, whose in-place updates are unseen).
     refresh: Str | None = None

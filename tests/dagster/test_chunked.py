@@ -69,11 +69,22 @@ def chunked_config(target: Target, url: str, **dagster: Any) -> Path:
     return orders_config(target.tmp, url, [block])
 
 
+#: The planner's cursor per Dagster instance (one instance per test), threaded from tick to
+#: tick as the daemon does.
+_cursors: dict[int, str | None] = {}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cursors() -> None:
+    _cursors.clear()
+
+
 def tick(defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.SensorResult:
-    """One planner evaluation; its partition requests are applied like the daemon does."""
+    """One planner evaluation; its cursor and partition requests are applied like the daemon does."""
     sensor = defs.resolve_sensor_def(PLANNER)
-    result = sensor(dg.build_sensor_context(instance=instance, definitions=defs))
+    result = sensor(dg.build_sensor_context(instance=instance, definitions=defs, cursor=_cursors.get(id(instance))))
     assert isinstance(result, dg.SensorResult)
+    _cursors[id(instance)] = result.cursor
     for request in result.dynamic_partitions_requests or []:
         if isinstance(request, dg.AddDynamicPartitionsRequest):
             instance.add_dynamic_partitions(PARTITIONS, list(request.partition_keys))
@@ -89,7 +100,14 @@ def added_keys(result: dg.SensorResult) -> list[str]:
 
 
 def requested(result: dg.SensorResult, job: str = CHUNK_JOB) -> list[str | None]:
-    return [r.partition_key for r in result.run_requests or [] if r.job_name == job]
+    """The windows the tick's runs of `job` export, in request order (a ranged run names its
+    windows in tag `rivet/windows`)."""
+    return [k for r in result.run_requests or [] if r.job_name == job
+            for k in (r.tags["rivet/windows"].split(",") if "rivet/windows" in r.tags else [r.partition_key])]
+
+
+def run_key_prefix(result: dg.SensorResult) -> str:
+    return result.run_requests[0].tags["rivet/chunk_run"]
 
 
 def materialize(defs: dg.Definitions, instance: dg.DagsterInstance, first: str, last: str | None = None) -> Any:
@@ -160,7 +178,7 @@ def test_a_chunked_export_is_a_dynamically_partitioned_asset_plus_a_manifest_ass
 
 
 # ------------------------------------------------------------------------------ planner
-def test_the_planner_registers_every_window_in_ascending_order_and_requests_one_run_per_window(
+def test_the_planner_registers_every_window_in_ascending_order_and_requests_them_in_ranged_runs(
         orders_550: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
     config = chunked_config(Target("local", tmp_path), orders_550)
     defs = build_definitions(config)
@@ -169,7 +187,10 @@ def test_the_planner_registers_every_window_in_ascending_order_and_requests_one_
     assert added_keys(first) == INITIAL_KEYS == sorted(INITIAL_KEYS)
     assert instance.get_dynamic_partitions(PARTITIONS) == INITIAL_KEYS  # insertion order = window order
     assert requested(first) == INITIAL_KEYS and requested(first, MANIFEST_JOB) == []
-    assert len({r.run_key for r in first.run_requests}) == len(INITIAL_KEYS)
+    # Six consecutive windows, max_partitions_per_run 10: one ranged run.
+    [batch] = first.run_requests
+    assert (batch.tags["dagster/asset_partition_range_start"], batch.tags["dagster/asset_partition_range_end"]) == (
+        INITIAL_KEYS[0], INITIAL_KEYS[-1]) and batch.partition_key is None
     run, tasks = checkpoint(config)
     assert run.status == "in_progress" and sorted(tasks) == INITIAL_KEYS
     assert {t.status for t in tasks.values()} == {"pending"}
@@ -309,8 +330,11 @@ def test_when_the_table_grows_the_planner_requests_only_the_new_windows_and_the_
     assert added_keys(grown) == new
     assert instance.get_dynamic_partitions(PARTITIONS) == INITIAL_KEYS + new
     assert requested(grown) == [key(500), *new]  # the half-full window 500..599 filled up
-    refill = next(r for r in grown.run_requests if r.partition_key == key(500))
-    assert refill.run_key.endswith(f"{key(500)}:100")  # stamped with the fill it saw: requested once per fill
+    [batch] = [r for r in grown.run_requests if r.job_name == CHUNK_JOB]  # 500 (refilled), 600, 700: one range
+    assert batch.run_key.startswith(f"{run_key_prefix(grown)}:{key(500)}..{key(700)}:")
+    # Requested once: window 500 is still short of the source until the run happens, yet the
+    # next tick asks for nothing (the cursor remembers the request and the fill it saw).
+    assert requested(tick(defs, instance)) == []
     run, tasks = checkpoint(config)
     assert run.status == "in_progress" and run.run_id != first["run_id"]
     assert [tasks[k].status for k in INITIAL_KEYS] == ["completed"] * 6  # carried: not exported again

@@ -1,0 +1,84 @@
+"""The planner requests chunk windows in ranged runs, with a cap of runs per tick (issue 16 item 5).
+
+A Dagster run costs seconds of start-up; a chunk window often less. So the planner asks for
+up to `dagster.max_partitions_per_run` consecutive windows per run (`window_batches`), and for
+at most `dagster.max_runs_per_tick` runs per tick — the rest wait in the sensor's cursor, and
+the manifest waits for them. The end state is checked against the source table re-read with
+pyarrow, never against the planner's own counts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import dagster as dg
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rivet_dagster import build_definitions
+from rivet_dagster.chunked import window_batches
+from tests.dagster.support import Target, create_orders, id_amounts
+from tests.dagster.test_chunk_freshness import (
+    KEYS,
+    MANIFEST_JOB,
+    Planner,
+    amounts,
+    assert_quiet,
+    jobs,
+    orders_chunked,
+    published,
+    requested,
+)
+
+
+@given(st.lists(st.booleans(), max_size=60), st.integers(min_value=1, max_value=12))
+def test_batches_are_consecutive_wanted_windows_inside_fixed_cells(flags: list[bool], size: int) -> None:
+    order = [f"w{i:03d}" for i in range(len(flags))]
+    wanted = {k for k, f in zip(order, flags, strict=True) if f}
+    batches = window_batches(order, wanted, size)
+    flat = [k for b in batches for k in b]
+    assert flat == [k for k in order if k in wanted]  # every wanted window once, in order; nothing else
+    for batch in batches:
+        positions = [order.index(k) for k in batch]
+        assert positions == list(range(positions[0], positions[0] + len(batch)))  # a range skips nothing
+        assert len(batch) <= size and positions[0] // size == positions[-1] // size  # inside one cell
+    # Maximal: two batches in one cell are separated by an unwanted window.
+    for a, b in zip(batches, batches[1:], strict=False):
+        if order.index(a[-1]) // size == order.index(b[0]) // size:
+            assert order.index(b[0]) > order.index(a[-1]) + 1
+
+
+def test_the_same_wanted_windows_give_the_same_batches_when_windows_are_appended() -> None:
+    order = [f"w{i}" for i in range(8)]
+    before = window_batches(order, {"w1", "w2", "w5"}, 4)
+    after = window_batches([*order, "w8", "w9"], {"w1", "w2", "w5", "w8", "w9"}, 4)
+    assert before == [["w1", "w2"], ["w5"]] and after[:2] == before and after[2:] == [["w8", "w9"]]
+
+
+def test_windows_go_in_ranged_runs_capped_per_tick_and_the_manifest_waits_for_the_backlog(
+        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, pg_url, dagster={"max_partitions_per_run": 4, "max_runs_per_tick": 1})
+    planner = Planner(build_definitions(config), instance)
+
+    first = planner.tick()
+    [run] = first.run_requests
+    assert requested(first) == KEYS[:4] and run.partition_key is None
+    assert (run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"]) == (
+        KEYS[0], KEYS[3])
+    assert json.loads(planner.cursor)["backlog"] == KEYS[4:]  # waiting for the next tick
+    planner.run(first)
+
+    second = planner.tick()  # the backlog, and not yet the manifest although 4 windows are done
+    assert requested(second) == KEYS[4:] and MANIFEST_JOB not in jobs(second)
+    assert json.loads(planner.cursor)["backlog"] == []
+    planner.run(second)
+
+    ready = planner.tick()
+    assert jobs(ready) == [MANIFEST_JOB]
+    planner.run(ready)
+    manifest, table = published(target)
+    assert id_amounts(table) == amounts(pg_url) and manifest["row_count"] == 550  # each id once
+    assert_quiet(planner.tick())
