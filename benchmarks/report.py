@@ -182,4 +182,9 @@ def write_report(path: Path, env: dict[str, Any], records: Sequence[dict[str, An
         "",
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
+    # The upload-throughput section is written by benchmarks/cloud_upload.py: keep it.
+    old = path.read_text() if path.exists() else ""
+    begin, end = "<!-- cloud-upload:begin -->", "<!-- cloud-upload:end -->"
+    if begin in old and end in old:
+        lines += [old[old.index(begin):old.index(end) + len(end)], ""]
     path.write_text("\n".join(lines))
