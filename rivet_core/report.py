@@ -62,6 +62,7 @@ def report_dict(summary: RunSummary, plan: UnitPlan) -> dict[str, Any]:
         "quality": [{"severity": i.severity, "message": i.message} for i in summary.quality_issues],
         "schema_changed": summary.schema_changed,
         "schema_changes": [summary.schema_changes] if summary.schema_changes else [],
+        "schema_gate": summary.schema_gate,
         "warnings": summary.warnings,
         "error_message": summary.error_message,
         "dagster_run_id": summary.dagster_run_id,
@@ -110,7 +111,9 @@ def render_markdown(report: dict[str, Any], config_path: str | None) -> str:
     lines.append("- Quality: " + ("not configured" if not q else
                                   "; ".join(f"{i['severity']} {i['message']}" for i in q)))
     sc = report["schema_changed"]
-    lines.append("- Schema: " + ("CHANGED" if sc else "unchanged" if sc is False else "not checked"))
+    gate = report.get("schema_gate") or ""
+    lines.append("- Schema: " + ("CHANGED" if sc else "not checked" if sc is None
+                                 else f"unchanged (gated {gate})" if gate.startswith("upstream") else "unchanged"))
     if report["schema_changes"]:
         lines += ["", "## Schema changes"] + [f"- {json.dumps(c)}" for c in report["schema_changes"]]
     if report["parts"]:

@@ -79,6 +79,7 @@ from rivet_core.pipeline.chunk_resume import match_completed_parts, rehydrate_wi
 from rivet_core.pipeline.chunked import ChunkedRun
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.job import RunOptions
+from rivet_core.pipeline.schema_drift import record_gated_upstream
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
 from rivet_core.source import classify_error, open_source
@@ -741,7 +742,7 @@ class ChunkManifestRun(DagsterChunkRun):
                 if key.startswith(own) and key not in kept and not quarantine_object(dest, run_id, key):
                     summary.add_warning(f"unlisted object '{key}' could not be quarantined")
             summary.schema_fingerprint = schema_fingerprint(self.output_schema)
-            summary.schema_changed = False  # gated per partition, before each window was claimed
+            record_gated_upstream(summary, "in each partition, before its window was claimed")
             summary.journal.record("Warning", context="chunk_finalize",
                                    message=f"chunk run {run_id}: {len(tasks)} window(s), {len(kept)} part(s)")
             self._gate_total_quality(keep=self._published_parts)

@@ -150,11 +150,11 @@ class ChunkedRun(ExportRun):
 
     def _gate_probe_schema(self) -> None:
         from rivet_core.manifest import schema_fingerprint
-        from rivet_core.pipeline.schema_drift import check_schema_drift
+        from rivet_core.pipeline.schema_drift import check_schema_drift, record_gated_upstream
 
         self.summary.schema_fingerprint = schema_fingerprint(self.output_schema)
         if self.options.resume:
-            self.summary.schema_changed = False  # the gate ran when the run started
+            record_gated_upstream(self.summary, "when the resumed chunk run started")
             return
         check_schema_drift(self.state, self.summary, self.output_schema, self.export.on_schema_drift or "warn")
 

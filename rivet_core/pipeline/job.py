@@ -208,7 +208,7 @@ class ExportRun:
 
     def gate_schema(self, staged: StagedExtract) -> None:
         """The schema-drift facade on the staged schema (once per run; raises on `fail`)."""
-        if self.summary.schema_changed is not None:
+        if self.summary.schema_gate is not None:
             return
         self.summary.schema_fingerprint = schema_fingerprint(staged.schema)
         check_schema_drift(self.state, self.summary, staged.schema, self.export.on_schema_drift or "warn")

@@ -40,7 +40,7 @@ def _part_keys(dest: Destination, stem: str, ext: str, n: int) -> list[str]:
 def publish_staged(plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination,
                    staged: StagedExtract) -> None:
     """Write and record every staged part (see module docstring)."""
-    if summary.schema_changed is None:
+    if summary.schema_gate is None:
         raise RuntimeError("publish_staged called before the schema-drift gate ran")
     keys = _part_keys(dest, part_stem(plan.export.name), file_extension(plan.export.format),
                       len(staged.parts))

@@ -10,6 +10,17 @@ Compares the export's output schema (name → type string, order-insensitive, in
 It runs BEFORE any part is published (our single runner checks the staged schema), so
 `fail` leaves the destination untouched — stricter than Rivet, which uploaded first.
 Tracking errors are warnings and still mark the gate as run (`schema_changed = False`).
+
+This module is the only writer of a run's drift verdict (`schema_changed`, `schema_changes`,
+`schema_gate`; tests/pipeline/test_facade_only_writers.py enforces it):
+- `check_schema_drift` — the gate itself (`schema_gate = "checked"`);
+- `record_gated_upstream` — a step of a run whose gate already ran earlier in the same run
+  (a resumed chunk run: at its start; a chunk finalize: in each partition before its
+  window was claimed) says so explicitly (`schema_gate = "upstream: <where>"`). Setting
+  `schema_changed = False` by hand instead would satisfy nothing: the invariant backstop
+  (summary.py) reads `schema_gate`, so a runner that skips the gate still fails loudly;
+- `merge_drift_verdicts` — a run made of unit runs (a ranged time-partition run) reports the
+  first drift any unit found.
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ def diff_columns(old: list[dict[str, str]], new: list[dict[str, str]]) -> dict[s
 
 def check_schema_drift(state: StateStore, summary: RunSummary, schema: pa.Schema, policy: str) -> None:
     """Apply the drift policy for this run's schema; see the module docstring."""
+    summary.schema_gate = "checked"
     current = schema_columns(schema)
     try:
         baseline = state.get_schema_baseline(summary.export_name)
@@ -69,6 +81,29 @@ def check_schema_drift(state: StateStore, summary: RunSummary, schema: pa.Schema
     if policy == "warn":
         summary.add_warning(f"schema drift: {text} ({detail})")
     _store(state, summary, current)
+
+
+def record_gated_upstream(summary: RunSummary, where: str) -> None:
+    """Record that this run's drift gate ran upstream, at `where` (module docstring): no drift
+    is judged here, and none was left pending — a drift there either failed the run (`fail`)
+    or was accepted and stored as the new baseline."""
+    if summary.schema_gate is not None:
+        return  # judged here already: keep that verdict
+    summary.schema_gate = f"upstream: {where}"
+    summary.schema_changed = False
+
+
+def merge_drift_verdicts(target: RunSummary, units: list[RunSummary]) -> None:
+    """The verdict of a run made of unit runs: the first unit that found a drift, else the
+    first judged unit's; nothing when no unit was judged."""
+    judged = [s for s in units if s.schema_gate is not None]
+    if not judged:
+        return
+    changed = next((s for s in judged if s.schema_changed), None)
+    target.schema_gate = judged[0].schema_gate
+    target.schema_changed = changed is not None
+    target.schema_changes = changed.schema_changes if changed else judged[0].schema_changes
+    target.schema_fingerprint = judged[0].schema_fingerprint
 
 
 def _store(state: StateStore, summary: RunSummary, columns: list[dict[str, str]]) -> None:

@@ -53,9 +53,15 @@ class RunSummary:
     cursor_low: str | None = None
     cursor_high: str | None = None
     schema_fingerprint: str | None = None
-    #: None = the drift facade never ran; True/False = its verdict.
+    #: The drift verdict, written only by the schema-drift facade (schema_drift.py):
+    #: None = not judged; True/False = drift found or not.
     schema_changed: bool | None = None
     schema_changes: dict[str, Any] | None = None
+    #: How the drift facade judged this run: "checked" (the gate ran here) or
+    #: "upstream: <where>" (an earlier step of the same run ran it: the start of a resumed
+    #: run, each partition of a chunk run). None = the facade never ran — the telltale the
+    #: invariant backstop reads; a verdict set by hand leaves it None.
+    schema_gate: str | None = None
     retries: int = 0
     validated: bool | None = None
     manifest_verification: dict[str, Any] | None = None
@@ -126,8 +132,9 @@ class RunSummary:
                 and self.destination_kind != "stdout":
             problems.append(f"total_rows={self.total_rows} differs from manifest rows={self.committed_rows()}")
         if self.state_backed and self.status == "success" and self.files_committed > 0 \
-                and self.schema_changed is None:
-            problems.append("committed parts but the schema-drift facade never ran")
+                and self.schema_gate is None:
+            problems.append("committed parts but the schema-drift facade never ran (neither checked here "
+                            "nor recorded as gated upstream)")
         return problems
 
     def check_post_run_invariants(self) -> None:

@@ -40,6 +40,7 @@ from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityIssue, QualityTracker, quality_error
+from rivet_core.pipeline.schema_drift import merge_drift_verdicts
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.plan import DayWindow, export_destination, is_calendar_column
 from rivet_core.progress import feed_for
@@ -286,13 +287,7 @@ class TimeRangeRun:
 
     # ------------------------------------------------------------------ helpers
     def _merge_schema_verdict(self) -> None:
-        verdicts = [r.summary for r in self.runs if r.summary.schema_changed is not None]
-        if not verdicts:
-            return
-        changed = next((s for s in verdicts if s.schema_changed), None)
-        self.summary.schema_changed = changed is not None
-        self.summary.schema_changes = changed.schema_changes if changed else verdicts[0].schema_changes
-        self.summary.schema_fingerprint = verdicts[0].schema_fingerprint
+        merge_drift_verdicts(self.summary, [r.summary for r in self.runs])
 
     def _close(self) -> RunSummary:
         if self.finalized:

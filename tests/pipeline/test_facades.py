@@ -25,6 +25,7 @@ from rivet_core.pipeline.commit import PartKind, PartRecord, record_part
 from rivet_core.pipeline.faults import InjectedFault
 from rivet_core.pipeline.job import run_unit
 from rivet_core.pipeline.run_store import Progression, RunStore
+from rivet_core.pipeline.schema_drift import record_gated_upstream
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.state import StateStore
 from rivet_core.state.engine import create_state_engine
@@ -143,14 +144,19 @@ def test_committed_parts_without_the_drift_facade_are_an_invariant_violation(sta
     s.status = "success"
     with pytest.raises(InvariantViolation, match="schema-drift facade never ran"):
         s.check_post_run_invariants()
-    s.schema_changed = False  # the facade ran
+    s.schema_changed = False  # a verdict set by hand does not count: the facade leaves its own telltale
+    with pytest.raises(InvariantViolation, match="schema-drift facade never ran"):
+        s.check_post_run_invariants()
+    record_gated_upstream(s, "in a test, by an earlier step")  # the facade's explicit record
     s.check_post_run_invariants()
+    assert (s.schema_changed, s.schema_gate) == (False, "upstream: in a test, by an earlier step")
 
 
 def test_a_summary_built_only_through_record_part_passes_the_backstop(state, monkeypatch):
     monkeypatch.setenv("RIVET_STRICT_INVARIANTS", "1")
     s = summary()
-    s.state_backed, s.destination_kind, s.schema_changed = True, "local", False
+    s.state_backed, s.destination_kind = True, "local"
+    record_gated_upstream(s, "in a test")
     for i in range(3):
         record_part(s, state, part(f"p{i}.parquet", 10 + i, 100 + i), PartKind.file(i))
     record_part(s, state, part("p0.parquet", 10, 100), PartKind.file(0))  # dedup
