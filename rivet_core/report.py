@@ -45,6 +45,7 @@ def report_dict(summary: RunSummary, plan: UnitPlan) -> dict[str, Any]:
         "compression": summary.compression,
         "tuning_profile": summary.tuning_profile,
         "batch_size": summary.batch_size,
+        "governor": summary.governor,
         "mode": summary.mode,
         "strategy": plan.strategy,
         "total_rows": summary.total_rows,
@@ -72,6 +73,22 @@ def report_dict(summary: RunSummary, plan: UnitPlan) -> dict[str, Any]:
     }
 
 
+def governor_lines(governor: dict[str, Any] | None) -> list[str]:
+    """One line on the source governor (rivet_core/pipeline/governor.py): what it paced."""
+    if not governor or governor.get("mode") == "off":
+        return []
+    if governor["mode"] == "fixed":
+        return [f"- Throttle: fixed, {governor['pauses']} pause(s), {governor['throttled_s']} s"]
+    line = (f"- Source governor: throttled {governor['throttled_s']} s in {governor['pauses']} pause(s) "
+            f"(floor {governor['floor_ms']} ms, ceiling {governor['ceiling_ms']} ms); "
+            f"{governor['samples']} pressure sample(s), max pressure {governor['pressure_max']}")
+    if governor.get("active_max") is not None:
+        line += f", max active sessions {governor['active_max']}"
+    if governor.get("probe_error"):
+        line += f"; probe unavailable: {governor['probe_error']}"
+    return [line]
+
+
 def render_markdown(report: dict[str, Any], config_path: str | None) -> str:
     lines = [f"# Rivet run: `{report['run_id']}`", ""]
     lines += [f"- Export: `{report['export_name']}`",
@@ -89,6 +106,7 @@ def render_markdown(report: dict[str, Any], config_path: str | None) -> str:
         lines.append(f"- Peak RSS: {report['peak_rss_mb']} MB")
     if report["retries"]:
         lines.append(f"- Retries: {report['retries']}")
+    lines += governor_lines(report.get("governor"))
     if report["cursor"]:
         c = report["cursor"]
         lines.append(f"- Cursor `{c['column']}`: {c['low']} → {c['high']} "

@@ -201,6 +201,7 @@ def materialization_metadata(summary: api.RunSummary, schema: pa.Schema | None, 
     })
     if schema is not None:
         meta["dagster/column_schema"] = column_schema(schema)
+    meta.update(governor_metadata(summary.governor))
     if summary.cursor_column:
         meta["cursor_column"] = summary.cursor_column
         meta["cursor_low"] = summary.cursor_low or ""
@@ -209,6 +210,17 @@ def materialization_metadata(summary: api.RunSummary, schema: pa.Schema | None, 
         meta["run_report"] = dg.MetadataValue.md(redact_secrets(Path(summary.report_path).read_text()))
         meta["run_report_path"] = dg.MetadataValue.path(summary.report_path)
     return meta
+
+
+def governor_metadata(governor: dict[str, Any] | None) -> dict[str, dg.MetadataValue]:
+    """The source governor's figures (rivet_core/pipeline/governor.py), typed so the Plots
+    tab charts them: seconds paused, pressure samples taken, the highest pressure seen."""
+    if not governor:
+        return {}
+    return {"governor_mode": dg.MetadataValue.text(str(governor["mode"])),
+            "throttled_s": dg.MetadataValue.float(float(governor["throttled_s"])),
+            "pressure_samples": dg.MetadataValue.int(int(governor["samples"])),
+            "pressure_max": dg.MetadataValue.float(float(governor["pressure_max"]))}
 
 
 def chunk_metadata(run: api.ChunkPartitionRun, results: list[Any], duration_ms: int | None = None) -> dict[str, Any]:

@@ -86,6 +86,8 @@ class TuningConfig(_Strict):
     adaptive: bool | None = None
     min_parallel: int | None = Field(default=None, ge=1)
     max_value_mb: int | None = Field(default=None, ge=0)
+    throttle_floor_ms: int | None = Field(default=None, ge=0, le=3_600_000)
+    throttle_ceiling_ms: int | None = Field(default=None, ge=0, le=3_600_000)
 
     def as_dict(self) -> dict[str, Any]:
         """Only the knobs that are set — the input `resolve_tuning` expects."""

@@ -4,6 +4,12 @@ Reference §1.4: `source.tuning` and `exports[].tuning` merge field by field (ex
 the profile is explicit > `source.environment` default (`local`→fast, others→balanced) >
 `balanced`; explicit fields override the profile's base values. The result is a frozen
 `ResolvedTuning` with no optional knobs left, so the engine never re-derives defaults.
+
+Pacing between batches: `balanced` and `safe` run the adaptive source governor
+(`rivet_core/pipeline/governor.py`), which pauses between `throttle_floor_ms` and
+`throttle_ceiling_ms` by measured source pressure; an explicit `throttle_ms` (source or
+export tuning) turns it off and pauses exactly that long after every batch — the user asked
+for a fixed pace, so a profile must not override it. `fast` does not pace at all.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ TUNING_FIELDS: tuple[str, ...] = (
     "profile", "batch_size", "batch_size_memory_mb", "throttle_ms", "statement_timeout_s",
     "max_retries", "retry_backoff_ms", "lock_timeout_s", "memory_threshold_mb",
     "max_batch_memory_mb", "on_batch_memory_exceeded", "adaptive", "min_parallel", "max_value_mb",
+    "throttle_floor_ms", "throttle_ceiling_ms",
 )
 
 
@@ -31,7 +38,13 @@ class ResolvedTuning:
     batch_size: int = 10_000
     #: Memory target per fetched batch; rows = mb·2^20 / est_row_bytes clamped [1k, 150k].
     batch_size_memory_mb: int | None = 32
-    throttle_ms: int = 50
+    #: Fixed pause after every batch; used only when `governor` is off (an explicit key).
+    throttle_ms: int = 0
+    #: The adaptive source governor paces the read (off when `throttle_ms` is explicit).
+    governor: bool = True
+    #: The governor's pause on an idle source and under full pressure.
+    throttle_floor_ms: int = 0
+    throttle_ceiling_ms: int = 500
     statement_timeout_s: int = 300
     max_retries: int = 3
     retry_backoff_ms: int = 2_000
@@ -47,13 +60,13 @@ class ResolvedTuning:
 PROFILE_DEFAULTS: dict[str, ResolvedTuning] = {
     "fast": ResolvedTuning(
         profile="fast", batch_size=50_000, batch_size_memory_mb=64, throttle_ms=0,
-        statement_timeout_s=0, max_retries=1, retry_backoff_ms=1_000, lock_timeout_s=0,
+        governor=False, throttle_ceiling_ms=0, statement_timeout_s=0, max_retries=1, retry_backoff_ms=1_000, lock_timeout_s=0,
         memory_threshold_mb=0,
     ),
     "balanced": ResolvedTuning(),
     "safe": ResolvedTuning(
-        profile="safe", batch_size=2_000, batch_size_memory_mb=None, throttle_ms=500,
-        statement_timeout_s=120, max_retries=10, retry_backoff_ms=5_000, lock_timeout_s=10,
+        profile="safe", batch_size=2_000, batch_size_memory_mb=None, throttle_floor_ms=50,
+        throttle_ceiling_ms=2_000, statement_timeout_s=120, max_retries=10, retry_backoff_ms=5_000, lock_timeout_s=10,
         memory_threshold_mb=2_048,
     ),
 }
@@ -67,7 +80,9 @@ def resolve_tuning(
     """Merge source and export tuning dicts (only explicitly-set keys) over a profile.
 
     An explicit `batch_size` disables memory-derived sizing, because the user asked for a
-    fixed fetch window; an explicit `batch_size_memory_mb` keeps it.
+    fixed fetch window; an explicit `batch_size_memory_mb` keeps it. An explicit
+    `throttle_ms` turns the governor off (a fixed pace); an explicit floor or ceiling turns
+    it on (also under `fast`).
     """
     merged: dict[str, Any] = {}
     for layer in (source_tuning or {}, export_tuning or {}):
@@ -78,6 +93,12 @@ def resolve_tuning(
     base = PROFILE_DEFAULTS[profile]
     if "batch_size" in merged and "batch_size_memory_mb" not in merged:
         merged["batch_size_memory_mb"] = None
+    if "throttle_ms" in merged:
+        merged["governor"] = False
+    elif "throttle_floor_ms" in merged or "throttle_ceiling_ms" in merged:
+        merged["governor"] = True
+        if base.throttle_ceiling_ms == 0 and "throttle_ceiling_ms" not in merged:
+            merged["throttle_ceiling_ms"] = PROFILE_DEFAULTS["balanced"].throttle_ceiling_ms
     return replace(base, **merged)
 
 

@@ -3,7 +3,10 @@
 Streams the unit's query as Arrow batches (memory bounded by the batch, never the
 table), strips synthetic columns, adds meta columns, feeds the quality tracker and the
 part rotator, and remembers the cursor high-water value (last non-null cursor of the
-last batch: the query is ordered by the cursor). After the stream ends it finishes the
+last batch: the query is ordered by the cursor). Between batches the source governor
+(governor.py) paces the read — a pause only under source pressure, or the fixed
+`throttle_ms` the user set; what it decided lands in `summary.governor`. After the stream
+ends it finishes the
 writers (I1) and evaluates the quality gate — a FAIL raises `DataIntegrityError` before
 anything is published. Nothing here touches the destination or the state store.
 """
@@ -11,7 +14,6 @@ anything is published. Nothing here touches the destination or the state store.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +24,7 @@ import pyarrow as pa
 from rivet_core.format import PartRotator, StagedPart
 from rivet_core.format.meta_columns import add_meta_columns, meta_schema
 from rivet_core.pipeline.faults import fault_point
+from rivet_core.pipeline.governor import SourceGovernor
 from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityTracker, quality_error
 from rivet_core.pipeline.run_reconcile import count_in_snapshot
@@ -81,11 +84,12 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
         stem = "staged"
         rotator = PartRotator(staging_dir, stem, out_schema, plan.writer_options, plan.max_file_size)
         tracker = QualityTracker(export.quality, out_schema) if export.quality else None
-        throttle = plan.tuning.throttle_ms / 1000.0
+        governor = SourceGovernor(plan.tuning, src.pressure_probe)
         guard = MemoryGuard(plan.tuning, export.name)
         feed = feed_for(progress)
         try:
-            for batch in src.stream(plan.sql, params, source_schema, rows_per_batch):
+            governor.start()
+            for batch in governor.timed(src.stream(plan.sql, params, source_schema, rows_per_batch)):
                 if plan.cursor_column is not None and batch.num_rows:
                     value = last_cursor_in_batch(batch, plan.cursor_column)
                     if value is not None:
@@ -99,8 +103,7 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
                 rotator.write_batch(batch)
                 feed.update(rotator.rows_written, rotator.bytes_written)
                 fault_point("during_source_read")  # mid-stream: the source cursor is open
-                if throttle:
-                    time.sleep(throttle)  # deliberate pacing of the source, not synchronisation
+                governor.after_batch(batch.num_rows)
             fault_point("after_source_read")
             parts = rotator.finish()  # I1: every staged part is complete from here on
             if reconcile:
@@ -109,6 +112,9 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
             rotator.abort()
             feed.abandon()
             raise
+        finally:
+            governor.close()
+            summary.governor = governor.stats.as_dict()
     rows = sum(p.rows for p in parts)
     feed.done(rows, sum(p.size_bytes for p in parts))
     issues = tracker.evaluate() if tracker is not None else []

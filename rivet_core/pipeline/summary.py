@@ -79,6 +79,9 @@ class RunSummary:
     source_engine: str | None = None
     tuning_profile: str | None = None
     batch_size: int | None = None
+    #: What the source governor did (governor.GovernorStats.as_dict: mode, throttled_s,
+    #: samples, pressure_max, decisions); None = the read had no governor (chunked windows).
+    governor: dict[str, Any] | None = None
     finished_at: datetime | None = None
     duration_ms: int = 0
     peak_rss_mb: int = 0

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
@@ -30,6 +30,9 @@ from rivet_core.errors import RivetError, SourceError, TransientError, Unsupport
 from rivet_core.redact import redact_secrets
 from rivet_core.source.batching import Converter, make_converter, rows_to_batch
 from rivet_core.source.retry import classify_error
+
+if TYPE_CHECKING:
+    from rivet_core.source.pressure import PressureProbe
 
 NATIVE_TYPE_KEY = b"rivet.native_type"
 LOGICAL_TYPE_KEY = b"rivet.logical_type"
@@ -264,6 +267,13 @@ class SourceSession:
             close = getattr(iterator, "close", None)
             if close is not None:
                 close()
+
+    def pressure_probe(self) -> PressureProbe | None:
+        """A side connection that samples this source's load for the governor
+        (rivet_core/source/pressure.py), or None when the engine has none (SQLite: one
+        process, nobody else to spare). Never the session's own connection: the snapshot
+        transaction must stay untouched."""
+        return None
 
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """First column of the first row (None when there is no row)."""

@@ -38,6 +38,7 @@ from rivet_core.errors import ConfigError, SourceError
 from rivet_core.redact import redact_secrets, redact_url
 from rivet_core.source import mysql_binary, mysql_raw
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
+from rivet_core.source.pressure import MySQLPressureProbe
 from rivet_core.source.query import quote_ident_mysql
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
 from rivet_core.source.tls import is_tls_verify_failure, mysql_ssl_context
@@ -171,6 +172,9 @@ class MySQLSession(SourceSession):
 
     def _close(self, *, success: bool) -> None:
         self._end_read_transaction(pymysql.err.MySQLError, success=success)
+
+    def pressure_probe(self) -> MySQLPressureProbe:
+        return MySQLPressureProbe(self._url, self.connection.thread_id(), self.is_mariadb)
 
     @property
     def connection(self) -> pymysql.connections.Connection[Any]:

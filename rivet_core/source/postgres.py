@@ -29,6 +29,7 @@ from rivet_core.errors import SourceError
 from rivet_core.redact import redact_secrets, redact_url
 from rivet_core.source import pg_adbc, pg_binary, pg_copy
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
+from rivet_core.source.pressure import PgPressureProbe
 from rivet_core.source.query import quote_ident_pg
 from rivet_core.source.tls import is_tls_verify_failure
 from rivet_core.source.types_pg import CATALOG_SQL, PgTypeInfo, pg_column
@@ -144,6 +145,9 @@ class PostgresSession(SourceSession):
             self._url, application_name="rivet", connect_timeout=str(_CONNECT_TIMEOUT_S),
             client_encoding="UTF8",
         )
+
+    def pressure_probe(self) -> PgPressureProbe:
+        return PgPressureProbe(self._url, self.connection.info.backend_pid)
 
     @property
     def connection(self) -> psycopg.Connection[Any]:
