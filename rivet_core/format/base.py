@@ -44,6 +44,13 @@ MIN_ROW_GROUP_ROWS = 1_000
 MAX_ROW_GROUP_ROWS = 10_000_000
 #: Rows per group when `fixed_rows` names no count (the Parquet library default).
 DEFAULT_ROW_GROUP_ROWS = 1_048_576
+#: The Parquet writer's memory budget under the `auto` strategy: Arrow bytes it may keep
+#: buffered between batches (row groups are cut so the buffer never holds more). Why 16 MiB:
+#: the buffered row group was the largest single item of an export's memory (a 128 MB
+#: *estimate* held 35 MiB of real Arrow data for the bench `orders` table, plus the encoder's
+#: copy of it); 16 MiB groups (~70 k wide rows, ~4 MB of zstd output each) encode as fast per
+#: row (docs/benchmarks.md, "Memory").
+DEFAULT_BUFFER_BUDGET_BYTES = 16 * 2**20
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,9 @@ class WriterOptions:
     #: 128 MB estimate: narrow rows get Rivet's groups instead of 4 M-row ones (~120 MB of
     #: Arrow buffered before encode), wide rows keep groups that fit the memory target.
     row_group_row_cap: int | None = None
+    #: Arrow bytes a Parquet writer keeps buffered at most (`auto` strategy only: the other
+    #: strategies are the user's explicit choice of group size). None = no budget.
+    buffer_budget_bytes: int | None = DEFAULT_BUFFER_BUDGET_BYTES
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:

@@ -134,13 +134,20 @@ def combine(parts: Iterable[Mapping[str, ColumnSum]]) -> dict[str, ColumnSum]:
     return out
 
 
+#: Rows decoded at a time when a Parquet file is checksummed: string columns are hashed
+#: through Python bytes objects (`_bytes_hashes`), ~60 bytes of overhead per value, so a
+#: whole 100 k-row group of a wide table costs tens of MB at once; 16 k rows keep the
+#: read-back of every part small (rivet_core/pipeline/commit.py runs it at write time).
+READ_BATCH_ROWS = 16_384
+
+
 def parquet_sums(source: Any) -> dict[str, ColumnSum]:
-    """Checksums of a Parquet file (path or bytes buffer), one row group at a time."""
+    """Checksums of a Parquet file (path or bytes buffer), `READ_BATCH_ROWS` rows at a time."""
     import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(source if not isinstance(source, (bytes, bytearray, memoryview))
-                        else pa.BufferReader(source))
-    return combine(table_sums(pf.read_row_group(i)) for i in range(pf.num_row_groups)) or {
+                        else pa.BufferReader(source), pre_buffer=False)
+    return combine(table_sums(batch) for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS)) or {
         name: ColumnSum(0, 0) for name in pf.schema_arrow.names}
 
 

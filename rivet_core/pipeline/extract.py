@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from rivet_core.format import PartRotator, StagedPart
 from rivet_core.format.meta_columns import add_meta_columns, meta_schema
+from rivet_core.malloc_arenas import release_free_memory
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.governor import SourceGovernor
 from rivet_core.pipeline.memory_guard import MemoryGuard
@@ -106,6 +107,7 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
                 governor.after_batch(batch.num_rows)
             fault_point("after_source_read")
             parts = rotator.finish()  # I1: every staged part is complete from here on
+            release_free_memory()  # the commit's read-back must not stack on the extract's peak
             if reconcile:
                 source_row_count = count_in_snapshot(src, plan.sql, params)
         except BaseException:
