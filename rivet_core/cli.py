@@ -396,19 +396,32 @@ def repair(config_path: str, export_name: str, execute: bool, fmt: str, params: 
             for a in plan["actions"]:
                 click.echo(f"  chunk {a['chunk_index']} [{a['start_key']}..{a['end_key']}]: {a['reason']}")
         return 0
-    results = execute_repair(config, export, report)
+    outcome = execute_repair(config, export, report)
+    results, s = outcome.results, outcome.summary
     failed = [r for r in results if r.status == "failed"]
+    executed = [r for r in results if r.status == "executed"]
     payload = {"plan": plan, "results": [r.__dict__ for r in results],
-               "summary": {"planned": len(actions), "executed": len(results) - len(failed),
-                           "failed": len(failed), "rows_written": sum(r.rows_written or 0 for r in results)}}
+               "summary": {"planned": len(actions), "executed": len(executed),
+                           "skipped": len(results) - len(executed) - len(failed),
+                           "failed": len(failed), "rows_written": sum(r.rows_written or 0 for r in results)},
+               "repair": None if s is None else {
+                   "run_id": s.run_id, "status": s.status, "manifest_rewritten": s.manifest_written,
+                   "error_message": s.error_message, "report": s.report_path, "warnings": s.warnings}}
     if fmt == "json":
         click.echo(json.dumps(payload, indent=2, default=str))
     else:
+        rewritten = "manifest rewritten" if s is not None and s.manifest_written else "manifest unchanged"
         click.echo(f"repaired {payload['summary']['executed']} of {len(actions)} chunk(s) "
-                   f"({payload['summary']['rows_written']} rows); manifest rewritten")
-        for r in failed:
-            click.echo(f"  FAILED chunk {r.chunk_index}: {r.detail}")
-    return 1 if failed else 0
+                   f"({payload['summary']['rows_written']} rows); {rewritten}")
+        for r in results:
+            if r.status != "executed":
+                click.echo(f"  {r.status.upper()} chunk {r.chunk_index}: {r.detail}")
+        if s is not None:
+            if s.error_message:
+                click.echo(f"error: {s.error_message}", err=True)
+            if s.report_path:
+                click.echo(f"report: {s.report_path}")
+    return outcome.exit_code
 
 
 # -------------------------------------------------------------------------------- state
@@ -465,9 +478,10 @@ def state_reset(config_path: str, export_name: str) -> int:
     """Clear an export's cursor (its next run re-exports everything)."""
     config = _load(config_path)
     config.export(export_name)  # unknown names → error listing known exports
+    from rivet_core.pipeline.run_store import reset_export_state
     from rivet_core.state import StateStore
 
-    StateStore.open(config.config_path).reset_export(export_name)
+    reset_export_state(StateStore.open(config.config_path), export_name)
     click.echo(f"State reset for export '{export_name}'")
     return 0
 

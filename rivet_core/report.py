@@ -68,6 +68,7 @@ def report_dict(summary: RunSummary, plan: UnitPlan) -> dict[str, Any]:
         "error_message": summary.error_message,
         "dagster_run_id": summary.dagster_run_id,
         "partition_key": summary.partition_key,
+        "repair_of": summary.repair_of,
         "resumable": False,
         "resume_command": None,
     }
@@ -93,6 +94,8 @@ def render_markdown(report: dict[str, Any], config_path: str | None) -> str:
     lines = [f"# Rivet run: `{report['run_id']}`", ""]
     lines += [f"- Export: `{report['export_name']}`",
               f"- Status: **{_BADGES.get(report['status'], 'UNKNOWN')}**",
+              *([f"- Repair of chunk run `{report['repair_of']}` (`rivet repair --execute`)"]
+                if report.get("repair_of") else []),
               f"- Started: {report['started_at']}", f"- Finished: {report['finished_at']}",
               f"- Duration: {report['duration_ms']} ms ({report['duration_ms'] / 1000:.2f} s)", ""]
     lines += ["## Plan", f"- Source engine: {report['source_engine']}",

@@ -746,12 +746,8 @@ class ChunkManifestRun(DagsterChunkRun):
             summary.journal.record("Warning", context="chunk_finalize",
                                    message=f"chunk run {run_id}: {len(tasks)} window(s), {len(kept)} part(s)")
             self._gate_total_quality(keep=self._published_parts)
-            try:
-                highest = state.max_completed_chunk_index(run_id)
-                if highest is not None:
-                    state.record_committed_chunked(self.export.name, highest, run_id)
-            except Exception as exc:  # noqa: BLE001 - progression is advisory (PG2)
-                summary.add_warning(f"progression write failed: {redact_secrets(exc)}")
+            # The committed progression follows the manifest (RunStore, in the finalize sequence).
+            summary.completed_chunk_run = run_id
         except Exception as exc:  # noqa: BLE001 - reported through finalize
             return self._finalize(exc)
         return self._finalize(None)
@@ -790,7 +786,11 @@ def reconcile_chunks(config: RivetConfig, export: ExportConfig, *, state=None): 
     match / mismatch / unknown), with the source side counted by the planner's one grouped
     fingerprint query instead of one COUNT per window, and keyset windows taken from the
     checkpoint (no boundary scan). A clean report advances the "verified" progression."""
-    from rivet_core.pipeline.reconcile import ChunkCheck, ReconcileReport
+    from rivet_core.pipeline.reconcile import (
+        ChunkCheck,
+        ReconcileReport,
+        record_verified_progression,
+    )
 
     run = DagsterChunkRun(config, export, state=state, notifications=None)
     try:
@@ -824,12 +824,7 @@ def reconcile_chunks(config: RivetConfig, export: ExportConfig, *, state=None): 
                 status, note = "mismatch", f"source={source}, exported={exported}, diff={source - exported}"
             report.checks.append(ChunkCheck(t.chunk_index, identifier, t.start_key, t.end_key, source, exported,
                                             status, note))
-        counts = report.counts()
-        if not counts["mismatch"] and not counts["unknown"] and report.checks:
-            try:
-                store.record_verified_chunked(name, max(c.chunk_index for c in report.checks), run_row.run_id)
-            except Exception as exc:  # noqa: BLE001 - progression is advisory
-                log.warning("verified progression not written: %s", redact_secrets(exc))
+        record_verified_progression(store, report)
         return report, {t.chunk_index: t.window_key for t in tasks}
     finally:
         run.close()

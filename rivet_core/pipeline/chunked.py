@@ -17,8 +17,8 @@ schema-drift facade and finalize sequence) with a different middle:
 5. I6: the run is finalized only when every task is completed — otherwise it fails with
    the number of windows left and the resume command; then the total quality gate (a
    failure withdraws the written windows to `_quarantine/<run_id>/` and marks the
-   checkpoint, chunk_withdraw.py), then `finalize_chunk_run_completed` and the committed
-   progression, then the ordinary finalize sequence (manifest …).
+   checkpoint, chunk_withdraw.py), then `finalize_chunk_run_completed`, then the ordinary
+   finalize sequence (manifest … then the committed progression, through RunStore).
 
 A failed window fails the run: never a short export reported as success. Its exit code is
 the failing window's (the one table of errors.py: a full disk is 1 in every mode, a lost
@@ -188,15 +188,10 @@ class ChunkedRun(ExportRun):
                 f"-e {export.name} --resume`", cause)
 
     def _close_checkpoint(self) -> None:
-        """I6 and the committed progression — only once the total quality gate passed."""
-        state, run_id = self.state, self.summary.run_id
-        state.finalize_chunk_run_completed(run_id)
-        try:
-            highest = state.max_completed_chunk_index(run_id)
-            if highest is not None:
-                state.record_committed_chunked(self.export.name, highest, run_id)
-        except Exception as exc:  # noqa: BLE001 - progression is advisory (PG2)
-            self.summary.add_warning(f"progression write failed: {redact_secrets(exc)}")
+        """I6 — only once the total quality gate passed. The committed progression follows the
+        manifest: RunStore writes it in the finalize sequence (finalize.py)."""
+        self.state.finalize_chunk_run_completed(self.summary.run_id)
+        self.summary.completed_chunk_run = self.summary.run_id
 
     def adopt_run_id(self, adopted: str) -> None:
         """A resume continues the interrupted run under its run_id (both ids are closed)."""

@@ -193,11 +193,18 @@ def _commit_cursor(summary: RunSummary, state: StateStore) -> None:
     # A stdout export has no manifest: its rows were written (streamed) once the parts were
     # recorded, and the run's own report stands in for the manifest (docs/modes.md).
     published = summary.manifest_written or summary.destination_kind == "stdout"
-    if not (published and summary.status == "success" and summary.cursor_high):
+    if not (published and summary.status == "success"):
+        return
+    # One committed boundary per run: the cursor's when the run has one (keyset_incremental
+    # chunked runs too), else the completed chunk run's highest chunk index (PG2).
+    if summary.cursor_high:
+        progression = Progression.incremental(summary.cursor_high)
+    elif summary.completed_chunk_run:
+        progression = Progression.chunked(summary.completed_chunk_run)
+    else:
         return
     try:
-        RunStore(state, summary).with_cursor(summary.cursor_high) \
-            .with_progression(Progression.incremental(summary.cursor_high)).commit()
+        RunStore(state, summary).with_cursor(summary.cursor_high).with_progression(progression).commit()
     except Exception as exc:  # noqa: BLE001 - at-least-once: next run re-exports from the old cursor
         log.error("export '%s': cursor write failed after the manifest landed: %s",
                   summary.export_name, redact_secrets(exc))

@@ -5,18 +5,20 @@ Reconcile compares, per completed chunk of the latest chunk run, the source's
 mismatch / unknown. It never writes data (a clean report only advances the advisory
 "verified" progression).
 
-Repair is the ordered write group that fixes mismatched windows, in one function
-(`execute_repair`): re-export each window as NEW parts (write_part_file → record_part, the
-per-part facade; never overwriting), mark the task repaired, then rewrite the destination
-manifest with the window's old parts replaced by the new ones and the old objects moved to
-`_quarantine/<repair_run_id>/` — nothing is deleted — through the normal manifest write
-group (manifest.json → copy → _SUCCESS).
+Repair re-exports each mismatched/unknown window of a completed task as NEW parts
+(write_part_file → record_part, the per-part facade; never overwriting), and hands the rest
+to its own finalize path, `finalize_repair` (finalize_repair.py): invariant check → the
+destination manifest rewritten with those windows' old parts replaced (manifest.json →
+copy → _SUCCESS) → old objects moved to `_quarantine/<repair_id>/` (nothing is deleted) →
+checkpoint → journal, run ledger, metrics row and run report, labelled as a repair. The
+repair first runs the schema-drift facade with policy `fail`, whatever the export's
+policy: a window re-exported with another schema would sit in a manifest whose other
+parts have the old one.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,18 +27,25 @@ from rivet_core import __version__
 from rivet_core.chunks import ChunkPlan, ChunkWindow
 from rivet_core.chunks.sql import window_count_query
 from rivet_core.config import ExportConfig, RivetConfig
-from rivet_core.errors import ConfigError, DataIntegrityError
-from rivet_core.manifest import quarantine_object, read_manifest, write_manifest_files
-from rivet_core.manifest.column_checksums import run_level
-from rivet_core.pipeline.chunk_commit import attempt_key, export_window
+from rivet_core.errors import (
+    ConfigError,
+    DataIntegrityError,
+    RivetError,
+    SchemaDriftError,
+    exit_code_for,
+)
+from rivet_core.manifest import read_manifest, schema_fingerprint
+from rivet_core.pipeline.chunk_commit import attempt_key, export_window, part_prefix
 from rivet_core.pipeline.commit import PartKind, record_part
+from rivet_core.pipeline.finalize_repair import RepairedWindow, finalize_repair
 from rivet_core.pipeline.job import RunOptions
+from rivet_core.pipeline.run_store import commit_verified_progression
+from rivet_core.pipeline.schema_drift import check_schema_drift
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
 from rivet_core.source import open_source
 from rivet_core.source.query import dialect_for
-
-log = logging.getLogger("rivet.reconcile")
+from rivet_core.state import StateStore
 
 
 @dataclass
@@ -135,16 +144,20 @@ def reconcile_export(config: RivetConfig, export: ExportConfig) -> ReconcileRepo
                     status, note = "mismatch", f"source={source}, exported={exported}, diff={source - exported}"
                 report.checks.append(ChunkCheck(task.chunk_index, identifier, task.start_key, task.end_key,
                                                 source, exported, status, note))
-        counts = report.counts()
-        if not counts["mismatch"] and not counts["unknown"] and report.checks:
-            try:
-                run.state.record_verified_chunked(export.name, max(c.chunk_index for c in report.checks),
-                                                  run_row.run_id)
-            except Exception as exc:  # noqa: BLE001 - progression is advisory
-                log.warning("verified progression not written: %s", redact_secrets(exc))
+        record_verified_progression(run.state, report)
         return report
     finally:
         run.close()
+
+
+def record_verified_progression(state: StateStore, report: ReconcileReport) -> None:
+    """A clean report (every window matched) advances the advisory "verified" progression,
+    through RunStore's module (the only writer of progression)."""
+    counts = report.counts()
+    if counts["mismatch"] or counts["unknown"] or not report.checks:
+        return
+    commit_verified_progression(state, report.export_name, max(c.chunk_index for c in report.checks),
+                                report.run_id)
 
 
 @dataclass
@@ -155,52 +168,122 @@ class RepairResult:
     detail: str | None = None
 
 
-def execute_repair(config: RivetConfig, export: ExportConfig, report: ReconcileReport) -> list[RepairResult]:
-    """Re-export every mismatched/unknown chunk and rewrite the manifest (module docstring)."""
+@dataclass
+class RepairOutcome:
+    """Per-window results and the repair's own summary (None when there was nothing to do)."""
+
+    results: list[RepairResult]
+    summary: RunSummary | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.summary is not None and self.summary.exit_code:
+            return self.summary.exit_code
+        return 1 if any(r.status != "executed" for r in self.results) else 0
+
+
+class RepairIncomplete(RivetError):
+    """Some windows were not repaired (re-export failed, or the task is not completed); the
+    others were. The exit code is the first failing window's (errors.py), 1 for a skip."""
+
+    def __init__(self, message: str, cause: BaseException) -> None:
+        super().__init__(message, code="repair_incomplete")
+        self.exit_code = exit_code_for(cause)
+
+
+def _repair_summary(run: Any, chunk_run_id: str) -> RunSummary:
+    export, plan = run.export, run.plan
+    summary = RunSummary(run_id=f"{export.name}_repair_{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}",
+                         export_name=export.name, mode="repair", format=export.format,
+                         compression=plan.writer_options.compression)
+    summary.destination_kind, summary.destination_uri = run.dest.kind, run.dest.uri
+    summary.tuning_profile, summary.source_engine = plan.tuning.profile, plan.engine
+    summary.state_backed, summary.repair_of = True, chunk_run_id
+    summary.extraction_strategy = "keyset" if run.chunk_plan.strategy == "keyset" else "chunked"
+    summary.journal.record(
+        "PlanResolved", export_name=export.name, base_query=export.resolved_query, strategy=plan.strategy,
+        format=export.format, compression=summary.compression, destination_type=run.dest.kind,
+        tuning_profile=plan.tuning.profile, validate=False, reconcile=False, resume=False, resumable=False,
+        repair_of=chunk_run_id)
+    return summary
+
+
+def _gate_schema(run: Any, summary: RunSummary) -> None:
+    """The drift facade with policy `fail` (module docstring)."""
+    summary.schema_fingerprint = schema_fingerprint(run.output_schema)
+    try:
+        check_schema_drift(run.state, summary, run.output_schema, "fail")
+    except SchemaDriftError as exc:
+        raise SchemaDriftError(
+            f"{exc} A repair never mixes schemas in one manifest: re-run the whole export instead of "
+            "repairing it.") from exc
+
+
+def _listed_parts_of(manifest: Any, export_name: str, chunk_run_id: str, task: Any) -> tuple[str, ...]:
+    """The parts the manifest lists for one window: the attempt the checkpoint recorded (its
+    rotated siblings too), and any part named for this window of this chunk run — an earlier
+    repair whose manifest landed but whose checkpoint update did not (finalize_repair.py)."""
+    recorded = attempt_key(task.file_name) if task.file_name else None
+    named = f"{part_prefix(export_name, chunk_run_id)}{task.chunk_index}_"
+    return tuple(p.path for p in manifest.parts
+                 if attempt_key(p.path) == recorded or p.path.rsplit("/", 1)[-1].startswith(named))
+
+
+def execute_repair(config: RivetConfig, export: ExportConfig, report: ReconcileReport) -> RepairOutcome:
+    """Re-export every mismatched/unknown window, then `finalize_repair` (module docstring)."""
     actions = [c for c in report.checks if c.status != "match"]
-    results: list[RepairResult] = []
     if not actions:
-        return results
+        return RepairOutcome([])
     run = _chunked_run(config, export)
     try:
         state, dest = run.state, run.dest
         run_row = state.get_chunk_run(report.run_id)
         tasks = {t.chunk_index: t for t in state.list_chunk_tasks(report.run_id)}
-        plan = _plan_for(run, run_row, list(tasks.values()))
-        run.chunk_plan = plan
+        run.chunk_plan = _plan_for(run, run_row, list(tasks.values()))
         found = read_manifest(dest)
         if found is None:
             raise DataIntegrityError(f"export '{export.name}': no manifest.json at {dest.uri} to repair")
-        manifest, _ = found
-        repair_id = f"{export.name}_repair_{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}"
-        summary = RunSummary(run_id=repair_id, export_name=export.name, mode="chunked", format=export.format,
-                             compression=run.plan.writer_options.compression)
-        ctx = run.window_context(report.run_id)
-        windows = {w.index: w for w in plan.windows}
-        superseded: set[str] = set()
-        for action in actions:
-            task = tasks[action.chunk_index]
-            try:
-                result = export_window(ctx, windows[action.chunk_index])
-            except Exception as exc:  # noqa: BLE001 - report per action, keep going
-                results.append(RepairResult(action.chunk_index, "failed", detail=redact_secrets(exc)))
-                continue
-            for record in result.records:
-                record_part(summary, state, record, PartKind.chunk(action.chunk_index))
-            state.record_repaired_chunk(report.run_id, action.chunk_index, result.rows, result.first_file)
-            if task.file_name:
-                superseded.add(attempt_key(task.file_name))
-            results.append(RepairResult(action.chunk_index, "executed", rows_written=result.rows))
-        kept = [p for p in manifest.parts if attempt_key(p.path) not in superseded]
-        moved = [p for p in manifest.parts if attempt_key(p.path) in superseded]
-        parts = [dataclasses.replace(p, part_id=i + 1) for i, p in enumerate(kept + summary.manifest_parts)]
-        rewritten = dataclasses.replace(
-            manifest, run_id=repair_id, finished_at=datetime.now(UTC).isoformat(), parts=parts,
-            part_count=len(parts), row_count=sum(p.rows for p in parts),
-            **dict(zip(("column_checksums", "checksum_render"), run_level(parts), strict=True)))
-        write_manifest_files(dest, rewritten)
-        for part in moved:
-            quarantine_object(dest, repair_id, part.path)
-        return results
+        manifest = found[0]
+        summary = run.summary = _repair_summary(run, report.run_id)
+        run.open_ledger()
+        results: list[RepairResult] = []
+        windows: list[RepairedWindow] = []
+        error: BaseException | None = None
+        try:
+            _gate_schema(run, summary)
+            ctx = run.window_context(report.run_id)
+            by_index = {w.index: w for w in run.chunk_plan.windows}
+            first_failure: BaseException | None = None
+            for action in actions:
+                task = tasks[action.chunk_index]
+                if task.status != "completed":
+                    results.append(RepairResult(action.chunk_index, "skipped",
+                                                detail=f"task is {task.status} — resume the run first"))
+                    continue
+                try:
+                    result = export_window(ctx, by_index[action.chunk_index])
+                except Exception as exc:  # noqa: BLE001 - report per action, keep going
+                    first_failure = first_failure or exc
+                    results.append(RepairResult(action.chunk_index, "failed", detail=redact_secrets(exc)))
+                    continue
+                for record in result.records:
+                    record_part(summary, state, record, PartKind.chunk(action.chunk_index))
+                windows.append(RepairedWindow(
+                    chunk_index=action.chunk_index, rows=result.rows,
+                    new_paths=tuple(r.path for r in result.records),
+                    replaces=_listed_parts_of(manifest, export.name, report.run_id, task),
+                    old_file=task.file_name))
+                results.append(RepairResult(action.chunk_index, "executed", rows_written=result.rows))
+            left = [r.chunk_index for r in results if r.status != "executed"]
+            if left:
+                cause = first_failure or ConfigError("a chunk task that is not completed cannot be repaired")
+                error = RepairIncomplete(
+                    f"export '{export.name}': {len(left)} of {len(actions)} chunk(s) not repaired (chunks {left}; "
+                    f"first: {redact_secrets(cause)}); the manifest lists their old parts", cause)
+        except Exception as exc:  # noqa: BLE001 - reported through finalize_repair
+            error = exc
+        finalize_repair(run.plan, summary, state, dest, previous=manifest, chunk_run_id=report.run_id,
+                        windows=windows, error=error, report_root=config.config_dir)
+        return RepairOutcome(results, summary)
     finally:
         run.close()

@@ -98,6 +98,12 @@ class RunSummary:
     #: Chunked `--reconcile`: rows of the windows this process counted (each in its own
     #: snapshot); the run-wide verdict stands only when they are all the rows committed.
     reconcile_counted_rows: int = 0
+    #: The checkpointed chunk run this run completed (I6 held): RunStore records its committed
+    #: progression after the manifest landed (finalize.py). None = not a checkpointed chunk run.
+    completed_chunk_run: str | None = None
+    #: A repair (`rivet repair --execute`, finalize_repair.py): the chunk run whose windows
+    #: it re-exported. None = an export run.
+    repair_of: str | None = None
     warnings: list[str] = field(default_factory=list)
     journal: RunJournal = field(init=False)
 
@@ -140,9 +146,10 @@ class RunSummary:
                             "nor recorded as gated upstream)")
         return problems
 
-    def check_post_run_invariants(self) -> None:
-        """Raise in tests (RIVET_STRICT_INVARIANTS=1); log a WARN line in production."""
-        problems = self.invariant_violations()
+    def check_post_run_invariants(self, extra: list[str] | None = None) -> None:
+        """Raise in tests (RIVET_STRICT_INVARIANTS=1); log a WARN line in production. `extra`:
+        problems a finalize path of its own kind found (finalize_repair.py)."""
+        problems = self.invariant_violations() + list(extra or ())
         if not problems:
             return
         text = f"run-integrity invariant violated for run {self.run_id}: " + "; ".join(problems)

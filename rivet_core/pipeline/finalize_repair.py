@@ -1,0 +1,177 @@
+"""The end of a repair — a finalize path of its own kind (docs/adr/0001-write-ordering-facades.md).
+
+`rivet repair --execute` (reconcile.py) re-exports the windows `rivet reconcile` found wrong
+as NEW parts through the per-part facade (write_part_file → record_part). Everything after
+that is `finalize_repair`, in one fixed order, like the end of an export run (finalize.py)
+and labelled as a repair (`summary.mode = "repair"`, `summary.repair_of` = the chunk run):
+
+    status → invariant check → manifest.json → manifest-<repair_id>.json → _SUCCESS
+    → superseded parts to _quarantine/<repair_id>/ → checkpoint (tasks repaired)
+    → validate (optional) → journal RunCompleted + run_status → metrics → report
+
+How it differs from the finalize of an export run, and why:
+- The manifest is the prefix's current one with the re-exported windows' old parts
+  replaced by the new ones; every other field is kept (it still describes the chunk run's
+  data). Its `status` stays `success`: each window holds either its old or its new parts,
+  so the dataset stays whole even when some window could not be re-exported — the
+  repair's own status (ledger, metrics, report) is then `failed`.
+- The invariant check covers the rewrite as well as the run (`repair_problems`): every new
+  part recorded through `record_part` and belonging to a repaired window, none colliding
+  with a kept part, and every window that had a part replacing one the manifest lists
+  (otherwise its rows would be listed twice).
+  A violation raises in tests (RIVET_STRICT_INVARIANTS=1); in production the repair fails
+  and the manifest is left as it was.
+- The manifest step is fatal, as for a run: if it cannot be written the repair fails,
+  nothing is quarantined or marked repaired, and the old parts stay listed.
+- The checkpoint (`record_repaired_chunk`: the task's new rows and first file) follows the
+  manifest, as a cursor does: a checkpoint that said "repaired" while the manifest still
+  listed the old part would make the next `rivet reconcile` report a match for data no
+  reader sees. Its failure is a warning — the next reconcile finds the window again and
+  the next repair supersedes it once more (at-least-once).
+- No cursor and no progression (a repair moves no boundary), no notification (an operator
+  runs it by hand and reads its output and its report).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rivet_core.destination import Destination
+from rivet_core.errors import DataIntegrityError
+from rivet_core.manifest import Manifest, quarantine_object, write_manifest_files
+from rivet_core.manifest.column_checksums import run_level
+from rivet_core.pipeline.finalize import _validate, metric_row, resolve_status
+from rivet_core.pipeline.summary import RunSummary
+from rivet_core.plan import UnitPlan
+from rivet_core.redact import redact_secrets
+from rivet_core.report import write_run_report
+from rivet_core.state import StateStore
+
+log = logging.getLogger("rivet.finalize")
+
+
+@dataclass(frozen=True)
+class RepairedWindow:
+    """One window the repair re-exported (its new parts are in the summary's manifest parts)."""
+
+    chunk_index: int
+    rows: int
+    #: The new parts, in order (the first is what the checkpoint records).
+    new_paths: tuple[str, ...]
+    #: Parts of the current manifest this window's new parts replace.
+    replaces: tuple[str, ...]
+    #: The part the checkpoint recorded for the window before the repair (None: it had no rows).
+    old_file: str | None = None
+
+
+def repair_manifest(previous: Manifest, summary: RunSummary, superseded: set[str]) -> Manifest:
+    """The prefix's manifest with the superseded parts replaced by the repair's new parts."""
+    kept = [p for p in previous.parts if p.path not in superseded]
+    parts = [dataclasses.replace(p, part_id=i + 1) for i, p in enumerate(kept + list(summary.manifest_parts))]
+    checks, render = run_level(parts)
+    return dataclasses.replace(
+        previous, run_id=summary.run_id, finished_at=datetime.now(UTC).isoformat(), parts=parts,
+        part_count=len(parts), row_count=sum(p.rows for p in parts), column_checksums=checks,
+        checksum_render=render)
+
+
+def repair_problems(previous: Manifest, summary: RunSummary, windows: list[RepairedWindow]) -> list[str]:
+    """What would make the rewritten manifest lie (module docstring)."""
+    problems: list[str] = []
+    listed = {p.path for p in previous.parts}
+    recorded = {p.path for p in summary.manifest_parts}
+    superseded = {path for w in windows for path in w.replaces}
+    for w in windows:
+        missing = [p for p in w.new_paths if p not in recorded]
+        if missing:
+            problems.append(f"window {w.chunk_index}: new part(s) {missing} were not recorded through record_part")
+        if w.old_file is not None and not w.replaces:
+            problems.append(f"window {w.chunk_index}: its part '{w.old_file}' is not listed by the manifest, "
+                            "so its new parts would list its rows twice")
+        stray = [p for p in w.replaces if p not in listed]
+        if stray:
+            problems.append(f"window {w.chunk_index}: replaces {stray}, which the manifest does not list")
+    clash = sorted(recorded & (listed - superseded))
+    if clash:
+        problems.append(f"new part(s) {clash} collide with parts the manifest keeps")
+    unclaimed = sorted(recorded - {path for w in windows for path in w.new_paths})
+    if unclaimed:
+        problems.append(f"part(s) {unclaimed} were recorded but belong to no repaired window (its old parts "
+                        "would stay listed beside them)")
+    return problems
+
+
+def finalize_repair(
+    plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination, *,
+    previous: Manifest, chunk_run_id: str, windows: list[RepairedWindow], error: BaseException | None,
+    report_root: Path, validate: bool = False,
+) -> RunSummary:
+    """Run the repair's finalize sequence in its fixed order (module docstring). Never raises,
+    except `InvariantViolation` in tests."""
+    resolve_status(summary, error)
+    summary.close()
+    problems = repair_problems(previous, summary, windows)
+    summary.check_post_run_invariants(problems)
+    if problems:
+        summary.status, summary.exit_code = "failed", DataIntegrityError.exit_code
+        summary.error_message = redact_secrets("repair invariant violated, manifest not rewritten: "
+                                               + "; ".join(problems))
+    elif windows:
+        _write_manifest(summary, dest, previous, windows)
+    if summary.manifest_written:
+        _supersede(summary, state, dest, chunk_run_id, windows)
+    if validate:
+        _validate(summary, dest)
+    summary.journal.record("RunCompleted", status=summary.status, error_message=summary.error_message,
+                           duration_ms=summary.duration_ms)
+    for step in (lambda: state.store_journal(summary.run_id, summary.export_name, summary.journal.to_dict()),
+                 lambda: state.finish_run(summary.run_id, summary.status)):
+        try:
+            step()
+        except Exception as exc:  # noqa: BLE001 - journal and ledger are advisory
+            summary.add_warning(f"state ledger write failed: {redact_secrets(exc)}")
+    try:
+        state.record_metric(metric_row(plan, summary))
+    except Exception as exc:  # noqa: BLE001 - I4 metrics are best-effort
+        summary.add_warning(f"metrics write failed: {redact_secrets(exc)}")
+    try:
+        summary.report_path = str(write_run_report(summary, plan, report_root))
+    except Exception as exc:  # noqa: BLE001
+        summary.add_warning(f"run report not written: {redact_secrets(exc)}")
+    return summary
+
+
+def _write_manifest(summary: RunSummary, dest: Destination, previous: Manifest,
+                    windows: list[RepairedWindow]) -> None:
+    superseded = {path for w in windows for path in w.replaces}
+    try:
+        write_manifest_files(dest, repair_manifest(previous, summary, superseded))
+        summary.manifest_written = True
+    except Exception as exc:  # noqa: BLE001 - fatal, as for a run: the old parts stay listed
+        summary.status = "failed"
+        summary.error_message = redact_secrets(f"manifest write failed: {exc}")
+        summary.exit_code = getattr(exc, "exit_code", 1) or 1
+        log.error("export '%s': repair %s: %s — nothing marked repaired", summary.export_name, summary.run_id,
+                  summary.error_message)
+
+
+def _supersede(summary: RunSummary, state: StateStore, dest: Destination, chunk_run_id: str,
+               windows: list[RepairedWindow]) -> None:
+    """After the manifest landed: the replaced parts aside (never deleted, M9), then the
+    checkpoint says which attempt each repaired window now is."""
+    for w in windows:
+        for path in w.replaces:
+            if not quarantine_object(dest, summary.run_id, path):
+                summary.add_warning(f"superseded part '{path}' could not be quarantined")
+    for w in windows:
+        try:
+            state.record_repaired_chunk(chunk_run_id, w.chunk_index, w.rows, w.new_paths[0] if w.new_paths else None)
+        except Exception as exc:  # noqa: BLE001 - the next reconcile finds the window again
+            summary.add_warning(f"checkpoint of repaired chunk {w.chunk_index} not updated: {redact_secrets(exc)}")
+
+
+__all__ = ["RepairedWindow", "finalize_repair", "repair_manifest", "repair_problems"]
