@@ -11,8 +11,11 @@ the fix:
 - destination (each distinct prefix): write, read back and delete a `.rivet_doctor_probe`
   object under the export's prefix (the only object rivet ever deletes; verification
   ignores it should a crash leave it behind);
-- state store: open + migrate, then insert a probe row inside a transaction that is always
-  rolled back — proves write access (SQLite takes its write lock) without changing state.
+- state store: open + migrate, then the same writability probe a run makes before it reads
+  the source (state/writable.py: a no-op `UPDATE … WHERE false` on the cursor table in a
+  write transaction) — proves write access (SQLite takes its write lock, PostgreSQL checks
+  the role's privileges) without changing state. Doctor writes no state row of its own:
+  the state tables have their writers (docs/adr/0001-write-ordering-facades.md).
 
 Pure engine code: no click, no printing. Every text a check produces passes through
 `redact_secrets` (passwords registered by `SourceConfig.resolve_url` are masked too).
@@ -362,11 +365,10 @@ def _destination_failure(label: str, spec: Any, where: str, action: str, exc: Ba
 
 # ------------------------------------------------------------------------------- state
 def check_state(config: Any) -> Check:
-    """Open (and migrate) the state store, then write a probe row and roll it back."""
-    import sqlalchemy as sa
-
+    """Open (and migrate) the state store, then probe that a run could write it (writable.py)."""
+    from rivet_core.errors import RivetError
     from rivet_core.state import StateStore, state_url_for
-    from rivet_core.state.schema import run_status
+    from rivet_core.state.writable import assert_writable
 
     label = "state store"
     try:
@@ -385,27 +387,18 @@ def check_state(config: Any) -> Check:
     except Exception as exc:  # noqa: BLE001
         problem, _hint = _split(_message(exc))
         return Check(label, False, problem, fix, transient=getattr(exc, "exit_code", 1) == 2)
-    probe_id = f"__rivet_doctor_probe_{uuid.uuid4().hex}"
     try:
-        with store.engine.connect() as conn:
-            tx = conn.begin()
-            try:
-                conn.execute(run_status.insert().values(
-                    run_id=probe_id, export_name="__rivet_doctor__", prefix=None, status="doctor_probe",
-                    started_at=datetime.now(UTC).isoformat(), finished_at=None, dagster_run_id=None))
-                found = conn.execute(sa.select(sa.func.count()).select_from(run_status)
-                                     .where(run_status.c.run_id == probe_id)).scalar()
-            finally:
-                tx.rollback()  # the probe never lands: state is exactly as before
-        if found != 1:
-            return Check(label, False, f"{store.url}: a probe row written in a transaction was not read back",
-                         fix)
+        assert_writable(store.engine, store.url)
+    except RivetError as exc:  # the run's own verdict: read-only / no privilege / locked
+        problem, hint = _split(_message(exc))
+        hint = (hint or "").removesuffix(" (nothing was exported)") or fix
+        return Check(label, False, problem, hint, transient=exc.exit_code == 2)
     except Exception as exc:  # noqa: BLE001
         cause = getattr(exc, "orig", None) or exc
         return Check(label, False, f"{store.url} is not writable ({_message(cause)})", fix)
     finally:
         store.close()
-    return Check(label, True, f"{store.url}: opened, schema current, probe write rolled back")
+    return Check(label, True, f"{store.url}: opened, schema current, writable (probe changed nothing)")
 
 
 # ----------------------------------------------------------------------------- staging

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import urllib.parse
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -198,6 +200,32 @@ def test_the_state_probe_changes_nothing(tmp_path: Path) -> None:
     after = {t: sqlite3.connect(db).execute(f"SELECT count(*) FROM {t}").fetchone()[0]
              for (t,) in sqlite3.connect(db).execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert before == after
+
+
+@pytest.mark.postgres
+def test_a_state_role_that_may_only_read_fails_with_the_runs_own_verdict(tmp_path: Path, pg_url: str) -> None:
+    """Doctor asks the state store what a run asks it before reading the source (the
+    writability probe of rivet_core/state/writable.py), so both give the same verdict."""
+    from rivet_core.state import StateStore
+
+    StateStore.open(None, state_url=pg_url).close()  # the owner creates the state tables
+    role = f"rivet_ro_{uuid.uuid4().hex[:10]}"
+    db_exec(pg_url, f"CREATE ROLE {role} LOGIN", f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
+    parts = urllib.parse.urlsplit(pg_url)
+    reader = urllib.parse.urlunsplit(parts._replace(netloc=f"{role}@{parts.hostname}:{parts.port}"))
+    try:
+        config = write_config(tmp_path, _sqlite_source(tmp_path), [_export("e", {"type": "local", "path": "out"})])
+        code, _out, lines = doctor(config, env={"RIVET_STATE_URL": reader})
+        line = fail_line(lines, "state store")
+        assert "is not writable" in line and "permission denied" in line
+        assert "could not record its cursor" in line
+        assert "fix: an export would publish data" in line and "grant the RIVET_STATE_URL role" in line
+        assert code == 1
+        refused = rivet("run", "-c", str(config), env={"RIVET_STATE_URL": reader})
+        assert refused.returncode == 1 and "could not record its cursor" in refused.stderr, refused.stderr
+        assert not (tmp_path / "out" / "manifest.json").exists() and not list((tmp_path / "out").rglob("*.parquet"))
+    finally:
+        db_exec(pg_url, f"DROP OWNED BY {role}", f"DROP ROLE {role}")
 
 
 # ------------------------------------------------------------------------ config / green
