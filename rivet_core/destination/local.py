@@ -113,7 +113,11 @@ class LocalDestination(Destination):
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
         flags |= getattr(os, "O_CLOEXEC", 0)
         try:
-            fd, tmp = self._new_temp(final, lambda tmp: os.open(tmp, flags, 0o644))
+            try:
+                fd, tmp = self._new_temp(final, lambda tmp: os.open(tmp, flags, 0o644))
+            except FileNotFoundError:  # a move or delete pruned the emptied directory meanwhile
+                self._ensure_parent(final, final.name)
+                fd, tmp = self._new_temp(final, lambda tmp: os.open(tmp, flags, 0o644))
         except OSError as exc:
             raise destination_error(
                 f"cannot create a staging file next to '{final}': {exc.strerror or exc}"
@@ -161,10 +165,12 @@ class LocalDestination(Destination):
             os.replace(tmp, final)
             _fsync_dir(final.parent)
         except BaseException as exc:
-            # Never leave our own temp behind (a crash can; then it shows up as untracked).
+            # Never leave our own temp behind (a crash can; then it shows up as untracked),
+            # nor a directory created for it that nothing else uses.
             if tmp is not None:
                 with contextlib.suppress(OSError):
                     tmp.unlink()
+            self._prune_empty(final.parent)
             if isinstance(exc, OSError):
                 transient = exc.errno in (errno.EINTR, errno.EAGAIN)
                 hint = (" — free space on that filesystem (or raise its quota) or point "
@@ -276,12 +282,27 @@ class LocalDestination(Destination):
                 _fsync_dir(src.parent)
         except OSError as exc:
             raise destination_error(f"cannot move '{src_key}' to '{dst_key}': {exc.strerror or exc}") from exc
+        self._prune_empty(src.parent)
+
+    def _prune_empty(self, directory: Path) -> None:
+        """Remove `directory` and its parents below the root while they are empty: a key space
+        has no folders of its own, so `data/` or `_quarantine/gc/<stamp>/` go with their last
+        object, as they do on S3."""
+        while directory != self.root and self.root in directory.parents:
+            try:
+                directory.rmdir()
+            except OSError:
+                return  # not empty (or not ours to remove): stop climbing
+            directory = directory.parent
 
     def delete(self, key: str) -> None:
-        """Delete one file (doctor probe only — see `Destination.delete`). Missing is fine."""
+        """Delete one file (see `Destination.delete`). Missing is fine. Directories left empty
+        below the root go too (`_prune_empty`)."""
+        path = self._path(key)
         try:
-            os.unlink(self._path(key))
+            os.unlink(path)
         except FileNotFoundError:
             return
         except OSError as exc:
             raise destination_error(f"cannot delete '{key}' under '{self.root}': {exc.strerror or exc}") from exc
+        self._prune_empty(path.parent)

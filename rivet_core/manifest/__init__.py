@@ -7,18 +7,22 @@ verification and legacy verdicts, M7 atomic writes, M9 quarantine never deletes.
 ADR-0001 I8 step 1 is `write_manifest_files`; step 2 is `verify_at_destination`.
 
 Modules: `model` (dataclasses, serialize/parse, self-consistency, schema fingerprint),
-`artifacts` (names, marker, the write group, reading), `verify`, `quarantine`.
+`artifacts` (names, the `data/` layout, marker, the write group, reading), `verify`,
+`quarantine`.
 """
 
 from rivet_core.manifest.artifacts import (
+    DATA_PREFIX,
     DOCTOR_PROBE_KEY,
     MANIFEST_KEY,
     MAX_MANIFEST_BYTES,
     MAX_SUCCESS_BYTES,
     QUARANTINE_PREFIX,
     SUCCESS_KEY,
+    data_key,
     is_sidecar,
     parse_success_marker,
+    part_name,
     read_manifest,
     read_run_manifests,
     run_manifest_key,
@@ -62,4 +66,5 @@ __all__ = [
     "DEPTHS", "ADVISORY_KINDS", "COULD_NOT_VERIFY_KINDS", "MANIFEST_KEY", "SUCCESS_KEY",
     "DOCTOR_PROBE_KEY", "MAX_MANIFEST_BYTES", "MAX_SUCCESS_BYTES", "run_manifest_key", "run_token",
     "QUARANTINE_PREFIX", "is_sidecar", "quarantine_key", "quarantine_object",
+    "DATA_PREFIX", "data_key", "part_name",
 ]

@@ -25,6 +25,12 @@ from rivet_core.manifest.model import Manifest, ManifestError, parse_manifest, s
 MANIFEST_KEY = "manifest.json"
 SUCCESS_KEY = "_SUCCESS"
 QUARANTINE_PREFIX = "_quarantine/"
+#: Data parts live under `data/`, apart from the manifests, run copies, `_SUCCESS` and
+#: `_quarantine/`, so `<prefix>/data` is a folder of data files that pyarrow, DuckDB and
+#: pandas read as a dataset (docs/adr/0007-readable-layout-and-retention.md). Manifest part
+#: paths stay relative to the prefix (`data/<name>`); a prefix written before this layout
+#: (parts at the root, as Rivet writes them) is read and verified unchanged.
+DATA_PREFIX = "data/"
 DOCTOR_PROBE_KEY = ".rivet_doctor_probe"
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # DoS cap (reference §8)
 MAX_SUCCESS_BYTES = 4096
@@ -45,6 +51,18 @@ def run_token(run_id: str) -> str:
 def run_manifest_key(run_id: str) -> str:
     """Key of the immutable per-run manifest copy: `manifest-<token>.json`."""
     return f"manifest-{run_token(run_id)}.json"
+
+
+def data_key(name: str) -> str:
+    """The key a new part called `name` is written to: `data/<name>`."""
+    return DATA_PREFIX + name
+
+
+def part_name(key: str) -> str | None:
+    """The file name of a part key in either layout (`data/<name>` or a root-level `<name>`
+    written before `data/` existed); None for keys deeper in the tree or in `_quarantine/`."""
+    rest = key[len(DATA_PREFIX):] if key.startswith(DATA_PREFIX) else key
+    return None if "/" in rest or not rest else rest
 
 
 def is_sidecar(key: str) -> bool:
@@ -139,7 +157,7 @@ def read_run_manifests(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES) -
 
 
 __all__ = [
-    "read_run_manifests",
+    "read_run_manifests", "DATA_PREFIX", "data_key", "part_name",
     "MANIFEST_KEY", "SUCCESS_KEY", "QUARANTINE_PREFIX", "DOCTOR_PROBE_KEY", "MAX_MANIFEST_BYTES",
     "MAX_SUCCESS_BYTES", "run_token", "run_manifest_key", "is_sidecar", "success_marker_body",
     "parse_success_marker", "write_manifest_files", "read_manifest", "ManifestError",

@@ -12,9 +12,10 @@ then runs the ordered tail, under the run's lock when workers run in parallel:
 
 so the sequential runner, the parallel runner and a Dagster chunk partition all commit a
 window the same way. Part names carry the run's stamp and a random nonce
-(`{export}_{runstamp}_chunk{i}_{nonce}.{ext}`, `_p{n}` for rotated siblings), so a
+(`data/{export}_{runstamp}_chunk{i}_{nonce}.{ext}`, `_p{n}` for rotated siblings), so a
 re-exported window never overwrites a part and a resume can tell this run's objects
-from other runs'.
+from other runs' (`is_own_part`, which also knows the root-level names a run written
+before the `data/` layout left: docs/adr/0007-readable-layout-and-retention.md).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rivet_core.chunks.sql import DENSE_RN_COLUMN, window_query
 from rivet_core.destination import Destination
 from rivet_core.format import PartRotator, StagedPart, file_extension
 from rivet_core.format.meta_columns import add_meta_columns
+from rivet_core.manifest import data_key, part_name
 from rivet_core.pipeline.commit import PartKind, PartRecord, record_part, write_part_file
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.run_reconcile import ReconcileMismatch, count_in_snapshot
@@ -56,6 +58,14 @@ def run_stamp(run_id: str, export_name: str) -> str:
 def part_prefix(export_name: str, run_id: str) -> str:
     """Every part of this chunked run starts with this (resume tells own objects apart)."""
     return f"{export_name}_{run_stamp(run_id, export_name)}_chunk"
+
+
+def is_own_part(key: str, export_name: str, run_id: str) -> bool:
+    """Is `key` a part this chunked run wrote, in either layout (`data/<name>`, or `<name>` at
+    the root for a checkpoint started before the `data/` layout)? Never true for
+    `_quarantine/…` keys."""
+    name = part_name(key)
+    return name is not None and name.startswith(part_prefix(export_name, run_id))
 
 
 def attempt_key(file_name: str) -> str:
@@ -180,7 +190,7 @@ def write_window(ctx: WindowContext, staged: StagedWindow) -> WindowResult:
     result = WindowResult(chunk_index=staged.chunk_index, rows=staged.rows, max_key=staged.max_key,
                           key_type=staged.key_type, source_count=staged.source_count)
     for n, part in enumerate(staged.parts):
-        key = f"{staged.stem}.{ext}" if len(staged.parts) == 1 else f"{staged.stem}_p{n}.{ext}"
+        key = data_key(f"{staged.stem}.{ext}" if len(staged.parts) == 1 else f"{staged.stem}_p{n}.{ext}")
         result.records.append(write_part_file(ctx.dest, part, key))
     return result
 

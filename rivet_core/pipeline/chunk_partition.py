@@ -71,7 +71,7 @@ from rivet_core.pipeline.chunk_commit import (
     StagedWindow,
     WindowResult,
     commit_window,
-    part_prefix,
+    is_own_part,
     stage_window,
     write_window,
 )
@@ -737,9 +737,9 @@ class ChunkManifestRun(DagsterChunkRun):
                         f"export '{self.export.name}': window {window.task.window_key} lost its part(s) at the "
                         "destination while the manifest was being built — materialize that partition again")
                 kept.update(rehydrate_window(summary, window, listing, dest))
-            own = part_prefix(self.export.name, run_id)
             for key in listing:
-                if key.startswith(own) and key not in kept and not quarantine_object(dest, run_id, key):
+                if is_own_part(key, self.export.name, run_id) and key not in kept \
+                        and not quarantine_object(dest, run_id, key):
                     summary.add_warning(f"unlisted object '{key}' could not be quarantined")
             summary.schema_fingerprint = schema_fingerprint(self.output_schema)
             record_gated_upstream(summary, "in each partition, before its window was claimed")
@@ -756,8 +756,8 @@ class ChunkManifestRun(DagsterChunkRun):
         """Parts a failing gate must leave in place: those of windows carried from earlier chunk
         runs (their names carry another run's stamp) and whatever the prefix's current manifest
         lists — the last good delivery stays whole (ADR-0002)."""
-        own = part_prefix(self.export.name, self.summary.run_id)
-        keep = {p.path for p in self.summary.manifest_parts if not p.path.startswith(own)}
+        keep = {p.path for p in self.summary.manifest_parts
+                if not is_own_part(p.path, self.export.name, self.summary.run_id)}
         try:
             found = read_manifest(self.dest)
         except Exception as exc:  # noqa: BLE001 - unreadable: the carried parts are kept anyway

@@ -26,7 +26,7 @@ from rivet_core.chunks import ChunkPlan
 from rivet_core.destination.checksums import Fingerprinter
 from rivet_core.errors import ConfigError, DestinationError
 from rivet_core.manifest import SUCCESS_KEY, quarantine_object
-from rivet_core.pipeline.chunk_commit import attempt_key, part_prefix
+from rivet_core.pipeline.chunk_commit import attempt_key, is_own_part
 from rivet_core.pipeline.commit import PartRecord, part_column_checksums, rehydrate_part
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.state import ChunkTaskRow, FileRow
@@ -147,9 +147,8 @@ def prepare_resume(run: ChunkedRun, chunk_plan: ChunkPlan) -> None:
             continue
         kept.update(rehydrate_window(summary, window, listing, dest))
         stats["kept"] += len(window.parts)
-    own = part_prefix(run.export.name, run_id)
     for key in listing:
-        if key.startswith(own) and key not in kept and quarantine_object(dest, run_id, key):
+        if is_own_part(key, run.export.name, run_id) and key not in kept and quarantine_object(dest, run_id, key):
             stats["quarantined"] += 1
     summary.journal.record("Warning", context="resume",
                            message=f"resumed run {run_id}: {stats['kept']} part(s) kept, "

@@ -3,9 +3,10 @@
 The caller (ExportRun.publish) has already run the schema-drift facade on the staged
 schema, so `on_schema_drift: fail` publishes nothing. Each staged part goes through
 `write_part_file` → `record_part` (commit.py) — the only way a part reaches the destination. Part names follow Rivet
-(`{export}_{YYYYMMDD_HHMMSS_mmm}.{ext}`, `_part{N}` when rotated); if that name already
-exists at the destination (two runs in the same millisecond) a short random suffix is
-added, so no run ever overwrites another run's part.
+(`{export}_{YYYYMMDD_HHMMSS_mmm}.{ext}`, `_part{N}` when rotated) and land under the
+prefix's `data/` folder (`artifacts.data_key`, docs/adr/0007-readable-layout-and-retention.md);
+if that key already exists at the destination (two runs in the same millisecond) a short
+random suffix is added, so no run ever overwrites another run's part.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from datetime import UTC, datetime
 
 from rivet_core.destination import Destination
 from rivet_core.format import file_extension
+from rivet_core.manifest import data_key
 from rivet_core.pipeline.commit import PartKind, record_part, write_part_file
 from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.summary import RunSummary
@@ -29,7 +31,7 @@ def part_stem(export_name: str, now: datetime | None = None) -> str:
 
 def _part_keys(dest: Destination, stem: str, ext: str, n: int) -> list[str]:
     def names(s: str) -> list[str]:
-        return [f"{s}.{ext}"] if n == 1 else [f"{s}_part{i}.{ext}" for i in range(n)]
+        return [data_key(f"{s}.{ext}")] if n == 1 else [data_key(f"{s}_part{i}.{ext}") for i in range(n)]
 
     keys = names(stem)
     if dest.supports_manifest and any(dest.head(k) is not None for k in keys):

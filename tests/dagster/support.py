@@ -128,13 +128,16 @@ class DestView:
         return json.loads(self.read(sub + "manifest.json")) if sub + "manifest.json" in keys else None
 
     def data_keys(self, sub: str = "") -> list[str]:
-        """Data files directly under `sub` (no sidecars, nothing quarantined)."""
+        """Data files of the prefix `sub`, relative to it: under its `data/` folder, and any
+        file directly under it that is not a sidecar (the flat layout of earlier versions) —
+        nothing quarantined (docs/adr/0007-readable-layout-and-retention.md)."""
         out = []
         for key in self.keys():
             if not key.startswith(sub):
                 continue
             rest = key[len(sub):]
-            if "/" in rest or rest in SIDECARS or rest.startswith("manifest"):
+            name = rest[len("data/"):] if rest.startswith("data/") else rest
+            if "/" in name or rest in SIDECARS or rest.startswith("manifest"):
                 continue
             out.append(rest)
         return sorted(out)

@@ -69,6 +69,6 @@ def test_reads_stay_within_parallel_while_a_finished_window_is_written(
     assert summary.status == "success", summary
     assert state["overlap"] is True  # the next window's query ran while one was finishing
     assert state["max_active"] == parallel  # never more source queries than `parallel`
-    ids = sorted(i for f in (tmp_path / "out").glob("*.parquet")
+    ids = sorted(i for f in (tmp_path / "out" / "data").glob("*.parquet")
                  for i in pq.read_table(f).column("id").to_pylist())
     assert ids == list(range(1, 401))

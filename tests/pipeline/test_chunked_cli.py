@@ -700,7 +700,7 @@ def test_max_file_size_rotates_inside_a_window_and_resume_keeps_the_siblings(tmp
     config = config_for(tmp_path, pg_items, chunk_checkpoint=True, **ROTATE)
     out = tmp_path / "out"
     assert run(config, RIVET_TEST_PANIC_AT="after_chunk_complete:3").returncode == KILLED
-    before = {p.name for p in data_files(out)}
+    before = {p.relative_to(out).as_posix() for p in data_files(out)}  # data/<name>, as the manifest lists it
     kept = {p for p in before if any(f"_chunk{i}_" in p for i in range(4))}
     # max_file_size 1B: every part holds one row (a part always holds at least one; row
     # groups are sized down to the cap) — 49 rows → 49 parts, 50 rows → 50 parts each.
@@ -729,7 +729,7 @@ def test_resume_re_exports_a_window_whose_sibling_is_missing_or_resized(tmp_path
     config = config_for(tmp_path, pg_items, chunk_checkpoint=True, **ROTATE)
     out = tmp_path / "out"
     assert run(config, RIVET_TEST_PANIC_AT="after_chunk_complete:3").returncode == KILLED
-    crashed = _siblings([p.name for p in data_files(out)])
+    crashed = _siblings([p.relative_to(out).as_posix() for p in data_files(out)])
     missing = sorted(crashed[1])[2]
     resized = sorted(crashed[2])[0]
     (out / missing).unlink()
@@ -741,7 +741,8 @@ def test_resume_re_exports_a_window_whose_sibling_is_missing_or_resized(tmp_path
     parts = set(listed_parts(out))
     assert set(crashed[0]) | set(crashed[3]) <= parts  # intact windows kept
     assert not (set(crashed[1]) | set(crashed[2])) & parts  # damaged windows re-exported
-    quarantined = {p.name for p in (out / "_quarantine").rglob("*") if p.is_file()}
+    # `_quarantine/<run>/<key>` → the key the object had at the prefix
+    quarantined = {"/".join(p.relative_to(out).parts[2:]) for p in (out / "_quarantine").rglob("*") if p.is_file()}
     assert resized in quarantined
     assert (set(crashed[1]) - {missing}) <= quarantined and set(crashed[2]) <= quarantined
     assert canonical_rows(out, ["id", "name"]) == source_rows(pg_items, ITEMS)

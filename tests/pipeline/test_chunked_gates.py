@@ -71,6 +71,13 @@ def items_url(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue("pg_items" if request.param == "pg" else "mysql_items")
 
 
+def published(out: Path) -> dict[str, bytes]:
+    """Every object at the prefix outside `_quarantine/` (parts under `data/`, manifests,
+    `_SUCCESS`) → its bytes."""
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*")
+            if p.is_file() and p.relative_to(out).parts[0] != "_quarantine"}
+
+
 def quarantined(out: Path) -> list[Path]:
     return sorted(p for p in (out / "_quarantine").rglob("*") if p.is_file()) if (out / "_quarantine").exists() \
         else []
@@ -279,14 +286,14 @@ def test_schema_drift_fail_in_a_chunked_run_publishes_nothing_and_leaves_the_las
     base = {"chunk_checkpoint": checkpoint, "on_schema_drift": "fail", "table": None}
     first = run(config_for(tmp_path, items_url, query="SELECT id, name FROM items", **base))
     assert first.returncode == 0, first.stderr
-    good = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    good = published(out)
 
     drifted = config_for(tmp_path, items_url, query="SELECT id, name, id * 2 AS doubled FROM items", **base)
     refused = run(drifted)
     assert refused.returncode == 4, refused.stderr  # schema drift's exit code
     assert "schema drift detected" in refused.stderr
     # Nothing of the drifted run reached the prefix (the gate runs on a probe, before any window).
-    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == good
+    assert published(out) == good
     assert not (out / "_quarantine").exists()
     assert canonical_rows(out, ["id", "name"]) == source_rows(items_url, ITEMS)
     if checkpoint:  # no chunk run was opened for the refused run
@@ -307,13 +314,13 @@ def test_a_failing_total_gate_of_a_keyset_incremental_run_keeps_the_cursor_and_t
     first = run(config(1))
     assert first.returncode == 0, first.stderr
     assert cursor_of(config(1), "events") == "40"
-    good = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    good = published(out)
 
     insert_events(events_url, range(41, 46))  # 5 new rows: below the gate's 10
     short = run(config(10))
     assert short.returncode == 3, short.stderr
     assert cursor_of(config(10), "events") == "40"  # unmoved
-    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == good  # the last delivery, whole
+    assert published(out) == good  # the last delivery, whole
     ids = pa.concat_tables([read_table(p) for p in quarantined(out)]).column("id").to_pylist()
     assert sorted(ids) == list(range(41, 46))  # the withdrawn window, nothing lost
 

@@ -261,8 +261,8 @@ def test_publish_never_overwrites_an_existing_key_it_picks_a_suffixed_name(tmp_p
     stem = "items_20260101_000000_000"
     monkeypatch.setattr(publish, "part_stem", lambda name, now=None: stem)
     out = tmp_path / "out"
-    out.mkdir()
-    squatter = out / f"{stem}.parquet"
+    (out / "data").mkdir(parents=True)
+    squatter = out / "data" / f"{stem}.parquet"
     squatter.write_bytes(b"another run's part")
     config = load_config(_sqlite_config(tmp_path))
 
@@ -271,7 +271,7 @@ def test_publish_never_overwrites_an_existing_key_it_picks_a_suffixed_name(tmp_p
     assert s.status == "success", s.error_message
     assert squatter.read_bytes() == b"another run's part"
     [p] = s.manifest_parts
-    assert p.path != squatter.name and p.path.startswith(f"{stem}_") and p.path.endswith(".parquet")
+    assert p.path != f"data/{squatter.name}" and p.path.startswith(f"data/{stem}_") and p.path.endswith(".parquet")
     assert pq.read_table(out / p.path).column("id").to_pylist() == [1, 2, 3, 4, 5, 6]
     with db(tmp_path) as conn:
         assert conn.execute("SELECT file_name FROM file_log").fetchall() == [(p.path,)]

@@ -259,6 +259,7 @@ def test_a_failed_run_never_replaces_the_last_good_manifest(tmp_path, point):
     assert (out / "manifest.json").read_bytes() == manifest
     assert (out / "_SUCCESS").read_bytes() == marker
     [new_part] = [p for p in data_files(out) if p != good_part]  # durable, not in manifest.json
+    new_key = new_part.relative_to(out).as_posix()  # data/<name>
     assert metrics_rows(config)[-1]["status"] == "failed"
 
     run_copy = out / f"manifest-{summary['run_id']}.json"
@@ -266,15 +267,15 @@ def test_a_failed_run_never_replaces_the_last_good_manifest(tmp_path, point):
     if point == "after_manifest_update":  # the part was recorded: its trail is a failed run copy
         trail = json.loads(run_copy.read_text())
         assert trail["status"] == "failed"
-        assert [p["path"] for p in trail["parts"]] == [new_part.name]
-        assert logged == [(new_part.name,)]
+        assert [p["path"] for p in trail["parts"]] == [new_key]
+        assert logged == [(new_key,)]
     else:  # the part is durable but was never recorded
         assert not run_copy.exists() and logged == []
 
     check = rivet("validate", "-c", str(config), "--format", "json")
     assert check.returncode == 0, check.stdout + check.stderr
     failures = json.loads(check.stdout)["exports"][0]["verification"]["failures"]
-    assert [(f["kind"], f["key"]) for f in failures] == [("untracked_object", new_part.name)]
+    assert [(f["kind"], f["key"]) for f in failures] == [("untracked_object", new_key)]
     assert manifest_ids(out) == list(range(1, 9))
 
 

@@ -34,7 +34,7 @@ def test_a_partition_exports_exactly_its_half_open_day_to_its_own_prefix(tmp_pat
     summary = api.run_export(config, "ev", window=DAY)
     assert summary.status == "success", summary.error_message
     prefix = tmp_path / "out" / "at=2026-03-01"
-    parts = sorted(prefix.glob("*.parquet"))
+    parts = sorted((prefix / "data").glob("*.parquet"))
     assert [r["id"] for r in pq.read_table(parts[0]).to_pylist()] == [1, 2]
     assert (prefix / "manifest.json").exists() and (prefix / "_SUCCESS").exists()
 
@@ -50,7 +50,7 @@ def test_rematerializing_a_partition_replaces_its_parts_and_quarantines_the_old_
     old_part = first.manifest_parts[0].path
     assert not (prefix / old_part).exists()
     assert (prefix / "_quarantine" / second.run_id / old_part).exists()  # moved, never deleted
-    live = [p for p in prefix.glob("*.parquet")]
+    live = [p for p in (prefix / "data").glob("*.parquet")]
     assert len(live) == 1
     assert sorted(r["id"] for r in pq.read_table(live[0]).to_pylist()) == [1, 2, 5]
     dest, verdict = api.verify_export(config, "ev", sub_prefix="at=2026-03-01/")
@@ -70,7 +70,7 @@ def test_rivet_validate_checks_every_daily_partition_prefix_and_names_a_broken_o
     assert clean.returncode == 0, clean.stderr
     labels = [e["export_name"] for e in json.loads(clean.stdout)["exports"]]
     assert labels == ["ev [at=2026-03-01]", "ev [at=2026-03-02]"]
-    next((tmp_path / "out" / "at=2026-03-02").glob("*.parquet")).unlink()
+    next((tmp_path / "out" / "at=2026-03-02" / "data").glob("*.parquet")).unlink()
     broken = rivet("validate", "-c", str(config.config_path), "--format", "json")
     assert broken.returncode == 3
     verdicts = {e["export_name"]: e["verification"] for e in json.loads(broken.stdout)["exports"]}

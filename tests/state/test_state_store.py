@@ -107,7 +107,7 @@ def test_a_run_with_rivet_state_url_keeps_cursor_files_and_metrics_in_postgresql
         [("items", "2026-01-01T00:06:00.000000")]
     [part] = data_files(tmp_path / "out")
     assert pg_exec(pg_url, "SELECT run_id, file_name, row_count, bytes FROM file_log") == \
-        [(run["run_id"], part.name, 6, part.stat().st_size)]
+        [(run["run_id"], f"data/{part.name}", 6, part.stat().st_size)]
     assert pg_exec(pg_url, "SELECT run_id, status, total_rows, files_committed FROM export_metrics") == \
         [(run["run_id"], "success", 6, 1)]
     assert pg_exec(pg_url, "SELECT status FROM run_status") == [("success",)]
@@ -155,7 +155,7 @@ def test_a_file_log_write_failure_is_a_warning_and_the_run_still_publishes(tmp_p
     out = tmp_path / "out"
     [part] = data_files(out)
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["status"] == "success" and [p["path"] for p in manifest["parts"]] == [part.name]
+    assert manifest["status"] == "success" and [p["path"] for p in manifest["parts"]] == [f"data/{part.name}"]
     assert (out / "_SUCCESS").exists()
     assert pq.read_table(part).column("id").to_pylist() == [1, 2, 3, 4, 5, 6]
     # the manifest landed, so the cursor advanced; the metrics row is terminal
@@ -183,7 +183,7 @@ def test_state_metrics_and_journal_commands_show_a_real_run(tmp_path, monkeypatc
     assert header.split()[:3] == ["EXPORT", "LAST", "CURSOR"]
     assert line.split()[:2] == ["items", "2026-01-01T00:06:00.000000"]
     assert [(f["run_id"], f["file_name"], f["row_count"], f["bytes"]) for f in json.loads(files.stdout)] == \
-        [(run["run_id"], part.name, 6, part.stat().st_size)]
+        [(run["run_id"], f"data/{part.name}", 6, part.stat().st_size)]
     [metric] = json.loads(metrics.stdout)
     assert (metric["run_id"], metric["status"], metric["total_rows"], metric["files_committed"]) == \
         (run["run_id"], "success", 6, 1)
@@ -192,7 +192,7 @@ def test_state_metrics_and_journal_commands_show_a_real_run(tmp_path, monkeypatc
     events = [ln.split()[1] for ln in lines[1:]]
     assert events[0] == "PlanResolved" and events[-1] == "RunCompleted"
     assert "FileWritten" in events
-    assert f"file_name={part.name}" in journal.stdout
+    assert f"file_name=data/{part.name}" in journal.stdout
 
     reset = rivet("state", "reset", "-c", c, "-e", "items")
     assert reset.returncode == 0 and reset.stdout.strip() == "State reset for export 'items'"
