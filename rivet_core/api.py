@@ -116,15 +116,17 @@ def dataset_manifests(config: RivetConfig, export: ExportConfig, *, sub_prefix: 
     rows each run: every successful run's manifest copy since the last run that started
     from nothing (no `cursor_low`: the first run or a full refresh), so a run that found
     nothing new does not hide the rows of the runs before it. `latest_run_only` keeps the
-    current manifest only. [] when nothing was published."""
+    current manifest only. [] when nothing was published. Retention (`rivet gc`, a
+    `retention:` block) moves the copies of runs it no longer keeps out of the prefix root,
+    so this is the union of the kept runs (docs/adr/0007-readable-layout-and-retention.md)."""
     from rivet_core.manifest import read_run_manifests
+    from rivet_core.pipeline.gc import adds_rows_each_run
 
     dest = export_destination(config, export, sub_prefix=sub_prefix)
     current = read_manifest(dest)
     if current is None:
         return []
-    accumulates = export.mode == "incremental" or (export.mode == "chunked" and bool(export.keyset_incremental))
-    if latest_run_only or not accumulates:
+    if latest_run_only or not adds_rows_each_run(export):
         return [current[0]]
     runs = read_run_manifests(dest)
     baseline = max((i for i, m in enumerate(runs)

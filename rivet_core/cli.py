@@ -1,4 +1,4 @@
-"""The `rivet` command line: run, validate, state, metrics, journal.
+"""The `rivet` command line: run, validate, state, metrics, journal, gc.
 
 Exit codes (reference §3.5): 0 success, 1 config/generic, 2 transient, 3 data integrity
 (quality gate, validation failure, unsafe retry), 4 schema drift with `fail`. A failing
@@ -627,6 +627,12 @@ main.add_command(cli_plan.apply)
 from rivet_core.cli_doctor import doctor as _doctor  # noqa: E402 - registered after `main` exists
 
 main.add_command(_doctor)
+
+
+# ----------------------------------------------------------------------- gc (own module)
+from rivet_core.cli_gc import gc as _gc  # noqa: E402 - registered after `main` exists
+
+main.add_command(_gc)
 
 
 if __name__ == "__main__":

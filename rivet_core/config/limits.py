@@ -66,6 +66,10 @@ PARQUET_BOUNDS: dict[str, tuple[int | None, int]] = {
     "max_row_group_mb": (None, 65_536),
 }
 WEBHOOK_BOUNDS: dict[str, tuple[float | None, float]] = {"timeout_s": (None, 300)}
+#: `exports[].retention`: a million runs, a century, ten years of grace.
+RETENTION_BOUNDS: dict[str, tuple[float | None, float]] = {
+    "keep_runs": (None, 1_000_000), "keep_days": (None, 36_600), "grace_hours": (None, 87_600),
+}
 #: `max_file_size` ceiling (bytes): one part of 1 TiB is already far past any sane split.
 MAX_FILE_SIZE_BYTES = 1024**4
 
@@ -81,6 +85,7 @@ def upper_bound(loc: tuple[Any, ...]) -> float | None:
     table: dict[str, tuple[Any, Any]] = (
         TUNING_BOUNDS if "tuning" in parents else QUALITY_BOUNDS if "quality" in parents
         else PARQUET_BOUNDS if "parquet" in parents else WEBHOOK_BOUNDS if "webhook" in parents
+        else RETENTION_BOUNDS if "retention" in parents
         else EXPORT_BOUNDS if parents == ["exports"] else {})
     bound = table.get(field)
     return None if bound is None else bound[1]
@@ -119,6 +124,7 @@ def bound_errors(cfg: RivetConfig) -> list[str]:
         errors += _bounded(exp.tuning, TUNING_BOUNDS, f"{where}.tuning")
         errors += _bounded(exp.quality, QUALITY_BOUNDS, f"{where}.quality")
         errors += _bounded(exp.parquet, PARQUET_BOUNDS, f"{where}.parquet")
+        errors += _bounded(exp.retention, RETENTION_BOUNDS, f"{where}.retention")
         size = _file_size(exp)
         if size is not None and size > MAX_FILE_SIZE_BYTES:
             errors.append(f"`max_file_size` at {where} must be <= 1024GB (got "

@@ -235,6 +235,28 @@ class ParquetConfig(_Strict):
     max_row_group_mb: int | None = Field(default=None, ge=1)
 
 
+class RetentionConfig(_Strict):
+    """`exports[].retention` — what `rivet gc` and every successful run of the export keep at
+    its prefix (rivet_core/manifest/retention.py, docs/adr/0007-readable-layout-and-retention.md).
+
+    A run is kept when it is one of the last `keep_runs` successful runs or finished within
+    `keep_days` days (either rule keeps it); the current manifest's run is always kept.
+    Superseded files move to `_quarantine/gc/<stamp>/` first and are deleted once they have
+    been there `grace_hours` and no kept run lists them."""
+
+    keep_runs: int | None = Field(default=None, ge=1)
+    keep_days: float | None = Field(default=None, gt=0)
+    grace_hours: float = Field(default=24, ge=0)
+
+    @model_validator(mode="after")
+    def _one_rule(self) -> RetentionConfig:
+        if self.keep_runs is None and self.keep_days is None:
+            raise ValueError(
+                "set keep_runs (keep the last N runs) or keep_days (keep the runs of the last D "
+                "days), or both — e.g. `retention: {keep_runs: 3}`")
+        return self
+
+
 def _key_prefix_shape(value: Any) -> Any:
     if value is None:
         return None
@@ -491,6 +513,9 @@ class ExportConfig(_Strict):
     shape_drift_warn_factor: float = Field(default=2.0, ge=0)
     parquet: ParquetConfig | None = None
     tuning: TuningConfig | None = None
+    #: What `rivet gc` and every successful run keep at the prefix (RetentionConfig); None:
+    #: nothing is removed unless `rivet gc` is given a rule on its command line.
+    retention: RetentionConfig | None = None
     # chunked (rivet_core.chunks plans the windows)
     chunk_column: Str | None = None
     chunk_by_key: Str | None = None

@@ -595,6 +595,11 @@ def export_errors(exp: ExportConfig, source: SourceConfig) -> list[str]:
         errors.append(tuning)
     errors.extend(destination_errors(exp.destination, label, exp.name))
     errors.extend(destination_key_errors(exp, label))
+    if exp.retention is not None and exp.destination.type == "stdout":
+        errors.append(
+            f"{label}: retention keeps runs at a destination prefix, and a stdout destination has "
+            "none — remove retention or write to local/s3"
+        )
     dag = exp.dagster
     if dag and dag.start_date and dag.end_date and dag.end_date <= dag.start_date:
         errors.append(

@@ -8,8 +8,9 @@ A `Destination` is a flat key space under one root (a local directory, an S3 or 
   call (I2) and writing the manifest after all parts (M1) is sound;
 * `head` / `list` report sizes (and MD5s where the backend has them cheaply) without
   downloading, which is what `verify_at_destination` (M5) checks against;
-* nothing is ever deleted except the doctor probe object: superseded objects are
-  `move`d to quarantine (M9).
+* superseded objects are `move`d to quarantine (M9); `delete` is used only for the doctor
+  probe object and by retention (`rivet gc`, rivet_core/manifest/retention.py) for objects
+  it parked under `_quarantine/gc/` longer than the grace period.
 
 Every key passes `keys.check_key` first; every error is a `DestinationError` with a
 `transient` attribute (see `destination.errors`).
@@ -137,8 +138,10 @@ class Destination(ABC):
 
     @abstractmethod
     def delete(self, key: str) -> None:
-        """Delete one object. Used ONLY by `rivet doctor` for its `.rivet_doctor_probe`
-        object; data parts and sidecars are never deleted (M9: quarantine, not delete)."""
+        """Delete one object; a missing one is not an error. Used ONLY by `rivet doctor` for
+        its `.rivet_doctor_probe` object and by retention for what it parked under
+        `_quarantine/gc/` past the grace period (rivet_core/manifest/retention.py): a part
+        still at its published key is never deleted (M9: quarantine first)."""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.uri}>"

@@ -421,6 +421,6 @@ class S3Destination(Destination):
         self._call("delete", src_key, "delete_object", Bucket=self.bucket, Key=self.prefix + src_key)
 
     def delete(self, key: str) -> None:
-        """Delete one object (doctor probe only — see `Destination.delete`)."""
+        """Delete one object (see `Destination.delete`); S3 answers a missing key with success."""
         check_key(key)
         self._call("delete", key, "delete_object", Bucket=self.bucket, Key=self.prefix + key)

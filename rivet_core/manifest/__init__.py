@@ -8,7 +8,7 @@ ADR-0001 I8 step 1 is `write_manifest_files`; step 2 is `verify_at_destination`.
 
 Modules: `model` (dataclasses, serialize/parse, self-consistency, schema fingerprint),
 `artifacts` (names, the `data/` layout, marker, the write group, reading), `verify`,
-`quarantine`.
+`quarantine`, `retention` (what `rivet gc` / a `retention:` block moves aside and deletes).
 """
 
 from rivet_core.manifest.artifacts import (

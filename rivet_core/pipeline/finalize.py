@@ -1,7 +1,7 @@
 """The end-of-run finalize sequence — one function, one order (ADR-0001 I8 + amendment).
 
     status → manifest.json → manifest-<run_id>.json → _SUCCESS → cursor (RunStore)
-    → validate → journal RunCompleted + run_status → metrics → report → notification
+    → validate → retention → journal RunCompleted + run_status → metrics → report → notification
 
 - The manifest step is fatal: if it cannot be written the run becomes `failed`, exits
   non-zero and the cursor is NOT advanced (the 2026-09-26 amendment).
@@ -10,6 +10,9 @@
   the next run re-exports from the prior cursor).
 - Validate, metrics (I4: after the verdict), report and notification are best-effort:
   each failure is a warning and the next step still runs.
+- Retention (the export's `retention:` block; rivet_core/pipeline/gc.py) runs only after a
+  successful publish — never before `_SUCCESS`, never after a failed validation — and moves
+  superseded files aside / deletes what outlived its grace period. Its failure is a warning.
 
 A time partition (a window unit) is *replaced* on re-materialization: after its new
 manifest landed, the parts the previous manifest listed, and that run's
@@ -48,6 +51,7 @@ from rivet_core.manifest import (
 from rivet_core.manifest.column_checksums import run_level
 from rivet_core.manifest.model import normalize_strategy
 from rivet_core.notify import RunNotice, send_notifications
+from rivet_core.pipeline.gc import apply_retention
 from rivet_core.pipeline.run_store import Progression, RunStore
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
@@ -248,17 +252,19 @@ def metric_row(plan: UnitPlan, summary: RunSummary) -> dict[str, Any]:
 def finalize_run(
     plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination, *,
     error: BaseException | None, validate: bool, notifications: Any, report_root: Path,
-    supersede_previous: bool = False, defer_transient_notice: bool = False,
+    supersede_previous: bool = False, defer_transient_notice: bool = False, sweep_orphans: bool = False,
 ) -> RunSummary:
     """Run the finalize sequence in its fixed order (module docstring). Never raises.
     `defer_transient_notice`: a transient failure (exit 2) the caller will retry is not
-    notified (RunOptions.defer_transient_notice)."""
+    notified (RunOptions.defer_transient_notice). `sweep_orphans`: the caller holds the
+    export's exclusive lock, so retention may also move unlisted files out of `data/`."""
     resolve_status(summary, error)
     summary.close()
     _write_manifest(plan, summary, dest, supersede_previous)
     _commit_cursor(summary, state)
     if validate:
         _validate(summary, dest)
+    apply_retention(plan, summary, state, dest, sweep_orphans=sweep_orphans)
     if defer_transient_notice and summary.exit_code == 2:
         summary.journal.record("NotificationDeferred", reason="transient failure; the caller retries it")
         notifications = None

@@ -281,7 +281,8 @@ class ExportRun:
                                 validate=self.options.validate, notifications=self.notifications,
                                 defer_transient_notice=self.options.defer_transient_notice,
                                 report_root=self.config.config_dir,
-                                supersede_previous=self.supersedes_previous)
+                                supersede_previous=self.supersedes_previous,
+                                sweep_orphans=self.lock_mode == "exclusive" and self.export.mode != "chunked")
         finally:
             shutil.rmtree(self.staging_dir, ignore_errors=True)
             self.close()

@@ -218,7 +218,7 @@ def test_the_docs_are_mostly_executable_and_cover_the_cli() -> None:
     for needed in ("rivet run", "rivet validate", "rivet state show", "rivet state chunks", "rivet state files",
                    "rivet metrics", "rivet journal", "rivet reconcile", "rivet repair", "--resume",
                    "dagster asset materialize", "rivet doctor", "rivet init", "rivet check", "--type-report",
-                   "--strict", "rivet plan", "rivet apply", "--progress"):
+                   "--strict", "rivet plan", "rivet apply", "--progress", "rivet gc"):
         assert needed in ran, f"no runnable `{needed}` command in the docs"
 
 

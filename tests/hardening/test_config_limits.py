@@ -232,13 +232,14 @@ def test_separate_destinations_load(tmp_path, first, second):
 
 
 def _every_bound() -> list[tuple[str, str, float]]:
-    from rivet_core.config.limits import PARQUET_BOUNDS, WEBHOOK_BOUNDS
+    from rivet_core.config.limits import PARQUET_BOUNDS, RETENTION_BOUNDS, WEBHOOK_BOUNDS
 
     out = [("tuning", f, hi) for f, (_, hi) in TUNING_BOUNDS.items()]
     out += [("export", f, hi) for f, (_, hi) in EXPORT_BOUNDS.items()]
     out += [("quality", f, hi) for f, (_, hi) in QUALITY_BOUNDS.items()]
     out += [("parquet", f, hi) for f, (_, hi) in PARQUET_BOUNDS.items()]
     out += [("webhook", f, hi) for f, (_, hi) in WEBHOOK_BOUNDS.items()]
+    out += [("retention", f, hi) for f, (_, hi) in RETENTION_BOUNDS.items()]
     return out
 
 
@@ -256,6 +257,8 @@ def test_every_ceiling_refuses_one_more_and_accepts_the_limit(tmp_path, block, f
             export[field] = value
         elif block in ("quality", "parquet"):
             export[block] = {field: value}
+        elif block == "retention":  # a keep rule is required beside the field under test
+            export[block] = {"keep_runs": 1, field: value}
         else:
             top = {"notifications": {"webhook": {"url": "http://127.0.0.1:9/h", field: value}}}
         path = _write(tmp_path, [export])

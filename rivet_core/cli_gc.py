@@ -1,0 +1,81 @@
+"""`rivet gc -c rivet.yaml [EXPORT…] [--dry-run]`: retention on demand (rivet_core/pipeline/gc.py).
+
+Which runs to keep comes from each export's `retention:` block; `--keep-runs`, `--keep-days`
+and `--grace-hours` replace it for this call (a rule given here replaces both keep rules of
+the block; the grace period falls back to the block's, else 24 h). Without exports named,
+every export that has a `retention:` block is cleaned. Each step is printed (with
+`--dry-run`: what would be done, and nothing is changed anywhere) and journaled
+(`rivet journal -e EXPORT` shows run `<export>_gc_<stamp>`).
+
+Exit codes: 0 done (or nothing to do); 1 a step failed (the rest went on; run it again) or
+no rule says what to keep; 2 the export is locked by a run (retry later).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import click
+
+from rivet_core.cli_guard import lazy_guard
+
+if TYPE_CHECKING:
+    from rivet_core.pipeline.gc import GcReport
+
+
+@click.command("gc")
+@click.option("-c", "--config", "config_path", required=True, type=click.Path(dir_okay=False),
+              help="Path to rivet.yaml.")
+@click.argument("exports", nargs=-1)
+@click.option("-e", "--export", "export_opts", multiple=True, help="Export to clean (repeatable; also positional).")
+@click.option("--dry-run", is_flag=True, help="Print the steps; change nothing.")
+@click.option("--keep-runs", type=click.IntRange(min=1), help="Keep the last N runs (replaces the config's rules).")
+@click.option("--keep-days", type=click.FloatRange(min=0, min_open=True),
+              help="Keep the runs of the last D days (replaces the config's rules).")
+@click.option("--grace-hours", type=click.FloatRange(min=0),
+              help="Delete what spent this long in quarantine (default: the config's, else 24).")
+@click.option("-p", "--param", "params", multiple=True, metavar="K=V",
+              help="Value for ${K} in the config (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
+@lazy_guard
+def gc(config_path: str, exports: tuple[str, ...], export_opts: tuple[str, ...], dry_run: bool,
+       keep_runs: int | None, keep_days: float | None, grace_hours: float | None, params: tuple[str, ...],
+       as_json: bool) -> int:
+    """Move superseded files to _quarantine/gc/ and delete what outlived its grace period."""
+    from rivet_core.config import load_config
+    from rivet_core.errors import ConfigError
+    from rivet_core.pipeline.gc import policy_for, run_gc
+
+    pairs = {}
+    for pair in params:
+        if "=" not in pair:
+            raise ConfigError(f"--param '{pair}' must look like KEY=VALUE")
+        key, value = pair.split("=", 1)
+        pairs[key.strip()] = value
+    config = load_config(config_path, pairs)
+    named = list(dict.fromkeys([*exports, *export_opts]))
+    selected = config.select(named or None)
+    rules = {"keep_runs": keep_runs, "keep_days": keep_days, "grace_hours": grace_hours}
+    if not named:
+        selected = [e for e in selected if e.retention is not None or keep_runs or keep_days]
+        if not selected:
+            raise ConfigError("no export has a `retention:` block — name the export and pass --keep-runs N "
+                              "or --keep-days D, or add `retention: {keep_runs: N}` to it")
+    policies = {}
+    for export in selected:
+        policy = policy_for(export, **rules)
+        if policy is None:
+            raise ConfigError(f"export '{export.name}' has no `retention:` block, so gc does not know what to keep "
+                              f"— pass --keep-runs N or --keep-days D, or add `retention: {{keep_runs: N}}` to it")
+        policies[export.name] = policy
+    reports: list[GcReport] = []
+    for export in selected:
+        reports += run_gc(config, export, policies[export.name], dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps({"dry_run": dry_run, "prefixes": [r.to_dict() for r in reports]}, indent=2,
+                              default=str))
+    else:
+        for report in reports:
+            click.echo("\n".join(report.lines()))
+    return 1 if any(r.failed for r in reports) else 0
