@@ -10,7 +10,7 @@ Two callers, one implementation (`gc_prefix`):
   is published; gc only tidies).
 - `rivet gc` (`run_gc`): on demand, with the config's block or rules given on the command
   line, under the export's exclusive lock — refused (exit 2) while a run of the export, or a
-  Dagster chunk worker, holds it. `--dry-run` plans and prints, and writes nothing anywhere
+  worker of its partitioned chunk run (a shared holder), holds it. `--dry-run` plans and prints, and writes nothing anywhere
   (no lock row, no journal, no destination change).
 
 Every step is journaled: `GcPlanned` (policy, kept and readable runs), one `GcStep` per move
@@ -66,10 +66,10 @@ def adds_rows_each_run(export: ExportConfig) -> bool:
 def protector(state: StateStore | None, export_name: str) -> Callable[[RunRef], bool]:
     """Runs whose parts a later step still needs, so gc leaves them alone:
 
-    - a chunk run in progress — a `--resume` or the Dagster `<export>_manifest` will list its
-      parts (a failed checkpointed run leaves a `failed` run copy naming them);
-    - a chunk run completed whose manifest did not publish (a `failed` copy) — the Dagster
-      planner carries its windows, parts in place, into the next chunk run.
+    - a chunk run in progress — a `--resume` or the chunk finalize (chunk_partition.py) will
+      list its parts (a failed checkpointed run leaves a `failed` run copy naming them);
+    - a chunk run completed whose manifest did not publish (a `failed` copy) — the chunk
+      planner (chunk_partition.py) carries its windows, parts in place, into the next chunk run.
 
     Spare on doubt: without a state store, or when it cannot answer, every run that did not
     succeed is protected."""
