@@ -268,8 +268,29 @@ def finalize_run(
     if defer_transient_notice and summary.exit_code == 2:
         summary.journal.record("NotificationDeferred", reason="transient failure; the caller retries it")
         notifications = None
-    # The journal's terminal RunCompleted carries the final status (a manifest gap included)
-    # and follows ValidationResult; the journal and the run ledger are advisory.
+    record_outcome(plan, summary, state, report_root)
+    try:
+        notify_warnings = send_notifications(notifications, RunNotice(
+            run_id=summary.run_id, export_name=summary.export_name, status=summary.status,
+            rows=summary.total_rows, duration_ms=summary.duration_ms,
+            error_message=summary.error_message, schema_changed=bool(summary.schema_changed),
+            destination_uri=summary.destination_uri, files=summary.files_committed,
+            bytes_written=summary.bytes_written, report_path=summary.report_path,
+            validated=summary.validated))
+        summary.warnings.extend(notify_warnings)
+    except Exception as exc:  # noqa: BLE001 - notifications never change the exit code
+        summary.add_warning(f"notification failed: {redact_secrets(exc)}")
+    return summary
+
+
+__all__ = ["finalize_run", "build_manifest", "metric_row", "resolve_status"]
+
+
+def record_outcome(plan: UnitPlan, summary: RunSummary, state: StateStore, report_root: Path) -> None:
+    """The advisory tail every finalize path shares (a run's and a repair's): the journal's
+    terminal RunCompleted (it carries the final status, a manifest gap included, and follows
+    ValidationResult), the journal and the run ledger, the metrics row (I4: after the
+    verdict) and the run report. Each step's failure is a warning, never the run's."""
     summary.journal.record("RunCompleted", status=summary.status, error_message=summary.error_message,
                            duration_ms=summary.duration_ms)
     for step in (lambda: state.store_journal(summary.run_id, summary.export_name, summary.journal.to_dict()),
@@ -286,18 +307,3 @@ def finalize_run(
         summary.report_path = str(write_run_report(summary, plan, report_root))
     except Exception as exc:  # noqa: BLE001
         summary.add_warning(f"run report not written: {redact_secrets(exc)}")
-    try:
-        notify_warnings = send_notifications(notifications, RunNotice(
-            run_id=summary.run_id, export_name=summary.export_name, status=summary.status,
-            rows=summary.total_rows, duration_ms=summary.duration_ms,
-            error_message=summary.error_message, schema_changed=bool(summary.schema_changed),
-            destination_uri=summary.destination_uri, files=summary.files_committed,
-            bytes_written=summary.bytes_written, report_path=summary.report_path,
-            validated=summary.validated))
-        summary.warnings.extend(notify_warnings)
-    except Exception as exc:  # noqa: BLE001 - notifications never change the exit code
-        summary.add_warning(f"notification failed: {redact_secrets(exc)}")
-    return summary
-
-
-__all__ = ["finalize_run", "build_manifest", "metric_row", "resolve_status"]

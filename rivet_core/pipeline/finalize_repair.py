@@ -44,11 +44,10 @@ from rivet_core.destination import Destination
 from rivet_core.errors import DataIntegrityError
 from rivet_core.manifest import Manifest, quarantine_object, write_manifest_files
 from rivet_core.manifest.column_checksums import run_level
-from rivet_core.pipeline.finalize import _validate, metric_row, resolve_status
+from rivet_core.pipeline.finalize import _validate, record_outcome, resolve_status
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
 from rivet_core.redact import redact_secrets
-from rivet_core.report import write_run_report
 from rivet_core.state import StateStore
 
 log = logging.getLogger("rivet.finalize")
@@ -126,22 +125,7 @@ def finalize_repair(
         _supersede(summary, state, dest, chunk_run_id, windows)
     if validate:
         _validate(summary, dest)
-    summary.journal.record("RunCompleted", status=summary.status, error_message=summary.error_message,
-                           duration_ms=summary.duration_ms)
-    for step in (lambda: state.store_journal(summary.run_id, summary.export_name, summary.journal.to_dict()),
-                 lambda: state.finish_run(summary.run_id, summary.status)):
-        try:
-            step()
-        except Exception as exc:  # noqa: BLE001 - journal and ledger are advisory
-            summary.add_warning(f"state ledger write failed: {redact_secrets(exc)}")
-    try:
-        state.record_metric(metric_row(plan, summary))
-    except Exception as exc:  # noqa: BLE001 - I4 metrics are best-effort
-        summary.add_warning(f"metrics write failed: {redact_secrets(exc)}")
-    try:
-        summary.report_path = str(write_run_report(summary, plan, report_root))
-    except Exception as exc:  # noqa: BLE001
-        summary.add_warning(f"run report not written: {redact_secrets(exc)}")
+    record_outcome(plan, summary, state, report_root)
     return summary
 
 

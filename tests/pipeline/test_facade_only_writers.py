@@ -59,8 +59,7 @@ CURSOR = Rule("cursor", frozenset({"set_cursor", "reset_export"}), ("rivet_core/
 PROGRESSION = Rule("progression",
                    frozenset({"record_committed_incremental", "record_committed_chunked", "record_verified_chunked"}),
                    ("rivet_core/pipeline/run_store.py",), ("rivet_core/state/",))
-METRICS = Rule("metrics", frozenset({"record_metric"}),
-               ("rivet_core/pipeline/finalize.py", "rivet_core/pipeline/finalize_repair.py"), ("rivet_core/state/",))
+METRICS = Rule("metrics", frozenset({"record_metric"}), ("rivet_core/pipeline/finalize.py",), ("rivet_core/state/",))
 MANIFEST = Rule("manifest", frozenset({"write_manifest_files", "serialize_manifest", "success_marker_body"}),
                 ("rivet_core/pipeline/finalize.py", "rivet_core/pipeline/finalize_repair.py"),
                 ("rivet_core/manifest/artifacts.py", "rivet_core/manifest/model.py"))
