@@ -1,4 +1,4 @@
-"""Rivet core engine: the pure extraction engine (no Dagster imports, DESIGN.md §2).
+"""Rivet core engine: the pure extraction engine (it never imports or names Dagster; docs/architecture.md).
 
 Use it through `rivet_core.api` (the public surface the Dagster adapter and scripts use)
 or the `rivet` command line (`rivet_core.cli`).

@@ -1,7 +1,7 @@
 """The public API of the core engine — the one module the Dagster adapter imports.
 
 Everything here is stable surface; the modules behind it are internals. Widen this
-module on purpose when the adapter needs more (DESIGN.md §2 rule 2).
+module on purpose when the adapter needs more (docs/architecture.md, "Layers").
 """
 
 from __future__ import annotations

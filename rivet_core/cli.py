@@ -1,13 +1,13 @@
 """The `rivet` command line: run, validate, state, metrics, journal, gc.
 
-Exit codes (reference §3.5): 0 success, 1 config/generic, 2 transient, 3 data integrity
+Exit codes (docs/operations.md "Exit codes"): 0 success, 1 config/generic, 2 transient, 3 data integrity
 (quality gate, validation failure, unsafe retry), 4 schema drift with `fail`. A failing
 command prints ONE clear line on stderr (`Error: …`), redacted; with `--json-errors` it
 prints `{"error": …, "exit_class": n, "code": …}` instead. Logs go to stderr, data and
 `--json` documents to stdout, so `rivet run … --json | jq` works — never both at once:
 `run --json` is refused when an export streams to a stdout destination.
 `validate --format json` prints `{exports: [{export_name, resolved_prefix, verification}],
-warnings: [{export_name, warning}], errors: []}` (reference §3.5); a hard error aborts the
+warnings: [{export_name, warning}], errors: []}` (docs/rivet-compat.md "CLI output and exit codes"); a hard error aborts the
 command with the one `Error:` line, so `errors` is always empty here.
 """
 
@@ -122,7 +122,7 @@ EXIT_PRECEDENCE = {3: 5, 4: 4, 2: 3, 1: 2, 0: 0}
 
 
 def worst_exit(codes: list[int]) -> int:
-    """Most severe exit class across exports: 3 > 4 > 2 > 1 > 0 (reference §3.3)."""
+    """Most severe exit class across exports: 3 > 4 > 2 > 1 > 0 (docs/rivet-compat.md "CLI output and exit codes")."""
     return max(codes, key=lambda c: EXIT_PRECEDENCE.get(c, 1), default=0)
 
 
@@ -239,7 +239,7 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
 # ----------------------------------------------------------------------------- validate
 def _with_run_id(export: Any, run_id: str | None) -> Any:
     """`{run_id}` in the destination path/prefix is kept verbatim by runs; `validate --run-id`
-    renders it (reference §1.6) with the run token (`[A-Za-z0-9._-]`, as run copies name it)."""
+    renders it (docs/rivet-compat.md "File names and run ids") with the run token (`[A-Za-z0-9._-]`, as run copies name it)."""
     from rivet_core.manifest import run_token
 
     dest = export.destination

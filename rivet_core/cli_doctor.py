@@ -3,7 +3,7 @@
 Prints one `[OK] …` or `[FAIL] … — fix: …` line per check and a closing verdict on stdout
 (`--json`: one document `{ok, exit_code, checks: [{name, ok, detail, fix, transient}]}`).
 
-Exit codes (the conventions of cli.py / reference §3.5): 0 every check passed; 2 every
+Exit codes (the conventions of cli.py / docs/operations.md "Exit codes"): 0 every check passed; 2 every
 failed check is transient (cannot connect, timed out — worth retrying later); 1 otherwise
 (wrong password, read-only directory, broken config, …). No credentials are ever printed:
 every line passes through `redact_secrets`.

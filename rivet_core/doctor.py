@@ -20,7 +20,7 @@ the fix:
 Pure engine code: no click, no printing. Every text a check produces passes through
 `redact_secrets` (passwords registered by `SourceConfig.resolve_url` are masked too).
 
-Exit code (reference §3.5): 0 when every check passed; 2 when every failure is transient
+Exit code (docs/rivet-compat.md "CLI output and exit codes"): 0 when every check passed; 2 when every failure is transient
 (connection refused, timeout, server starting — a retry later may pass); else 1.
 """
 

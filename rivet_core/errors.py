@@ -1,7 +1,7 @@
 """The error taxonomy of the engine and the exit codes it maps to.
 
 Every failure the engine reports to a user is one of these classes. The CLI turns them
-into exit codes with ONE table (reference §3.5, docs/operations.md "Exit codes"), on every
+into exit codes with ONE table (docs/operations.md "Exit codes"), on every
 path — `rivet run` of any mode, `validate`, `reconcile`, the command-line error boundary:
 
     0  success (validate: passed, legacy prefix, advisory findings only)

@@ -1,6 +1,6 @@
 """Run notifications: Slack incoming webhook and a generic JSON webhook.
 
-Owns the last step of the finalize sequence (ADR-0001 I8: manifest → cursor → validate →
+Owns the last step of the finalize sequence (docs/invariants.md I8: manifest → cursor → validate →
 metrics → report → **notification**). That step is best-effort: `send_notifications`
 never raises, and nothing it meets — an unset env var, an HTTP error, a refused
 connection, a timeout — changes a run's status or exit code. Each such problem is logged
@@ -8,7 +8,7 @@ as a WARN on the `rivet.notify` logger and returned as a warning string, so the 
 show it in the run summary.
 
 Contracts kept here:
-- Slack payload exactly as Rivet's (reference config-and-modes §3.4, state-and-trust §8):
+- Slack payload exactly as Rivet's (docs/rivet-compat.md "Notifications"):
   one attachment, red for a failed run, orange otherwise; events `failure`,
   `schema_change`, `degraded`.
 - The generic webhook (ours) POSTs one flat JSON object per run; it may also fire on
@@ -126,7 +126,7 @@ def notice_events(notice: RunNotice) -> list[str]:
 
 
 def slack_payload(notice: RunNotice) -> dict[str, Any]:
-    """The Slack incoming-webhook body, byte-for-byte Rivet's shape (reference §3.4)."""
+    """The Slack incoming-webhook body, byte-for-byte Rivet's shape (docs/rivet-compat.md "Notifications")."""
     text = (
         f"*{redact_secrets(notice.export_name)}* | status: `{redact_secrets(notice.status)}`"
         f" | rows: {int(notice.rows)} | duration: {int(notice.duration_ms)}ms"

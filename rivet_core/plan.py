@@ -238,7 +238,7 @@ def writer_options(export: ExportConfig) -> WriterOptions:
 
 
 def time_window_cutoff(days_window: int, now: datetime) -> datetime:
-    """(UTC now − days_window days) truncated to UTC midnight (reference §2.5)."""
+    """(UTC now − days_window days) truncated to UTC midnight (docs/rivet-compat.md "Time window")."""
     start = (now.astimezone(UTC) - timedelta(days=days_window)).date()
     return datetime(start.year, start.month, start.day, tzinfo=UTC)
 

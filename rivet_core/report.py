@@ -1,7 +1,7 @@
 """The run report: `.rivet/runs/<run_id>/summary.json` and `summary.md` beside the config.
 
 Written after the metrics row (I8), for every run that reaches the finalize tail. The
-JSON follows Rivet's RunReport shape (reference state-and-trust §4) so existing readers
+JSON follows Rivet's RunReport shape (docs/rivet-compat.md "Run report and journal") so existing readers
 work; the markdown is what an operator opens at 2 a.m.: status, throughput, verdicts,
 error and the exact command to resume or re-run. Everything is redacted.
 """

@@ -1,4 +1,4 @@
-"""Shared fixtures: real services, never mocks (DESIGN.md §8).
+"""Shared fixtures: real services, never mocks (README.md "Development").
 
 The test command (`make test` → scripts/test.sh) starts PostgreSQL, MariaDB and a
 SeaweedFS S3 server and exports their URLs. Users who already run such servers can point

@@ -1,9 +1,9 @@
 """Rivet-compatible manifest v1 (issue 15 item 3), both directions.
 
-- A manifest as Rivet writes it (tests/fixtures/rivet_manifest_v1, written by hand from the
-  reference's schema) is verified by `rivet validate` — canonical and `--run-id` copy.
+- A manifest as Rivet writes it (tests/fixtures/rivet_manifest_v1, written by hand from
+  Rivet's schema, docs/manifest.md) is verified by `rivet validate` — canonical and `--run-id` copy.
 - Manifests we write are read by `_rivet_reader` below: a small reader written from the
-  reference (state-and-trust §3.2) and nothing else — it does not import rivet_core. It checks
+  docs (docs/manifest.md "Fields") and nothing else — it does not import rivet_core. It checks
   the field types Rivet's serde structs require (cursor bounds are strings, `source.schema` is
   present, `compression` a string), the strategy labels, the invariants, the `_SUCCESS` marker
   and Rivet's schema fingerprint recomputed from the Parquet file's own schema.
@@ -33,7 +33,7 @@ _HEX16 = re.compile(r"^xxh3:[0-9a-f]{16}$")
 
 # ------------------------------------------------------------------ the independent reader
 def _rust_type(t: pa.DataType) -> str:
-    """Rust arrow `DataType` Debug names of the types these tests write (reference §1.2)."""
+    """Rust arrow `DataType` Debug names of the types these tests write (docs/manifest.md)."""
     if pa.types.is_timestamp(t):
         return f"Timestamp(Microsecond, {'None' if t.tz is None else 'Some(' + json.dumps(t.tz) + ')'})"
     return {pa.int32(): "Int32", pa.int64(): "Int64", pa.string(): "Utf8", pa.large_string(): "LargeUtf8",

@@ -1,7 +1,7 @@
 """Chunked exports: window planning (pure math + source probes) and window SQL.
 
 A chunked export runs as many short queries, one per window, each its own part(s),
-tracked by a checkpoint so a crash resumes from the last completed window (ADR-0001
+tracked by a checkpoint so a crash resumes from the last completed window (docs/invariants.md
 I5/I6). See model.py for the shapes every other module relies on.
 """
 

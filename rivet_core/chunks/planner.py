@@ -1,5 +1,5 @@
 """Chunk planning: resolve the strategy of a `mode: chunked` export, probe the source, and
-build its `ChunkPlan` (reference §2.3 strategy resolution + window generation, §2.4 keyset).
+build its `ChunkPlan` (docs/rivet-compat.md "Chunk windows", "Keyset").
 
     plan = plan_chunks(session, export, base_sql=export.resolved_query,
                        table_parts=export.table_parts)
@@ -576,7 +576,7 @@ def _plan_range(ctx: _Ctx, strategy: str, column: str, size: int) -> ChunkPlan:
 
 def check_sparse(label: str, windows: int, row_estimate: int | None, size: int, *,
                  warn: Callable[[str], None] | None = None) -> None:
-    """The sparse-plan guard of reference §2.3 (range windows; chunk_count unset)."""
+    """The sparse-plan guard of docs/rivet-compat.md "Chunk windows" (range windows; chunk_count unset)."""
     if row_estimate is not None and row_estimate > 0:
         justified = -(-row_estimate // size)
         if windows >= SPARSE_MIN_WINDOWS and windows >= SPARSE_FACTOR * justified:

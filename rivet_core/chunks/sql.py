@@ -1,4 +1,4 @@
-"""Per-window SQL (reference §2.3 table, §2.4) and the reconcile COUNT of one window.
+"""Per-window SQL (docs/rivet-compat.md "Chunk windows", "Keyset") and the reconcile COUNT of one window.
 
 | strategy | SQL | params |
 |---|---|---|

@@ -4,9 +4,9 @@
   k from `floor(min/size)` to `floor(max/size)` (floor division, so negative ids work too).
   One window per k even when it holds no row (an empty middle window exports nothing), so
   a window computed for max M is identical, key included, to the one computed later for a
-  larger max M' (DESIGN.md §6). The last window is not clipped to max.
+  larger max M' (docs/adr/0004-chunk-windows-keys-and-resume.md). The last window is not clipped to max.
 * **count** — `size = ceil((max − min + 1) / N)`, windows start at min and the last one is
-  clipped to max (reference §2.3). NOT grid-aligned: when the table grows, size and every
+  clipped to max (docs/rivet-compat.md "Chunk windows"). NOT grid-aligned: when the table grows, size and every
   window (and key) change; fine for a one-shot run, wrong for long-lived partitions.
 * **dense** — row ordinals `1..row_count` in `size` steps; ordinals shift whenever rows
   are inserted or deleted before a window, so keys are stable only for an unchanged table.
@@ -31,7 +31,7 @@ import xxhash
 from rivet_core.chunks.keys import day_key, keyset_key, range_key
 from rivet_core.chunks.model import ChunkWindow
 
-#: More windows than this is refused outright (reference §2.3 guards).
+#: More windows than this is refused outright (docs/rivet-compat.md "Chunk windows").
 MAX_WINDOWS = 50_000_000
 EPOCH = dt.date(1970, 1, 1)
 

@@ -1,4 +1,4 @@
-"""`load_config`: the load pipeline of reference §1.1, in Rivet's order.
+"""`load_config`: the load pipeline of docs/rivet-compat.md "Config load order", in Rivet's order.
 
 1. read the file; 2. `${NAME}` substitution over the raw text; 3. YAML parse + raw
 pre-scans; 4. strict typed parse (pydantic) with one clear message per problem;

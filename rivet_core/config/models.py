@@ -1,6 +1,6 @@
 """The typed shape of `rivet.yaml`: strict pydantic v2 models, one per YAML block.
 
-Field names and defaults follow Rivet (reference §1.2–§1.6) so a Rivet config parses here
+Field names and defaults follow Rivet (docs/config-reference.md) so a Rivet config parses here
 unchanged; every model rejects unknown keys (`extra="forbid"`). The models hold *shape*
 rules only (types, enums, simple ranges); cross-field rules live in `validate.py` so that
 all problems can be collected and reported together. Small computed helpers that the
@@ -69,7 +69,7 @@ class _Strict(BaseModel):
 
 
 class TuningConfig(_Strict):
-    """`source.tuning` / `exports[].tuning` (reference §1.4). Unset knobs stay None so the
+    """`source.tuning` / `exports[].tuning` (docs/config-reference.md). Unset knobs stay None so the
     source→export merge and the profile defaults (tuning.resolve_tuning) decide."""
 
     profile: Literal["fast", "balanced", "safe"] | None = None
@@ -217,7 +217,7 @@ class MetaColumnsConfig(_Strict):
 
 
 class QualityConfig(_Strict):
-    """`exports[].quality` (reference §3.1)."""
+    """`exports[].quality` (docs/rivet-compat.md "Quality gates")."""
 
     row_count_min: int | None = Field(default=None, ge=0)
     row_count_max: int | None = Field(default=None, ge=0)

@@ -1,4 +1,4 @@
-"""Column type overrides (`exports[].columns`): type strings → Arrow types (reference §4.3).
+"""Column type overrides (`exports[].columns`): type strings → Arrow types (docs/rivet-compat.md "Type mapping").
 
 Overrides beat autodetection, so a typo must never be silently ignored: every override is
 parsed when the config loads (Rivet only notices at plan time). Keys may carry a

@@ -1,4 +1,4 @@
-"""Translate pydantic validation errors into Rivet-style messages (§1.1 step 4).
+"""Translate pydantic validation errors into Rivet-style messages (docs/rivet-compat.md "Config load order", step 4).
 
 One line per problem, with the YAML location (`exports[0].destination`), the offending
 key or value, and the fix: did-you-mean for unknown keys, the allowed values for a bad

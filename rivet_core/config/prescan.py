@@ -1,4 +1,4 @@
-"""Raw-YAML parsing and the pre-scans that run before the strict parse (§1.1 step 3).
+"""Raw-YAML parsing and the pre-scans that run before the strict parse (docs/rivet-compat.md "Config load order", step 3).
 
 These checks look at the plain parsed data (dicts and lists, any shape) because the
 strict parse would otherwise report them as an unhelpful "unknown field": a tuning knob

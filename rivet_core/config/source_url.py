@@ -1,4 +1,4 @@
-"""Turning `source:` into one connection URL, at connect time (reference §1.3).
+"""Turning `source:` into one connection URL, at connect time (docs/rivet-compat.md "Source URL").
 
 Forms: inline `url`, `url_env` (env var holding the URL), `url_file` (file holding it,
 relative to the config dir), or structured `host`/`port`/`user`/`password(_env)`/`database`.

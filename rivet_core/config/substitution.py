@@ -1,4 +1,4 @@
-"""`${NAME}` substitution over raw text (reference §1.1 step 2).
+"""`${NAME}` substitution over raw text (docs/rivet-compat.md "Config load order", step 2).
 
 Runs on the whole file before YAML parsing, comments included, exactly like Rivet: a
 `--param NAME=value` wins over env var `NAME`; anything unresolved is an error (never a

@@ -1,6 +1,6 @@
 """Did-you-mean suggestions for unknown config keys.
 
-Rivet's rule (reference §1.1 step 4): suggest the closest known key when its Levenshtein
+Rivet's rule (docs/rivet-compat.md "Config load order", step 4): suggest the closest known key when its Levenshtein
 distance is at most ``max(2, len(key) // 3)``; otherwise fall back to a substring match
 (one name contains the other). When nothing is close we say nothing — a wrong guess
 is worse than no guess.

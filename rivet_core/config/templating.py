@@ -1,6 +1,6 @@
 """Destination path templating: `{date}`, `{export}`, `{table}` in `path` / `prefix`.
 
-Reference §1.6: tokens expand at plan build in UTC. `{run_id}` is kept verbatim (only
+docs/rivet-compat.md "File names and run ids": tokens expand at plan build in UTC. `{run_id}` is kept verbatim (only
 `rivet validate --run-id` fills it). Any other `{token}` is a typo that would otherwise
 create a literal `{dtae}` directory, so it is an error — checked at load time
 (`template_errors`) and again when rendering.

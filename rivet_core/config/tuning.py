@@ -1,6 +1,6 @@
 """Tuning profiles and the merged, concrete tuning an export runs with.
 
-Reference §1.4: `source.tuning` and `exports[].tuning` merge field by field (export wins);
+docs/rivet-compat.md "Tuning and batch sizing": `source.tuning` and `exports[].tuning` merge field by field (export wins);
 the profile is explicit > `source.environment` default (`local`→fast, others→balanced) >
 `balanced`; explicit fields override the profile's base values. The result is a frozen
 `ResolvedTuning` with no optional knobs left, so the engine never re-derives defaults.
@@ -20,7 +20,7 @@ from typing import Any, Literal
 Profile = Literal["fast", "balanced", "safe"]
 OnBatchMemoryExceeded = Literal["warn", "fail", "auto_shrink"]
 
-#: Every tuning knob; the "misplaced tuning" guard (reference §1.1 step 3) uses this list.
+#: Every tuning knob; the "misplaced tuning" guard (docs/rivet-compat.md "Config load order", step 3) uses this list.
 TUNING_FIELDS: tuple[str, ...] = (
     "profile", "batch_size", "batch_size_memory_mb", "throttle_ms", "statement_timeout_s",
     "max_retries", "retry_backoff_ms", "lock_timeout_s", "memory_threshold_mb",
@@ -102,7 +102,7 @@ def resolve_tuning(
     return replace(base, **merged)
 
 
-#: Arrow-type byte estimates used to turn a memory target into a row count (reference §1.4).
+#: Arrow-type byte estimates used to turn a memory target into a row count (docs/rivet-compat.md "Tuning and batch sizing").
 def batch_rows_for_memory(est_row_bytes: int, memory_mb: int) -> int:
     """Rows per batch for a memory target, clamped to [1,000, 150,000]."""
     rows = (memory_mb * 1024 * 1024) // max(est_row_bytes, 1)

@@ -1,4 +1,4 @@
-"""Semantic validation: the cross-field rules of reference §5, after the strict parse.
+"""Semantic validation: the cross-field rules of docs/config-reference.md "Errors, for real", after the strict parse.
 
 Every check returns messages instead of raising, so the loader can report all problems
 at once. Messages name the export (`export 'x': …`), the key and value at fault, and the
@@ -45,7 +45,7 @@ _DEFAULT_CHUNK_SIZE = 100_000
 
 
 def source_errors(src: SourceConfig) -> list[str]:
-    """Connection-method rules (§5 items 9–13) and source tuning (14)."""
+    """Connection-method rules (`source`: one connection method) and source tuning (14)."""
     errors: list[str] = []
     url_fields = [f for f in ("url", "url_env", "url_file") if getattr(src, f) is not None]
     structured = [
@@ -168,7 +168,7 @@ def read_query_file(
     params: Mapping[str, str] | None,
     used: set[str],
 ) -> str:
-    """Read and `${k}`-substitute a query_file, enforcing the path rules (§5 item 19)."""
+    """Read and `${k}`-substitute a query_file, enforcing the path rules (relative, no `..`, inside the config directory)."""
     label = f"export '{exp.name}'"
     qf = exp.query_file or ""
     if PurePosixPath(qf).is_absolute() or PureWindowsPath(qf).is_absolute():
@@ -522,7 +522,7 @@ def _azure_errors(dest: DestinationConfig, label: str) -> list[str]:
 
 
 def credentials_file_errors(exp: ExportConfig, config_dir: Path) -> list[str]:
-    """§5 item 41: a GCS credentials_file must exist when the config is loaded (relative
+    """A GCS credentials_file must exist when the config is loaded (relative
     paths are relative to the config file's directory)."""
     dest = exp.destination
     if dest.type != "gcs" or not dest.credentials_file:
@@ -535,7 +535,7 @@ def credentials_file_errors(exp: ExportConfig, config_dir: Path) -> list[str]:
 
 
 def destination_errors(dest: DestinationConfig, label: str, export_name: str) -> list[str]:
-    """§5 items 38–42 (the GCS credentials_file path is checked by `credentials_file_errors`,
+    """Destination rules (the GCS credentials_file path is checked by `credentials_file_errors`,
     which knows the config directory)."""
     errors: list[str] = []
     if dest.type == "gcs":

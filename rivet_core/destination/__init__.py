@@ -1,4 +1,4 @@
-"""Destinations: where parts and trust artifacts land (DESIGN.md §5; ADR-0001 I2, M1/M7/M9).
+"""Destinations: where parts and trust artifacts land (docs/invariants.md I2, M1, M7, M9).
 
 `open_destination(spec)` returns a `Destination` (local directory, S3 or GCS bucket/prefix,
 Azure container/prefix, or stdout). The contract each backend keeps is in `base.py`; key safety (reject, never

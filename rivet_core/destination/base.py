@@ -1,4 +1,4 @@
-"""The destination contract every backend implements (DESIGN.md §5, ADR-0001 I2, M1/M7).
+"""The destination contract every backend implements (docs/invariants.md I2, M1, M7).
 
 A `Destination` is a flat key space under one root (a local directory, an S3 or GCS
 `bucket/prefix/`, an Azure `container/prefix/`, or stdout). The engine relies on three properties:
@@ -129,7 +129,7 @@ class Destination(ABC):
     @abstractmethod
     def read_bytes(self, key: str, max_bytes: int | None = None) -> bytes:
         """Read a whole object; raise `DestinationError` if it is larger than `max_bytes`
-        (checked with `head` before any byte is downloaded — a DoS cap, reference §8)."""
+        (checked with `head` before any byte is downloaded — a DoS cap, docs/rivet-compat.md "Security")."""
 
     @abstractmethod
     def move(self, src_key: str, dst_key: str) -> None:

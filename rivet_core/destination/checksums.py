@@ -182,7 +182,7 @@ def md5_bytes(value: str | None) -> bytes | None:
 
     Returns None for anything else — notably multipart ETags (`<hex>-N`), which are not
     MD5s of the object, and empty strings (size-only parts). Callers compare MD5s only
-    when both sides parse, per reference §3.5 step 3.
+    when both sides parse, per docs/rivet-compat.md "Manifest, verification and verdicts".
     """
     if not value or not isinstance(value, str):
         return None

@@ -3,7 +3,7 @@
 `rivet_core.errors.DestinationError` is owned elsewhere and has no `transient` attribute
 of its own; retry logic asks `getattr(err, "transient", False)`. Every error raised by the
 destination layer is built here so the flag is always present and the message always goes
-through `redact_secrets` (reference §8: no credential ever reaches a user).
+through `redact_secrets` (docs/rivet-compat.md "Security": no credential ever reaches a user).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Key safety for every destination operation (reference §8, "reject, never clamp").
+"""Key safety for every destination operation (docs/rivet-compat.md "Security": reject, never clamp).
 
 A *key* is a `/`-separated path relative to the destination root (the local directory or
 the S3 `bucket/prefix/`). Keys reach us from part-file names, manifest paths read back from

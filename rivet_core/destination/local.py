@@ -1,6 +1,6 @@
 """Local-directory destination: staged temp + fsync + same-dir rename (M7, I2).
 
-Write protocol for every object (reference §8, ADR-0012 drift note 4):
+Write protocol for every object (docs/rivet-compat.md "Security"; docs/invariants.md M7):
   1. create `.<name>.<pid>.<seq>.tmp` in the SAME directory as the final key with
      O_CREAT|O_EXCL|O_NOFOLLOW (never follows or reuses a planted file/symlink);
   2. copy the bytes in, hashing them in the same pass; fsync the file;
@@ -76,7 +76,7 @@ class LocalDestination(Destination):
                 f"— fix destination.path or the directory permissions"
             ) from exc
         self._real_root = os.path.realpath(self.root)
-        # Raw path, not percent-encoded: Rivet writes `file://<path>` (reference §3.2).
+        # Raw path, not percent-encoded: Rivet writes `file://<path>` (docs/rivet-compat.md "Manifest, verification and verdicts").
         self.uri = "file://" + str(self.root).rstrip("/") + "/"
 
     # -- helpers ---------------------------------------------------------------------

@@ -68,7 +68,7 @@ def _etag(value: Any) -> str:
 
 
 def _make_client(spec: DestinationSpec) -> Any:
-    """Build the boto3 S3 client following the credential order of config reference §1.6."""
+    """Build the boto3 S3 client following the credential order of docs/config-reference.md `exports[].destination`."""
     import boto3
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ProfileNotFound

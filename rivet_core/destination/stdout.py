@@ -1,7 +1,7 @@
 """Stdout destination (streaming mode): bytes go to `sys.stdout.buffer`, nothing else.
 
 There is no key space, so no manifest, no `_SUCCESS` and no verification
-(`supports_manifest = False`, reference §3.1); `head`/`list`/`read_bytes`/`move`/`delete`
+(`supports_manifest = False`, docs/rivet-compat.md "File names and run ids"); `head`/`list`/`read_bytes`/`move`/`delete`
 raise `DestinationError("stdout destination cannot …")`. `write_file` streams the part in
 bounded chunks and still returns its size and digests (for the run summary).
 """

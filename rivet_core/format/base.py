@@ -1,10 +1,10 @@
 """The writer contract shared by every output format, and the options a writer is built from.
 
-Owns `WriterOptions` (the batch-relevant format knobs of reference §1.5, already parsed by the
+Owns `WriterOptions` (the batch-relevant format knobs of docs/config-reference.md `exports[]`, already parsed by the
 config package), `file_extension`, the `FormatWriter` base class and the Parquet row-group
 sizing rule.
 
-Contract I1 (Finalize Before Write, ADR-0001): a writer's `finish()` IS the finalize step —
+Contract I1 (finalize before write, docs/invariants.md): a writer's `finish()` IS the finalize step —
 after it returns the file on disk is complete (Parquet footer written, CSV fully flushed) and
 fsynced, so the caller may hand it to the destination. `abort()` closes and deletes a partial
 file so nothing incomplete can ever be uploaded.
@@ -34,12 +34,12 @@ FORMATS: tuple[str, ...] = ("parquet", "csv")
 COMPRESSIONS: tuple[str, ...] = ("zstd", "snappy", "gzip", "lz4", "none")
 ROW_GROUP_STRATEGIES: tuple[str, ...] = ("auto", "fixed_rows", "fixed_memory")
 
-#: Default levels when `compression_level` is not given (reference §1.5).
+#: Default levels when `compression_level` is not given (docs/rivet-compat.md "Parquet").
 DEFAULT_LEVELS: dict[str, int] = {"zstd": 3, "gzip": 6}
 #: Inclusive level ranges for codecs that accept a level.
 LEVEL_RANGES: dict[str, tuple[int, int]] = {"zstd": (1, 22), "gzip": (0, 9)}
 
-#: Row-group clamp for the memory-derived strategies (reference §1.5).
+#: Row-group clamp for the memory-derived strategies (docs/rivet-compat.md "Parquet").
 MIN_ROW_GROUP_ROWS = 1_000
 MAX_ROW_GROUP_ROWS = 10_000_000
 #: Rows per group when `fixed_rows` names no count (the Parquet library default).
@@ -71,7 +71,7 @@ class WriterOptions:
     target_row_group_mb: int = 128
     max_row_group_mb: int | None = None
     #: Rows per group never exceed this. An export without a `parquet:` block gets Rivet's
-    #: library default (1,048,576 rows, reference §1.5) as the cap, still bounded by the
+    #: library default (1,048,576 rows, docs/rivet-compat.md "Parquet") as the cap, still bounded by the
     #: 128 MB estimate: narrow rows get Rivet's groups instead of 4 M-row ones (~120 MB of
     #: Arrow buffered before encode), wide rows keep groups that fit the memory target.
     row_group_row_cap: int | None = None
@@ -124,14 +124,14 @@ class WriterOptions:
 
 
 def file_extension(fmt: str) -> str:
-    """`parquet` → `parquet`, `csv` → `csv` (reference §1.8); anything else is a config error."""
+    """`parquet` → `parquet`, `csv` → `csv` (docs/rivet-compat.md "File names and run ids"); anything else is a config error."""
     if fmt not in FORMATS:
         raise ConfigError(f"unknown format '{fmt}': expected one of {', '.join(FORMATS)}")
     return fmt
 
 
 def estimate_row_bytes(schema: pa.Schema) -> int:
-    """Row-width estimate of reference §1.4: a rough per-type byte count plus 1 per column.
+    """Row-width estimate of docs/rivet-compat.md "Tuning and batch sizing": a rough per-type byte count plus 1 per column.
 
     Deliberately the same table the fetch-size derivation uses, so row groups and fetch
     windows scale the same way for a given schema.
@@ -172,7 +172,7 @@ def _type_width(t: pa.DataType) -> int:
 
 
 def row_group_rows(schema: pa.Schema, options: WriterOptions) -> int:
-    """Rows per Parquet row group (reference §1.5).
+    """Rows per Parquet row group (docs/rivet-compat.md "Parquet").
 
     `fixed_rows` → `row_group_rows` (0 clamped to 1; unset → 1,048,576). `auto`/`fixed_memory` →
     target_mb·2^20 / est_row_bytes clamped to [1,000, 10,000,000], then capped by

@@ -1,4 +1,4 @@
-"""CSV writer: the exact text rendering of reference §1.7.
+"""CSV writer: the exact text rendering of docs/rivet-compat.md "CSV text".
 
 Layout: a header row of column names (quoted like cells), `,` separator, LF line endings,
 RFC-4180 quoting — a field is quoted iff it contains `,` `"` LF or CR, embedded quotes are

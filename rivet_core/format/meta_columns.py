@@ -1,4 +1,4 @@
-"""Meta columns (reference §1.5 `meta_columns`) and the canonical value bytes they hash.
+"""Meta columns (docs/rivet-compat.md "Meta columns") and the canonical value bytes they hash.
 
 Adds, after the data columns and in this order:
 - `_rivet_exported_at` timestamp('us', 'UTC'): one value for the whole batch (the caller

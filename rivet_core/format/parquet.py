@@ -1,4 +1,4 @@
-"""Parquet writer (reference §1.5 / §1.7) on top of `pyarrow.parquet.ParquetWriter`.
+"""Parquet writer (docs/rivet-compat.md "Parquet") on top of `pyarrow.parquet.ParquetWriter`.
 
 - Codecs zstd (default level 3) / snappy / gzip (default level 6) / lz4 (= Parquet LZ4_RAW)
   / none.

@@ -1,4 +1,4 @@
-"""Size-based part rotation (reference §1.5 `max_file_size`, §1.8 file naming).
+"""Size-based part rotation (`max_file_size`; docs/rivet-compat.md "File names and run ids").
 
 `PartRotator` writes batches into staged part files in a staging directory. With
 `max_file_size` the part's writer gets it as its `size_budget`, and before each write the
@@ -14,7 +14,7 @@ Naming: while writing, parts are dot-prefixed `.{stem}_part{N}.{ext}.partial` so
 interrupted run never leaves a file that looks complete. `finish()` finalises the open writer
 (I1) and renames the parts to `{stem}.{ext}` when there is exactly one, or
 `{stem}_part{N}.{ext}` (N from 0, unpadded) when there are several. A result with 0 rows
-produces no file at all (reference §1.8).
+produces no file at all (docs/rivet-compat.md "File names and run ids").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The mode heuristics of `rivet init` (reference §3.5 `init`), as a pure function of a
+"""The mode heuristics of `rivet init` (docs/rivet-compat.md "CLI output and exit codes"), as a pure function of a
 `TableReport` so every rule is testable without a database.
 
 First match wins:

@@ -1,10 +1,10 @@
 """Destination trust artifacts: manifest v1, `_SUCCESS`, verification, quarantine moves.
 
-Contracts (reference state-and-trust §3, ADR-0012): M1 parts before manifest (the caller
+Contracts (docs/invariants.md "M", docs/manifest.md): M1 parts before manifest (the caller
 writes parts first), M2 manifest before `_SUCCESS` with marker = fingerprint of the exact
 manifest bytes, M3 part identity, M4 canonical + immutable per-run copy, M5/M6
 verification and legacy verdicts, M7 atomic writes, M9 quarantine never deletes.
-ADR-0001 I8 step 1 is `write_manifest_files`; step 2 is `verify_at_destination`.
+docs/invariants.md I8: step 1 is `write_manifest_files`; step 2 is `verify_at_destination`.
 
 Modules: `model` (dataclasses, serialize/parse, self-consistency, schema fingerprint),
 `artifacts` (names, the `data/` layout, marker, the write group, reading), `verify`,

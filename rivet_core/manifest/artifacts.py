@@ -1,15 +1,15 @@
 """Destination-side trust artifacts: names, the `_SUCCESS` marker, the manifest write group.
 
-Owns reference §3.1 (layout and sidecar names) and §3.3 (the writer), i.e. M2 (manifest
+Owns the layout and sidecar names (docs/rivet-compat.md "Manifest, verification and verdicts") and the writer, i.e. M2 (manifest
 before `_SUCCESS`, marker = fingerprint of the exact manifest bytes), M4 (one canonical
 manifest replaced atomically + an immutable per-run copy) and M7 (every write atomic to
-readers). ADR-0001 I8 step 1 calls `write_manifest_files` and fails the run if it raises.
+readers). docs/invariants.md I8: step 1 calls `write_manifest_files` and fails the run if it raises.
 
-Deliberate choice (reference §3.3 [INFER]): a failed/interrupted run overwrites the
-canonical manifest but never deletes an earlier `_SUCCESS`. The marker then no longer
-matches the manifest and verification reports `success_marker_stale` — an honest verdict
-("the last success marker does not describe this prefix any more") that also makes
-`--resume` refuse without `--force`. Deleting it would break the never-delete rule.
+This group writes what it is given; the finalize never gives it a failed run's manifest
+(docs/adr/0002-failed-runs-keep-the-last-good-manifest.md: a failed run writes only its
+per-run copy). A `_SUCCESS` that no longer matches the manifest — a prefix Rivet wrote after
+a failed run — is never deleted here: verification reports `success_marker_stale`, an
+honest verdict that also makes `--resume` refuse without `--force`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ QUARANTINE_PREFIX = "_quarantine/"
 #: (parts at the root, as Rivet writes them) is read and verified unchanged.
 DATA_PREFIX = "data/"
 DOCTOR_PROBE_KEY = ".rivet_doctor_probe"
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # DoS cap (reference §8)
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024  # DoS cap (docs/rivet-compat.md "Security")
 MAX_SUCCESS_BYTES = 4096
 
 _TOKEN_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -66,7 +66,7 @@ def part_name(key: str) -> str | None:
 
 
 def is_sidecar(key: str) -> bool:
-    """True for keys verification never counts as data or untracked (reference §3.1).
+    """True for keys verification never counts as data or untracked (docs/rivet-compat.md "Manifest, verification and verdicts").
 
     `manifest.json`, `_SUCCESS`, `manifest-*.json`, `.rivet_doctor_probe` at the prefix
     root, and anything under `_quarantine/`. Stray local staging temps (`.x.<pid>.<n>.tmp`

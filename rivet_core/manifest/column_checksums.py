@@ -157,7 +157,7 @@ __all__ = ["CHECKSUM_RENDER", "ColumnSum", "column_sum", "table_sums", "combine"
 def run_level(parts: Iterable[Any]) -> tuple[tuple[Any, ...] | None, str | None]:
     """The manifest's run-level `column_checksums` and `checksum_render` from its committed
     parts' own checksums: their wrapping sum when EVERY committed part carries them, else
-    (None, None) — Form B is suppressed rather than partial (reference §3.6)."""
+    (None, None) — Form B is suppressed rather than partial (docs/rivet-compat.md "Resume decisions and rehydration")."""
     from rivet_core.manifest.model import ColumnChecksum
 
     committed = [p for p in parts if getattr(p, "status", "committed") == "committed"]

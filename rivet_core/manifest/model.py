@@ -1,6 +1,6 @@
 """Manifest v1 data model: dataclasses, canonical serialization, hostile-input parsing.
 
-Field names and meaning follow Rivet's `manifest_version` 1 (reference §3.2) so a reader
+Field names and meaning follow Rivet's `manifest_version` 1 (docs/manifest.md) so a reader
 written for Rivet reads ours; `dagster_run_id` is our own optional addition (readers
 ignore unknown fields). `serialize_manifest` produces THE bytes that are written and
 fingerprinted by `_SUCCESS` (M2): pretty JSON, 2-space indent, fields in schema order,
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # annotations only: `rivet validate` reads manifests without 
 
 MANIFEST_VERSION = 1
 PLACEHOLDER_SCHEMA_FINGERPRINT = "xxh3:0000000000000000"
-#: `source.extraction.strategy` labels, exactly as Rivet writes them (reference §3.2).
+#: `source.extraction.strategy` labels, exactly as Rivet writes them (docs/rivet-compat.md "Manifest, verification and verdicts").
 STRATEGY_LABELS = ("full", "incremental", "chunked", "keyset", "timewindow")
 #: Labels manifests written before Rivet parity carried, and the label a reader sees instead.
 LEGACY_STRATEGY_LABELS = {"time_window": "timewindow"}
@@ -457,7 +457,7 @@ def rust_arrow_type_name(t: pa.DataType) -> str:
 
 
 def schema_fingerprint(schema: pa.Schema) -> str:
-    """Rivet's schema fingerprint (reference §3.2, docs/manifest.md): `xxh3:` + 16 lowercase
+    """Rivet's schema fingerprint (docs/manifest.md): `xxh3:` + 16 lowercase
     hex of xxh3-64 over `name\\ttype\\n` of every column, sorted by name (byte order),
     where `type` is the Rust Arrow type name (`rust_arrow_type_name`)."""
     text = "".join(f"{f.name}\t{rust_arrow_type_name(f.type)}\n"

@@ -1,4 +1,4 @@
-"""Quarantine moves (M9, reference §3.6 — only the move part).
+"""Quarantine moves (docs/invariants.md M9; docs/rivet-compat.md "Resume decisions and rehydration" — only the move part).
 
 Objects that a resume or a partition re-materialization finds divergent or untracked are
 moved to `_quarantine/<run token>/<original key>` so nothing is ever deleted. A move is

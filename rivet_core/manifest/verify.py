@@ -1,4 +1,4 @@
-"""`verify_at_destination`: the M5/M6 verdict on a destination prefix (reference §3.5).
+"""`verify_at_destination`: the M5/M6 verdict on a destination prefix (docs/rivet-compat.md "Manifest, verification and verdicts").
 
 One function serves `rivet run --validate`, `rivet validate` and the Dagster asset check.
 It reads only what it must (head + capped reads of `manifest.json` and `_SUCCESS`, one
@@ -245,7 +245,7 @@ def _preview(body: bytes, limit: int = 64) -> str:
 
 
 def _family_parts(dest: Destination, m: Manifest, listing: list[ObjectInfo]) -> list[ManifestPart]:
-    """Committed parts of the latest run copy of each same-family sibling unit (§3.5 step 3).
+    """Committed parts of the latest run copy of each same-family sibling unit (docs/rivet-compat.md "Manifest, verification and verdicts").
 
     Unreadable or foreign sibling copies are skipped: their parts then show up as
     untracked (advisory) rather than failing the verdict on a file we cannot interpret.

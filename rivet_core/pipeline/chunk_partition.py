@@ -1,5 +1,5 @@
 """Chunked exports as Dagster partitions: the planner tick, one window as a unit of work,
-and the chunk finalize (DESIGN.md §6, issue 4 item 6). No Dagster import here.
+and the chunk finalize (docs/adr/0005-chunk-windows-as-dagster-partitions.md). No Dagster import here.
 
 A Dagster-managed chunked export is a sequence of checkpointed chunk runs (`chunk_run` +
 `chunk_task`, state/chunks.py). Checkpointing is implied (`dagster_export` sets

@@ -75,7 +75,7 @@ class CompletedWindowParts:
 
 def match_completed_parts(tasks: Iterable[ChunkTaskRow], logged: Iterable[FileRow],
                           listing: Mapping[str, ObjectInfo]) -> list[CompletedWindowParts]:
-    """Rehydration §3.6: for each completed task that produced a file, the parts of exactly the
+    """Rehydration (docs/rivet-compat.md "Resume decisions and rehydration"): for each completed task that produced a file, the parts of exactly the
     attempt that completed it (`attempt_key` equal to the task's file_name), and which of them
     the destination listing does not hold at the recorded size. Empty windows are skipped.
     Shared by resume (below) and the Dagster chunk finalize (chunk_partition.py)."""

@@ -332,7 +332,7 @@ class ChunkedRun(ExportRun):
             raise
 
     def _run_total_quality(self) -> None:
-        """On chunked runs only row_count bounds apply, to the run total (reference §2.3)."""
+        """On chunked runs only row_count bounds apply, to the run total (docs/rivet-compat.md "Quality gates")."""
         q = self.export.quality
         if q is None:
             return

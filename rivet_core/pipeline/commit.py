@@ -1,4 +1,4 @@
-"""The per-part commit facade (ADR-0018): `write_part_file` then `record_part`.
+"""The per-part commit facade (docs/adr/0001-write-ordering-facades.md): `write_part_file` then `record_part`.
 
 These two functions are the ONLY place a part becomes durable and recorded. Every runner
 and the Dagster IO manager call them; none re-implements their steps.

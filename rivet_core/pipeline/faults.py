@@ -1,4 +1,4 @@
-"""Fault-injection hooks used by crash and fault tests (reference state-and-trust §7).
+"""Fault-injection hooks used by crash and fault tests (docs/rivet-compat.md "Fault points and the crash map").
 
 `RIVET_TEST_PANIC_AT=<point>` ends the process abruptly at that point — SIGKILL to itself,
 so no `finally`, no atexit, no flush: exactly what a kill or power loss leaves behind.

@@ -1,4 +1,4 @@
-"""The end-of-run finalize sequence — one function, one order (ADR-0001 I8 + amendment).
+"""The end-of-run finalize sequence — one function, one order (docs/invariants.md I8 + the amendment).
 
     status → manifest.json → manifest-<run_id>.json → _SUCCESS → cursor (RunStore)
     → validate → retention → journal RunCompleted + run_status → metrics → report → notification

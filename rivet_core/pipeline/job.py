@@ -5,7 +5,7 @@ time_window, one time partition). The CLI drives all phases in one call (`run_un
 the Dagster layer drives them across the asset body (extract, gates) and the IO manager
 (publish + finalize). Both therefore share every step and every facade.
 
-Retries follow reference §3.3: only transient errors are retried, with exponential
+Retries follow docs/rivet-compat.md "Retries": only transient errors are retried, with exponential
 backoff and a fresh connection, and only while nothing has been committed — a retry after
 a committed part would duplicate rows, so the run fails with a data-integrity error. The
 finalize sequence (finalize.py) always runs exactly once, via `publish` or `fail`.
@@ -241,7 +241,7 @@ class ExportRun:
 
     # ------------------------------------------------------------------ helpers
     def _empty_result(self) -> None:
-        """0 rows: no file. skip_empty → status skipped with a reason (reference §1.8)."""
+        """0 rows: no file. skip_empty → status skipped with a reason (docs/rivet-compat.md "File names and run ids")."""
         log.info("export '%s': no data to export", self.export.name)
         if self.plan.cursor_column is not None:
             self.summary.cursor_column, self.summary.cursor_low = self.export.cursor_column, self.plan.cursor_low

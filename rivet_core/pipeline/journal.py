@@ -1,4 +1,4 @@
-"""RunJournal: the ordered event log of one run (reference state-and-trust §5).
+"""RunJournal: the ordered event log of one run (docs/rivet-compat.md "Run report and journal").
 
 Shape: `{run_id, export_name, entries: [{recorded_at, event: {Variant: {...}}}]}` with
 serde-style external tagging, so a Rivet journal reader reads ours. Ordering contract:

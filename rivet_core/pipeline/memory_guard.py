@@ -1,4 +1,4 @@
-"""Memory guards of the tuning block (reference §1.4), applied per fetched batch.
+"""Memory guards of the tuning block (docs/rivet-compat.md "Tuning and batch sizing"), applied per fetched batch.
 
 - `max_batch_memory_mb` + `on_batch_memory_exceeded`: a batch whose Arrow size exceeds the
   cap logs a WARN with a suggested smaller `batch_size` (`warn`), or fails the run before

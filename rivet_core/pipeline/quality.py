@@ -1,4 +1,4 @@
-"""The export's quality gate (reference §3.1): a streaming tracker fed every written batch,
+"""The export's quality gate (docs/rivet-compat.md "Quality gates"): a streaming tracker fed every written batch,
 its verdict, and the operator-facing failure error.
 
 Checks and severities:

@@ -1,4 +1,4 @@
-"""`rivet reconcile` and `rivet repair` for checkpointed chunked exports (reference §3.7).
+"""`rivet reconcile` and `rivet repair` for checkpointed chunked exports (docs/rivet-compat.md "Reconcile and repair").
 
 Reconcile compares, per completed chunk of the latest chunk run, the source's
 `COUNT(*)` of that window's query with the rows the checkpoint recorded: match /

@@ -1,4 +1,4 @@
-"""RunStore: the post-finalize cursor + progression facade (ADR-0018, I3, PG2).
+"""RunStore: the post-finalize cursor + progression facade (docs/adr/0001-write-ordering-facades.md; docs/invariants.md I3, PG2).
 
     RunStore(state, summary).with_cursor(v).with_progression(Progression.incremental(v)).commit()
     RunStore(state, summary).with_progression(Progression.chunked(chunk_run_id)).commit()
@@ -6,7 +6,7 @@
 `commit()` writes the cursor first — an error is raised at once and the progression is
 not attempted (a half-finalized run would log a misleading boundary) — then fires the
 `after_cursor_commit` fault point, then writes the progression, warn-on-fail. The caller
-invokes it only after `manifest.json` landed (amendment 2026-09-26 to ADR-0001), so
+invokes it only after `manifest.json` landed (the amendment in docs/invariants.md), so
 neither the cursor nor the committed boundary runs ahead of the published data. Ordering
 lives here, not at call sites: chained calls in any order produce the same write order.
 

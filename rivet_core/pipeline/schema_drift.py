@@ -1,4 +1,4 @@
-"""The schema-drift facade (ADR-0021): detect → policy → store, in one place.
+"""The schema-drift facade (docs/adr/0001-write-ordering-facades.md, "schema drift"): detect → policy → store, in one place.
 
 Compares the export's output schema (name → type string, order-insensitive, internal
 `_rivet_*` columns stripped) with the stored baseline:

@@ -3,7 +3,7 @@
 The summary is the single in-memory record a run accumulates — counters, committed
 manifest parts, cursor range, schema verdict, journal — and what the finalize sequence
 turns into the manifest, metrics row, report and notification. `check_post_run_invariants`
-is the structural guard of ADR-0018: a runner that bypassed `record_part` or the
+is the structural guard of docs/adr/0001-write-ordering-facades.md: a runner that bypassed `record_part` or the
 schema-drift facade leaves telltales here, and the check makes that fail loudly in tests
 (`RIVET_STRICT_INVARIANTS=1`) and log a WARN line in production.
 """
@@ -24,7 +24,7 @@ log = logging.getLogger("rivet.run")
 
 
 def new_run_id(export_name: str, now: datetime | None = None) -> str:
-    """`{export}_{YYYYMMDDTHHMMSS.mmm}` in UTC (reference §1.8)."""
+    """`{export}_{YYYYMMDDTHHMMSS.mmm}` in UTC (docs/rivet-compat.md "File names and run ids")."""
     now = now or datetime.now(UTC)
     return f"{export_name}_{now.strftime('%Y%m%dT%H%M%S')}.{now.microsecond // 1000:03d}"
 
@@ -124,7 +124,7 @@ class RunSummary:
         return sum(p.rows for p in self.manifest_parts if getattr(p, "status", "committed") == "committed")
 
     def invariant_violations(self) -> list[str]:
-        """The run-integrity checks of reference §6 (backstop)."""
+        """The run-integrity checks of docs/adr/0001-write-ordering-facades.md (backstop)."""
         problems: list[str] = []
         n_parts = len(self.manifest_parts)
         if self.files_committed > n_parts:

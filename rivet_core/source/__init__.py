@@ -2,7 +2,7 @@
 
 Public API (others code against these names): `open_source` returns a `SourceSession`
 (context manager: one connection, one consistent snapshot) whose `describe` gives the
-exact Arrow schema of a query (reference §4) and whose `stream` yields bounded record
+exact Arrow schema of a query (docs/rivet-compat.md "Type mapping") and whose `stream` yields bounded record
 batches of exactly that schema. Pure helpers: the SQL builders of the read modes
 (`query`), cursor rendering (`cursor`), the retry classifier (`retry`) and batch sizing
 (`batching`).

@@ -1,7 +1,7 @@
 """Fetched rows → Arrow record batches: batch sizing, column-wise conversion, value guards.
 
 Owns three contracts:
-- **Batch sizing** (reference §1.4): `estimate_row_bytes` and `batch_rows` turn a memory
+- **Batch sizing** (docs/rivet-compat.md "Tuning and batch sizing"): `estimate_row_bytes` and `batch_rows` turn a memory
   target into a fetch window; batch size never appears in SQL.
 - **Exact conversion**: each column is converted as a whole (`pa.array(values, type=…)`).
   A column whose driver values already match the Arrow type takes that fast path; any
@@ -59,7 +59,7 @@ def _type_bytes(arrow_type: pa.DataType) -> int:
 
 
 def estimate_row_bytes(schema: pa.Schema) -> int:
-    """Row-width estimate per reference §1.4 (+1 byte per column for validity/overhead)."""
+    """Row-width estimate per docs/rivet-compat.md "Tuning and batch sizing" (+1 byte per column for validity/overhead)."""
     return sum(_type_bytes(field.type) + 1 for field in schema)
 
 
@@ -214,7 +214,7 @@ def _binary_value(value: Any) -> bytes:
 
 
 def _uuid_value(value: Any) -> bytes:
-    """16 raw bytes, 36-char text or a UUID object; anything else is NULL (reference §4.2)."""
+    """16 raw bytes, 36-char text or a UUID object; anything else is NULL (docs/rivet-compat.md "Type mapping")."""
     if isinstance(value, uuid.UUID):
         return value.bytes
     if isinstance(value, (bytes, bytearray, memoryview)):

@@ -1,6 +1,6 @@
 """Incremental cursor values: pick the new high-water mark from a batch, render it as text.
 
-Reference §2.2: the new cursor is the cursor column's value in the last non-null row of
+docs/rivet-compat.md "Incremental": the new cursor is the cursor column's value in the last non-null row of
 the last batch (the query is `ORDER BY cursor`, so that is the maximum), stored as text and
 bound back as a parameter on the next run. Renderings: integers and floats as decimal
 text, decimals exact (`format(d, "f")`, never exponent form), strings as-is, timestamps

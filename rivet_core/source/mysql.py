@@ -1,6 +1,6 @@
 """MySQL / MariaDB source session (PyMySQL): one connection, one consistent snapshot.
 
-Contract (reference §2.0 MySQL read path): on connect the session sets
+Contract (docs/rivet-compat.md "Session setup"): on connect the session sets
 `time_zone='+00:00'` (TIMESTAMP values are UTC instants, cursor literals compare in UTC),
 removes `NO_BACKSLASH_ESCAPES` from `sql_mode` (PyMySQL escapes bound values with
 backslashes), sets the statement-duration limit from `statement_timeout_s` when > 0 —

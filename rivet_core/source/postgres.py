@@ -1,6 +1,6 @@
 """PostgreSQL source session (psycopg 3): one connection, one snapshot, server-side cursors.
 
-Contract (reference §2.0 PG read path): on enter the session opens a
+Contract (docs/rivet-compat.md "Session setup"): on enter the session opens a
 `REPEATABLE READ READ ONLY` transaction and sets, LOCAL to it, `TimeZone='UTC'` (so
 timestamptz values and cursor literals are UTC whatever the database default is),
 `IntervalStyle='iso_8601'` (interval → ISO-8601 text), ISO `DateStyle`, shortest-exact

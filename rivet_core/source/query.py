@@ -1,4 +1,4 @@
-"""Pure SQL builders for the read modes (reference §2.2 incremental, §2.5 time_window, §2.6).
+"""Pure SQL builders for the read modes (docs/rivet-compat.md "Read SQL").
 
 Every builder returns `(sql, params)` with `%s` placeholders (the session translates them
 for SQLite). Two safety rules hold for all of them, and are property-tested:
@@ -26,7 +26,7 @@ from rivet_core.errors import ConfigError
 CursorMode = Literal["single_column", "coalesce"]
 TimeColumnType = Literal["timestamp", "unix"]
 
-#: Alias of the wrapped base query (reference §2.0).
+#: Alias of the wrapped base query (docs/rivet-compat.md "Session setup").
 BASE_ALIAS = "_rivet"
 COALESCED_CURSOR = "_rivet_coalesced_cursor"
 
@@ -132,7 +132,7 @@ def build_incremental_query(
     mode: CursorMode = "single_column",
     fallback_column: str | None = None,
 ) -> tuple[str, list[Any]]:
-    """Incremental read (reference §2.2): rows with cursor > last_value, ordered by cursor.
+    """Incremental read (docs/rivet-compat.md "Incremental"): rows with cursor > last_value, ordered by cursor.
 
     `single_column`: `SELECT * FROM (<base>) AS _rivet [WHERE c > %s] ORDER BY c`.
     `coalesce`: adds `COALESCE(_rivet.p, _rivet.f) AS _rivet_coalesced_cursor`, filters and
@@ -188,7 +188,7 @@ def build_time_window_query(
     cutoff: dt.datetime | dt.date,
     time_column_type: TimeColumnType = "timestamp",
 ) -> tuple[str, list[Any]]:
-    """time_window (reference §2.5): `SELECT * FROM (<base>) AS _rivet WHERE col >= cutoff`.
+    """time_window (docs/rivet-compat.md "Time window"): `SELECT * FROM (<base>) AS _rivet WHERE col >= cutoff`.
 
     `cutoff` is taken as UTC (an aware datetime is converted); `unix` binds epoch seconds.
     """

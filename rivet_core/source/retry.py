@@ -1,4 +1,4 @@
-"""Retry classification of source errors and the backoff schedule (reference §3.3).
+"""Retry classification of source errors and the backoff schedule (docs/rivet-compat.md "Retries").
 
 `classify_error` answers one question for every runner: is this failure worth another
 attempt, on a fresh connection or the same one, and after how much extra delay? Order of

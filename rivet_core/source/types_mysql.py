@@ -1,4 +1,4 @@
-"""MySQL / MariaDB result column → Arrow type (reference §4.2, exact).
+"""MySQL / MariaDB result column → Arrow type (docs/rivet-compat.md "Type mapping", exact).
 
 Input is the column definition the server sends with every result (PyMySQL's field
 descriptor: wire type code, flags, charset number, display length, decimals). Decimal

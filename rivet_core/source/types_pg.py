@@ -1,4 +1,4 @@
-"""PostgreSQL result column → Arrow type (reference §4.1, exact).
+"""PostgreSQL result column → Arrow type (docs/rivet-compat.md "Type mapping", exact).
 
 Input is what the server tells us about each result column — type OID and type modifier
 from the RowDescription, plus one `pg_type` catalog row per column — so numeric precision

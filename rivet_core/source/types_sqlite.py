@@ -9,7 +9,7 @@ declared text (`sqlite_mapping`), and each type admits a fixed set of SQLite sto
 classes; a value of another class fails the run with a message naming table, column,
 declared type, the value's storage class and the fix (`sqlite_mismatch_message`).
 
-Rules, first match wins (they refine SQLite's own affinity rules, §3.1 of
+Rules, first match wins (they refine SQLite's own affinity rules, section 3.1 of
 https://sqlite.org/datatype3.html, which the last five rows follow in SQLite's order):
 
 | declared type contains / is            | Arrow            | fidelity |

@@ -1,4 +1,4 @@
-"""chunk_run / chunk_task: the checkpoint of a chunked export (reference §1.2, §2.2).
+"""chunk_run / chunk_task: the checkpoint of a chunked export (docs/rivet-compat.md "State store"; docs/invariants.md I5, I6).
 
 A checkpointed chunked run is one `chunk_run` row plus one `chunk_task` row per window.
 Workers — threads, processes, or Dagster partition runs on other machines — share it only
@@ -14,7 +14,7 @@ through these operations, each ONE transaction:
   tasks (claim of a specific task, re-export reset, add_chunk_tasks) take a share lock on the
   run row, and finalize takes an exclusive one, so they cannot interleave with finalize.
 
-Invariants (ADR-0001):
+Invariants (docs/invariants.md):
 - I5 (chunk task acyclicity): pending → running → completed | failed. `claim_next_chunk_task`
   takes only `pending` tasks, or `failed` ones with attempts < max_chunk_attempts, of an
   in-progress run; a completed task is never claimed by it. A non-retryable failure pins
@@ -28,7 +28,7 @@ One in-progress run per export is enforced by the partial unique index
 `idx_chunk_run_one_inprogress`; `create_chunk_run` turns its violation (two processes racing
 to start a run) into `ChunkRunInProgress`.
 
-Resume rehydration (§3.6) reads file_log (`list_files_for_run`) and keeps a part only when its
+Resume rehydration (docs/rivet-compat.md "Resume decisions and rehydration") reads file_log (`list_files_for_run`) and keeps a part only when its
 chunk is completed here and its attempt name equals `chunk_task.file_name`:
 `completed_chunk_files` and `find_chunk_task_by_file_name` give it those facts.
 """
@@ -489,7 +489,7 @@ class ChunkStore(StoreBase):
         return _task_row(row) if row else None
 
     def completed_chunk_files(self, run_id: str) -> dict[int, str | None]:
-        """chunk_index → recorded file_name of every completed task (rehydration §3.6 keeps a
+        """chunk_index → recorded file_name of every completed task (rehydration keeps a
         file_log part only if its chunk is here and its attempt name equals this value)."""
         q = sa.select(chunk_task.c.chunk_index, chunk_task.c.file_name).where(
             (chunk_task.c.run_id == run_id) & (chunk_task.c.status == "completed"))
@@ -497,7 +497,7 @@ class ChunkStore(StoreBase):
             return {int(i): f for i, f in conn.execute(q).all()}
 
     def max_completed_chunk_index(self, run_id: str) -> int | None:
-        """Highest completed chunk_index (what progression records as committed, §2.1)."""
+        """Highest completed chunk_index (what progression records as committed, docs/invariants.md PG2)."""
         q = sa.select(sa.func.max(chunk_task.c.chunk_index)).where(
             (chunk_task.c.run_id == run_id) & (chunk_task.c.status == "completed"))
         with self.engine.begin() as conn:

@@ -1,6 +1,6 @@
 """Open the state database: SQLite file beside the config, or PostgreSQL by URL.
 
-Reference §1.1: default `.rivet_state.db` in the directory of the config file;
+docs/rivet-compat.md "Config load order": default `.rivet_state.db` in the directory of the config file;
 `RIVET_STATE_URL` starting with `postgres` switches to PostgreSQL (the scale-out path).
 SQLite connections use WAL and a 10 s busy timeout, and every transaction starts with
 `BEGIN IMMEDIATE` so that read-modify-write sequences (migrations, claims, projections)

@@ -1,4 +1,4 @@
-"""Table definitions of the state store (reference state-and-trust §1.2), dialect-neutral.
+"""Table definitions of the state store (docs/rivet-compat.md "State store"), dialect-neutral.
 
 SQLAlchemy Core tables shared by the SQLite file store and the PostgreSQL store, so there is
 one code path for both. Timestamps are RFC3339 UTC text, as in Rivet, so rows compare and

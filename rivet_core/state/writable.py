@@ -1,8 +1,8 @@
 """Refuse to start an export against a state store it cannot write.
 
 Why: every write a run makes to the state store after publishing is advisory (file_log,
-journal, metrics) or warn-on-fail (the cursor after the manifest landed — ADR-0001 I7 and
-the at-least-once rule). That is right for a store that fails *once*, mid-run. A store that
+journal, metrics) or warn-on-fail (the cursor after the manifest landed — docs/invariants.md I7 and
+the amendment there). That is right for a store that fails *once*, mid-run. A store that
 is read-only from the start (a `chattr +i`/read-only-mounted SQLite file, a PostgreSQL role
 with SELECT only) would instead make every run publish data and a `_SUCCESS`, report
 success, and never move the cursor: each run re-exports the same rows, silently. So a run

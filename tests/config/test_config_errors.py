@@ -1,4 +1,4 @@
-"""The bad-input catalogue (reference §5): one test per rule, asserting the stable substring.
+"""The bad-input catalogue (docs/config-reference.md "Errors, for real"): one test per rule, asserting the stable substring.
 
 Each test writes a YAML file, calls `load_config` and checks that a `ConfigError` with exit
 code 1 comes back whose message carries the catalogue's quoted fragment (the

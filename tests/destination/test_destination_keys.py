@@ -1,4 +1,4 @@
-"""Key safety (reference §8): unsafe keys are rejected by every destination method."""
+"""Key safety (docs/rivet-compat.md "Security"): unsafe keys are rejected by every destination method."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CSV writer: the exact cell renderings of reference §1.7, RFC-4180 quoting (property
+"""CSV writer: the exact cell renderings of docs/rivet-compat.md "CSV text", RFC-4180 quoting (property
 tested), NULL vs empty string, unsupported types, and the I1 finish/abort contract."""
 
 from __future__ import annotations

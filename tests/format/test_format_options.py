@@ -91,7 +91,7 @@ def test_open_writer_dispatches_on_format(tmp_path) -> None:
 
 
 def test_without_a_parquet_block_groups_are_capped_at_rivets_library_default(tmp_path) -> None:
-    """Reference §1.5: `parquet:` omitted → 1,048,576 rows per group (still within the
+    """docs/rivet-compat.md "Parquet": `parquet:` omitted → 1,048,576 rows per group (still within the
     128 MB estimate for wide rows)."""
     from rivet_core.config import load_config
     from rivet_core.plan import writer_options

@@ -2,7 +2,7 @@
 
 Runs the real CLI in a subprocess with RIVET_TEST_PANIC_AT armed (the process kills
 itself with SIGKILL), inspects the destination and the state store against reference
-state-and-trust §2.5, re-runs clean, and checks with an independent reader that every
+docs/rivet-compat.md "Fault points and the crash map", re-runs clean, and checks with an independent reader that every
 source id is listed by a `status: success` manifest and that the cursor is right.
 """
 
@@ -60,7 +60,7 @@ def test_crash_at_each_fault_point_then_rerun_loses_nothing(tmp_path, source_url
     crashed = rivet("run", "-c", str(config), env={"RIVET_TEST_PANIC_AT": point})
     assert crashed.returncode != 0, crashed.stderr
 
-    # The state the crash leaves behind (reference §2.5).
+    # The state the crash leaves behind (docs/rivet-compat.md "Fault points and the crash map").
     parts_after_crash = data_files(out)
     expected = {
         "after_source_read": dict(parts=0, logged=0, cursor=False, manifest=False),

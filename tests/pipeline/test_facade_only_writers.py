@@ -4,7 +4,7 @@ An AST scan over every module of `rivet_core/` and `rivet_dagster/`: a module ou
 allow-list below that writes the file log, the cursor, the progression, the metrics, the
 manifest, a state table, or a run's drift verdict fails this test, which names the module,
 the line and the rule. The ordering of those writes lives in the facades; a write anywhere
-else is a second copy of the sequence that will drift from the first (ADR-0018 in the seeds).
+else is a second copy of the sequence that will drift from the first (docs/adr/0001-write-ordering-facades.md, Context).
 
 How a write is recognised (no import of the scanned code, so nothing runs):
 - a reference to a writer — `x.record_durable_part(…)`, `write_manifest_files`, also passed

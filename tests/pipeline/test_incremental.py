@@ -1,4 +1,4 @@
-"""Incremental exports on PostgreSQL and MariaDB: cursor semantics of reference §2.2.
+"""Incremental exports on PostgreSQL and MariaDB: cursor semantics of docs/rivet-compat.md "Incremental".
 
 Each test drives the real CLI and checks the destination with the independent oracle
 (tests/helpers.py): re-read files listed by success manifests, compare with the source.

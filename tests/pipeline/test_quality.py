@@ -1,4 +1,4 @@
-"""Quality gate tracker (reference §3.1): every check passing and failing, unknown columns,
+"""Quality gate tracker (docs/rivet-compat.md "Quality gates"): every check passing and failing, unknown columns,
 the uniqueness cap, multi-sink merge, and the exit-3 failure error."""
 
 from __future__ import annotations

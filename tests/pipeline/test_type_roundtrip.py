@@ -1,11 +1,11 @@
 """End-to-end type round trips: source table → `rivet run` (real CLI) → files → independent re-read.
 
-Each test builds one table holding every mapped type of an engine (reference §4.1 / §4.2),
+Each test builds one table holding every mapped type of an engine (docs/rivet-compat.md "Type mapping"),
 runs the real CLI in a subprocess, lists the parts named by the `status: success`
 manifests, re-reads them with pyarrow / DuckDB / Python's `csv` module and compares every
 cell with the source queried directly through psycopg / PyMySQL (never through Rivet).
 
-The CSV oracle (`expected_cell`) renders the source value by the rules of reference §1.7,
+The CSV oracle (`expected_cell`) renders the source value by the rules of docs/rivet-compat.md "CSV text",
 written here independently of `rivet_core.format.csv`.
 """
 
@@ -120,9 +120,9 @@ def _assert_rows_equal(got: list[dict[str, Any]], want: list[dict[str, Any]],
                 assert a == b and type(a) is type(b), f"{where}: {a!r:.200} != {b!r:.200}"
 
 
-# ================================================================== CSV oracle (§1.7)
+# ================================================================== CSV oracle (docs/rivet-compat.md "CSV text")
 def expected_cell(value: Any, kind: str) -> str | None:
-    """The cell text reference §1.7 prescribes for a source value; None = NULL (empty cell).
+    """The cell text docs/rivet-compat.md "CSV text" prescribes for a source value; None = NULL (empty cell).
 
     Floats are checked by `_float_cell_ok` (only the special spellings are prescribed)."""
     if value is None:
@@ -332,7 +332,7 @@ def _check_pg_parquet(prefix: Path, source: list[dict[str, Any]], texts: dict[in
     for col in ("j", "jb"):
         assert schema.field(col).type in (pa.json_(pa.string()), pa.string(), pa.large_string()), col
     assert schema.field("u").type in (pa.uuid(), pa.binary(16)), schema.field("u").type
-    # Parquet logical types of reference §1.7, read from the file itself
+    # Parquet logical types of docs/rivet-compat.md "Parquet", read from the file itself
     pschema = pq.ParquetFile(path).schema
     logical = {pschema.column(i).name: str(pschema.column(i).logical_type)
                for i in range(len(pschema)) if pschema.column(i).path.count(".") == 0}
@@ -476,7 +476,7 @@ def _my_setup(url: str) -> None:
 def _my_source(url: str) -> list[dict[str, Any]]:
     """Rows through PyMySQL, converted to the values the export must carry: tinyint(1) as
     bool, TIME as time, TIMESTAMP as the instant UNIX_TIMESTAMP() reports (zone-free),
-    CHAR(36) uuid parsed (invalid → None, reference §4.2)."""
+    CHAR(36) uuid parsed (invalid → None, docs/rivet-compat.md "Type mapping")."""
     conn = _my_connect(url)
     try:
         with conn.cursor(pymysql.cursors.DictCursor) as cur:

@@ -1,4 +1,4 @@
-"""Batch sizing (reference §1.4) and the exact-or-loud column conversion rules."""
+"""Batch sizing (docs/rivet-compat.md "Tuning and batch sizing") and the exact-or-loud column conversion rules."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Retry classifier (reference §3.3) on real errors provoked from the real servers."""
+"""Retry classifier (docs/rivet-compat.md "Retries") on real errors provoked from the real servers."""
 
 from __future__ import annotations
 
