@@ -478,7 +478,7 @@ def state_reset(config_path: str, export_name: str) -> int:
     """Clear an export's cursor (its next run re-exports everything)."""
     config = _load(config_path)
     config.export(export_name)  # unknown names → error listing known exports
-    from rivet_core.pipeline.run_store import reset_export_state
+    from rivet_core.pipeline.facade.run_store import reset_export_state
     from rivet_core.state import StateStore
 
     reset_export_state(StateStore.open(config.config_path), export_name)

@@ -137,7 +137,7 @@ def combine(parts: Iterable[Mapping[str, ColumnSum]]) -> dict[str, ColumnSum]:
 #: Rows decoded at a time when a Parquet file is checksummed: string columns are hashed
 #: through Python bytes objects (`_bytes_hashes`), ~60 bytes of overhead per value, so a
 #: whole 100 k-row group of a wide table costs tens of MB at once; 16 k rows keep the
-#: read-back of every part small (rivet_core/pipeline/commit.py runs it at write time).
+#: read-back of every part small (rivet_core/pipeline/facade/commit.py runs it at write time).
 READ_BATCH_ROWS = 16_384
 
 

@@ -67,7 +67,7 @@ from rivet_core.chunks.sql import probe_window, window_count_query, window_query
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, DataIntegrityError, RivetError
 from rivet_core.manifest import quarantine_object, read_manifest, schema_fingerprint
-from rivet_core.pipeline.chunk_commit import (
+from rivet_core.pipeline.facade.chunk_commit import (
     StagedWindow,
     WindowResult,
     commit_window,
@@ -79,7 +79,7 @@ from rivet_core.pipeline.chunk_resume import match_completed_parts, rehydrate_wi
 from rivet_core.pipeline.chunked import ChunkedRun
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.job import RunOptions
-from rivet_core.pipeline.schema_drift import record_gated_upstream
+from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
 from rivet_core.source import classify_error, open_source

@@ -26,8 +26,8 @@ from rivet_core.chunks import ChunkPlan
 from rivet_core.destination.checksums import Fingerprinter
 from rivet_core.errors import ConfigError, DestinationError
 from rivet_core.manifest import SUCCESS_KEY, quarantine_object
-from rivet_core.pipeline.chunk_commit import attempt_key, is_own_part
-from rivet_core.pipeline.commit import PartRecord, part_column_checksums, rehydrate_part
+from rivet_core.pipeline.facade.chunk_commit import attempt_key, is_own_part
+from rivet_core.pipeline.facade.commit import PartRecord, part_column_checksums, rehydrate_part
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.state import ChunkTaskRow, FileRow
 

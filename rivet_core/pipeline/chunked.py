@@ -41,7 +41,7 @@ from rivet_core.chunks.planner import plan_chunks
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, probe_window, window_query
 from rivet_core.errors import DataIntegrityError, RivetError, exit_code_for
 from rivet_core.format.meta_columns import meta_schema
-from rivet_core.pipeline.chunk_commit import WindowContext, commit_window, export_window
+from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.chunk_resume import prepare_resume
 from rivet_core.pipeline.chunk_withdraw import withdraw_windows
 from rivet_core.pipeline.faults import InjectedFault, fault_point
@@ -150,7 +150,7 @@ class ChunkedRun(ExportRun):
 
     def _gate_probe_schema(self) -> None:
         from rivet_core.manifest import schema_fingerprint
-        from rivet_core.pipeline.schema_drift import check_schema_drift, record_gated_upstream
+        from rivet_core.pipeline.facade.schema_drift import check_schema_drift, record_gated_upstream
 
         self.summary.schema_fingerprint = schema_fingerprint(self.output_schema)
         if self.options.resume:

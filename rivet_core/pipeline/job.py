@@ -26,11 +26,11 @@ from rivet_core.destination import Destination, open_destination
 from rivet_core.errors import DataIntegrityError
 from rivet_core.manifest import schema_fingerprint
 from rivet_core.pipeline.extract import StagedExtract, extract_to_staging
-from rivet_core.pipeline.finalize import finalize_run
+from rivet_core.pipeline.facade.finalize import finalize_run
 from rivet_core.pipeline.lost_cursor import resolve_missing_cursor
-from rivet_core.pipeline.publish import publish_staged
+from rivet_core.pipeline.facade.publish import publish_staged
 from rivet_core.pipeline.run_reconcile import reconcile_gate
-from rivet_core.pipeline.schema_drift import check_schema_drift
+from rivet_core.pipeline.facade.schema_drift import check_schema_drift
 from rivet_core.pipeline.staging import claim_staging, sweep_dead_staging
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.plan import DayWindow, UnitPlan, plan_unit

@@ -35,12 +35,12 @@ from rivet_core.errors import (
     exit_code_for,
 )
 from rivet_core.manifest import read_manifest, schema_fingerprint
-from rivet_core.pipeline.chunk_commit import attempt_key, export_window, part_prefix
-from rivet_core.pipeline.commit import PartKind, record_part
-from rivet_core.pipeline.finalize_repair import RepairedWindow, finalize_repair
+from rivet_core.pipeline.facade.chunk_commit import attempt_key, export_window, part_prefix
+from rivet_core.pipeline.facade.commit import PartKind, record_part
+from rivet_core.pipeline.facade.finalize_repair import RepairedWindow, finalize_repair
 from rivet_core.pipeline.job import RunOptions
-from rivet_core.pipeline.run_store import commit_verified_progression
-from rivet_core.pipeline.schema_drift import check_schema_drift
+from rivet_core.pipeline.facade.run_store import commit_verified_progression
+from rivet_core.pipeline.facade.schema_drift import check_schema_drift
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
 from rivet_core.source import open_source

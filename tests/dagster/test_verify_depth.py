@@ -91,7 +91,7 @@ def test_a_dagster_written_chunked_manifest_fingerprints_every_part_and_rivet_va
 
     import pyarrow.dataset as ds
 
-    from rivet_core.pipeline.chunk_commit import is_own_part
+    from rivet_core.pipeline.facade.chunk_commit import is_own_part
     from tests.dagster.support import id_amounts, source_rows
     from tests.helpers import db_exec, rivet
 

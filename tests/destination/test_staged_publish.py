@@ -23,7 +23,7 @@ from rivet_core.destination.checksums import AppendHasher, Fingerprint
 from rivet_core.destination.local import LocalDestination
 from rivet_core.errors import DestinationError
 from rivet_core.format import PartRotator, WriterOptions
-from rivet_core.pipeline.commit import write_part_file
+from rivet_core.pipeline.facade.commit import write_part_file
 
 SHM = Path("/dev/shm")
 

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rivet_core.api import load_config
-from rivet_core.pipeline import chunk_commit
+from rivet_core.pipeline.facade import chunk_commit
 from rivet_core.pipeline.chunked import chunked_run_for
 from tests.helpers import write_config
 

@@ -52,19 +52,19 @@ class Rule:
     home: tuple[str, ...] = ()
 
 
-FILE_LOG = Rule("file log", frozenset({"record_durable_part"}), ("rivet_core/pipeline/commit.py",),
+FILE_LOG = Rule("file log", frozenset({"record_durable_part"}), ("rivet_core/pipeline/facade/commit.py",),
                 ("rivet_core/state/",))
-CURSOR = Rule("cursor", frozenset({"set_cursor", "reset_export"}), ("rivet_core/pipeline/run_store.py",),
+CURSOR = Rule("cursor", frozenset({"set_cursor", "reset_export"}), ("rivet_core/pipeline/facade/run_store.py",),
               ("rivet_core/state/",))
 PROGRESSION = Rule("progression",
                    frozenset({"record_committed_incremental", "record_committed_chunked", "record_verified_chunked"}),
-                   ("rivet_core/pipeline/run_store.py",), ("rivet_core/state/",))
-METRICS = Rule("metrics", frozenset({"record_metric"}), ("rivet_core/pipeline/finalize.py",), ("rivet_core/state/",))
+                   ("rivet_core/pipeline/facade/run_store.py",), ("rivet_core/state/",))
+METRICS = Rule("metrics", frozenset({"record_metric"}), ("rivet_core/pipeline/facade/finalize.py",), ("rivet_core/state/",))
 MANIFEST = Rule("manifest", frozenset({"write_manifest_files", "serialize_manifest", "success_marker_body"}),
-                ("rivet_core/pipeline/finalize.py", "rivet_core/pipeline/finalize_repair.py"),
+                ("rivet_core/pipeline/facade/finalize.py", "rivet_core/pipeline/facade/finalize_repair.py"),
                 ("rivet_core/manifest/artifacts.py", "rivet_core/manifest/model.py"))
 STATE_TABLE = Rule("state table", frozenset(), ("rivet_core/state/",))
-DRIFT_VERDICT = Rule("drift verdict", frozenset(), ("rivet_core/pipeline/schema_drift.py",))
+DRIFT_VERDICT = Rule("drift verdict", frozenset(), ("rivet_core/pipeline/facade/schema_drift.py",))
 RULES = (FILE_LOG, CURSOR, PROGRESSION, METRICS, MANIFEST, STATE_TABLE, DRIFT_VERDICT)
 
 
@@ -261,9 +261,9 @@ def test_the_same_write_inside_its_facade_is_allowed(rule, source, line) -> None
 
 
 def test_a_write_of_one_kind_in_the_facade_of_another_is_still_a_violation() -> None:
-    violations, _ = scan_source("def f(state):\n    state.set_cursor('e', '1')\n", "rivet_core/pipeline/commit.py")
+    violations, _ = scan_source("def f(state):\n    state.set_cursor('e', '1')\n", "rivet_core/pipeline/facade/commit.py")
     assert [str(v).split(" — ")[0] for v in violations] == [
-        "rivet_core/pipeline/commit.py:2: [cursor] uses `.set_cursor`"]
+        "rivet_core/pipeline/facade/commit.py:2: [cursor] uses `.set_cursor`"]
 
 
 def test_reads_and_prose_are_not_writes() -> None:

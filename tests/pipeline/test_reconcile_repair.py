@@ -1,6 +1,6 @@
 """`rivet reconcile` and `rivet repair` on a checkpointed chunked export (real PostgreSQL).
 
-A repair ends through its own finalize path (rivet_core/pipeline/finalize_repair.py), so
+A repair ends through its own finalize path (rivet_core/pipeline/facade/finalize_repair.py), so
 the oracle checks the trail a run leaves, read from the state DB and the disk, not from the
 tool's output: the rewritten manifest and its per-run copy, the superseded part in
 `_quarantine/`, the checkpoint, one terminal metrics row labelled `repair` (no `running`

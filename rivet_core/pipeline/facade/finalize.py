@@ -52,7 +52,7 @@ from rivet_core.manifest.column_checksums import run_level
 from rivet_core.manifest.model import normalize_strategy
 from rivet_core.notify import RunNotice, send_notifications
 from rivet_core.pipeline.gc import apply_retention
-from rivet_core.pipeline.run_store import Progression, RunStore
+from rivet_core.pipeline.facade.run_store import Progression, RunStore
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
 from rivet_core.redact import redact_secrets

@@ -36,7 +36,7 @@ from rivet_core.destination import Destination
 from rivet_core.format import PartRotator, StagedPart, file_extension
 from rivet_core.format.meta_columns import add_meta_columns
 from rivet_core.manifest import data_key, part_name
-from rivet_core.pipeline.commit import PartKind, PartRecord, record_part, write_part_file
+from rivet_core.pipeline.facade.commit import PartKind, PartRecord, record_part, write_part_file
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.run_reconcile import ReconcileMismatch, count_in_snapshot
 from rivet_core.pipeline.summary import RunSummary

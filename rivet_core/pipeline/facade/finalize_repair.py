@@ -44,7 +44,7 @@ from rivet_core.destination import Destination
 from rivet_core.errors import DataIntegrityError
 from rivet_core.manifest import Manifest, quarantine_object, write_manifest_files
 from rivet_core.manifest.column_checksums import run_level
-from rivet_core.pipeline.finalize import _validate, record_outcome, resolve_status
+from rivet_core.pipeline.facade.finalize import _validate, record_outcome, resolve_status
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
 from rivet_core.redact import redact_secrets
