@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from rivet_core.source.base import SourceColumn
-from rivet_core.source.types_sqlite import sqlite_mapping
+from rivet_core.source.sqlite.types import sqlite_mapping
 
 EXACT, LOSSY, UNSUPPORTED = "exact", "lossy", "unsupported"
 

@@ -55,7 +55,7 @@ def _run(session: SourceSession, sql: str, params: Sequence[Any],
         with conn.cursor() as cur:
             cur.execute(sql, list(params) or None)
             return _fetch(cur)
-    from rivet_core.source.sqlite import translate_placeholders
+    from rivet_core.source.sqlite.session import translate_placeholders
 
     cursor = conn.execute(translate_placeholders(sql), list(params)) if params else conn.execute(sql)
     try:

@@ -55,15 +55,15 @@ def open_source(url: str, tuning: ResolvedTuning, *, engine: str | None = None) 
     """A not-yet-connected session for `url`; enter it (`with`) to connect and start the read."""
     engine = engine or engine_of(url)
     if engine == "postgres":
-        from rivet_core.source.postgres import PostgresSession
+        from rivet_core.source.postgres.session import PostgresSession
 
         return PostgresSession(url, tuning)
     if engine == "mysql":
-        from rivet_core.source.mysql import MySQLSession
+        from rivet_core.source.mysql.session import MySQLSession
 
         return MySQLSession(url, tuning)
     if engine == "sqlite":
-        from rivet_core.source.sqlite import SQLiteSession
+        from rivet_core.source.sqlite.session import SQLiteSession
 
         return SQLiteSession(url, tuning)
     raise ConfigError(f"unknown source engine '{engine}' — expected postgres, mysql or sqlite")

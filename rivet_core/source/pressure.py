@@ -75,7 +75,7 @@ class PgPressureProbe:
     """See module doc. `export_pid`: the export connection's backend (not counted)."""
 
     def __init__(self, url: str, export_pid: int) -> None:
-        from rivet_core.source.postgres import pg_connect
+        from rivet_core.source.postgres.session import pg_connect
 
         self._export_pid = export_pid
         self._conn = pg_connect(url)
@@ -105,7 +105,7 @@ class MySQLPressureProbe:
     """See module doc. `export_thread`: the export connection's thread id (not counted)."""
 
     def __init__(self, url: str, export_thread: int, is_mariadb: bool) -> None:
-        from rivet_core.source.mysql import mysql_connect
+        from rivet_core.source.mysql.session import mysql_connect
 
         self._export_thread = export_thread
         self._conn: Any = mysql_connect(url)

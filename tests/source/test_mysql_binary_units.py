@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rivet_core.source import mysql_binary
-from rivet_core.source.mysql_binary import _days_from_civil, _Temporal
+from rivet_core.source.mysql import binary as mysql_binary
+from rivet_core.source.mysql.binary import _days_from_civil, _Temporal
 
 EPOCH = dt.date(1970, 1, 1).toordinal()
 

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rivet_core.source import mysql_raw
+from rivet_core.source.mysql import raw as mysql_raw
 
 MAX = 0xFFFFFF
 SENTINEL = -7
@@ -29,10 +29,10 @@ SENTINEL = -7
 
 def _frame_c() -> Callable[..., tuple[int, int, int]]:
     try:
-        from rivet_core.source import _mysqlframe
+        from rivet_core.source.mysql import _mysqlframe
     except ImportError as exc:
         pytest.fail(
-            "the C extension rivet_core.source._mysqlframe is not built, so MySQL reads use the "
+            "the C extension rivet_core.source.mysql._mysqlframe is not built, so MySQL reads use the "
             "slow pure-Python framing. Install a C compiler and the Python headers (Debian: "
             "apt-get install gcc python3-dev), then run `bash scripts/bootstrap.sh` (it rebuilds "
             f"the editable install). Import error: {exc}", pytrace=False)
@@ -385,7 +385,7 @@ def test_the_framing_in_use_is_logged_once_at_debug(caplog: pytest.LogCaptureFix
     with mock.patch.object(mysql_raw, "_framing_logged", False):
         for _ in range(2):
             _read_all([b"a", b"b"], 0, 10, 100, mysql_raw.frame, 4, 0)
-    assert caplog.text.count("MySQL packet framing: C extension (rivet_core.source._mysqlframe)") == 1
+    assert caplog.text.count("MySQL packet framing: C extension (rivet_core.source.mysql._mysqlframe)") == 1
 
 
 # --- MariaDB: the raw and binary paths with either framing ------------------------------------
@@ -431,7 +431,7 @@ def test_read_paths_give_the_same_table_with_either_framing(
 
 def _gather_c() -> Callable[..., int]:
     _frame_c()  # fails with the build hint when the extension is missing
-    from rivet_core.source import _mysqlframe
+    from rivet_core.source.mysql import _mysqlframe
     return _mysqlframe.gather
 
 

@@ -24,15 +24,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rivet_core.source import pg_binary
+from rivet_core.source.postgres import binary as pg_binary
 
 
 def _decoder() -> ModuleType:
     try:
-        from rivet_core.source import _pgbinary
+        from rivet_core.source.postgres import _pgbinary
     except ImportError as exc:
         pytest.fail(
-            "the C extension rivet_core.source._pgbinary is not built, so PostgreSQL reads "
+            "the C extension rivet_core.source.postgres._pgbinary is not built, so PostgreSQL reads "
             "cannot use the binary COPY path (they fall back to ADBC). Install a C compiler and "
             "the Python headers (Debian: apt-get install gcc python3-dev), then run "
             f"`bash scripts/bootstrap.sh` (it rebuilds the editable install). Import error: {exc}",

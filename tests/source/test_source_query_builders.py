@@ -26,7 +26,7 @@ from rivet_core.source import (
     render_cursor_value,
 )
 from rivet_core.source.query import quote_ident_mysql, quote_ident_pg
-from rivet_core.source.sqlite import translate_placeholders
+from rivet_core.source.sqlite.session import translate_placeholders
 
 hostile_text = st.text(
     alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),

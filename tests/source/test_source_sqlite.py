@@ -31,7 +31,7 @@ from rivet_core.source import (
     open_source,
     render_cursor_value,
 )
-from rivet_core.source.types_sqlite import sqlite_mapping
+from rivet_core.source.sqlite.types import sqlite_mapping
 from tests.helpers import rivet, source_block, state_rows, write_config
 
 TUNING = ResolvedTuning()

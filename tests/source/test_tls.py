@@ -28,7 +28,7 @@ import pytest
 from rivet_core import api
 from rivet_core.config.models import SourceConfig, TlsConfig
 from rivet_core.errors import ConfigError
-from rivet_core.source.mysql import mysql_connect_args
+from rivet_core.source.mysql.session import mysql_connect_args
 from rivet_core.source.tls import apply_tls
 from tests.conftest import _require_env
 from tests.helpers import write_config
@@ -285,7 +285,7 @@ def test_mariadb_verify_full_export_runs_over_tls(tmp_path: Path, tls_mariadb: s
 
 def test_mariadb_session_reports_a_cipher(tls_mariadb: str, certs: Certs, tmp_path: Path) -> None:
     """SHOW STATUS on the session Rivet opened (the same helper every path uses)."""
-    from rivet_core.source.mysql import mysql_connect
+    from rivet_core.source.mysql.session import mysql_connect
 
     url = apply_tls(f"mysql://tls_reader@127.0.0.1:{tls_mariadb}/shop", "mysql",
                     TlsConfig(mode="verify-ca", ca_file=str(certs.ca)), tmp_path)

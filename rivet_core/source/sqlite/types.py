@@ -53,7 +53,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from rivet_core.source.types_pg import decimal_type
+from rivet_core.source.postgres.types import decimal_type
 
 _DECIMAL = re.compile(r"\b(?:DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
 _NUMERIC_WORD = re.compile(r"^\s*(?:NUMERIC|DECIMAL|DEC|NUMBER|MONEY|SMALLMONEY)\b")

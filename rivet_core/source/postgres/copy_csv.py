@@ -67,8 +67,8 @@ from rivet_core.source.batching import (
 )
 
 if TYPE_CHECKING:
-    from rivet_core.source.postgres import PostgresSession
-    from rivet_core.source.types_pg import PgTypeInfo
+    from rivet_core.source.postgres.session import PostgresSession
+    from rivet_core.source.postgres.types import PgTypeInfo
 
 log = logging.getLogger("rivet.source")
 

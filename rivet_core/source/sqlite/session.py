@@ -36,7 +36,7 @@ from rivet_core.errors import ConfigError, SourceError
 from rivet_core.source.base import SourceColumn, SourceSession, wrap_driver_error
 from rivet_core.source.batching import Converter, make_converter, value_coercer
 from rivet_core.source.query import quote_ident_pg
-from rivet_core.source.types_sqlite import (
+from rivet_core.source.sqlite.types import (
     FLOAT_EXACT_INT,
     SQLiteMapping,
     infer_from_values,

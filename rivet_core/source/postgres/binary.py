@@ -53,17 +53,17 @@ import pyarrow as pa
 from rivet_core.errors import SourceError
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import check_value_sizes, split_batches, value_coercer
-from rivet_core.source.pg_copy import Probed, copy_in_savepoint, first_ineligible
+from rivet_core.source.postgres.copy_csv import Probed, copy_in_savepoint, first_ineligible
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
 
 try:
-    from rivet_core.source import _pgbinary
+    from rivet_core.source.postgres import _pgbinary
 except ImportError:  # no C compiler at install time: the ADBC path serves instead
     _pgbinary = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from rivet_core.source.postgres import PostgresSession
-    from rivet_core.source.types_pg import PgTypeInfo
+    from rivet_core.source.postgres.session import PostgresSession
+    from rivet_core.source.postgres.types import PgTypeInfo
 
 log = logging.getLogger("rivet.source")
 
@@ -172,7 +172,7 @@ def _load_libpq() -> Any:
 def _usable_on(conn: psycopg.Connection[Any]) -> str | None:
     """Why the C reader cannot drive this connection (None: it can)."""
     if _pgbinary is None:
-        return "the C extension rivet_core.source._pgbinary is not built"
+        return "the C extension rivet_core.source.postgres._pgbinary is not built"
     try:
         _, _, lib = _libpq()
         version = lib.PQserverVersion(conn.pgconn.pgconn_ptr)

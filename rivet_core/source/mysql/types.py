@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from rivet_core.source.base import SourceColumn
-from rivet_core.source.types_pg import decimal_type
+from rivet_core.source.postgres.types import decimal_type
 
 BINARY_CHARSET = 63
 

@@ -41,7 +41,7 @@ from pymysql.protocol import FieldDescriptorPacket
 
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import Converter, check_value_sizes
-from rivet_core.source.mysql_raw import (
+from rivet_core.source.mysql.raw import (
     BatchDecoder,
     PacketReader,
     binary_column,

@@ -51,8 +51,8 @@ from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import Converter, check_value_sizes
 
 try:  # optional: built by setup.py when a C compiler is there (else frame_py/gather_py below)
-    from rivet_core.source._mysqlframe import frame as frame_c
-    from rivet_core.source._mysqlframe import gather as gather_c
+    from rivet_core.source.mysql._mysqlframe import frame as frame_c
+    from rivet_core.source.mysql._mysqlframe import gather as gather_c
 except ImportError as _exc:  # pragma: no cover - depends on the build machine
     frame_c = gather_c = None
     _FRAME_C_MISSING = f"{type(_exc).__name__}: {_exc}"
@@ -153,7 +153,7 @@ def _log_framing() -> None:
     if not _framing_logged:
         _framing_logged = True
         if frame is frame_c:
-            log.debug("MySQL packet framing: C extension (rivet_core.source._mysqlframe)")
+            log.debug("MySQL packet framing: C extension (rivet_core.source.mysql._mysqlframe)")
         else:
             log.debug("MySQL packet framing: pure Python (%s)",
                       _FRAME_C_MISSING or "frame_py selected")

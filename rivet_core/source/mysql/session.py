@@ -36,13 +36,14 @@ import pymysql.cursors
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import ConfigError, SourceError
 from rivet_core.redact import redact_secrets, redact_url
-from rivet_core.source import mysql_binary, mysql_raw
+from rivet_core.source.mysql import binary as mysql_binary
+from rivet_core.source.mysql import raw as mysql_raw
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.pressure import MySQLPressureProbe
 from rivet_core.source.query import quote_ident_mysql
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
 from rivet_core.source.tls import is_tls_verify_failure, mysql_ssl_context
-from rivet_core.source.types_mysql import _TEXTUAL, BINARY_CHARSET, MySQLField, mysql_column
+from rivet_core.source.mysql.types import _TEXTUAL, BINARY_CHARSET, MySQLField, mysql_column
 
 _CONNECT_TIMEOUT_S = 10
 _JSON_CHECK = re.compile(r"^\s*json_valid\(`((?:[^`]|``)+)`\)\s*$", re.IGNORECASE)

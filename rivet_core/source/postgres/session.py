@@ -27,12 +27,14 @@ from psycopg.types.string import TextLoader
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import SourceError
 from rivet_core.redact import redact_secrets, redact_url
-from rivet_core.source import pg_adbc, pg_binary, pg_copy
+from rivet_core.source.postgres import adbc as pg_adbc
+from rivet_core.source.postgres import binary as pg_binary
+from rivet_core.source.postgres import copy_csv as pg_copy
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.pressure import PgPressureProbe
 from rivet_core.source.query import quote_ident_pg
 from rivet_core.source.tls import is_tls_verify_failure
-from rivet_core.source.types_pg import CATALOG_SQL, PgTypeInfo, pg_column
+from rivet_core.source.postgres.types import CATALOG_SQL, PgTypeInfo, pg_column
 
 _T = TypeVar("_T")
 _CONNECT_TIMEOUT_S = 10

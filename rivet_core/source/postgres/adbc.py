@@ -61,18 +61,18 @@ from rivet_core.source.batching import (
     split_batches,
     value_coercer,
 )
-from rivet_core.source.pg_binary import (
+from rivet_core.source.postgres.binary import (
     NO_TIME_24,
     OUT_OF_RANGE,
     ineligible_reason,
     numeric_fit_error,
     range_error,
 )
-from rivet_core.source.pg_copy import READ_PATH_ENV, Probed, first_ineligible
+from rivet_core.source.postgres.copy_csv import READ_PATH_ENV, Probed, first_ineligible
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
 
 if TYPE_CHECKING:
-    from rivet_core.source.postgres import PostgresSession
+    from rivet_core.source.postgres.session import PostgresSession
 
 log = logging.getLogger("rivet.source")
 
