@@ -22,7 +22,7 @@ from rivet_core.errors import (
 from rivet_core.malloc_arenas import limit_malloc_arenas
 from rivet_core.manifest import Manifest, Verification, read_manifest, verify_at_destination
 from rivet_core.notify import RunNotice, send_notifications
-from rivet_core.pipeline.chunk_partition import (
+from rivet_core.pipeline.chunk_tasks import (
     ChunkManifestRun,
     ChunkPartitionBusy,
     ChunkPartitionRun,
@@ -42,7 +42,7 @@ from rivet_core.progress import ProgressTracker, callback_tracker
 from rivet_core.state import StateStore
 
 __all__ = [
-    # chunked exports as Dagster partitions (rivet_core/pipeline/chunk_partition.py)
+    # chunked exports as Dagster partitions (rivet_core/pipeline/chunk_tasks.py)
     "ChunkManifestRun", "ChunkPartitionBusy", "ChunkPartitionRun", "ChunkPlanTick", "ChunkWindowsMissing",
     "dagster_chunk_problem", "plan_chunk_partitions", "reconcile_chunks",
     # many time partitions in one run: one source query, one published unit per window

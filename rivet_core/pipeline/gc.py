@@ -66,10 +66,10 @@ def adds_rows_each_run(export: ExportConfig) -> bool:
 def protector(state: StateStore | None, export_name: str) -> Callable[[RunRef], bool]:
     """Runs whose parts a later step still needs, so gc leaves them alone:
 
-    - a chunk run in progress — a `--resume` or the chunk finalize (chunk_partition.py) will
+    - a chunk run in progress — a `--resume` or the chunk finalize (chunk_tasks.py) will
       list its parts (a failed checkpointed run leaves a `failed` run copy naming them);
     - a chunk run completed whose manifest did not publish (a `failed` copy) — the chunk
-      planner (chunk_partition.py) carries its windows, parts in place, into the next chunk run.
+      planner (chunk_tasks.py) carries its windows, parts in place, into the next chunk run.
 
     Spare on doubt: without a state store, or when it cannot answer, every run that did not
     succeed is protected."""

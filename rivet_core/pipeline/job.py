@@ -56,7 +56,7 @@ class RunOptions:
     #: Allow a resume into a prefix that already holds `_SUCCESS`.
     force: bool = False
     #: Open a `run_status` row when the run starts. Off for the Dagster chunk runs
-    #: (chunk_partition.py): a partition works for the chunk run and is not a run of its own;
+    #: (chunk_tasks.py): a partition works for the chunk run and is not a run of its own;
     #: the chunk run's row is opened by its finalize (`open_ledger`) once I6 held.
     ledger: bool = True
     #: Progress reporting (rivet_core/progress.py): fed once per batch; None = off. The CLI

@@ -175,7 +175,7 @@ class ChunkStore(StoreBase):
         `completed` (chunk_index → (rows_written, file_name)) inserts those tasks as already
         completed: a Dagster-managed chunk run continuing the previous, finalized one carries
         the windows that are materialized (their parts stay where they are) and exports only
-        the rest (rivet_core/pipeline/chunk_partition.py)."""
+        the rest (rivet_core/pipeline/chunk_tasks.py)."""
         if max_chunk_attempts < 1:
             raise ValueError(f"max_chunk_attempts must be at least 1, got {max_chunk_attempts}")
         now = utc_now_text()
