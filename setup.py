@@ -5,7 +5,11 @@
 - `rivet_core.source.postgres._pgbinary` reads and decodes PostgreSQL binary COPY without the GIL
   (see rivet_core/source/postgres/binary.py); without it PostgreSQL reads take the ADBC path.
 
-Both are optional: without a C compiler (or Python headers) the install still succeeds.
+- `rivet_core.manifest._colsum` hashes Arrow string/binary columns for the Form B column
+  checksums without Python objects (see rivet_core/manifest/column_checksums.py); without it
+  the same values are computed through pandas.
+
+All three are optional: without a C compiler (or Python headers) the install still succeeds.
 """
 
 from setuptools import Extension, setup
@@ -22,6 +26,12 @@ setup(
         Extension(
             "rivet_core.source.postgres._pgbinary",
             sources=["rivet_core/source/postgres/_pgbinary.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "rivet_core.manifest._colsum",
+            sources=["rivet_core/manifest/_colsum.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

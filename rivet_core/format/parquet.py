@@ -26,6 +26,11 @@
   rows and an estimate of the footer are counted. Parts therefore stay within the budget up
   to the estimation error of the last group (the documented tolerance: docs/operations.md).
 
+Form B column checksums (rivet_core/manifest/column_checksums.py) are summed from each row
+group as it is encoded, so `column_sums` is known when `finish()` returns and the commit
+reads nothing back (only a column whose Arrow type a re-read would change is summed from
+the written file).
+
 I1: `finish()` is the finalize step — it writes the last row group and the footer, fsyncs
 and closes; after it returns the file is a complete Parquet file.
 
@@ -37,6 +42,7 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -59,16 +65,18 @@ class ParquetFileWriter(FormatWriter):
     def __init__(self, path: Path, schema: pa.Schema, options: WriterOptions) -> None:
         super().__init__(path, schema, options)
         self.target_rows = row_group_rows(schema, options)
+        # Imported here: the manifest package sits above format/ (it names destinations).
+        from rivet_core.manifest.column_checksums import ColumnSumAccumulator, readback_types
+
+        kwargs = {"compression": _CODECS[options.compression],
+                  "compression_level": options.effective_compression_level,
+                  "store_schema": True, "write_statistics": True}
+        self._sums = ColumnSumAccumulator(schema, readback_types(schema, **kwargs))
+        #: Form B checksums of every column (docs/manifest.md), set by `finish()`.
+        self.column_sums: dict[str, Any] | None = None
         self._file = self._create_file()  # closed in finish()/abort()
         try:
-            self._writer: pq.ParquetWriter | None = pq.ParquetWriter(
-                self._file,
-                schema,
-                compression=_CODECS[options.compression],
-                compression_level=options.effective_compression_level,
-                store_schema=True,
-                write_statistics=True,
-            )
+            self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self._file, schema, **kwargs)
         except BaseException:
             self._closed = True
             self._file.close()
@@ -163,6 +171,7 @@ class ParquetFileWriter(FormatWriter):
     def _write_group(self, table: pa.Table) -> None:
         assert self._writer is not None and self._file is not None
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        self._sums.add(table)  # the rows just encoded: no read-back of the part needed
         self._file.flush()
         before, self._bytes = self._bytes or 4, self._file.tell()  # 4: the leading PAR1
         if table.num_rows:
@@ -186,6 +195,7 @@ class ParquetFileWriter(FormatWriter):
         self._writer = None
         self._bytes = self._sync_and_close()
         self._closed = True
+        self.column_sums = self._sums.finish(self.path)  # reads back only uncovered columns
 
     def _abort_encoder(self) -> None:
         self._pending, self._pending_rows, self._pending_bytes = [], 0, 0

@@ -22,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -45,6 +47,9 @@ class StagedPart:
     rows: int
     size_bytes: int
     fingerprint: Fingerprint | None = None
+    #: The part's Form B column checksums (name → `ColumnSum`, computed while encoding;
+    #: None for CSV or parts staged by other means: the commit then reads them back).
+    column_sums: Mapping[str, Any] | None = None
 
 
 #: The stated tolerance (docs/operations.md "Part sizes"): a finished part is at most this
@@ -129,7 +134,8 @@ class PartRotator:
         writer.finish()
         self._writer = None
         self._done.append(StagedPart(path=writer.path, rows=writer.rows_written,
-                                     size_bytes=writer.path.stat().st_size, fingerprint=writer.fingerprint))
+                                     size_bytes=writer.path.stat().st_size, fingerprint=writer.fingerprint,
+                                     column_sums=getattr(writer, "column_sums", None)))
 
     def finish(self) -> list[StagedPart]:
         """Finalise the open part (I1) and give the parts their final names."""

@@ -15,7 +15,16 @@ and again by `rivet validate --depth full`, so both sides see the same Arrow typ
 - decimal128: the unscaled 128-bit integer, low word XOR mix(high word);
 - strings, binaries, decimal256 (rendered as text) and every other type (rendered as
   JSON text of the Python value): the bytes, hashed with pandas' vectorized SipHash
-  (`pandas.util.hash_array`, fixed key), then the same mix.
+  (`pandas.util.hash_array`, fixed key), then the same mix. The C extension `_colsum`
+  (rivet_core/manifest/_colsum.c) computes the identical hash straight from the Arrow
+  buffers, with no Python object per value and no pandas import; pandas is the fallback
+  when the extension is not built.
+
+Write time (`ColumnSumAccumulator`): the Parquet writer feeds every row group it encodes,
+so a part's checksums exist when its footer is written and nothing is read back. Only
+columns whose Arrow type a re-read returns unchanged are summed that way (`readback_types`:
+the types `pq.ParquetFile(...).schema_arrow` reports for the writer's schema); any other
+column is summed from the written file, so both sides always hash the same Arrow values.
 
 CSV parts carry no column checksums (their re-read is text, not typed values): they are
 verified by content hash and row count.
@@ -24,7 +33,7 @@ verified by content hash and row count.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -72,6 +81,55 @@ def _bytes_hashes(values: list[Any] | np.ndarray) -> np.ndarray:
     return pd.util.hash_array(arr, categorize=False).astype(np.uint64, copy=False)
 
 
+try:  # the C path of the byte hashes (optional build output, see module docstring)
+    from rivet_core.manifest._colsum import binary_sum as _c_binary_sum
+except ImportError:  # pragma: no cover - exercised where the extension is not built
+    _c_binary_sum = None
+
+
+def _binary_sum(arr: pa.Array, salt: int) -> int | None:
+    """The wrapping sum of `_mix(bytes hash, salt)` over the non-null values of a binary or
+    string array, computed by the C extension from the Arrow buffers; None when the
+    extension is absent or the layout is not one it reads (the caller takes the pandas path)."""
+    if _c_binary_sum is None:
+        return None
+    t = arr.type
+    n = len(arr)
+    if pa.types.is_fixed_size_binary(t):
+        # Synthesize int64 offsets over the fixed-width values (same bytes, same hash).
+        if n == 0:
+            return 0
+        validity, values = arr.buffers()[:2]
+        width = t.byte_width
+        offsets = np.arange(arr.offset + n + 1, dtype=np.int64) * width
+        return int(_c_binary_sum(offsets, values if values is not None else b"",
+                                 validity if arr.null_count else None, arr.offset, n, True, salt))
+    if pa.types.is_string(t) or pa.types.is_binary(t):
+        wide = False
+    elif pa.types.is_large_string(t) or pa.types.is_large_binary(t):
+        wide = True
+    else:
+        return None
+    if n == 0:
+        return 0
+    validity, offsets, values = arr.buffers()[:3]
+    return int(_c_binary_sum(offsets, values if values is not None else b"",
+                             validity if arr.null_count else None, arr.offset, n, wide, salt))
+
+
+def _array_sum(arr: pa.Array) -> int:
+    """The wrapping sum of the value hashes of `arr` (see `_value_hashes`)."""
+    t = arr.type
+    if isinstance(t, pa.DictionaryType):
+        return _array_sum(arr.dictionary_decode())
+    if isinstance(t, pa.BaseExtensionType):
+        return _array_sum(arr.storage)
+    fast = _binary_sum(arr, xxhash.xxh3_64_intdigest(str(t).encode()))
+    if fast is not None:
+        return fast
+    return _wrapping_sum(_value_hashes(arr))
+
+
 def _value_hashes(arr: pa.Array) -> np.ndarray:
     """64-bit hashes of the non-null values of `arr` (any order; see module docstring)."""
     t = arr.type
@@ -115,7 +173,7 @@ def column_sum(values: pa.Array | pa.ChunkedArray) -> ColumnSum:
     total, nulls = 0, 0
     for chunk in chunks:
         nulls += chunk.null_count
-        total = (total + _wrapping_sum(_value_hashes(chunk))) & _MASK
+        total = (total + _array_sum(chunk)) & _MASK
     return ColumnSum(total, nulls)
 
 
@@ -141,17 +199,68 @@ def combine(parts: Iterable[Mapping[str, ColumnSum]]) -> dict[str, ColumnSum]:
 READ_BATCH_ROWS = 16_384
 
 
-def parquet_sums(source: Any) -> dict[str, ColumnSum]:
-    """Checksums of a Parquet file (path or bytes buffer), `READ_BATCH_ROWS` rows at a time."""
+def parquet_sums(source: Any, columns: Sequence[str] | None = None) -> dict[str, ColumnSum]:
+    """Checksums of a Parquet file (path or bytes buffer), `READ_BATCH_ROWS` rows at a time;
+    of the named `columns` only when given."""
     import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(source if not isinstance(source, (bytes, bytearray, memoryview))
                         else pa.BufferReader(source), pre_buffer=False)
-    return combine(table_sums(batch) for batch in pf.iter_batches(batch_size=READ_BATCH_ROWS)) or {
-        name: ColumnSum(0, 0) for name in pf.schema_arrow.names}
+    names = list(columns) if columns is not None else pf.schema_arrow.names
+    batches = pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=None if columns is None else names)
+    return combine(table_sums(batch) for batch in batches) or {name: ColumnSum(0, 0) for name in names}
 
 
-__all__ = ["CHECKSUM_RENDER", "ColumnSum", "column_sum", "table_sums", "combine", "parquet_sums", "run_level"]
+def readback_types(schema: pa.Schema, **writer_kwargs: Any) -> list[pa.DataType]:
+    """The Arrow type each column of `schema` has when a file written with `writer_kwargs`
+    (pyarrow.parquet.ParquetWriter arguments) is read back by `parquet_sums`: the schema of
+    an empty file written the same way, read with the same reader."""
+    import pyarrow.parquet as pq
+
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, schema, **writer_kwargs) as writer:
+        writer.write_table(schema.empty_table())
+    return list(pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema_arrow.types)
+
+
+def same_type(a: pa.DataType, b: pa.DataType) -> bool:
+    """Equal types that also render alike (the salt is the type's text: `list<item: …>` and
+    `list<element: …>` compare equal in pyarrow but hash differently)."""
+    return a.equals(b) and str(a) == str(b)
+
+
+class ColumnSumAccumulator:
+    """Running Form B checksums of the rows a writer encodes (see the module docstring).
+
+    `covered` names the columns summed from the Arrow data as written: those whose written
+    type equals their read-back type. `finish(source)` completes the others from the written
+    file (a path or bytes) and returns every column's checksum in schema order.
+    """
+
+    def __init__(self, schema: pa.Schema, readback: Sequence[pa.DataType]) -> None:
+        self.names = list(schema.names)
+        self._index = [i for i, (f, t) in enumerate(zip(schema, readback, strict=True))
+                       if same_type(f.type, t)]
+        self.covered = frozenset(self.names[i] for i in self._index)
+        self._sums = {self.names[i]: ColumnSum(0, 0) for i in self._index}
+
+    def add(self, table: pa.Table | pa.RecordBatch) -> None:
+        """Add the rows of `table` (the writer's schema) to the running sums."""
+        for i in self._index:
+            name = self.names[i]
+            s = column_sum(table.column(i))
+            prev = self._sums[name]
+            self._sums[name] = ColumnSum((prev.checksum + s.checksum) & _MASK, prev.nulls + s.nulls)
+
+    def finish(self, source: Any) -> dict[str, ColumnSum]:
+        """Every column's checksum; the columns not covered are read back from `source`."""
+        rest = [n for n in self.names if n not in self.covered]
+        extra = parquet_sums(source, rest) if rest else {}
+        return {n: self._sums[n] if n in self.covered else extra[n] for n in self.names}
+
+
+__all__ = ["CHECKSUM_RENDER", "ColumnSum", "ColumnSumAccumulator", "column_sum", "table_sums", "combine",
+           "parquet_sums", "readback_types", "run_level", "same_type"]
 
 
 def run_level(parts: Iterable[Any]) -> tuple[tuple[Any, ...] | None, str | None]:

@@ -72,15 +72,20 @@ def write_part_file(dest: Destination, staged: StagedPart, key: str) -> PartReco
         raise RuntimeError(
             f"part '{key}': destination reports {result.size} bytes but {staged.size_bytes} were staged"
         )
+    checks = (checksums_tuple(dict(staged.column_sums))
+              if staged.column_sums is not None and key.endswith(".parquet")
+              else part_column_checksums(key, staged.path))
     return PartRecord(path=key, rows=staged.rows, size_bytes=result.size,
                       content_fingerprint=result.xxh3, content_md5=result.md5_b64,
-                      column_checksums=part_column_checksums(key, staged.path))
+                      column_checksums=checks)
 
 
 def part_column_checksums(key: str, source: object) -> tuple[ColumnChecksum, ...] | None:
     """Form B checksums of a Parquet part (docs/manifest.md), read back from the written file
     (a path or the part's bytes) with the same reader `rivet validate --depth full` uses; None
-    for other formats."""
+    for other formats. A part the Parquet writer staged carries them already
+    (`StagedPart.column_sums`, summed while encoding); this read-back serves parts staged
+    otherwise and a resume's parts already at the destination."""
     if not key.endswith(".parquet"):
         return None
     return checksums_tuple(parquet_sums(source))
