@@ -8,7 +8,7 @@
  * Done through pandas, every value first becomes a Python bytes object (~60 bytes of
  * overhead each, and importing pandas costs ~0.5 s); here the same hash runs straight over
  * the Arrow buffers. The result is bit-identical to the pandas path, which stays the
- * fallback when this extension is not built (tests/manifest/test_colsum_write_time.py
+ * fallback when this extension is not built (tests/format/test_colsum_write_time.py
  * compares both).
  *
  *   binary_sum(offsets, data, validity_or_None, offset, length, wide, salt) -> int

@@ -26,7 +26,7 @@ from rivet_core.format.base import WriterOptions
 from rivet_core.format.parquet import ParquetFileWriter
 from rivet_core.format.rotation import PartRotator
 from rivet_core.manifest import column_checksums as cc
-from rivet_core.pipeline.commit import write_part_file
+from rivet_core.pipeline.facade.commit import write_part_file
 
 _ints = st.integers(-(2**63), 2**63 - 1)
 _text = st.text(max_size=30)
@@ -150,7 +150,7 @@ def test_the_commit_uses_the_staged_sums_and_reads_nothing_back(tmp_path: Path, 
     def boom(*a, **k):
         raise AssertionError("the commit read the part back")
 
-    monkeypatch.setattr("rivet_core.pipeline.commit.parquet_sums", boom)
+    monkeypatch.setattr("rivet_core.pipeline.facade.commit.parquet_sums", boom)
     record = write_part_file(LocalDestination(str(tmp_path / "out")), part, "data/p.parquet")
     assert {c.name: (int(c.checksum), c.nulls) for c in record.column_checksums} == {
         n: (s.checksum, s.nulls) for n, s in want.items()}
