@@ -197,7 +197,7 @@ class SourceSession:
         column. Driver errors leave as `SourceError`/`TransientError` like everywhere else.
         """
         self._require_open()
-        with self._driver_errors("describing the query"):
+        with self.driver_errors("describing the query"):
             return self._probe_columns(strip_sql(sql), params, table_hint)
 
     def describe(
@@ -242,7 +242,7 @@ class SourceSession:
     ) -> Iterator[pa.RecordBatch]:
         """Yield the result as batches of exactly `schema`, each at most `batch_rows` rows."""
         self._check_stream_args(batch_rows)
-        with self._driver_errors("starting the query"):
+        with self.driver_errors("starting the query"):
             live_columns, chunks = self._open_cursor(strip_sql(sql), params, batch_rows)
         if live_columns is not None and len(live_columns) != len(schema):
             raise SourceError(
@@ -255,7 +255,7 @@ class SourceSession:
         iterator = iter(chunks)
         try:
             while True:
-                with self._driver_errors("reading rows"):
+                with self.driver_errors("reading rows"):
                     rows = next(iterator, None)
                 if rows is None:
                     return
@@ -278,7 +278,7 @@ class SourceSession:
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """First column of the first row (None when there is no row)."""
         self._require_open()
-        with self._driver_errors("running a probe query"):
+        with self.driver_errors("running a probe query"):
             return self._scalar(strip_sql(sql), params)
 
     # --- helpers ------------------------------------------------------------------------
@@ -297,7 +297,9 @@ class SourceSession:
                 converters.append(make_converter(field.type, field.name, direct=direct))
         return converters
 
-    def _driver_errors(self, doing: str) -> _DriverErrors:
+    def driver_errors(self, doing: str) -> _DriverErrors:
+        """A context manager that turns a driver exception raised while `doing` into a
+        redacted SourceError/TransientError; the read-path modules use it too."""
         return _DriverErrors(self.engine_label, doing)
 
 

@@ -36,14 +36,14 @@ import pymysql.cursors
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import ConfigError, SourceError
 from rivet_core.redact import redact_secrets, redact_url
+from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.mysql import binary as mysql_binary
 from rivet_core.source.mysql import raw as mysql_raw
-from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
-from rivet_core.source.pressure import MySQLPressureProbe
+from rivet_core.source.mysql.pressure import MySQLPressureProbe
+from rivet_core.source.mysql.types import _TEXTUAL, BINARY_CHARSET, MySQLField, mysql_column
 from rivet_core.source.query import quote_ident_mysql
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
 from rivet_core.source.tls import is_tls_verify_failure, mysql_ssl_context
-from rivet_core.source.mysql.types import _TEXTUAL, BINARY_CHARSET, MySQLField, mysql_column
 
 _CONNECT_TIMEOUT_S = 10
 _JSON_CHECK = re.compile(r"^\s*json_valid\(`((?:[^`]|``)+)`\)\s*$", re.IGNORECASE)
@@ -175,7 +175,7 @@ class MySQLSession(SourceSession):
         self._end_read_transaction(pymysql.err.MySQLError, success=success)
 
     def pressure_probe(self) -> MySQLPressureProbe:
-        return MySQLPressureProbe(self._url, self.connection.thread_id(), self.is_mariadb)
+        return MySQLPressureProbe(mysql_connect(self._url), self.connection.thread_id(), self.is_mariadb)
 
     @property
     def connection(self) -> pymysql.connections.Connection[Any]:
@@ -278,12 +278,12 @@ class MySQLSession(SourceSession):
                                    len(schema))
                 with ReadAhead(
                     mysql_binary.stream_binary(self.connection, prepared, decoder, batch_rows,
-                                               self._driver_errors),
+                                               self.driver_errors),
                     **batch_budget(), name="rivet-mysql-read",
                 ) as ahead:
                     yield from ahead
                 return
-        with self._driver_errors("starting the query"):
+        with self.driver_errors("starting the query"):
             live, cur = self._execute_unbuffered(sql, params)
         try:
             if len(live) != len(schema):
@@ -306,7 +306,7 @@ class MySQLSession(SourceSession):
             reader = mysql_raw.PacketReader(self.connection, result)
             # framing + decode of batch N+1 on a thread while the consumer encodes batch N
             with ReadAhead(
-                mysql_raw.stream_raw(reader, decoder, batch_rows, self._driver_errors),
+                mysql_raw.stream_raw(reader, decoder, batch_rows, self.driver_errors),
                 **batch_budget(), name="rivet-mysql-read",
             ) as ahead:
                 yield from ahead
@@ -322,7 +322,7 @@ class MySQLSession(SourceSession):
         """Prepare `sql` for the binary protocol when every column qualifies, else log why
         not and return None (the text path reads it)."""
         conn = self.connection
-        with self._driver_errors("preparing the query"):
+        with self.driver_errors("preparing the query"):
             rendered = conn.cursor().mogrify(sql, list(params)) if params else sql
         try:
             prepared = mysql_binary.prepare(conn, rendered)
@@ -346,7 +346,7 @@ class MySQLSession(SourceSession):
             )
             reason = mysql_binary.eligible_casts(decoder)
         if reason is not None or decoder is None:
-            with self._driver_errors("closing a prepared statement"):
+            with self.driver_errors("closing a prepared statement"):
                 mysql_binary.close(conn, prepared)
             mysql_raw.log.info("MySQL binary protocol not used (%s)", reason)
             return None

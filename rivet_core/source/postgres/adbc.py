@@ -16,7 +16,7 @@ Semantics kept (the same as the row and CSV paths):
   transaction; the ADBC connection runs `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`,
   `SET TRANSACTION SNAPSHOT '<id>'` and the session's `SET LOCAL`s (statement and lock
   timeouts), so it sees exactly the rows `describe`, `scalar` and the cursor bounds saw.
-- Parameters are bound client-side by psycopg (`pg_copy.render_sql`), as for COPY.
+- Parameters are bound client-side by psycopg (`copy.render_sql`), as for COPY.
 - Types: only columns whose ADBC Arrow type is the schema's type (or numeric(p,s), which
   ADBC hands over as exact decimal text and `pyarrow.compute.cast` turns into decimal128
   without rounding — a value that does not fit fails) are eligible; the result's schema is
@@ -37,7 +37,7 @@ Semantics kept (the same as the row and CSV paths):
   copied) to at most `batch_rows` rows.
 
 `RIVET_PG_READ_PATH=adbc` starts at this path (skipping `pg_binary`); `copy` forces the CSV
-path; `rows` the row path (see `pg_copy.read_path_mode`).
+path; `rows` the row path (see `copy.read_path_mode`).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ import decimal
 import logging
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -68,11 +68,8 @@ from rivet_core.source.postgres.binary import (
     numeric_fit_error,
     range_error,
 )
-from rivet_core.source.postgres.copy_csv import READ_PATH_ENV, Probed, first_ineligible
+from rivet_core.source.postgres.copy import READ_PATH_ENV, PgReadSession, Probed, first_ineligible
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
-
-if TYPE_CHECKING:
-    from rivet_core.source.postgres.session import PostgresSession
 
 log = logging.getLogger("rivet.source")
 
@@ -134,7 +131,7 @@ def _database(conninfo: str) -> Any:
 class _AdbcRead:
     """One ADBC connection in the session's snapshot, running one query."""
 
-    def __init__(self, session: PostgresSession) -> None:
+    def __init__(self, session: PgReadSession) -> None:
         import adbc_driver_manager as dm
 
         self._connection: Any = None
@@ -286,7 +283,7 @@ class AdbcUnavailable(Exception):
     """The second connection could not be set up; the caller falls back to the CSV path."""
 
 
-def open_adbc(session: PostgresSession) -> _AdbcRead:
+def open_adbc(session: PgReadSession) -> _AdbcRead:
     """The ADBC connection in the session's snapshot, or AdbcUnavailable (with the reason)."""
     try:
         return _AdbcRead(session)
@@ -297,7 +294,7 @@ def open_adbc(session: PostgresSession) -> _AdbcRead:
 
 
 def stream_adbc(
-    session: PostgresSession, read: _AdbcRead, sql: str, schema: pa.Schema, batch_rows: int
+    session: PgReadSession, read: _AdbcRead, sql: str, schema: pa.Schema, batch_rows: int
 ) -> Iterator[pa.RecordBatch]:
     """Yield `schema` batches of `batch_rows` rows (the last may be shorter) of `sql`.
 

@@ -16,7 +16,7 @@ Semantics are those of the other fast paths (`pg_copy` for CSV, `pg_adbc`):
 - Same snapshot and settings: the COPY runs on the session's connection inside its
   REPEATABLE READ READ ONLY transaction, in a savepoint, so abandoning the stream (the COPY
   is cancelled) leaves the snapshot usable, and the statement/lock timeouts apply.
-- Parameters are bound client-side by psycopg (`pg_copy.render_sql`).
+- Parameters are bound client-side by psycopg (`copy.render_sql`).
 - Types: a column is eligible when its type (domains resolved) maps exactly onto the Arrow
   type `describe()` chose (`ineligible_reason`; also used by `pg_adbc`): bool, int2/4/8,
   float4/8, date, time, timestamp[tz], text/varchar/bpchar/name, bytea, json/jsonb, uuid and
@@ -25,7 +25,7 @@ Semantics are those of the other fast paths (`pg_copy` for CSV, `pg_adbc`):
   0001-01-01 .. 9999-12-31 (±infinity), `24:00:00`, numeric NaN/±Infinity, a numeric that
   does not fit its column's precision.
 - Errors from the server (statement timeout, terminated backend) arrive as psycopg errors
-  and are classified and redacted like every other PG error (`_driver_errors`).
+  and are classified and redacted like every other PG error (`driver_errors`).
 - Memory: one fetch is ~1..4 MiB of COPY data (`pg_adbc._batch_bytes`), decoded on a
   reader thread (`read_ahead.ReadAhead`, `batch_budget`) while the consumer encodes.
 
@@ -53,7 +53,12 @@ import pyarrow as pa
 from rivet_core.errors import SourceError
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import check_value_sizes, split_batches, value_coercer
-from rivet_core.source.postgres.copy_csv import Probed, copy_in_savepoint, first_ineligible
+from rivet_core.source.postgres.copy import (
+    PgReadSession,
+    Probed,
+    copy_in_savepoint,
+    first_ineligible,
+)
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
 
 try:
@@ -62,7 +67,6 @@ except ImportError:  # no C compiler at install time: the ADBC path serves inste
     _pgbinary = None  # type: ignore[assignment]
 
 if TYPE_CHECKING:
-    from rivet_core.source.postgres.session import PostgresSession
     from rivet_core.source.postgres.types import PgTypeInfo
 
 log = logging.getLogger("rivet.source")
@@ -183,7 +187,7 @@ def _usable_on(conn: psycopg.Connection[Any]) -> str | None:
     return None
 
 
-def plan_binary(session: PostgresSession, probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
+def plan_binary(session: PgReadSession, probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
     """(use the binary path?, why) from the query's probed columns."""
     why = _usable_on(session.connection)
     if why is not None:
@@ -334,11 +338,11 @@ class _CopyOut:
 
 
 def stream_binary(
-    session: PostgresSession, sql: str, params: Any, probed: Probed, schema: pa.Schema,
+    session: PgReadSession, sql: str, params: Any, probed: Probed, schema: pa.Schema,
     batch_rows: int, fetch_bytes: int,
 ) -> Iterator[pa.RecordBatch]:
     """Yield `schema` batches of at most `batch_rows` rows from a binary COPY of `sql` (in a
-    savepoint: `pg_copy.copy_in_savepoint`)."""
+    savepoint: `copy.copy_in_savepoint`)."""
     conn = session.connection
     with copy_in_savepoint(session, sql, params, "binary") as copy:
         out = _CopyOut(conn, copy, probed, schema, session.tuning.max_value_mb)

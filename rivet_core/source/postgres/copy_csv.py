@@ -1,6 +1,6 @@
 """PostgreSQL fast read path: `COPY (<sql>) TO STDOUT (FORMAT csv)` → pyarrow streaming CSV.
 
-The row path (`PostgresSession` + `SourceSession.stream`) fetches rows through a named
+The row path (`PgReadSession` + `SourceSession.stream`) fetches rows through a named
 server-side cursor and converts Python objects to Arrow column by column. For results whose
 every column has a text form that Arrow's CSV reader parses *exactly* into the type
 `describe()` chose, this module instead streams the server's CSV output through a small
@@ -37,14 +37,12 @@ next path. The choice and its reason are logged at INFO on `rivet.source`.
 
 from __future__ import annotations
 
-import contextlib
 import decimal
 import logging
-import os
 import re
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -58,22 +56,25 @@ try:  # numpy is in the lock (via pyarrow/pandas users) but not a direct depende
     import numpy as np
 except ImportError:  # pragma: no cover - exercised only without numpy
     np = None  # type: ignore[assignment]
-from rivet_core.source.base import SourceColumn, wrap_driver_error
+from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import (
     check_value_sizes,
     estimate_row_bytes,
     rebatch,
     value_coercer,
 )
+from rivet_core.source.postgres.copy import (
+    READ_PATH_ENV,
+    PgReadSession,
+    Probed,
+    copy_in_savepoint,
+    first_ineligible,
+)
 
 if TYPE_CHECKING:
-    from rivet_core.source.postgres.session import PostgresSession
     from rivet_core.source.postgres.types import PgTypeInfo
 
 log = logging.getLogger("rivet.source")
-
-READ_PATH_ENV = "RIVET_PG_READ_PATH"
-_MODES = ("rows", "copy", "adbc", "binary", "auto")
 
 _MIB = 1024 * 1024
 #: CSV read block. Arrow's streaming CSV reader reads ahead on a background I/O thread and
@@ -90,15 +91,6 @@ _DIRECT = {
     "timestamp", "timestamptz",
 }
 _TEXT = {"text", "varchar", "bpchar", "name", "char", "citext", "interval"}
-
-
-def read_path_mode() -> str:
-    """`rows`, `copy`, `adbc`, `binary` or `auto` (default) from RIVET_PG_READ_PATH."""
-    raw = os.environ.get(READ_PATH_ENV, "auto").strip().lower() or "auto"
-    if raw not in _MODES:
-        log.warning("%s=%r is not one of rows|copy|adbc|binary|auto; using auto", READ_PATH_ENV, raw)
-        return "auto"
-    return raw
 
 
 # --- eligibility ----------------------------------------------------------------------
@@ -123,24 +115,7 @@ def _ineligible_reason(field: pa.Field, live: SourceColumn, info: PgTypeInfo) ->
     return f"column '{field.name}' has native type {live.native_type}"
 
 
-Probed = list[tuple[SourceColumn, "PgTypeInfo"]]
-
-
-def first_ineligible(
-    schema: pa.Schema, probed: Probed,
-    reason: Callable[[pa.Field, SourceColumn, PgTypeInfo], str | None],
-) -> str | None:
-    """Why the first column cannot take a fast path (`reason` per column), or None."""
-    if len(probed) != len(schema):
-        return "the live result has a different column count than the schema"
-    for field, (live, info) in zip(schema, probed, strict=True):
-        why = reason(field, live, info)
-        if why is not None:
-            return why
-    return None
-
-
-def plan_copy(session: PostgresSession, probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
+def plan_copy(session: PgReadSession, probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
     """(use COPY?, why) from the query's probed columns (`_probe_with_types`)."""
     if session.connection.info.encoding not in ("utf-8", "utf8"):
         return False, f"client encoding is {session.connection.info.encoding}, not UTF-8"
@@ -407,47 +382,8 @@ def _conversion_error(exc: pa.ArrowException, schema: pa.Schema) -> BaseExceptio
 
 # --- the stream -----------------------------------------------------------------------
 
-def render_sql(session: PostgresSession, sql: str, params: Sequence[Any]) -> str:
-    """`sql` with `params` bound client-side as literals by psycopg (quoted, escaped in the
-    connection's encoding) — COPY and the ADBC path cannot take bind parameters."""
-    return psycopg.ClientCursor(session.connection).mogrify(sql, list(params) or None)
-
-
-def copy_statement(session: PostgresSession, sql: str, params: Sequence[Any],
-                   fmt: str = "csv") -> bytes:
-    """`COPY (<sql with params bound client-side>) TO STDOUT (FORMAT <fmt>)`."""
-    return f"COPY (\n{render_sql(session, sql, params)}\n) TO STDOUT (FORMAT {fmt})".encode()
-
-
-@contextlib.contextmanager
-def copy_in_savepoint(
-    session: PostgresSession, sql: str, params: Sequence[Any], fmt: str
-) -> Iterator[psycopg.Copy]:
-    """The COPY of `sql` on the session's connection, inside a savepoint — the one sequence
-    both COPY read paths (CSV here, binary in `pg_binary`) use.
-
-    Leaving the block normally releases the savepoint; leaving it by an exception (a failed
-    COPY, or a consumer that abandoned the stream and had the COPY cancelled) rolls back to
-    it, so the session's snapshot transaction stays usable, like closing a row-path cursor.
-    Driver errors are wrapped as "starting the query" / "reading rows".
-    """
-    conn = session.connection
-    with session._driver_errors("starting the query"):
-        statement = copy_statement(session, sql, params, fmt)
-        conn.execute("SAVEPOINT _rivet_copy")
-    cursor = conn.cursor()
-    completed = False
-    try:
-        with session._driver_errors("reading rows"), cursor.copy(statement) as copy:
-            yield copy
-        completed = True
-    finally:
-        _end_savepoint(session, completed)
-        cursor.close()
-
-
 def stream_copy(
-    session: PostgresSession, sql: str, params: Sequence[Any], schema: pa.Schema,
+    session: PgReadSession, sql: str, params: Sequence[Any], schema: pa.Schema,
     batch_rows: int,
 ) -> Iterator[pa.RecordBatch]:
     """Yield `schema` batches of at most `batch_rows` rows from a COPY of `sql` (in a
@@ -514,18 +450,3 @@ def _read_segment(
             raise source.error
         if batch.num_rows:
             yield batch
-
-
-def _end_savepoint(session: PostgresSession, completed: bool) -> None:
-    conn = session.connection
-    try:
-        if completed:
-            conn.execute("RELEASE SAVEPOINT _rivet_copy")
-        else:
-            # A cancelled or failed COPY aborted the transaction; the snapshot survives
-            # a rollback to the savepoint.
-            conn.execute("ROLLBACK TO SAVEPOINT _rivet_copy")
-            conn.execute("RELEASE SAVEPOINT _rivet_copy")
-    except psycopg.Error as exc:
-        if completed:
-            raise wrap_driver_error(exc, "PG error while ending the COPY read") from exc

@@ -27,14 +27,15 @@ from psycopg.types.string import TextLoader
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import SourceError
 from rivet_core.redact import redact_secrets, redact_url
+from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.postgres import adbc as pg_adbc
 from rivet_core.source.postgres import binary as pg_binary
 from rivet_core.source.postgres import copy_csv as pg_copy
-from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
-from rivet_core.source.pressure import PgPressureProbe
+from rivet_core.source.postgres.copy import READ_PATH_ENV, log, read_path_mode, render_sql
+from rivet_core.source.postgres.pressure import PgPressureProbe
+from rivet_core.source.postgres.types import CATALOG_SQL, PgTypeInfo, pg_column
 from rivet_core.source.query import quote_ident_pg
 from rivet_core.source.tls import is_tls_verify_failure
-from rivet_core.source.postgres.types import CATALOG_SQL, PgTypeInfo, pg_column
 
 _T = TypeVar("_T")
 _CONNECT_TIMEOUT_S = 10
@@ -149,7 +150,7 @@ class PostgresSession(SourceSession):
         )
 
     def pressure_probe(self) -> PgPressureProbe:
-        return PgPressureProbe(self._url, self.connection.info.backend_pid)
+        return PgPressureProbe(pg_connect(self._url), self.connection.info.backend_pid)
 
     @property
     def connection(self) -> psycopg.Connection[Any]:
@@ -208,21 +209,21 @@ class PostgresSession(SourceSession):
         `pg_copy`); the choice is logged."""
         self._check_stream_args(batch_rows)
         sql = strip_sql(sql)
-        mode = pg_copy.read_path_mode()
+        mode = read_path_mode()
         if mode == "rows":
-            use_copy, why = False, f"{pg_copy.READ_PATH_ENV}=rows"
+            use_copy, why = False, f"{READ_PATH_ENV}=rows"
         else:
-            with self._driver_errors("describing the query"):
+            with self.driver_errors("describing the query"):
                 probed = self._probe_with_types(sql, params)  # once, for both fast paths
             if mode in ("auto", "binary"):
                 use_binary, why = pg_binary.plan_binary(self, probed, schema)
                 if use_binary:
-                    pg_copy.log.info("PG read path: binary (%s)", why)
+                    log.info("PG read path: binary (%s)", why)
                     yield from pg_binary.stream_binary(
                         self, sql, params, probed, schema, batch_rows,
                         pg_adbc.batch_bytes(schema, batch_rows))
                     return
-                pg_copy.log.debug("PG binary COPY path not used (%s)", why)
+                log.debug("PG binary COPY path not used (%s)", why)
             if mode in ("auto", "binary", "adbc"):
                 use_adbc, why = pg_adbc.plan_adbc(probed, schema)
                 if use_adbc:
@@ -231,8 +232,8 @@ class PostgresSession(SourceSession):
                     except pg_adbc.AdbcUnavailable as exc:
                         pg_adbc.log.warning("PG ADBC read path unavailable (%s); using COPY csv", exc)
                     else:
-                        pg_copy.log.info("PG read path: adbc (%s)", why)
-                        rendered = pg_copy.render_sql(self, sql, params)
+                        log.info("PG read path: adbc (%s)", why)
+                        rendered = render_sql(self, sql, params)
                         try:
                             yield from pg_adbc.stream_adbc(self, read, rendered, schema, batch_rows)
                             return
@@ -240,7 +241,7 @@ class PostgresSession(SourceSession):
                             pg_adbc.log.warning("PG ADBC read path refused the result (%s); "
                                                 "using COPY csv", exc)
             use_copy, why = pg_copy.plan_copy(self, probed, schema)
-        pg_copy.log.info("PG read path: %s (%s)", "copy" if use_copy else "rows", why)
+        log.info("PG read path: %s (%s)", "copy" if use_copy else "rows", why)
         if use_copy:
             yield from pg_copy.stream_copy(self, sql, params, schema, batch_rows)
         else:
