@@ -33,6 +33,7 @@ I1: `finish()` is the finalize step — flush + fsync + close; after it the file
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -44,10 +45,13 @@ from rivet_core.format.base import FormatWriter, WriterOptions, conform_batch
 
 _SLICE_ROWS = 16_384
 _LSTR = pa.large_string()
-_EMPTY = pa.scalar("", _LSTR)
-_COMMA = pa.scalar(",", _LSTR)
-_LF = pa.scalar("\n", _LSTR)
-_DQUOTE = pa.scalar('"', _LSTR)
+
+
+@functools.cache
+def _text(value: str) -> pa.Scalar:
+    """A large_string scalar, made on first use: building a scalar from a Python value makes
+    pyarrow import pandas (~0.5 s, tens of MB), which a Parquet export never needs."""
+    return pa.scalar(value, _LSTR)
 _NEEDS_QUOTE = r'[,"\r\n]'
 
 _HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
@@ -130,15 +134,15 @@ def render_decimal(arr: pa.Array) -> pa.Array:
         return unscaled
     if scale < 0:
         zeros = "0" * (-scale)
-        padded = pc.binary_join_element_wise(unscaled, pa.scalar(zeros, _LSTR), _EMPTY)
+        padded = pc.binary_join_element_wise(unscaled, pa.scalar(zeros, _LSTR), _text(""))
         return pc.if_else(pc.equal(unscaled, "0"), unscaled, padded)
     negative = pc.starts_with(unscaled, "-")
     digits = pc.utf8_ltrim(unscaled, "-")
     digits = pc.utf8_lpad(digits, width=scale + 1, padding="0")
     int_part = pc.utf8_slice_codeunits(digits, start=0, stop=-scale)
     frac_part = pc.utf8_slice_codeunits(digits, start=-scale)
-    sign = pc.if_else(negative, pa.scalar("-", _LSTR), _EMPTY)
-    return pc.binary_join_element_wise(sign, int_part, pa.scalar(".", _LSTR), frac_part, _EMPTY)
+    sign = pc.if_else(negative, pa.scalar("-", _LSTR), _text(""))
+    return pc.binary_join_element_wise(sign, int_part, pa.scalar(".", _LSTR), frac_part, _text(""))
 
 
 def _with_nulls_of(source: pa.Array, rendered: pa.Array) -> pa.Array:
@@ -195,7 +199,7 @@ def _render_timestamp(arr: pa.Array) -> pa.Array:
         naive = naive.cast(pa.timestamp(unit))
     text = pc.replace_substring(naive.cast(_LSTR), " ", "T", max_replacements=1)
     if t.tz is not None:
-        text = pc.binary_join_element_wise(text, pa.scalar("Z", _LSTR), _EMPTY)
+        text = pc.binary_join_element_wise(text, pa.scalar("Z", _LSTR), _text(""))
     return text
 
 
@@ -219,7 +223,7 @@ def quote_strings(text: pa.Array) -> pa.Array:
     if not pc.any(needs).as_py():
         return text
     escaped = pc.replace_substring(text, '"', '""')
-    quoted = pc.binary_join_element_wise(_DQUOTE, escaped, _DQUOTE, _EMPTY)
+    quoted = pc.binary_join_element_wise(_text('"'), escaped, _text('"'), _text(""))
     return pc.if_else(needs, quoted, text)
 
 
@@ -278,9 +282,9 @@ def render_lines(batch: pa.RecordBatch) -> bytes | memoryview:
         return b""
     if batch.num_columns == 0:
         return b"\n" * n
-    cells = [render_cells(col).fill_null(_EMPTY) for col in batch.columns]
-    cells[-1] = pc.binary_join_element_wise(cells[-1], _EMPTY, _LF)  # last cell + "\n"
-    lines = cells[0] if len(cells) == 1 else pc.binary_join_element_wise(*cells, _COMMA)
+    cells = [render_cells(col).fill_null(_text("")) for col in batch.columns]
+    cells[-1] = pc.binary_join_element_wise(cells[-1], _text(""), _text("\n"))  # last cell + "\n"
+    lines = cells[0] if len(cells) == 1 else pc.binary_join_element_wise(*cells, _text(","))
     if isinstance(lines, pa.ChunkedArray):
         lines = lines.combine_chunks()
     offsets = np.frombuffer(lines.buffers()[1], dtype=np.int64)

@@ -38,6 +38,7 @@ The same per-value payloads feed the quality gate's uniqueness check
 
 from __future__ import annotations
 
+import functools
 import struct
 import sys
 from datetime import UTC, datetime
@@ -56,8 +57,15 @@ COL_ROW_HASH = "_rivet_row_hash"
 EXPORTED_AT_TYPE = pa.timestamp("us", "UTC")
 
 _LBIN = pa.large_binary()
-_EMPTY = pa.scalar(b"", _LBIN)
-_NULL_CELL = pa.scalar(b"\x00", _LBIN)
+
+
+@functools.cache
+def _bin(value: bytes) -> pa.Scalar:
+    """A large_binary scalar, made on first use: building a scalar from a Python value makes
+    pyarrow import pandas (~0.5 s, tens of MB), which an export without meta columns never needs."""
+    return pa.scalar(value, _LBIN)
+
+
 _U64_MASK = (1 << 64) - 1
 
 if sys.byteorder != "little":  # the payloads reinterpret Arrow buffers as little-endian
@@ -179,8 +187,8 @@ def _list_payloads(arr: pa.Array, column: str) -> pa.Array:
     payloads = canonical_payloads(values, column)
     lengths = pc.binary_length(payloads).cast(pa.uint32())
     cells = pc.binary_join_element_wise(
-        pa.scalar(b"\x01", _LBIN), _reinterpret(lengths, 4), payloads, _EMPTY
-    ).fill_null(_NULL_CELL)
+        pa.scalar(b"\x01", _LBIN), _reinterpret(lengths, 4), payloads, _bin(b"")
+    ).fill_null(_bin(b"\x00"))
     cell_list = cells.to_pylist()
     valid = arr.is_valid().to_pylist()
     out: list[bytes | None] = []
@@ -199,8 +207,8 @@ def canonical_cells(arr: pa.Array, column: str) -> pa.Array:
     payloads = canonical_payloads(arr, column)
     lengths = pc.binary_length(payloads).cast(pa.uint32())
     header = pa.scalar(bytes([len(tag)]) + tag, _LBIN)
-    cells = pc.binary_join_element_wise(header, _reinterpret(lengths, 4), payloads, _EMPTY)
-    return cells.fill_null(_NULL_CELL)
+    cells = pc.binary_join_element_wise(header, _reinterpret(lengths, 4), payloads, _bin(b""))
+    return cells.fill_null(_bin(b"\x00"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -260,7 +268,7 @@ def row_hashes(batch: pa.RecordBatch, columns: list[str]) -> pa.Array:
     elif len(cells) == 1:
         rows = cells[0]
     else:
-        rows = pc.binary_join_element_wise(*cells, _EMPTY)
+        rows = pc.binary_join_element_wise(*cells, _bin(b""))
     digest = xxhash.xxh3_128_intdigest
     # to_pylist materialises the row bytes in C (faster than slicing buffers per row).
     low = np.fromiter(

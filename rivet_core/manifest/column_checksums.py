@@ -130,6 +130,16 @@ def _array_sum(arr: pa.Array) -> int:
     return _wrapping_sum(_value_hashes(arr))
 
 
+def _fixed_values(arr: pa.Array, dtype: np.dtype | type) -> np.ndarray:
+    """The values of a fixed-width array without nulls, as numpy, straight from its data
+    buffer (`to_numpy` would make pyarrow import pandas)."""
+    n = len(arr)
+    buf = arr.buffers()[1]
+    if n == 0 or buf is None:
+        return np.zeros(0, dtype=dtype)
+    return np.frombuffer(buf, dtype=dtype, count=arr.offset + n)[arr.offset:]
+
+
 def _value_hashes(arr: pa.Array) -> np.ndarray:
     """64-bit hashes of the non-null values of `arr` (any order; see module docstring)."""
     t = arr.type
@@ -140,17 +150,17 @@ def _value_hashes(arr: pa.Array) -> np.ndarray:
         return _value_hashes(arr.storage)
     valid = arr.drop_null()
     if pa.types.is_boolean(t):
-        u = valid.cast(pa.uint8()).to_numpy(zero_copy_only=False).astype(np.uint64)
+        u = _fixed_values(valid.cast(pa.uint8()), np.uint8).astype(np.uint64)
     elif pa.types.is_floating(t):
-        u = valid.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(np.float64).view(np.uint64)
+        u = _fixed_values(valid.cast(pa.float64()), np.float64).view(np.uint64)
     elif pa.types.is_unsigned_integer(t):
-        u = valid.to_numpy(zero_copy_only=False).astype(np.uint64)
+        u = _fixed_values(valid, np.dtype(f"uint{t.bit_width}")).astype(np.uint64)
     elif pa.types.is_integer(t):
-        u = valid.to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+        u = _fixed_values(valid, np.dtype(f"int{t.bit_width}")).astype(np.int64).view(np.uint64)
     elif (pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t)
           or pa.types.is_duration(t)):
         storage = pa.int32() if (pa.types.is_date32(t) or t in (pa.time32("s"), pa.time32("ms"))) else pa.int64()
-        u = valid.view(storage).to_numpy(zero_copy_only=False).astype(np.int64).view(np.uint64)
+        u = _fixed_values(valid.view(storage), np.dtype(f"int{storage.bit_width}")).astype(np.int64).view(np.uint64)
     elif (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)):
         u = _bytes_hashes(valid.cast(pa.large_binary()).to_numpy(zero_copy_only=False))
     elif (pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t)
@@ -218,8 +228,7 @@ def readback_types(schema: pa.Schema, **writer_kwargs: Any) -> list[pa.DataType]
     import pyarrow.parquet as pq
 
     sink = pa.BufferOutputStream()
-    with pq.ParquetWriter(sink, schema, **writer_kwargs) as writer:
-        writer.write_table(schema.empty_table())
+    pq.ParquetWriter(sink, schema, **writer_kwargs).close()  # no rows: `empty_table()` imports pandas
     return list(pq.ParquetFile(pa.BufferReader(sink.getvalue())).schema_arrow.types)
 
 
