@@ -51,6 +51,7 @@ from rivet_core.source.mysql.raw import (
     little_endian,
     stream_raw,
 )
+from rivet_core.source.mysql.wire import Wire
 
 _UNSIGNED_FLAG = 32
 _BINARY_CHARSET = 63
@@ -80,16 +81,17 @@ class Prepared:
 
 def prepare(conn: Any, sql: str) -> Prepared | None:
     """COM_STMT_PREPARE `sql`; None when it has parameter markers (it must not)."""
-    conn._execute_command(COMMAND.COM_STMT_PREPARE, sql)
-    ok = conn._read_packet().get_all_data()
+    wire = Wire(conn)
+    wire.execute_command(COMMAND.COM_STMT_PREPARE, sql)
+    ok = wire.read_packet().get_all_data()
     statement_id, columns, params = struct.unpack_from("<IHH", ok, 1)
     for _ in range(params):
-        conn._read_packet()
+        wire.read_packet()
     if params:
-        conn._read_packet()  # EOF
-    fields = [conn._read_packet(FieldDescriptorPacket) for _ in range(columns)]
+        wire.read_packet()  # EOF
+    fields = [wire.read_packet(FieldDescriptorPacket) for _ in range(columns)]
     if columns:
-        conn._read_packet()  # EOF
+        wire.read_packet()  # EOF
     prepared = Prepared(statement_id, fields)
     if params:
         close(conn, prepared)
@@ -99,7 +101,7 @@ def prepare(conn: Any, sql: str) -> Prepared | None:
 
 def close(conn: Any, prepared: Prepared) -> None:
     """COM_STMT_CLOSE (the server sends no reply)."""
-    conn._execute_command(COMMAND.COM_STMT_CLOSE, struct.pack("<I", prepared.statement_id))
+    Wire(conn).execute_command(COMMAND.COM_STMT_CLOSE, struct.pack("<I", prepared.statement_id))
 
 
 class _Result:
@@ -115,12 +117,13 @@ class _Result:
 
 def execute(conn: Any, prepared: Prepared) -> PacketReader:
     """COM_STMT_EXECUTE (no cursor, one iteration); the rows are left on the socket."""
-    conn._execute_command(COMMAND.COM_STMT_EXECUTE,
-                          struct.pack("<IBI", prepared.statement_id, 0, 1))
-    conn._read_packet()  # column count
+    wire = Wire(conn)
+    wire.execute_command(COMMAND.COM_STMT_EXECUTE,
+                         struct.pack("<IBI", prepared.statement_id, 0, 1))
+    wire.read_packet()  # column count
     for _ in prepared.fields:
-        conn._read_packet()
-    conn._read_packet()  # EOF
+        wire.read_packet()
+    wire.read_packet()  # EOF
     return PacketReader(conn, _Result(conn))
 
 

@@ -49,6 +49,7 @@ from pymysql.constants import CR
 from rivet_core.errors import SourceError
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import Converter, check_value_sizes
+from rivet_core.source.mysql.wire import Wire
 
 try:  # optional: built by setup.py when a C compiler is there (else frame_py/gather_py below)
     from rivet_core.source.mysql._mysqlframe import frame as frame_c
@@ -78,16 +79,6 @@ def read_path_mode() -> str:
         log.warning("%s=%r is not one of rows|raw|binary|auto; using auto", READ_PATH_ENV, raw)
         return "auto"
     return raw
-
-
-def unsupported_reason(conn: Any) -> str | None:
-    """Why this PyMySQL connection cannot be read raw (None = it can)."""
-    for attribute in ("_rfile", "_next_seq_id", "_force_close", "_sock"):
-        if not hasattr(conn, attribute):
-            return f"PyMySQL connection has no {attribute} (PyMySQL {pymysql.__version__})"
-    if getattr(conn, "_rfile", None) is None:
-        return "the connection has no socket reader"
-    return None
 
 
 # --- framing ------------------------------------------------------------------------
@@ -170,7 +161,7 @@ class PacketReader:
     """
 
     def __init__(self, conn: Any, result: Any) -> None:
-        self._conn = conn
+        self._wire = Wire(conn)
         self._result = result
         self._buf = b""
         self._pos = 0
@@ -185,24 +176,22 @@ class PacketReader:
         missing = need - (len(self._buf) - self._pos)
         if missing <= 0:
             return
-        conn = self._conn
-        if conn._current_timeout != conn._read_timeout:
-            conn._sock.settimeout(conn._read_timeout)
-            conn._current_timeout = conn._read_timeout
+        wire = self._wire
+        wire.use_read_timeout()
         while True:
             try:
-                data = (conn._rfile.read(missing) if missing > _READ_CHUNK
-                        else conn._rfile.read1(_READ_CHUNK))
+                data = (wire.read(missing) if missing > _READ_CHUNK
+                        else wire.read1(_READ_CHUNK))
                 break
             except OSError as exc:
                 if exc.errno == errno.EINTR:
                     continue
-                conn._force_close()
+                wire.force_close()
                 raise pymysql.err.OperationalError(
                     CR.CR_SERVER_LOST, f"Lost connection to MySQL server during query ({exc})"
                 ) from exc
         if not data:
-            conn._force_close()
+            wire.force_close()
             raise pymysql.err.OperationalError(CR.CR_SERVER_LOST, "Lost connection to MySQL server during query")
         self._buf = self._buf[self._pos:] + data
         self._pos = 0
@@ -229,12 +218,12 @@ class PacketReader:
                 return joined, 0, len(joined)
 
     def _check_seq(self, seq: int) -> None:
-        conn = self._conn
-        if seq != conn._next_seq_id:
-            conn._force_close()
+        wire = self._wire
+        if seq != wire.next_seq_id:
+            wire.force_close()
             raise pymysql.err.InternalError(
-                f"Packet sequence number wrong - got {seq} expected {conn._next_seq_id}")
-        conn._next_seq_id = (conn._next_seq_id + 1) % 256
+                f"Packet sequence number wrong - got {seq} expected {wire.next_seq_id}")
+        wire.next_seq_id = (wire.next_seq_id + 1) % 256
 
     def _end(self, buf: bytes, start: int, end: int) -> None:
         """The EOF packet: record what PyMySQL would, release the result."""
@@ -273,7 +262,7 @@ class PacketReader:
         base = 0  # offset of `current` inside the concatenation of `pieces`
         current: bytes | None = None
         rows = 0
-        conn = self._conn
+        wire = self._wire
         while rows < max_rows:
             if rows == capacity:
                 capacity = min(max_rows, 2 * capacity)
@@ -282,10 +271,10 @@ class PacketReader:
             # Fast path: whole ordinary row packets already buffered.
             buf = self._buf
             buf_base = base if buf is current or current is None else base + len(current)
-            pos, seq, taken = framer(buf, self._pos, conn._next_seq_id, capacity - rows,
+            pos, seq, taken = framer(buf, self._pos, wire.next_seq_id, capacity - rows,
                                      buf_base, starts, ends, rows)
             self._pos = pos
-            conn._next_seq_id = seq
+            wire.next_seq_id = seq
             if taken:
                 if buf is not current:
                     pieces.append(buf)

@@ -24,7 +24,6 @@ identical; the choice is logged.
 from __future__ import annotations
 
 import re
-import ssl
 import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -39,6 +38,7 @@ from rivet_core.redact import redact_secrets, redact_url
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.mysql import binary as mysql_binary
 from rivet_core.source.mysql import raw as mysql_raw
+from rivet_core.source.mysql import wire
 from rivet_core.source.mysql.pressure import MySQLPressureProbe
 from rivet_core.source.mysql.types import _TEXTUAL, BINARY_CHARSET, MySQLField, mysql_column
 from rivet_core.source.query import quote_ident_mysql
@@ -107,7 +107,7 @@ def mysql_connect(url: str) -> pymysql.connections.Connection[Any]:
             hint = ("check the credentials; if this user must connect over TLS (REQUIRE SSL), "
                     "set source.tls")
         raise wrap_driver_error(exc, where, hint) from exc
-    if "ssl" in args and not isinstance(getattr(conn, "_sock", None), ssl.SSLSocket):
+    if "ssl" in args and not wire.is_tls(conn):
         conn.close()
         raise SourceError(
             f"{where}: source.tls requires TLS but the server did not negotiate it — enable TLS "
@@ -227,7 +227,7 @@ class MySQLSession(SourceSession):
         try:
             with self.connection.cursor() as cur:
                 cur.execute(f"({sql}) LIMIT 0", list(params) or None)
-                packets = list(cur._result.fields) if cur._result is not None else []
+                packets = wire.field_packets(cur)
                 cur.fetchall()
         except pymysql.err.MySQLError:
             return None
@@ -239,7 +239,7 @@ class MySQLSession(SourceSession):
         probe = f"SELECT * FROM ({sql}) AS _rivet_probe LIMIT 0"
         with self.connection.cursor() as cur:
             cur.execute(probe, list(params) or None)
-            packets = list(cur._result.fields) if cur._result is not None else []
+            packets = wire.field_packets(cur)
             cur.fetchall()
         fields = [_field_of(p) for p in packets]
         json_columns: frozenset[tuple[str, str]] = frozenset()
@@ -264,7 +264,7 @@ class MySQLSession(SourceSession):
         if mysql_raw.read_path_mode() == "rows":
             reason: str | None = f"{mysql_raw.READ_PATH_ENV}=rows"
         else:
-            reason = mysql_raw.unsupported_reason(self.connection)
+            reason = wire.unsupported_reason(self.connection)
         if reason is not None:
             mysql_raw.log.info("MySQL read path: rows (%s)", reason)
             yield from super().stream(sql, params, schema, batch_rows)
@@ -292,7 +292,7 @@ class MySQLSession(SourceSession):
                     f"{len(schema)} ({', '.join(schema.names)}) — the source changed between "
                     f"describe and read; re-run the export"
                 )
-            result = cur._result
+            result = wire.result_of(cur)
             if result is None or not result.unbuffered_active:
                 return  # no result set: nothing to read (the row path yields nothing too)
             decoder = mysql_raw.BatchDecoder(
@@ -362,7 +362,7 @@ class MySQLSession(SourceSession):
                 cur.execute(sql, list(params))
             else:
                 cur.execute(sql)
-            packets = list(cur._result.fields) if cur._result is not None else []
+            packets = wire.field_packets(cur)
         except BaseException:
             cur.close()
             raise
