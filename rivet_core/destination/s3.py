@@ -3,8 +3,8 @@
 Writes:
 * below `multipart_threshold`: ONE `PutObject` with `Content-MD5` (the server rejects a
   body that changed in transit) and a check that the returned ETag equals our MD5;
-* at or above it: an explicit multipart upload that reads the file sequentially, one
-  `multipart_chunksize` chunk in memory at a time, each part sent with its own
+* at or above it: an explicit multipart upload that reads the file sequentially, at most
+  `MULTIPART_CONCURRENCY` chunks of `multipart_chunksize` uploading at once, each sent with its own
   `Content-MD5` and ETag check, and the final `<md5-of-md5s>-N` ETag checked too. Any
   failure aborts the upload, so no partial object ever appears under the key.
 The whole-file MD5 and xxh3 are computed in the same single pass.
@@ -23,6 +23,7 @@ set for connection failures, 5xx and throttling. Secrets are registered with
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import hashlib
 import math
@@ -45,6 +46,11 @@ from rivet_core.redact import register_secret
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3 minimum for every part but the last
 MAX_PARTS = 10_000
+#: Parts of one multipart upload sent at the same time. One request at a time left the
+#: upload waiting on each round trip (the client hashes the next chunk meanwhile, the server
+#: stores the last); three keep both busy. Memory: at most this many chunks
+#: (`multipart_chunksize`, 16 MiB by default) in flight plus the one being read.
+MULTIPART_CONCURRENCY = 3
 MAX_COPY_OBJECT = 5 * 1024**3  # CopyObject limit; larger objects use a multipart copy
 
 _HEX32 = re.compile(r"^[0-9a-f]{32}$")
@@ -224,8 +230,28 @@ class S3Destination(Destination):
             )
         return WriteResult(key=key, size=fp.size, md5_b64=md5_b64, xxh3=fp.xxh3)
 
+    def _upload_part(self, key: str, full_key: str, upload_id: str, number: int, chunk: bytes,
+                     digest: bytes) -> dict[str, Any]:
+        """One part of a multipart upload, sent with its Content-MD5 and its ETag checked."""
+        resp = self._call(
+            f"upload part {number} of", key, "upload_part", Bucket=self.bucket, Key=full_key,
+            UploadId=upload_id, PartNumber=number, Body=chunk,
+            ContentMD5=base64.b64encode(digest).decode("ascii"), ContentLength=len(chunk),
+        )
+        etag = _etag(resp.get("ETag"))
+        if _HEX32.match(etag) and etag != digest.hex():
+            raise destination_error(
+                f"part '{key}' corrupted in transit (md5 {digest.hex()}≠{etag}, upload part {number})",
+                transient=True,
+            )
+        return {"ETag": resp.get("ETag"), "PartNumber": number}
+
     def _multipart(self, fh: Any, key: str, size_hint: int, staged: Fingerprint | None = None) -> WriteResult:
-        """Stream `fh` as a multipart upload; at most one chunk is held in memory."""
+        """Stream `fh` as a multipart upload, `MULTIPART_CONCURRENCY` parts in flight: the file is
+        read (and fingerprinted) in order on this thread while earlier chunks upload, so at most
+        that many chunks plus the one being read are held in memory."""
+        from concurrent.futures import Future, ThreadPoolExecutor
+
         from botocore.exceptions import BotoCoreError, ClientError
 
         chunksize = max(self.multipart_chunksize, math.ceil(size_hint / MAX_PARTS))
@@ -235,42 +261,40 @@ class S3Destination(Destination):
         fp = Fingerprinter()
         parts: list[dict[str, Any]] = []
         part_md5s: list[bytes] = []
+        in_flight: collections.deque[Future[dict[str, Any]]] = collections.deque()
+        pool = ThreadPoolExecutor(max_workers=MULTIPART_CONCURRENCY, thread_name_prefix="rivet-s3-part")
         try:
             while True:
                 chunk = fh.read(chunksize)
-                if not chunk and parts:
+                if not chunk and part_md5s:
                     break
-                if len(parts) >= MAX_PARTS:
+                if len(part_md5s) >= MAX_PARTS:
                     raise destination_error(f"'{key}' needs more than {MAX_PARTS} parts (file grew while uploading)")
                 fp.update(chunk)
                 digest = hashlib.md5(chunk, usedforsecurity=False).digest()
-                number = len(parts) + 1
-                resp = self._call(
-                    f"upload part {number} of", key, "upload_part", Bucket=self.bucket, Key=full_key,
-                    UploadId=upload_id, PartNumber=number, Body=chunk,
-                    ContentMD5=base64.b64encode(digest).decode("ascii"), ContentLength=len(chunk),
-                )
-                etag = _etag(resp.get("ETag"))
-                if _HEX32.match(etag) and etag != digest.hex():
-                    raise destination_error(
-                        f"part '{key}' corrupted in transit (md5 {digest.hex()}≠{etag}, upload part {number})",
-                        transient=True,
-                    )
-                parts.append({"ETag": resp.get("ETag"), "PartNumber": number})
                 part_md5s.append(digest)
+                in_flight.append(pool.submit(self._upload_part, key, full_key, upload_id, len(part_md5s),
+                                             chunk, digest))
                 del chunk
+                if len(in_flight) >= MULTIPART_CONCURRENCY:
+                    parts.append(in_flight.popleft().result())  # in part order; raises its error
                 if fp.size == 0:
                     break  # an empty file: one empty part is the whole object
+            while in_flight:
+                parts.append(in_flight.popleft().result())
             check_staged(fp.result(), staged, f"for '{key}'")  # aborts the upload: nothing visible
             resp = self._call(
                 "complete multipart upload of", key, "complete_multipart_upload", Bucket=self.bucket,
                 Key=full_key, UploadId=upload_id, MultipartUpload={"Parts": parts},
             )
         except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # no part may land after the abort
             # The original error matters; an orphaned upload is invisible to readers.
             with contextlib.suppress(ClientError, BotoCoreError):
                 self._client.abort_multipart_upload(Bucket=self.bucket, Key=full_key, UploadId=upload_id)
             raise
+        finally:
+            pool.shutdown(wait=True)
         final = _MULTIPART_ETAG.match(_etag(resp.get("ETag")))
         expected = hashlib.md5(b"".join(part_md5s), usedforsecurity=False).hexdigest()
         if final and (final.group(1) != expected or int(final.group(2)) != len(parts)):

@@ -15,7 +15,7 @@ import pytest
 
 from rivet_core.destination import DestinationSpec, fingerprint_file, open_destination
 from rivet_core.destination.checksums import Fingerprint
-from rivet_core.destination.s3 import S3Destination
+from rivet_core.destination.s3 import MULTIPART_CONCURRENCY, S3Destination
 from rivet_core.errors import DestinationError
 
 pytestmark = pytest.mark.s3
@@ -120,9 +120,56 @@ def test_multipart_upload_streams_the_file_in_bounded_memory(tmp_path: Path, s3:
     finally:
         tracemalloc.stop()
     assert res.size == 40 * MiB
-    assert peak < 16 * MiB, f"multipart held {peak / MiB:.1f} MiB for a 40 MiB file"
+    # the chunks in flight plus the one being read, never the file
+    bound = (MULTIPART_CONCURRENCY + 1) * 5 * MiB + 2 * MiB
+    assert bound < 40 * MiB
+    assert peak < bound, f"multipart held {peak / MiB:.1f} MiB for a 40 MiB file"
     etag = s3.client().head_object(Bucket=s3.bucket, Key=f"{s3.prefix}exports/orders/stream.bin")["ETag"]
     assert etag.strip('"').endswith("-8")
+
+
+class ConcurrencyRecordingClient:
+    """Real client; records how many UploadPart requests were running at the same time."""
+
+    def __init__(self, real: Any) -> None:
+        import threading
+
+        self._real, self._lock = real, threading.Lock()
+        self.running = self.most = 0
+        self.numbers: list[int] = []
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._real, name)
+        if name != "upload_part":
+            return attr
+
+        def call(**kwargs: Any) -> Any:
+            with self._lock:
+                self.running += 1
+                self.most = max(self.most, self.running)
+                self.numbers.append(kwargs["PartNumber"])
+            try:
+                return attr(**kwargs)
+            finally:
+                with self._lock:
+                    self.running -= 1
+        return call
+
+
+def test_multipart_parts_upload_concurrently_within_the_bound_and_assemble_in_order(
+        tmp_path: Path, s3: Any) -> None:
+    src = tmp_path / "many.bin"
+    src.write_bytes(os.urandom(9 * 5 * MiB + 777))
+    real = s3_dest(s3, multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+    client = ConcurrencyRecordingClient(real._client)
+    dest = S3Destination(s3_spec(s3, multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB), client=client)
+    res = dest.write_file(src, "many.bin")
+    assert sorted(client.numbers) == list(range(1, 11))
+    assert 1 <= client.most <= MULTIPART_CONCURRENCY
+    raw = s3.client().get_object(Bucket=s3.bucket, Key=f"{s3.prefix}exports/orders/many.bin")
+    assert raw["ETag"].strip('"').endswith("-10")
+    assert raw["Body"].read() == src.read_bytes()
+    assert (res.xxh3, res.md5_b64) == fingerprint_file(src)
 
 
 def test_multipart_part_corruption_aborts_and_leaves_no_object(tmp_path: Path, s3: Any) -> None:
