@@ -22,6 +22,7 @@ from rivet_core.errors import (
 from rivet_core.malloc_arenas import limit_malloc_arenas
 from rivet_core.manifest import Manifest, Verification, read_manifest, verify_at_destination
 from rivet_core.notify import RunNotice, send_notifications
+from rivet_core.pipeline.buckets import PartitionedResult, bucket_prefixes, run_partitioned
 from rivet_core.pipeline.chunk_tasks import (
     ChunkManifestRun,
     ChunkPartitionBusy,
@@ -51,6 +52,8 @@ __all__ = [
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
     "dataset_manifests", "destination_uri", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
+    # partition_by exports: one sub-export per date bucket (rivet_core/pipeline/buckets.py)
+    "PartitionedResult", "bucket_prefixes", "partitioned_dataset_rows", "run_partitioned",
     # progress reporting through a callback (the adapter passes context.log.info)
     "ProgressTracker", "callback_tracker",
     "send_notifications", "verify_at_destination", "verify_export",
@@ -165,8 +168,27 @@ def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = ""
     """`verify_at_destination` on an export's prefix (the CLI and asset checks share this).
     `depth`: light | sample | full (rivet_core/manifest/verify.py); the asset check passes
     `exports[].dagster.verify_depth`."""
-    dest = export_destination(config, config.export(export_name), sub_prefix=sub_prefix, create=False)
-    return dest, verify_at_destination(dest, depth=depth, export_name=export_name)
+    export, expected = config.export(export_name), export_name
+    if export.partition_by:  # a bucket's prefix under the root; its manifest names the sub-export
+        from rivet_core.pipeline.buckets import bucket_targets, root_export
+
+        expected = bucket_targets(export, [sub_prefix])[0][2] if sub_prefix else export_name
+        export = root_export(export)
+    dest = export_destination(config, export, sub_prefix=sub_prefix, create=False)
+    return dest, verify_at_destination(dest, depth=depth, export_name=expected)
+
+
+def partitioned_dataset_rows(config: RivetConfig, export: ExportConfig) -> int:
+    """Rows of a `partition_by` export's whole dataset: over every bucket prefix that holds a
+    manifest, the rows its dataset manifests list (`dataset_manifests`: the current run, or
+    every kept run of an incremental bucket)."""
+    from rivet_core.pipeline.buckets import bucket_targets, root_export
+
+    total = 0
+    for prefix, _label, name in bucket_targets(export, bucket_prefixes(config, export)):
+        bucket = root_export(export).model_copy(update={"name": name})
+        total += sum(m.row_count for m in dataset_manifests(config, bucket, sub_prefix=prefix))
+    return total
 
 
 def open_state(config: RivetConfig | Path | str) -> StateStore:

@@ -213,10 +213,21 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
     try:
         for export in exports:
             try:
-                tracker = cli_tracker(config, export, resolve_mode(progress_mode))
+                tracker = (None if export.partition_by  # its buckets run without a bar
+                           else cli_tracker(config, export, resolve_mode(progress_mode)))
                 options = RunOptions(validate=validate, resume=resume, force=force, progress=tracker,
                                      from_manifest=from_manifest, full_refresh=full_refresh, reconcile=reconcile)
-                summaries.append(run_unit(config, export, options, state=state))
+                if export.partition_by:  # one sub-export per date bucket (pipeline/buckets.py)
+                    from rivet_core.pipeline.buckets import run_partitioned
+
+                    result = run_partitioned(config, export, options, state=state)
+                    for _bucket, bucket_summary in result.buckets[:-1]:
+                        click.echo("\n".join(_summary_lines(bucket_summary)), err=True)
+                    summaries.extend(s for _, s in result.buckets)
+                    if not result.buckets:
+                        summaries.append(result.summary)
+                else:
+                    summaries.append(run_unit(config, export, options, state=state))
             except (ExportLocked, CursorLost) as exc:  # refused before anything was read or written
                 refused.append(exc)
                 click.echo(f"Error: {redact_secrets(exc.message)}", err=True)
@@ -310,13 +321,22 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
             results.append({"export_name": label, "resolved_prefix": target.uri,
                             "verification": verdict.to_dict()})
             continue
-        # A daily-partitioned export (written by the Dagster layer) has one manifest per day.
-        prefixes = partition_prefixes(config, export) if dest.head("manifest.json") is None else []
-        targets = [(export_destination(config, export, sub_prefix=p, create=False),
-                    f"{export.name} [{p.rstrip('/')}]")
-                   for p in prefixes] or [(dest, export.name)]
-        for target, label in targets:
-            verdict = verify_at_destination(target, depth=depth, export_name=export.name)
+        # A daily-partitioned export (written by the Dagster layer) has one manifest per day;
+        # a partition_by export one per bucket under the prefix before its {partition} token.
+        if export.partition_by:
+            from rivet_core.pipeline.buckets import bucket_prefixes, bucket_targets, root_export
+
+            root = root_export(export)
+            targets = [(export_destination(config, root, sub_prefix=p, create=False), label, name)
+                       for p, label, name in bucket_targets(export, bucket_prefixes(config, export))]
+            targets = targets or [(export_destination(config, root, create=False), export.name, export.name)]
+        else:
+            prefixes = partition_prefixes(config, export) if dest.head("manifest.json") is None else []
+            targets = [(export_destination(config, export, sub_prefix=p, create=False),
+                        f"{export.name} [{p.rstrip('/')}]", export.name)
+                       for p in prefixes] or [(dest, export.name, export.name)]
+        for target, label, expected_name in targets:
+            verdict = verify_at_destination(target, depth=depth, export_name=expected_name)
             codes.append(verdict.exit_code())
             results.append({"export_name": label, "resolved_prefix": target.uri,
                             "verification": verdict.to_dict()})

@@ -102,6 +102,8 @@ def build_manifest_check(config: api.RivetConfig, export: api.ExportConfig,
     def _manifest_verified(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
+        if exp.partition_by:  # every bucket prefix a run published (rivet_core/pipeline/buckets.py)
+            return verify_prefixes(cfg, exp, api.bucket_prefixes(cfg, exp))
         if not partitioned:
             return verify_prefixes(cfg, exp, [""])
         # The run's partition, or every partition of its range (a backfill policy); alone

@@ -38,6 +38,7 @@ from rivet_core import api
 from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.assets import build_export_asset, describe
 from rivet_dagster.automation import build_failure_sensor, build_schedule, export_job
+from rivet_dagster.buckets import partitioned_body
 from rivet_dagster.checks import build_manifest_check
 from rivet_dagster.chunked import (
     build_chunk_asset,
@@ -121,6 +122,18 @@ def _whole_run_asset(config: api.RivetConfig, export: api.ExportConfig, reason: 
     )(with_s3_clients(export_s3_key(export))(whole_run_body(str(config.config_path), export.name)))
 
 
+def _partitioned_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetsDefinition:
+    """A `partition_by` export: one asset running every date bucket (rivet_dagster/buckets.py)."""
+    description = describe(config, export) + (
+        f"\n- split by `{export.partition_by}` into {export.partition_granularity} buckets, each its own "
+        "prefix with its own manifest (listed in the materialization; not Dagster partitions)")
+    return dg.asset(
+        key=asset_key(config, export), description=description,
+        kinds={config.source.type, export.format, export.destination.type},
+        retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="run"),
+    )(with_s3_clients(export_s3_key(export))(partitioned_body(str(config.config_path), export.name)))
+
+
 def build_definitions(config_path: str | os.PathLike[str], executor: dg.ExecutorDefinition | None = None, *,
                       key_prefix: str | Sequence[str] = (), group_name: str | None = None,
                       owners: Sequence[str] = (), tags: Mapping[str, str] | None = None,
@@ -155,6 +168,15 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
     exports_by_key: dict[str, str] = {}
     for export in config.exports:
         exports_by_key[asset_key(config, export).to_user_string()] = export.name
+        if export.partition_by:  # one asset, its buckets listed in the materialization
+            assets.append(_partitioned_asset(config, export))
+            checks.append(build_manifest_check(config, export))
+            job = export_job(config, export)
+            jobs.append(job)
+            schedule = build_schedule(config, export, job)
+            if schedule is not None:
+                schedules.append(schedule)
+            continue
         reason = whole_run_reason(export) if export.mode == "chunked" else None
         if export.mode == "chunked" and reason is None:
             require_partitionable(export)

@@ -1,7 +1,9 @@
 """Destination path templating: `{date}`, `{export}`, `{table}` in `path` / `prefix`.
 
-docs/rivet-compat.md "File names and run ids": tokens expand at plan build in UTC. `{run_id}` is kept verbatim (only
-`rivet validate --run-id` fills it). Any other `{token}` is a typo that would otherwise
+docs/rivet-compat.md "File names and run ids": tokens expand at plan build in UTC. `{run_id}` is
+kept verbatim (only `rivet validate --run-id` fills it), and so is `{partition}` until a
+`partition_by` run renders it per bucket (rivet_core/pipeline/buckets.py; config/partition_by.py
+requires `partition_by` next to it). Any other `{token}` is a typo that would otherwise
 create a literal `{dtae}` directory, so it is an error — checked at load time
 (`template_errors`) and again when rendering.
 """
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 
 _TOKEN = re.compile(r"\{([^{}]*)\}")
 EXPANDED_TOKENS: tuple[str, ...] = ("date", "export", "table")
-VERBATIM_TOKENS: tuple[str, ...] = ("run_id",)
+VERBATIM_TOKENS: tuple[str, ...] = ("run_id", "partition")
 ALLOWED_TOKENS: tuple[str, ...] = EXPANDED_TOKENS + VERBATIM_TOKENS
 
 

@@ -3,8 +3,9 @@
 Every check returns messages instead of raising, so the loader can report all problems
 at once. Messages name the export (`export 'x': …`), the key and value at fault, and the
 fix; the quoted fragments of the reference catalogue appear verbatim so tests (and
-users' scripts) can rely on them. Features we parse but do not implement yet (CDC,
-partition_by) are rejected here with a "not supported yet" message. Chunked
+users' scripts) can rely on them. Features we parse but do not implement (CDC) are
+rejected here with a "not supported yet" message; `partition_by`'s rules live in
+partition_by.py. Chunked
 rules that need the source (key types, statistics) are checked at plan time by
 `rivet_core.chunks.planner`.
 """
@@ -27,6 +28,7 @@ from rivet_core.config.limits import (
 from rivet_core.config.messages import Problem
 from rivet_core.config.models import DestinationConfig, ExportConfig, RivetConfig, SourceConfig
 from rivet_core.config.overrides import parse_column_override, split_column_key
+from rivet_core.config.partition_by import partition_errors
 from rivet_core.config.sizes import parse_size
 from rivet_core.config.source_url import inline_url_password, scheme_problem, url_host_problem
 from rivet_core.config.substitution import substitute
@@ -336,11 +338,7 @@ def _mode_errors(exp: ExportConfig, label: str) -> list[str]:
             f"{label}: mode: cdc is not supported yet (CDC is out of scope) — use full, "
             "incremental or time_window"
         )
-    if exp.partition_by is not None:
-        errors.append(
-            f"{label}: partition_by is not supported yet — remove it; for date slices use "
-            "mode: time_window"
-        )
+    errors.extend(partition_errors(exp, label))
     return errors
 
 

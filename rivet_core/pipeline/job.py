@@ -77,6 +77,9 @@ class RunOptions:
     #: The run's id (default: `{export}_{UTC time}`). A ranged time-partition run
     #: (time_range.py) gives each partition its own, since they start in the same millisecond.
     run_id: str | None = None
+    #: The new manifest replaces the prefix's previous one part by part (as a time partition
+    #: does): set for a `partition_by` bucket that replaces its data (buckets.py).
+    supersede_previous: bool = False
 
 
 def staging_root(config: RivetConfig) -> Path:
@@ -281,7 +284,7 @@ class ExportRun:
                                 validate=self.options.validate, notifications=self.notifications,
                                 defer_transient_notice=self.options.defer_transient_notice,
                                 report_root=self.config.config_dir,
-                                supersede_previous=self.supersedes_previous,
+                                supersede_previous=self.supersedes_previous or self.options.supersede_previous,
                                 sweep_orphans=self.lock_mode == "exclusive" and self.export.mode != "chunked")
         finally:
             shutil.rmtree(self.staging_dir, ignore_errors=True)

@@ -655,8 +655,53 @@ def test_chunked_query_export_without_a_chunk_column_needs_a_strategy(config_err
     )
 
 
-def test_partition_by_is_not_supported_yet(config_error, base):
-    assert "partition_by is not supported yet" in config_error(_with(base, partition_by="day"))
+# ------------------------------------------------------------------ 36. partition_by
+
+
+def _partitioned(base, **fields):
+    base["exports"][0]["destination"] = {"type": "local", "path": "./out/{partition}"}
+    return _with(base, **{"partition_by": "created_at", **fields})
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"partition_by": " "}, "partition_by must name a column"),
+        ({"partition_by": "a/b"}, "partition_by 'a/b' is not filename-safe"),
+        ({"partition_by": "a=b"}, "is not filename-safe"),
+        ({"mode": "time_window", "time_column": "t", "days_window": 1},
+         "partition_by is not compatible with `mode: time_window`"),
+        ({"mode": "chunked", "chunk_by_key": "id"}, "partition_by is not compatible with chunk_by_key"),
+        ({"mode": "chunked"}, "partition_by with mode: chunked needs chunk_column"),
+        ({"mode": "chunked", "chunk_column": "id", "chunk_size_memory_mb": 8},
+         "not compatible with chunk_size_memory_mb"),
+    ],
+)
+def test_partition_by_rules(config_error, base, fields, expected):
+    assert expected in config_error(_partitioned(base, **fields))
+
+
+def test_partition_by_requires_the_partition_token(config_error, base):
+    message = config_error(_with(base, partition_by="created_at"))
+    assert "partition_by requires a '{partition}' token" in message
+
+
+def test_partition_token_must_be_a_whole_segment(config_error, base):
+    base["exports"][0]["destination"] = {"type": "s3", "bucket": "b", "prefix": "o/p{partition}/"}
+    assert "must be a whole path segment" in config_error(_with(base, partition_by="created_at"))
+
+
+def test_partition_token_without_partition_by(config_error, base):
+    base["exports"][0]["destination"] = {"type": "local", "path": "./out/{partition}"}
+    assert "has the '{partition}' token but partition_by is not set" in config_error(base)
+
+
+@pytest.mark.parametrize("fields", [{}, {"mode": "incremental", "cursor_column": "updated_at"},
+                                    {"mode": "chunked", "chunk_column": "id"},
+                                    {"partition_granularity": "month"}])
+def test_partition_by_combinations_rivet_accepts(load, base, fields):
+    export = load(_partitioned(base, **fields)).exports[0]
+    assert export.partition_by == "created_at"
 
 
 # ------------------------------------------------------------------ 35. time_window

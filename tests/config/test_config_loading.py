@@ -305,10 +305,10 @@ def test_render_destination_treats_naive_now_as_utc():
 
 
 def test_render_destination_rejects_unknown_tokens():
-    dest = DestinationConfig(type="local", path="out/{partition}")
+    dest = DestinationConfig(type="local", path="out/{partiton}")
     with pytest.raises(ConfigError) as info:
         render_destination(dest, "e", datetime.now(UTC))
-    assert "'{partition}'" in str(info.value) and "{run_id}" in str(info.value)
+    assert "'{partiton}'" in str(info.value) and "{run_id}" in str(info.value) and "{partition}" in str(info.value)
 
 
 # ------------------------------------------------------------------ overrides
