@@ -18,6 +18,7 @@ from rivet_core.errors import (
     RivetError,
     SchemaDriftError,
     TransientError,
+    best_effort,
 )
 from rivet_core.malloc_arenas import limit_malloc_arenas
 from rivet_core.manifest import Manifest, Verification, read_manifest, verify_at_destination
@@ -57,6 +58,8 @@ __all__ = [
     # progress reporting through a callback (the adapter passes context.log.info)
     "ProgressTracker", "callback_tracker",
     "send_notifications", "verify_at_destination", "verify_export",
+    # a best-effort step: swallowed, logged with its name, redacted
+    "best_effort",
     # process set-up: cap glibc malloc arenas before export threads start (malloc_arenas.py)
     "limit_malloc_arenas",
 ]
@@ -159,7 +162,7 @@ def schema_baselines(config: RivetConfig) -> dict[str, list[dict[str, str]]]:
         finally:
             conn.close()
         return {str(name): json.loads(raw) for name, raw in rows if raw}
-    except Exception:  # noqa: BLE001 - best effort by contract (docstring)
+    except (sqlite3.Error, OSError, ValueError, RivetError):  # no store, no table, a bad row, a bad URL
         return {}
 
 

@@ -83,7 +83,7 @@ def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         except BrokenPipeError:  # `rivet … | head`: the reader left; not an error
             sys.stderr.close()
             sys.exit(0)
-        except Exception as exc:  # noqa: BLE001 - the CLI's single error boundary
+        except Exception as exc:  # error boundary: the CLI's one — an error becomes its message and exit code
             log.debug("command failed", exc_info=True)
             _fail(exc, json_errors)
         sys.exit(code)

@@ -43,7 +43,7 @@ def doctor(config_path: str, params: tuple[str, ...], as_json: bool) -> None:
             pairs[key.strip()] = value
         try:
             report = run_doctor(config_path, pairs)
-        except Exception as exc:  # noqa: BLE001 - a doctor bug must still print one clean line
+        except Exception as exc:  # error boundary: a doctor bug must still print one clean line
             report = DoctorReport([Check("doctor", False, f"internal error: {type(exc).__name__}: {exc}",
                                          "re-run with `rivet -vv doctor` and report the traceback")])
     if as_json:

@@ -27,6 +27,7 @@ Exit code (docs/rivet-compat.md "CLI output and exit codes"): 0 when every check
 from __future__ import annotations
 
 import getpass
+import logging
 import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping
@@ -36,7 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from rivet_core.destination import DOCTOR_PROBE_KEY
+from rivet_core.errors import best_effort
 from rivet_core.redact import redact_secrets
+
+log = logging.getLogger("rivet.doctor")
 
 ENGINE_LABELS = {"postgres": "PostgreSQL", "mysql": "MySQL/MariaDB", "sqlite": "SQLite"}
 DEFAULT_PORTS = {"postgres": 5432, "mysql": 3306}
@@ -129,7 +133,7 @@ def run_doctor(config_path: str | Path, params: Mapping[str, str] | None = None)
     path = Path(config_path)
     try:
         config = load_config(path, dict(params or {}))
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a [FAIL] line
+    except Exception as exc:  # error boundary: every failure becomes a [FAIL] line
         problem, fix = _split(_message(exc))
         return DoctorReport([Check("config", False, f"{path}: {problem}",
                                    fix or f"correct {path} as the message says (each problem names its "
@@ -182,7 +186,7 @@ def check_source(config: Any) -> Check:
     label = f"source ({ENGINE_LABELS.get(source.type, source.type)})"
     try:
         url = source.resolve_url(config.config_dir)
-    except Exception as exc:  # noqa: BLE001 - env var unset, url_file missing …
+    except Exception as exc:  # error boundary: a [FAIL] line (env var unset, url_file missing …)
         problem, fix = _split(_message(exc))
         return Check(label, False, problem, fix or "set the environment variable / file source.url_env, "
                      "source.url_file or source.password_env names")
@@ -190,7 +194,7 @@ def check_source(config: Any) -> Check:
         tuning = resolve_tuning(source.tuning.as_dict() if source.tuning else None, None, source.environment)
         with open_source(url, tuning, engine=source.type) as session:
             session.scalar("SELECT 1")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # error boundary: a [FAIL] line
         return _source_failure(label, source, url, exc)
     if source.type == "sqlite":
         return Check(label, True, f"opened {url.split(':///', 1)[-1]} and ran SELECT 1")
@@ -278,7 +282,7 @@ def check_destinations(config: Any) -> list[Check]:
         label = f"destination {export.name}"
         try:
             spec = destination_spec(config, export, now)
-        except Exception as exc:  # noqa: BLE001 - e.g. access_key_env not set
+        except Exception as exc:  # error boundary: a [FAIL] line (e.g. access_key_env not set)
             problem, fix = _split(_message(exc))
             checks.append(Check(label, False, problem, fix))
             continue
@@ -309,17 +313,16 @@ def probe_destination(label: str, spec: Any, base_dir: Path) -> Check:
     ]
     try:
         dest = open_destination(spec, base_dir)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # error boundary: a [FAIL] line
         return _destination_failure(label, spec, where, "create", exc)
     for action, step in steps:
         try:
             step(dest)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # error boundary: a [FAIL] line
             if action != "write":
-                try:
-                    dest.delete(PROBE_KEY)  # never leave the probe behind if we can help it
-                except Exception:  # noqa: BLE001,S110 - the reported failure is the first one
-                    pass
+                # Never leave the probe behind if we can help it; the reported failure is the first one.
+                with best_effort("delete the doctor probe", logger=log):
+                    dest.delete(PROBE_KEY)
             return _destination_failure(label, spec, where, action, exc)
     return Check(label, True, f"{where}: wrote, read back and deleted {PROBE_KEY}")
 
@@ -373,7 +376,7 @@ def check_state(config: Any) -> Check:
     label = "state store"
     try:
         target = redact_secrets(state_url_for(config.config_path))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # error boundary: a [FAIL] line
         problem, fix = _split(_message(exc))
         return Check(label, False, problem, fix)
     sqlite_path = target.split(":///", 1)[1] if target.startswith("sqlite") else None
@@ -384,7 +387,7 @@ def check_state(config: Any) -> Check:
            "server is reachable from this machine")
     try:
         store = StateStore.open(config.config_path)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # error boundary: a [FAIL] line
         problem, _hint = _split(_message(exc))
         return Check(label, False, problem, fix, transient=getattr(exc, "exit_code", 1) == 2)
     try:
@@ -393,7 +396,7 @@ def check_state(config: Any) -> Check:
         problem, hint = _split(_message(exc))
         hint = (hint or "").removesuffix(" (nothing was exported)") or fix
         return Check(label, False, problem, hint, transient=exc.exit_code == 2)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # error boundary: a [FAIL] line
         cause = getattr(exc, "orig", None) or exc
         return Check(label, False, f"{store.url} is not writable ({_message(cause)})", fix)
     finally:
@@ -412,7 +415,8 @@ def check_staging(config: Any) -> Check:
     label = "staging"
     root = staging_root(config)
     live: set[str] = set()
-    try:
+    # Already reported by the state store check (INFO, not twice); owner files still tell.
+    with best_effort("read the export locks", logger=log, level=logging.INFO):
         from rivet_core.state import StateStore
 
         store = StateStore.open(config.config_path)
@@ -420,8 +424,6 @@ def check_staging(config: Any) -> Check:
             live = {h.run_id for h in store.list_export_locks() if h.run_id and h.stale_reason() is None}
         finally:
             store.close()
-    except Exception:  # noqa: BLE001 - reported by the state store check; owner files still tell
-        pass
     try:
         found = scan_staging(root, [e.name for e in config.exports], live)
     except OSError as exc:

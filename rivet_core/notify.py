@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from rivet_core import __version__
+from rivet_core.errors import best_effort
 from rivet_core.redact import redact_secrets
 
 log = logging.getLogger("rivet.notify")
@@ -207,18 +208,15 @@ def send_notifications(
         return warnings
     try:
         events = notice_events(notice)
-    except Exception as exc:  # noqa: BLE001 - a malformed notice must not raise either
+    except Exception as exc:  # error boundary: a malformed notice becomes a warning
         return [_warn(warnings, f"notification skipped: cannot read the run notice ({exc})")]
 
     for channel, send in (("slack", _send_slack), ("webhook", _send_webhook)):
-        try:
+        with best_effort(f"{channel} notification", warn=lambda text: _warn(warnings, text),  # I8
+                         message=f"{channel} notification failed unexpectedly: {{kind}}: {{reason}}"):
             channel_config = getattr(config, channel, None)
             if channel_config is not None:
                 send(channel_config, notice, events, timeout_s, warnings)
-        except Exception as exc:  # noqa: BLE001 - best-effort by contract (I8)
-            _warn(
-                warnings, f"{channel} notification failed unexpectedly: {type(exc).__name__}: {exc}"
-            )
     return warnings
 
 
@@ -335,7 +333,7 @@ def _post_json(
         reason = f"HTTP {exc.code} {exc.reason}"
     except urllib.error.URLError as exc:
         reason = _describe(exc.reason, timeout_s)
-    except Exception as exc:  # noqa: BLE001 - TimeoutError, OSError, http.client errors...
+    except Exception as exc:  # error boundary: TimeoutError, OSError, http.client errors… → the warning's reason
         reason = _describe(exc, timeout_s)
     else:
         if 200 <= status < 300:

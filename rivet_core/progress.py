@@ -33,6 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
+from rivet_core.errors import best_effort
+
 log = logging.getLogger("rivet.progress")
 
 #: Logger of the plain progress lines (the CLI raises it to INFO when it picks the log sink).
@@ -215,10 +217,9 @@ class LineSink:
         self.interval = interval_override(LOG_INTERVAL_S) if interval is None else interval
 
     def render(self, snap: ProgressSnapshot) -> None:
-        try:
+        # A failing sink must never fail the export; DEBUG, since the sink may be the log itself.
+        with best_effort("progress sink", logger=log, level=logging.DEBUG):
             self.emit(snap.line())
-        except Exception:  # noqa: BLE001 - a failing log sink must never fail the export
-            log.debug("progress sink failed", exc_info=True)
 
     def close(self, snap: ProgressSnapshot) -> None:
         self.render(snap)
@@ -367,13 +368,12 @@ def expected_rows(config: Any, export: Any) -> int | None:
         from rivet_core.introspect.estimate import estimate_rows
     except ImportError:
         return None
-    try:
+    # An estimate is optional and the run reports real errors: DEBUG, not a warning per run.
+    with best_effort(f"row estimate for export '{export.name}'", logger=log, level=logging.DEBUG):
         if export.table and not export.query:
             return estimate_rows(config.source, table=export.table, config_dir=config.config_dir)
         return estimate_rows(config.source, query=export.resolved_query, config_dir=config.config_dir)
-    except Exception:  # noqa: BLE001 - an estimate is optional; the run reports real errors
-        log.debug("row estimate for export '%s' failed", export.name, exc_info=True)
-        return None
+    return None
 
 
 def resolve_mode(mode: str, stream: IO[str] | None = None) -> str:

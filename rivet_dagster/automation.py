@@ -123,15 +123,13 @@ def _exports_of_run(exports_by_key: dict[str, str], config_path: str, run: dg.Da
     selection), else the export named by the job's tags when they name this config. Empty
     for every other run, which the notifier then ignores."""
     keys = set(run.asset_selection or ()) | {c.asset_key for c in run.asset_check_selection or ()}
-    try:
+    with api.best_effort("read the run's planned assets"):  # its selection and tags still decide
         for record in instance.get_records_for_run(run.run_id, of_type=_PLANNED, limit=1000).records:
             event = record.event_log_entry.dagster_event
             key = event.asset_key if event else None
             key = key or getattr(event.event_specific_data if event else None, "asset_key", None)
             if key is not None:
                 keys.add(key)
-    except Exception:  # noqa: BLE001 - the run's selection and tags still decide
-        pass
     names = sorted({exports_by_key[k.to_user_string()] for k in keys if k.to_user_string() in exports_by_key})
     if names:
         return names

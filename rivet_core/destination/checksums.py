@@ -152,7 +152,7 @@ class AppendHasher:
                         raise StagedFileError(f"file ended at {done} bytes, {upto} were flushed")
                     self._fp.update(chunk)
                     done += len(chunk)
-        except BaseException as exc:  # noqa: BLE001 - re-raised by finish() on the writer's thread
+        except BaseException as exc:  # error boundary: re-raised by finish() on the writer's thread
             self._error = exc
 
 

@@ -338,7 +338,7 @@ def _reread_parts(v: Verification, dest: Destination, manifest: Manifest, parts:
     for part in parts:
         try:
             data = dest.read_bytes(part.path)
-        except Exception as exc:  # noqa: BLE001 - any read failure is a verdict, never a traceback
+        except Exception as exc:  # error boundary: any read failure is a verdict, never a traceback
             v.failures.append(VerifyFailure("part_read_error", {"part_id": part.part_id, "path": part.path,
                                                                  **_io_fields(exc)}))
             continue
@@ -364,7 +364,7 @@ def _reread_parts(v: Verification, dest: Destination, manifest: Manifest, parts:
                     sums = parquet_sums(data)
             else:
                 rows = _count_csv_rows(data)
-        except Exception as exc:  # noqa: BLE001 - unreadable bytes are verified wrong, not a traceback
+        except Exception as exc:  # error boundary: unreadable bytes are verified wrong, not a traceback
             _fail_part(v, "part_row_count_mismatch", part, "readable " + ("parquet" if is_parquet else "csv"),
                        "a readable file", _detail(exc))
             v.parts_failed += 1

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from rivet_core.chunks import ChunkPlan
 from rivet_core.destination.checksums import Fingerprinter
-from rivet_core.errors import ConfigError, DestinationError
+from rivet_core.errors import ConfigError, DestinationError, best_effort
 from rivet_core.manifest import SUCCESS_KEY, quarantine_object
 from rivet_core.pipeline.facade.chunk_commit import attempt_key, is_own_part
 from rivet_core.pipeline.facade.commit import PartRecord, part_column_checksums, rehydrate_part
@@ -110,7 +110,10 @@ def rehydrate_window(summary: RunSummary, window: CompletedWindowParts,
 
 
 def _fingerprinted(summary: RunSummary, dest: Destination, record: PartRecord) -> PartRecord:
-    try:
+    # The part is durable; its fingerprints are best effort.
+    with best_effort("part fingerprints", warn=summary.add_warning,
+                     message=f"part '{record.path}': fingerprints not recorded ({{kind}}: {{reason}}) — "
+                             "verification of this part is size-only"):
         data = dest.read_bytes(record.path)
         fp = Fingerprinter()
         fp.update(data)
@@ -119,10 +122,7 @@ def _fingerprinted(summary: RunSummary, dest: Destination, record: PartRecord) -
         return PartRecord(path=record.path, rows=record.rows, size_bytes=record.size_bytes,
                           content_fingerprint=fp.xxh3, content_md5=fp.md5_b64,
                           column_checksums=part_column_checksums(record.path, data))
-    except Exception as exc:  # noqa: BLE001 - the part is durable; its fingerprints are best effort
-        summary.add_warning(f"part '{record.path}': fingerprints not recorded ({type(exc).__name__}: "
-                            f"{str(exc)[:200]}) — verification of this part is size-only")
-        return record
+    return record
 
 
 def prepare_resume(run: ChunkedRun, chunk_plan: ChunkPlan) -> None:

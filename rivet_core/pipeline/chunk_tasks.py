@@ -47,6 +47,7 @@ command that clears the checkpoint.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 from collections.abc import Callable, Mapping, Sequence
@@ -65,8 +66,10 @@ from rivet_core.chunks.fingerprint import (
 from rivet_core.chunks.planner import column_type, fetch_rows, plan_chunks
 from rivet_core.chunks.sql import probe_window, window_count_query, window_query
 from rivet_core.config import ExportConfig, RivetConfig
-from rivet_core.errors import ConfigError, DataIntegrityError, RivetError
+from rivet_core.errors import ConfigError, DataIntegrityError, RivetError, best_effort
 from rivet_core.manifest import quarantine_object, read_manifest, schema_fingerprint
+from rivet_core.pipeline.chunk_resume import match_completed_parts, rehydrate_window
+from rivet_core.pipeline.chunked import ChunkedRun
 from rivet_core.pipeline.facade.chunk_commit import (
     StagedWindow,
     WindowResult,
@@ -75,11 +78,9 @@ from rivet_core.pipeline.facade.chunk_commit import (
     stage_window,
     write_window,
 )
-from rivet_core.pipeline.chunk_resume import match_completed_parts, rehydrate_window
-from rivet_core.pipeline.chunked import ChunkedRun
+from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.job import RunOptions
-from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
 from rivet_core.source import classify_error, open_source
@@ -387,7 +388,7 @@ class DagsterChunkRun(ChunkedRun):
             q = src.quote_ident(change)
             try:
                 src.scalar(f"SELECT MAX(_rivet_c.{q}) FROM ({self.plan.base_query}) AS _rivet_c WHERE 1 = 0")
-            except Exception as exc:  # noqa: BLE001 - any refusal means MAX() is not usable
+            except Exception as exc:  # error boundary: any refusal means MAX() is not usable (ConfigError below)
                 problem = f"(type {native}: {redact_secrets(exc)})"
         if problem is not None:
             raise ConfigError(
@@ -474,11 +475,12 @@ def _unpublished(run: DagsterChunkRun, previous: ChunkRunRow) -> str | None:
     `interrupted` is not. No outcome (no row, or `running`) is in doubt: while another run of
     the export holds a live export lock the finalize may be in flight, so the planner waits;
     with none, the finalize died and the manifest is requested again."""
-    try:
+    # An unreadable ledger: never re-publish on a guess.
+    with best_effort("read the run ledger", logger=log,
+                     message=f"export '{run.export.name}': run ledger unreadable ({{reason}}); "
+                             "not re-requesting the manifest") as attempt:
         ledger = run.state.get_run_status(previous.run_id)
-    except Exception as exc:  # noqa: BLE001 - an unreadable ledger: never re-publish on a guess
-        log.warning("export '%s': run ledger unreadable (%s); not re-requesting the manifest",
-                    run.export.name, redact_secrets(exc))
+    if attempt.failed:
         return None
     status = ledger["status"] if ledger else None
     if status == "success":
@@ -641,16 +643,15 @@ class ChunkPartitionRun(DagsterChunkRun):
                 continue
             c.settled = True
             note = message if c is failing else f"not exported: {message}"
-            try:
+            # The step fails anyway; an unmarked task is taken over later. ChunkTaskNotRunning:
+            # taken over meanwhile — that worker owns it now.
+            with best_effort("mark the window failed", logger=log,
+                             message=f"export '{self.export.name}': could not mark window {c.window.key} "
+                                     "failed: {reason}"), contextlib.suppress(ChunkTaskNotRunning):
                 self.state.fail_chunk_task(self.run_id, c.window.index, note,
                                            retryable=transient or c is not failing, worker=self.worker)
                 self.summary.journal.record("ChunkFailed", chunk_index=c.window.index, error=note,
                                             attempt=c.task.attempts)
-            except ChunkTaskNotRunning:
-                pass  # taken over meanwhile: that worker owns it now
-            except Exception as exc:  # noqa: BLE001 - the step fails anyway; the task is taken over later
-                log.warning("export '%s': could not mark window %s failed: %s", self.export.name, c.window.key,
-                            redact_secrets(exc))
         self.cleanup()
 
     def cleanup(self) -> None:
@@ -748,7 +749,7 @@ class ChunkManifestRun(DagsterChunkRun):
             self._gate_total_quality(keep=self._published_parts)
             # The committed progression follows the manifest (RunStore, in the finalize sequence).
             summary.completed_chunk_run = run_id
-        except Exception as exc:  # noqa: BLE001 - reported through finalize
+        except Exception as exc:  # error boundary: reported through finalize
             return self._finalize(exc)
         return self._finalize(None)
 
@@ -758,11 +759,10 @@ class ChunkManifestRun(DagsterChunkRun):
         lists — the last good delivery stays whole (ADR-0002)."""
         keep = {p.path for p in self.summary.manifest_parts
                 if not is_own_part(p.path, self.export.name, self.summary.run_id)}
-        try:
+        found = None  # unreadable: the carried parts are kept anyway
+        with best_effort("read the current manifest", warn=self.summary.add_warning,
+                         message="current manifest unreadable: {reason}"):
             found = read_manifest(self.dest)
-        except Exception as exc:  # noqa: BLE001 - unreadable: the carried parts are kept anyway
-            self.summary.add_warning(f"current manifest unreadable: {redact_secrets(exc)}")
-            found = None
         return keep | ({p.path for p in found[0].parts} if found else set())
 
     def _finalized_elsewhere(self, run_id: str, status: str) -> DataIntegrityError:
@@ -808,7 +808,7 @@ def reconcile_chunks(config: RivetConfig, export: ExportConfig, *, state=None): 
         error = None
         try:
             prints = run.fingerprints_of(chunk_plan, [_window(t) for t in tasks])
-        except Exception as exc:  # noqa: BLE001 - uncountable windows are "unknown"
+        except Exception as exc:  # error boundary: uncountable windows are "unknown"
             prints, error = {}, redact_secrets(exc)
         for t in tasks:
             identifier = f"chunk {t.chunk_index} [{t.start_key}..{t.end_key}]"

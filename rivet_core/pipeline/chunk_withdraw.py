@@ -27,9 +27,9 @@ import logging
 from collections.abc import Collection
 
 from rivet_core.destination import Destination
+from rivet_core.errors import best_effort
 from rivet_core.manifest import quarantine_key, quarantine_object
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.redact import redact_secrets
 from rivet_core.state import StateStore
 
 log = logging.getLogger("rivet.withdraw")
@@ -61,10 +61,10 @@ def withdraw_windows(summary: RunSummary, state: StateStore, dest: Destination, 
     summary.journal.record("Warning", context="chunk_withdraw", message=note)
     log.warning("export '%s': %s", summary.export_name, note)
     if chunk_run_id is not None:
-        try:
+        # The parts are gone from the prefix either way.
+        with best_effort("withdraw the checkpoint", warn=summary.add_warning,
+                         message="checkpoint not updated for the withdrawn run: {reason}"):
             state.withdraw_chunk_run(chunk_run_id, f"withdrawn: {note}")
-        except Exception as exc:  # noqa: BLE001 - the parts are gone from the prefix either way
-            summary.add_warning(f"checkpoint not updated for the withdrawn run: {redact_secrets(exc)}")
     return len(moved)
 
 

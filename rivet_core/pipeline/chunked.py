@@ -39,11 +39,11 @@ import pyarrow as pa
 from rivet_core.chunks import ChunkPlan, ChunkWindow
 from rivet_core.chunks.planner import plan_chunks
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, probe_window, window_query
-from rivet_core.errors import DataIntegrityError, RivetError, exit_code_for
+from rivet_core.errors import DataIntegrityError, RivetError, best_effort, exit_code_for
 from rivet_core.format.meta_columns import meta_schema
-from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.chunk_resume import prepare_resume
 from rivet_core.pipeline.chunk_withdraw import withdraw_windows
+from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.faults import InjectedFault, fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.staging import claim_staging
@@ -125,7 +125,7 @@ class ChunkedRun(ExportRun):
     def run(self) -> RunSummary:
         try:
             chunk_plan = self.plan_windows()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # error boundary: the run's failure
             return self.fail(exc)
         if chunk_plan is None:
             log.info("export '%s': small table — exporting it in one piece (full)", self.export.name)
@@ -144,13 +144,16 @@ class ChunkedRun(ExportRun):
             if self.checkpoint:
                 self._close_checkpoint()
             self._keyset_cursor()
-        except Exception as exc:  # noqa: BLE001 - reported through finalize
+        except Exception as exc:  # error boundary: reported through finalize
             return self._finalize(exc)
         return self._finalize(None)
 
     def _gate_probe_schema(self) -> None:
         from rivet_core.manifest import schema_fingerprint
-        from rivet_core.pipeline.facade.schema_drift import check_schema_drift, record_gated_upstream
+        from rivet_core.pipeline.facade.schema_drift import (
+            check_schema_drift,
+            record_gated_upstream,
+        )
 
         self.summary.schema_fingerprint = schema_fingerprint(self.output_schema)
         if self.options.resume:
@@ -198,11 +201,9 @@ class ChunkedRun(ExportRun):
         opened = self.summary.run_id
         if adopted == opened:
             return
-        try:
+        with best_effort("run_status write", warn=self.summary.add_warning):  # the ledger is advisory
             self.state.finish_run(opened, "resumed")
             self.state.begin_run(adopted, self.export.name, self.dest.uri, self.options.dagster_run_id)
-        except Exception as exc:  # noqa: BLE001 - ledger is advisory
-            self.summary.add_warning(f"run_status write failed: {redact_secrets(exc)}")
         self.summary.run_id = adopted
         self.summary.journal.run_id = adopted
 
@@ -228,7 +229,7 @@ class ChunkedRun(ExportRun):
                 try:
                     fault_point(f"chunk_export:{task.chunk_index}")
                     result = export_window(ctx, window)
-                except Exception as exc:  # noqa: BLE001 - recorded on the task, run fails later (I6)
+                except Exception as exc:  # error boundary: recorded on the task, the run fails later (I6)
                     decision = classify_error(exc)
                     message = redact_secrets(exc)
                     with self.lock:
@@ -271,7 +272,7 @@ class ChunkedRun(ExportRun):
                         fault_point(f"chunk_export:{window.index}")
                         result = export_window(ctx, window)
                         break
-                    except Exception as exc:
+                    except Exception as exc:  # error boundary: retried when transient, else re-raised
                         decision = classify_error(exc)
                         with self.lock:
                             self.summary.journal.record("ChunkFailed", chunk_index=window.index,

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.destination import Destination
-from rivet_core.errors import ConfigError
+from rivet_core.errors import ConfigError, best_effort
 from rivet_core.manifest.retention import (
     GcOutcome,
     GcPlan,
@@ -45,7 +45,6 @@ from rivet_core.manifest.retention import (
     read_snapshot,
 )
 from rivet_core.pipeline.journal import RunJournal
-from rivet_core.redact import redact_secrets
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -76,11 +75,11 @@ def protector(state: StateStore | None, export_name: str) -> Callable[[RunRef], 
     def protect(run: RunRef) -> bool:
         if state is None:
             return run.status != "success"
-        try:
+        with best_effort("read the chunk run", logger=log,  # spare on doubt
+                         message=f"export '{export_name}': state store unreadable ({{reason}}); run "
+                                 f"{run.run_id} is spared") as attempt:
             chunk_run = state.get_chunk_run(run.run_id)
-        except Exception as exc:  # noqa: BLE001 - spare on doubt
-            log.warning("export '%s': state store unreadable (%s); run %s is spared", export_name,
-                        redact_secrets(exc), run.run_id)
+        if attempt.failed:
             return run.status != "success"
         if chunk_run is None:
             return False
@@ -176,11 +175,11 @@ def apply_retention(plan: UnitPlan, summary: RunSummary, state: StateStore, dest
     if summary.validated is False:
         summary.add_warning("retention skipped: validation failed, so the older runs stay as they are")
         return
-    try:
+    report = None  # gc never fails a published run
+    with best_effort("retention", warn=summary.add_warning, message="retention skipped: {reason}"):
         report = gc_prefix(dest, plan.export, RetentionPolicy.from_config(block), state=state,
                            now=datetime.now(UTC), sweep_orphans=sweep_orphans, journal=summary.journal)
-    except Exception as exc:  # noqa: BLE001 - gc never fails a published run
-        summary.add_warning(f"retention skipped: {redact_secrets(exc)}")
+    if report is None:
         return
     if report.outcome is not None and (report.outcome.failed or report.outcome.skipped):
         summary.add_warning(f"retention: {len(report.outcome.failed)} step(s) failed, "
@@ -244,10 +243,11 @@ def _gc_locked(config: RivetConfig, export: ExportConfig, policy: RetentionPolic
     finally:
         lock.release()
     if journal.entries:
-        try:
+        # The steps happened; say the journal is missing.
+        with best_effort("gc journal", logger=log, message="journal not stored: {reason}") as attempt:
             state.store_journal(journal.run_id, export.name, journal.to_dict())
-        except Exception as exc:  # noqa: BLE001 - the steps happened; say the journal is missing
-            report.warnings.append(f"journal not stored: {redact_secrets(exc)}")
+        if attempt.failed:
+            report.warnings.append(f"journal not stored: {attempt.reason}")
     return report
 
 

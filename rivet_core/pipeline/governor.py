@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from rivet_core.config.tuning import ResolvedTuning
+from rivet_core.errors import best_effort
 from rivet_core.source.pressure import PressureProbe, PressureSample
 
 log = logging.getLogger("rivet.governor")
@@ -259,10 +260,9 @@ class SourceGovernor:
         probe = self._ensure_probe()
         sample = PressureSample()
         if probe is not None:
-            try:
+            # Pacing is advisory: a failing probe is dropped (it logs why) and the export goes on.
+            with best_effort("pressure probe sample", warn=self._drop_probe, message="{kind}: {reason}"):
                 sample = probe.sample()
-            except Exception as exc:  # noqa: BLE001 - pacing is advisory; drop the probe, keep going
-                self._drop_probe(f"{type(exc).__name__}: {exc}")
         return PressureSample(active=sample.active, waiting=sample.waiting,
                               threads_running=sample.threads_running,
                               replica_lag_s=sample.replica_lag_s, latency_ratio=self.latency_ratio())
@@ -288,10 +288,8 @@ class SourceGovernor:
     def _ensure_probe(self) -> PressureProbe | None:
         if not self._probe_opened and self._open_probe is not None:
             self._probe_opened = True
-            try:
+            with best_effort("open the pressure probe", warn=self._drop_probe, message="{kind}: {reason}"):
                 self._probe = self._open_probe()
-            except Exception as exc:  # noqa: BLE001 - advisory, see module doc
-                self._drop_probe(f"{type(exc).__name__}: {exc}")
         return self._probe
 
     def _drop_probe(self, why: str) -> None:
@@ -302,15 +300,11 @@ class SourceGovernor:
                     self.stats.probe_error)
         probe, self._probe = self._probe, None
         if probe is not None:
-            try:
+            with best_effort("close the failed pressure probe", logger=log):  # nothing beyond this to release
                 probe.close()
-            except Exception:  # noqa: BLE001 - already failing; nothing to release beyond this
-                pass
 
     def close(self) -> None:
         probe, self._probe = self._probe, None
         if probe is not None:
-            try:
+            with best_effort("close the pressure probe", logger=log):  # the export is done; moot
                 probe.close()
-            except Exception:  # noqa: BLE001 - the export is done; a dead side connection is moot
-                pass

@@ -23,14 +23,14 @@ from typing import Any
 
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.destination import Destination, open_destination
-from rivet_core.errors import DataIntegrityError
+from rivet_core.errors import DataIntegrityError, best_effort
 from rivet_core.manifest import schema_fingerprint
 from rivet_core.pipeline.extract import StagedExtract, extract_to_staging
 from rivet_core.pipeline.facade.finalize import finalize_run
-from rivet_core.pipeline.lost_cursor import resolve_missing_cursor
 from rivet_core.pipeline.facade.publish import publish_staged
-from rivet_core.pipeline.run_reconcile import reconcile_gate
 from rivet_core.pipeline.facade.schema_drift import check_schema_drift
+from rivet_core.pipeline.lost_cursor import resolve_missing_cursor
+from rivet_core.pipeline.run_reconcile import reconcile_gate
 from rivet_core.pipeline.staging import claim_staging, sweep_dead_staging
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.plan import DayWindow, UnitPlan, plan_unit
@@ -144,14 +144,13 @@ class ExportRun:
     def _sweep_dead_staging(self) -> None:
         """Holding the export lock: remove staging left by this export's dead runs (staging.py;
         live runs of the export — their run ids are on live lock rows — are never touched)."""
-        try:
+        removed = None  # housekeeping never fails a run
+        with best_effort("staging cleanup", logger=log,
+                         message=f"export '{self.export.name}': staging cleanup skipped: {{reason}}"):
             live = {h.run_id for h in self.state.list_export_locks(self.export.name)
                     if h.run_id and h.stale_reason() is None}
             removed = sweep_dead_staging(staging_root(self.config), self.export.name, live,
                                          keep=self.staging_dir.name)
-        except Exception as exc:  # noqa: BLE001 - housekeeping never fails a run
-            log.warning("export '%s': staging cleanup skipped: %s", self.export.name, redact_secrets(exc))
-            return
         if removed:
             self.summary.journal.record(
                 "Warning", context="staging_cleanup",
@@ -160,10 +159,8 @@ class ExportRun:
 
     def open_ledger(self) -> None:
         """The run's `run_status` row (advisory: a failed write is a warning)."""
-        try:
+        with best_effort("run_status write", warn=self.summary.add_warning):
             self.state.begin_run(self.summary.run_id, self.export.name, self.dest.uri, self.options.dagster_run_id)
-        except Exception as exc:  # noqa: BLE001 - the ledger is advisory
-            self.summary.add_warning(f"run_status write failed: {redact_secrets(exc)}")
 
     # ------------------------------------------------------------------ phases
     def _new_summary(self) -> RunSummary:
@@ -192,7 +189,7 @@ class ExportRun:
                 claim_staging(self.staging_dir, run_id=self.staging_dir.name, export_name=self.export.name)
                 return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{attempt}",
                                           progress=self.options.progress, reconcile=self.options.reconcile)
-            except Exception as exc:
+            except Exception as exc:  # error boundary: retried when transient, else re-raised
                 decision = classify_error(exc)
                 if not (decision.transient and self.options.internal_retries) \
                         or attempt >= self.plan.tuning.max_retries:
@@ -226,7 +223,7 @@ class ExportRun:
                 self._empty_result()
             else:
                 publish_staged(self.plan, self.summary, self.state, self.dest, staged)
-        except Exception as exc:  # noqa: BLE001 - reported through finalize
+        except Exception as exc:  # error boundary: reported through finalize
             error = exc
         return self._finalize(error)
 
@@ -238,7 +235,7 @@ class ExportRun:
         """All phases in one call (the CLI path)."""
         try:
             staged = self.extract()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # error boundary: the run's failure
             return self.fail(exc)
         return self.publish(staged)
 
@@ -266,7 +263,7 @@ class ExportRun:
             return None
         try:
             reconcile_gate(s, s.source_row_count, s.reconcile_counted_rows)
-        except Exception as exc:  # noqa: BLE001 - becomes the run's error
+        except Exception as exc:  # error boundary: becomes the run's error
             return exc
         return None
 

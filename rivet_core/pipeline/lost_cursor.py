@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from rivet_core.config import ExportConfig
 from rivet_core.destination import Destination
-from rivet_core.errors import ConfigError, DataIntegrityError
+from rivet_core.errors import ConfigError, DataIntegrityError, best_effort
 from rivet_core.manifest import Manifest, read_manifest
 from rivet_core.redact import redact_secrets
 from rivet_core.state import StateStore
@@ -59,10 +59,9 @@ def resolve_missing_cursor(state: StateStore, export: ExportConfig, dest: Destin
             raise ConfigError(f"export '{export.name}': --from-manifest needs a destination with a manifest "
                               f"(local or s3), not {dest.kind}")
         return None
-    try:
+    known = False  # an unreadable file log knows nothing: the destination decides
+    with best_effort("read the file log"):
         known = bool(state.list_files(export.name, 1))
-    except Exception:  # noqa: BLE001 - an unreadable file log knows nothing: the destination decides
-        known = False
     if known and not from_manifest:
         return None  # the cursor was reset on purpose (`rivet state reset`): re-export, as documented
     try:

@@ -38,9 +38,9 @@ from rivet_core.manifest import read_manifest, schema_fingerprint
 from rivet_core.pipeline.facade.chunk_commit import attempt_key, export_window, part_prefix
 from rivet_core.pipeline.facade.commit import PartKind, record_part
 from rivet_core.pipeline.facade.finalize_repair import RepairedWindow, finalize_repair
-from rivet_core.pipeline.job import RunOptions
 from rivet_core.pipeline.facade.run_store import commit_verified_progression
 from rivet_core.pipeline.facade.schema_drift import check_schema_drift
+from rivet_core.pipeline.job import RunOptions
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
 from rivet_core.source import open_source
@@ -132,7 +132,7 @@ def reconcile_export(config: RivetConfig, export: ExportConfig) -> ReconcileRepo
                 try:
                     sql, params = window_count_query(dialect, run.plan.base_query, plan, window)
                     source = int(src.scalar(sql, params))
-                except Exception as exc:  # noqa: BLE001 - an uncountable window is "unknown"
+                except Exception as exc:  # error boundary: an uncountable window is "unknown"
                     report.checks.append(ChunkCheck(task.chunk_index, identifier, task.start_key, task.end_key,
                                                     None, exported, "unknown", redact_secrets(exc)))
                     continue
@@ -262,7 +262,7 @@ def execute_repair(config: RivetConfig, export: ExportConfig, report: ReconcileR
                     continue
                 try:
                     result = export_window(ctx, by_index[action.chunk_index])
-                except Exception as exc:  # noqa: BLE001 - report per action, keep going
+                except Exception as exc:  # error boundary: reported per action; the others go on
                     first_failure = first_failure or exc
                     results.append(RepairResult(action.chunk_index, "failed", detail=redact_secrets(exc)))
                     continue
@@ -280,7 +280,7 @@ def execute_repair(config: RivetConfig, export: ExportConfig, report: ReconcileR
                 error = RepairIncomplete(
                     f"export '{export.name}': {len(left)} of {len(actions)} chunk(s) not repaired (chunks {left}; "
                     f"first: {redact_secrets(cause)}); the manifest lists their old parts", cause)
-        except Exception as exc:  # noqa: BLE001 - reported through finalize_repair
+        except Exception as exc:  # error boundary: reported through finalize_repair
             error = exc
         finalize_repair(run.plan, summary, state, dest, previous=manifest, chunk_run_id=report.run_id,
                         windows=windows, error=error, report_root=config.config_dir)

@@ -36,11 +36,11 @@ from rivet_core.errors import DataIntegrityError
 from rivet_core.format import PartRotator, StagedPart
 from rivet_core.format.meta_columns import add_meta_columns, meta_schema
 from rivet_core.pipeline.extract import StagedExtract
+from rivet_core.pipeline.facade.schema_drift import merge_drift_verdicts
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityIssue, QualityTracker, quality_error
-from rivet_core.pipeline.facade.schema_drift import merge_drift_verdicts
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.plan import DayWindow, export_destination, is_calendar_column
 from rivet_core.progress import feed_for

@@ -115,7 +115,7 @@ class ReadAhead(Generic[_T]):
                     self._cond.notify_all()
                 if item is _END:
                     return
-        except BaseException as exc:  # re-raised on the consumer's thread
+        except BaseException as exc:  # error boundary: re-raised on the consumer's thread
             with self._cond:
                 self._ready.append((exc, 0))
                 self._cond.notify_all()

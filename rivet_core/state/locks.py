@@ -41,7 +41,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 import xxhash
 
-from rivet_core.errors import TransientError
+from rivet_core.errors import TransientError, best_effort
 from rivet_core.state._base import StoreBase
 from rivet_core.state.schema import export_lock
 
@@ -69,13 +69,24 @@ def _host() -> str:
     return socket.gethostname()
 
 
+def _psutil_errors() -> tuple[type[BaseException], ...]:
+    """psutil's error base (AccessDenied, ZombieProcess, …), or nothing when psutil is absent."""
+    try:
+        import psutil
+    except ImportError:
+        return ()
+    return (psutil.Error,)
+
+
 def _process_start(pid: int) -> str | None:
     """The start time of a process, to tell a live holder from a recycled pid."""
     try:
         import psutil
-
+    except ImportError:
+        return None
+    try:
         return f"{psutil.Process(pid).create_time():.3f}"
-    except Exception:  # noqa: BLE001 - unknown: the pid check alone decides
+    except (psutil.Error, OSError):  # unknown: the pid check alone decides
         return None
 
 
@@ -96,7 +107,7 @@ def _process_alive(pid: int, started: str | None) -> bool:
                 return False
         except psutil.NoSuchProcess:
             return False
-    except Exception:  # noqa: BLE001 - unknowable (no access): the start-time check decides
+    except (ImportError, OSError) + _psutil_errors():  # unknowable (no access): the start time decides
         pass
     if started is None:
         return True
@@ -185,7 +196,9 @@ class ExportLockHandle:
     def _renew(engine: sa.Engine, key: str, token: str, lease: float, stop: threading.Event,
                handle: weakref.ref) -> None:
         while not stop.wait(lease / 4.0):
-            try:
+            # Best effort per beat: a failed beat is retried on the next; the lease covers 3 misses.
+            with best_effort("export lock heartbeat", logger=log,
+                             message=f"export lock {key}: heartbeat failed: {{reason}}"):
                 now = datetime.now(UTC)
                 with engine.begin() as conn:
                     n = conn.execute(export_lock.update().where(
@@ -201,30 +214,26 @@ class ExportLockHandle:
                     if owner is not None:
                         owner.lost = True
                     return
-            except Exception as exc:  # noqa: BLE001 - retry on the next beat; the lease covers 3 misses
-                log.warning("export lock %s: heartbeat failed: %s", key, exc)
 
     @staticmethod
     def _shutdown(engine: sa.Engine, key: str, token: str, stop: threading.Event, held: dict) -> None:
         stop.set()
         if held.get(key) == token:
             del held[key]
-        try:
+        with best_effort("release the export lock", logger=log,  # the lease expires on its own
+                         message=f"export lock {key}: release failed ({{reason}}); it expires with its lease"):
             with engine.begin() as conn:
                 conn.execute(export_lock.delete().where(
                     (export_lock.c.lock_key == key) & (export_lock.c.token == token)))
-        except Exception as exc:  # noqa: BLE001 - the lease expires on its own
-            log.warning("export lock %s: release failed (%s); it expires with its lease", key, exc)
 
     def annotate(self, *, run_id: str | None = None) -> None:
         """Record the run id once the run has one (the lock is taken before planning)."""
-        try:
+        with best_effort("record the lock's run id", logger=log,  # descriptive only
+                         message=f"export lock {self.key}: could not record run id: {{reason}}"):
             with self._engine.begin() as conn:
                 conn.execute(export_lock.update().where(
                     (export_lock.c.lock_key == self.key) & (export_lock.c.token == self.token)
                 ).values(run_id=run_id))
-        except Exception as exc:  # noqa: BLE001 - descriptive only
-            log.warning("export lock %s: could not record run id: %s", self.key, exc)
 
     @property
     def released(self) -> bool:

@@ -24,13 +24,13 @@ import logging
 from dataclasses import dataclass
 
 from rivet_core.destination import Destination
+from rivet_core.errors import best_effort
 from rivet_core.format import StagedPart
 from rivet_core.manifest import ManifestPart
 from rivet_core.manifest.column_checksums import ColumnSum, parquet_sums
 from rivet_core.manifest.model import ColumnChecksum
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.redact import redact_secrets
 from rivet_core.state import StateStore
 
 log = logging.getLogger("rivet.commit")
@@ -125,14 +125,13 @@ def record_part(
         summary.journal.record("ChunkCompleted", chunk_index=kind.index, rows=part.rows,
                                file_name=part.path)
     if state is not None:
-        try:
+        # I7: the part is durable; the file log is advisory.
+        with best_effort("file_log write", warn=summary.add_warning,
+                         message=f"file_log write failed for '{part.path}' (part is durable): {{reason}}"):
             state.record_durable_part(
                 run_id=summary.run_id, export_name=summary.export_name, file_name=part.path,
                 rows=part.rows, size_bytes=part.size_bytes, format=summary.format,
                 compression=summary.compression, mode=summary.mode, cursor_high=cursor_high)
-        except Exception as exc:  # noqa: BLE001 - I7: the part is durable; the ledger is advisory
-            summary.add_warning(f"file_log write failed for '{part.path}' (part is durable): "
-                                f"{redact_secrets(exc)}")
     fault_point("after_manifest_update")
     return deduped
 

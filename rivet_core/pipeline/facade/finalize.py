@@ -37,7 +37,7 @@ from typing import Any
 
 from rivet_core import __version__
 from rivet_core.destination import Destination
-from rivet_core.errors import DataIntegrityError, exit_code_for
+from rivet_core.errors import DataIntegrityError, best_effort, exit_code_for
 from rivet_core.format.meta_columns import COL_ROW_HASH, ROW_HASH_CONTRACT
 from rivet_core.manifest import (
     Manifest,
@@ -51,8 +51,8 @@ from rivet_core.manifest import (
 from rivet_core.manifest.column_checksums import run_level
 from rivet_core.manifest.model import normalize_strategy
 from rivet_core.notify import RunNotice, send_notifications
-from rivet_core.pipeline.gc import apply_retention
 from rivet_core.pipeline.facade.run_store import Progression, RunStore
+from rivet_core.pipeline.gc import apply_retention
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
 from rivet_core.redact import redact_secrets
@@ -147,7 +147,7 @@ def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination, supe
         try:
             write_manifest_files(dest, build_manifest(plan, summary, dest))
             summary.manifest_written = True
-        except Exception as exc:  # noqa: BLE001 - the amendment: manifest failure fails the run
+        except Exception as exc:  # error boundary: the amendment — a manifest failure fails the run
             summary.status = "failed"
             summary.error_message = redact_secrets(f"manifest write failed: {exc}")
             summary.exit_code = getattr(exc, "exit_code", 1) or 1
@@ -157,22 +157,19 @@ def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination, supe
             _quarantine_superseded(summary, dest, previous)
         return
     if summary.manifest_parts:  # failed run with durable parts: leave its own trail only
-        try:
+        with best_effort("failed-run manifest copy", warn=summary.add_warning,
+                         message="failed-run manifest copy not written: {reason}"):
             manifest = build_manifest(plan, summary, dest)
             dest.write_bytes(serialize_manifest(manifest), run_manifest_key(summary.run_id))
-        except Exception as exc:  # noqa: BLE001
-            summary.add_warning(f"failed-run manifest copy not written: {redact_secrets(exc)}")
 
 
 def _previous_manifest(plan: UnitPlan, dest: Destination) -> Manifest | None:
     """For a window unit (a time partition) or a Dagster chunk finalize, the manifest this run
     is about to replace."""
-    try:
+    found = None  # an unreadable old manifest supersedes nothing
+    with best_effort("read the previous manifest", logger=log,
+                     message=f"previous manifest at {dest.uri} unreadable ({{reason}}); nothing will be quarantined"):
         found = read_manifest(dest)
-    except Exception as exc:  # noqa: BLE001 - an unreadable old manifest supersedes nothing
-        log.warning("previous manifest at %s unreadable (%s); nothing will be quarantined",
-                    dest.uri, redact_secrets(exc))
-        return None
     return found[0] if found else None
 
 
@@ -185,10 +182,9 @@ def _quarantine_superseded(summary: RunSummary, dest: Destination, previous: Man
         if part.path not in current and not quarantine_object(dest, summary.run_id, part.path):
             summary.add_warning(f"superseded part '{part.path}' could not be quarantined")
     copy = run_manifest_key(previous.run_id)
-    try:
+    present = True  # cannot tell: try the move, which warns on failure
+    with best_effort("head of the superseded manifest copy", logger=log):
         present = previous.run_id != summary.run_id and dest.head(copy) is not None
-    except Exception:  # noqa: BLE001 - cannot tell: try the move, which warns on failure
-        present = True
     if present and not quarantine_object(dest, summary.run_id, copy):
         summary.add_warning(f"superseded manifest copy '{copy}' could not be quarantined")
 
@@ -207,21 +203,22 @@ def _commit_cursor(summary: RunSummary, state: StateStore) -> None:
         progression = Progression.chunked(summary.completed_chunk_run)
     else:
         return
-    try:
+    # At-least-once: a cursor that could not be written leaves the next run to re-export.
+    with best_effort("cursor commit", logger=log, level=logging.ERROR,
+                     message=f"export '{summary.export_name}': cursor write failed after the manifest "
+                             "landed: {reason}") as attempt:
         RunStore(state, summary).with_cursor(summary.cursor_high).with_progression(progression).commit()
-    except Exception as exc:  # noqa: BLE001 - at-least-once: next run re-exports from the old cursor
-        log.error("export '%s': cursor write failed after the manifest landed: %s",
-                  summary.export_name, redact_secrets(exc))
+    if attempt.failed:
         summary.add_warning("cursor not advanced; the next run re-exports from the previous cursor")
 
 
 def _validate(summary: RunSummary, dest: Destination) -> None:
     if not dest.supports_manifest or not summary.manifest_written:
         return
-    try:
+    verdict = None
+    with best_effort("validation", warn=summary.add_warning, message="validation could not run: {reason}"):
         verdict = verify_at_destination(dest, depth="sample", export_name=summary.export_name)
-    except Exception as exc:  # noqa: BLE001
-        summary.add_warning(f"validation could not run: {redact_secrets(exc)}")
+    if verdict is None:
         return
     summary.manifest_verification = verdict.to_dict()
     summary.validated = bool(verdict.passed)
@@ -269,7 +266,7 @@ def finalize_run(
         summary.journal.record("NotificationDeferred", reason="transient failure; the caller retries it")
         notifications = None
     record_outcome(plan, summary, state, report_root)
-    try:
+    with best_effort("notification", warn=summary.add_warning):  # never changes the exit code
         notify_warnings = send_notifications(notifications, RunNotice(
             run_id=summary.run_id, export_name=summary.export_name, status=summary.status,
             rows=summary.total_rows, duration_ms=summary.duration_ms,
@@ -278,8 +275,6 @@ def finalize_run(
             bytes_written=summary.bytes_written, report_path=summary.report_path,
             validated=summary.validated))
         summary.warnings.extend(notify_warnings)
-    except Exception as exc:  # noqa: BLE001 - notifications never change the exit code
-        summary.add_warning(f"notification failed: {redact_secrets(exc)}")
     return summary
 
 
@@ -295,15 +290,9 @@ def record_outcome(plan: UnitPlan, summary: RunSummary, state: StateStore, repor
                            duration_ms=summary.duration_ms)
     for step in (lambda: state.store_journal(summary.run_id, summary.export_name, summary.journal.to_dict()),
                  lambda: state.finish_run(summary.run_id, summary.status)):
-        try:
+        with best_effort("state ledger write", warn=summary.add_warning):  # advisory
             step()
-        except Exception as exc:  # noqa: BLE001 - journal and ledger are advisory
-            summary.add_warning(f"state ledger write failed: {redact_secrets(exc)}")
-    try:
+    with best_effort("metrics write", warn=summary.add_warning):  # I4: best-effort
         state.record_metric(metric_row(plan, summary))
-    except Exception as exc:  # noqa: BLE001 - I4 metrics are best-effort
-        summary.add_warning(f"metrics write failed: {redact_secrets(exc)}")
-    try:
+    with best_effort("run report", warn=summary.add_warning, message="run report not written: {reason}"):
         summary.report_path = str(write_run_report(summary, plan, report_root))
-    except Exception as exc:  # noqa: BLE001
-        summary.add_warning(f"run report not written: {redact_secrets(exc)}")

@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from rivet_core.destination import Destination
-from rivet_core.errors import DataIntegrityError
+from rivet_core.errors import DataIntegrityError, best_effort
 from rivet_core.manifest import Manifest, quarantine_object, write_manifest_files
 from rivet_core.manifest.column_checksums import run_level
 from rivet_core.pipeline.facade.finalize import _validate, record_outcome, resolve_status
@@ -135,7 +135,7 @@ def _write_manifest(summary: RunSummary, dest: Destination, previous: Manifest,
     try:
         write_manifest_files(dest, repair_manifest(previous, summary, superseded))
         summary.manifest_written = True
-    except Exception as exc:  # noqa: BLE001 - fatal, as for a run: the old parts stay listed
+    except Exception as exc:  # error boundary: fatal, as for a run — the old parts stay listed
         summary.status = "failed"
         summary.error_message = redact_secrets(f"manifest write failed: {exc}")
         summary.exit_code = getattr(exc, "exit_code", 1) or 1
@@ -152,10 +152,10 @@ def _supersede(summary: RunSummary, state: StateStore, dest: Destination, chunk_
             if not quarantine_object(dest, summary.run_id, path):
                 summary.add_warning(f"superseded part '{path}' could not be quarantined")
     for w in windows:
-        try:
+        # A checkpoint not updated: the next reconcile finds the window again.
+        with best_effort("repaired chunk checkpoint", warn=summary.add_warning,
+                         message=f"checkpoint of repaired chunk {w.chunk_index} not updated: {{reason}}"):
             state.record_repaired_chunk(chunk_run_id, w.chunk_index, w.rows, w.new_paths[0] if w.new_paths else None)
-        except Exception as exc:  # noqa: BLE001 - the next reconcile finds the window again
-            summary.add_warning(f"checkpoint of repaired chunk {w.chunk_index} not updated: {redact_secrets(exc)}")
 
 
 __all__ = ["RepairedWindow", "finalize_repair", "repair_manifest", "repair_problems"]

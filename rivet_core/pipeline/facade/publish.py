@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from rivet_core.destination import Destination
 from rivet_core.format import file_extension
 from rivet_core.manifest import data_key
-from rivet_core.pipeline.facade.commit import PartKind, record_part, write_part_file
 from rivet_core.pipeline.extract import StagedExtract
+from rivet_core.pipeline.facade.commit import PartKind, record_part, write_part_file
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
 from rivet_core.state import StateStore

@@ -21,9 +21,9 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from rivet_core.errors import best_effort
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.redact import redact_secrets
 from rivet_core.state import StateStore
 
 log = logging.getLogger("rivet.run_store")
@@ -70,10 +70,8 @@ class RunStore:
             fault_point("after_cursor_commit")
         if self._progression is None:
             return
-        try:
+        with best_effort("progression write", warn=self._summary.add_warning):  # PG2: advisory
             self._write_progression(self._progression)
-        except Exception as exc:  # noqa: BLE001 - PG2: progression is advisory
-            self._summary.add_warning(f"progression write failed: {redact_secrets(exc)}")
 
     def _write_progression(self, progression: Progression) -> None:
         name, run_id = self._summary.export_name, self._summary.run_id
@@ -88,10 +86,8 @@ class RunStore:
 def commit_verified_progression(state: StateStore, export_name: str, chunk_index: int, run_id: str) -> None:
     """The advisory "verified" boundary after a clean reconcile (warn-on-fail: it is never read
     by execution)."""
-    try:
+    with best_effort("verified progression", logger=log, message="verified progression not written: {reason}"):
         state.record_verified_chunked(export_name, chunk_index, run_id)
-    except Exception as exc:  # noqa: BLE001 - progression is advisory
-        log.warning("verified progression not written: %s", redact_secrets(exc))
 
 
 def reset_export_state(state: StateStore, export_name: str) -> bool:

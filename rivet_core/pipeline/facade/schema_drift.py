@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from rivet_core.errors import SchemaDriftError
+from rivet_core.errors import SchemaDriftError, best_effort
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.redact import redact_secrets
 from rivet_core.state import StateStore
 
 
@@ -51,10 +50,11 @@ def check_schema_drift(state: StateStore, summary: RunSummary, schema: pa.Schema
     """Apply the drift policy for this run's schema; see the module docstring."""
     summary.schema_gate = "checked"
     current = schema_columns(schema)
-    try:
+    baseline = None
+    with best_effort("schema baseline read", warn=summary.add_warning,  # drift tracking is advisory
+                     message="schema drift tracking unavailable: {reason}") as attempt:
         baseline = state.get_schema_baseline(summary.export_name)
-    except Exception as exc:  # noqa: BLE001 - drift tracking is advisory
-        summary.add_warning(f"schema drift tracking unavailable: {redact_secrets(exc)}")
+    if attempt.failed:
         summary.schema_changed = False
         return
     if baseline is None:
@@ -107,7 +107,5 @@ def merge_drift_verdicts(target: RunSummary, units: list[RunSummary]) -> None:
 
 
 def _store(state: StateStore, summary: RunSummary, columns: list[dict[str, str]]) -> None:
-    try:
+    with best_effort("schema baseline write", warn=summary.add_warning):
         state.put_schema_baseline(summary.export_name, columns)
-    except Exception as exc:  # noqa: BLE001
-        summary.add_warning(f"schema baseline write failed: {redact_secrets(exc)}")

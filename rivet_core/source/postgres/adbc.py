@@ -42,7 +42,6 @@ path; `rows` the row path (see `copy.read_path_mode`).
 
 from __future__ import annotations
 
-import contextlib
 import decimal
 import logging
 import threading
@@ -52,7 +51,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rivet_core.errors import RivetError
+from rivet_core.errors import RivetError, best_effort
 from rivet_core.redact import redact_secrets
 from rivet_core.source.base import wrap_driver_error
 from rivet_core.source.batching import (
@@ -173,25 +172,25 @@ class _AdbcRead:
     def cancel(self) -> None:
         """Interrupt a read in flight (from another thread); the reader then raises."""
         if self._statement is not None:
-            with contextlib.suppress(Exception):
+            with best_effort("cancel the ADBC read", logger=log):
                 self._statement.cancel()
 
     def close(self, *, success: bool) -> None:
         """End the transaction and release everything; never raises on the failure path."""
         if self.reader is not None:
-            with contextlib.suppress(Exception):
+            with best_effort("close the ADBC reader", logger=log):
                 self.reader.close()
             self.reader = None
         if self._in_transaction and self._statement is not None:
             self._in_transaction = False
-            try:
-                self._run("COMMIT" if success else "ROLLBACK")
-            except Exception:
-                if success:
-                    raise
+            if success:
+                self._run("COMMIT")
+            else:
+                with best_effort("ADBC rollback", logger=log):  # the run is failing already
+                    self._run("ROLLBACK")
         for handle in (self._statement, self._connection):
             if handle is not None:
-                with contextlib.suppress(Exception):
+                with best_effort("close an ADBC handle", logger=log):
                     handle.close()
         self._statement = self._connection = None
 

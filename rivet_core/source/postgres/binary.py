@@ -36,7 +36,6 @@ encoding must be UTF-8 (text is copied as sent).
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import decimal
 import logging
@@ -50,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 import pyarrow as pa
 
-from rivet_core.errors import SourceError
+from rivet_core.errors import SourceError, best_effort
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import check_value_sizes, split_batches, value_coercer
 from rivet_core.source.postgres.copy import (
@@ -289,7 +288,7 @@ class _CopyOut:
             special = {3: "NaN", 4: "Infinity", 5: "-Infinity"}[code]
             try:
                 value_coercer(field.type, field.name)(decimal.Decimal(special))
-            except Exception as coerced:  # noqa: BLE001 - the row path's own error
+            except Exception as coerced:  # error boundary: returns the row path's own error
                 return coerced
         return numeric_fit_error(field)
 
@@ -310,7 +309,7 @@ class _CopyOut:
     def cancel(self) -> None:
         """Interrupt a fetch in flight (another thread): the server ends the COPY with an
         error, which `finish` then discards."""
-        with contextlib.suppress(Exception):
+        with best_effort("cancel the COPY", logger=log):
             self._conn.cancel_safe(timeout=10)
 
     def finish(self, *, raise_errors: bool) -> None:
