@@ -41,7 +41,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from rivet_core.destination.base import Destination, DestinationSpec, ObjectInfo, WriteResult
+from rivet_core.destination.base import (
+    Destination,
+    DestinationSpec,
+    ObjectInfo,
+    WriteResult,
+    move_by_copy,
+)
 from rivet_core.destination.checksums import Fingerprint, Fingerprinter, check_staged
 from rivet_core.destination.errors import destination_error
 from rivet_core.destination.keys import check_key, check_list_prefix, normalize_prefix
@@ -355,31 +361,25 @@ class AzureDestination(Destination):
 
     # -- move / delete ---------------------------------------------------------------
     def move(self, src_key: str, dst_key: str) -> None:
-        """Server-side Copy Blob to `dst_key` (waited for), confirm size and MD5, then delete
-        `src_key` only."""
-        check_key(dst_key)
-        src = self.head(src_key)
-        if src is None:
-            raise destination_error(f"cannot move {self._where(src_key)}: it does not exist")
-        source_url = self._blob(src_key).url
-        if self._sas:
-            source_url += ("&" if "?" in source_url else "?") + self._sas
-        target = self._blob(dst_key)
-        try:
-            status = target.start_copy_from_url(source_url).get("copy_status")
-            deadline = time.monotonic() + _COPY_POLL_S
-            while status == "pending" and time.monotonic() < deadline:
-                time.sleep(0.2)  # a large copy runs asynchronously on the service
-                status = target.get_blob_properties().copy.status
-        except self._errors() as exc:
-            raise self._error(exc, "copy", src_key) from exc
-        landed = self.head(dst_key)
-        if status != "success" or landed is None or landed.size != src.size or landed.md5_b64 != src.md5_b64:
-            raise destination_error(
-                f"moving {self._where(src_key)} to '{dst_key}': the copy did not land intact (status "
-                f"{status}, expected {src.size} bytes, found {landed.size if landed else 'nothing'}); "
-                f"the source was kept")
-        self.delete(src_key)
+        """Server-side Copy Blob to `dst_key` (waited for), confirm status, size and MD5, then
+        delete `src_key` only (`base.move_by_copy`)."""
+
+        def copy(_src: ObjectInfo) -> str:
+            source_url = self._blob(src_key).url
+            if self._sas:
+                source_url += ("&" if "?" in source_url else "?") + self._sas
+            target = self._blob(dst_key)
+            try:
+                status = target.start_copy_from_url(source_url).get("copy_status")
+                deadline = time.monotonic() + _COPY_POLL_S
+                while status == "pending" and time.monotonic() < deadline:
+                    time.sleep(0.2)  # a large copy runs asynchronously on the service
+                    status = target.get_blob_properties().copy.status
+            except self._errors() as exc:
+                raise self._error(exc, "copy", src_key) from exc
+            return str(status)
+
+        move_by_copy(self, src_key, dst_key, copy, md5="always", where=self._where)
 
     def delete(self, key: str) -> None:
         """Delete one blob (see `Destination.delete`); a missing one is not an error."""

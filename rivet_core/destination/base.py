@@ -19,10 +19,14 @@ Every key passes `keys.check_key` first; every error is a `DestinationError` wit
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from rivet_core.destination.checksums import Fingerprint
+from rivet_core.destination.errors import destination_error
+from rivet_core.destination.keys import check_key
 
 DEFAULT_MULTIPART_THRESHOLD = 16 * 1024 * 1024
 DEFAULT_MULTIPART_CHUNKSIZE = 16 * 1024 * 1024
@@ -145,3 +149,30 @@ class Destination(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.uri}>"
+
+
+def move_by_copy(dest: Destination, src_key: str, dst_key: str, copy: Callable[[ObjectInfo], str | None], *,
+                 md5: Literal["never", "if_known", "always"], where: Callable[[str], str]) -> None:
+    """The quarantine move of an object store (M9): copy, confirm the copy, then delete the
+    source — never the other way round, so a failed move leaves the object where it was.
+
+    `copy(src)` makes the server-side copy of `src_key` to `dst_key` (raising the backend's
+    `DestinationError`) and returns the service's copy status when it has one (Azure), else
+    None. The copy counts as landed when it exists at the source's size, its status (if any)
+    is `success`, and its MD5 matches per `md5`: `never` (S3: a multipart ETag is no MD5),
+    `if_known` (GCS: when the source reports one), `always` (Azure: both sides, even unset).
+    `where(key)` names an object in messages (the backend's `_where`)."""
+    check_key(dst_key)
+    src = dest.head(src_key)
+    if src is None:
+        raise destination_error(f"cannot move {where(src_key)}: it does not exist")
+    status = copy(src)
+    landed = dest.head(dst_key)
+    intact = landed is not None and landed.size == src.size and status in (None, "success") and (
+        md5 == "never" or (md5 == "if_known" and not src.md5_b64) or landed.md5_b64 == src.md5_b64)
+    if not intact:
+        state = f"status {status}, " if status is not None else ""
+        raise destination_error(
+            f"moving {where(src_key)} to '{dst_key}': the copy did not land intact ({state}expected "
+            f"{src.size} bytes, found {landed.size if landed else 'nothing'}); the source was kept")
+    dest.delete(src_key)

@@ -34,7 +34,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rivet_core.destination.base import Destination, DestinationSpec, ObjectInfo, WriteResult
+from rivet_core.destination.base import (
+    Destination,
+    DestinationSpec,
+    ObjectInfo,
+    WriteResult,
+    move_by_copy,
+)
 from rivet_core.destination.checksums import (
     CHUNK_SIZE,
     Fingerprint,
@@ -402,25 +408,19 @@ class GCSDestination(Destination):
     # -- move / delete ---------------------------------------------------------------
     def move(self, src_key: str, dst_key: str) -> None:
         """Server-side rewrite to `dst_key` (in steps for large objects), confirm the copy's
-        size and MD5, then delete `src_key` only."""
-        check_key(dst_key)
-        src = self.head(src_key)
-        if src is None:
-            raise destination_error(f"cannot move {self._where(src_key)}: it does not exist")
-        source = self._bucket.blob(self.prefix + src_key)
-        target = self._bucket.blob(self.prefix + dst_key)
-        try:
-            token, _, _ = target.rewrite(source, timeout=self._timeout, retry=self._retry)
-            while token is not None:
-                token, _, _ = target.rewrite(source, token=token, timeout=self._timeout, retry=self._retry)
-        except self._errors() as exc:
-            raise self._error(exc, "copy", src_key) from exc
-        landed = self.head(dst_key)
-        if landed is None or landed.size != src.size or (src.md5_b64 and landed.md5_b64 != src.md5_b64):
-            raise destination_error(
-                f"moving {self._where(src_key)} to '{dst_key}': the copy did not land intact "
-                f"(expected {src.size} bytes, found {landed.size if landed else 'nothing'}); the source was kept")
-        self.delete(src_key)
+        size and MD5, then delete `src_key` only (`base.move_by_copy`)."""
+
+        def copy(_src: ObjectInfo) -> None:
+            source = self._bucket.blob(self.prefix + src_key)
+            target = self._bucket.blob(self.prefix + dst_key)
+            try:
+                token, _, _ = target.rewrite(source, timeout=self._timeout, retry=self._retry)
+                while token is not None:
+                    token, _, _ = target.rewrite(source, token=token, timeout=self._timeout, retry=self._retry)
+            except self._errors() as exc:
+                raise self._error(exc, "copy", src_key) from exc
+
+        move_by_copy(self, src_key, dst_key, copy, md5="if_known", where=self._where)
 
     def delete(self, key: str) -> None:
         """Delete one object (see `Destination.delete`); a missing one is not an error."""

@@ -32,7 +32,13 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rivet_core.destination.base import Destination, DestinationSpec, ObjectInfo, WriteResult
+from rivet_core.destination.base import (
+    Destination,
+    DestinationSpec,
+    ObjectInfo,
+    WriteResult,
+    move_by_copy,
+)
 from rivet_core.destination.checksums import (
     Fingerprint,
     Fingerprinter,
@@ -418,31 +424,24 @@ class S3Destination(Destination):
 
     # -- move / delete ---------------------------------------------------------------
     def move(self, src_key: str, dst_key: str) -> None:
-        """Copy `src_key` to `dst_key`, confirm the copy's size, then delete `src_key` only."""
+        """Copy `src_key` to `dst_key` (CopyObject, or a multipart copy above 5 GiB), confirm
+        the copy's size, then delete `src_key` only (`base.move_by_copy`)."""
         from boto3.s3.transfer import TransferConfig
         from botocore.exceptions import BotoCoreError, ClientError
 
-        check_key(dst_key)
-        src = self.head(src_key)
-        if src is None:
-            raise destination_error(f"cannot move {self._where(src_key)}: it does not exist")
-        source = {"Bucket": self.bucket, "Key": self.prefix + src_key}
-        if src.size <= MAX_COPY_OBJECT:
-            self._call("copy", src_key, "copy_object", Bucket=self.bucket,
-                       Key=self.prefix + dst_key, CopySource=source)
-        else:
+        def copy(src: ObjectInfo) -> None:
+            source = {"Bucket": self.bucket, "Key": self.prefix + src_key}
+            if src.size <= MAX_COPY_OBJECT:
+                self._call("copy", src_key, "copy_object", Bucket=self.bucket,
+                           Key=self.prefix + dst_key, CopySource=source)
+                return
             try:
                 self._client.copy(source, self.bucket, self.prefix + dst_key,
                                   Config=TransferConfig(multipart_chunksize=self.multipart_chunksize))
             except (ClientError, BotoCoreError) as exc:
                 raise self._error(exc, "copy", src_key) from exc
-        landed = self.head(dst_key)
-        if landed is None or landed.size != src.size:
-            raise destination_error(
-                f"moving {self._where(src_key)} to '{dst_key}': the copy did not land intact "
-                f"(expected {src.size} bytes, found {landed.size if landed else 'nothing'}); the source was kept"
-            )
-        self._call("delete", src_key, "delete_object", Bucket=self.bucket, Key=self.prefix + src_key)
+
+        move_by_copy(self, src_key, dst_key, copy, md5="never", where=self._where)
 
     def delete(self, key: str) -> None:
         """Delete one object (see `Destination.delete`); S3 answers a missing key with success."""

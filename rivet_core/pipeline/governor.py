@@ -62,10 +62,14 @@ MAX_RECORDED_DECISIONS = 200
 
 @dataclass(frozen=True)
 class GovernorLimits:
-    """Floor and ceiling of the pause, and each signal's idle → busy range."""
+    """Floor and ceiling of the pause, and each signal's idle → busy range.
 
-    floor_ms: int = 0
-    ceiling_ms: int = 500
+    The floor and ceiling per profile live in ONE table, `config.tuning.PROFILE_DEFAULTS`
+    (`throttle_floor_ms`, `throttle_ceiling_ms`), read by `limits_for`; the defaults here are
+    that table's `balanced` row, not a second copy of it."""
+
+    floor_ms: int = ResolvedTuning.throttle_floor_ms
+    ceiling_ms: int = ResolvedTuning.throttle_ceiling_ms
     active_idle: int = 2
     active_busy: int = 16
     #: Sessions waiting on locks/IO count double: they are the ones an export makes worse.

@@ -1,5 +1,9 @@
 """GCS and Azure destinations against the real emulators (fake-gcs-server, Azurite).
 
+The object-store contract every backend shares — quarantine moves, the read cap, idempotent
+deletes — runs on S3 (SeaweedFS) as well, through the `store` fixture, with each service's
+own SDK as the oracle; S3-only behaviour stays in test_destination_s3.py.
+
 Each contract test runs on both clouds (`cloud` fixture); the oracle is the cloud's own SDK
 (tests/cloud_areas.py), never rivet's destination code. What is checked: one-request writes
 whose MD5 the service reports back, large parts streamed in bounded memory (resumable
@@ -17,15 +21,18 @@ import json
 import os
 import socket
 import tracemalloc
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from rivet_core.destination import DestinationSpec, fingerprint_file, open_destination
+from rivet_core.destination import Destination, DestinationSpec, fingerprint_file, open_destination
 from rivet_core.destination.checksums import Fingerprint
 from rivet_core.errors import DestinationError
 from tests.cloud_areas import AzureArea, CloudArea, GCSArea
+from tests.s3_area import fresh_prefix, s3_module_bucket  # noqa: F401 - the module's S3 bucket fixture
 
 MiB = 1024 * 1024
 PREFIX = "exports/items/"  # the areas' own prefix (tests/cloud_areas.py)
@@ -41,6 +48,31 @@ def service_md5(area: CloudArea, key: str) -> str | None:
         return area.client().bucket(area.bucket).get_blob(key).md5_hash
     md5 = area.client().get_blob_client(key).get_blob_properties().content_settings.content_md5
     return base64.b64encode(bytes(md5)).decode() if md5 else None
+
+
+@dataclass
+class Store:
+    """A destination on one object store, and that store's own SDK to check it with."""
+
+    kind: str
+    dest: Destination
+    keys: Callable[[], dict[str, int]]  # every object under the prefix → size
+    read: Callable[[str], bytes]
+
+
+@pytest.fixture(params=["s3", "gcs", "azure"])
+def store(request: pytest.FixtureRequest) -> Store:
+    if request.param != "s3":
+        area = request.getfixturevalue(request.param)
+        return Store(request.param, cloud_dest(area), area.keys, lambda key: area.read(PREFIX + key))
+    s3 = fresh_prefix(request.getfixturevalue("s3_module_bucket"))
+    prefix, client = s3.prefix + PREFIX, s3.client()
+    dest = open_destination(DestinationSpec(kind="s3", bucket=s3.bucket, prefix=prefix, endpoint=s3.endpoint,
+                                            access_key=s3.access_key, secret_key=s3.secret_key))
+    return Store("s3", dest,
+                 lambda: {o["Key"][len(prefix):]: o["Size"]
+                          for o in client.list_objects_v2(Bucket=s3.bucket, Prefix=prefix).get("Contents", [])},
+                 lambda key: client.get_object(Bucket=s3.bucket, Key=prefix + key)["Body"].read())
 
 
 def test_uri_names_the_bucket_or_container_and_the_normalised_prefix(cloud: CloudArea) -> None:
@@ -121,26 +153,52 @@ def test_list_stays_inside_the_prefix_and_reports_sizes_and_md5s(cloud: CloudAre
     assert [o.key for o in cloud_dest(cloud).list("part-00")] == [f"part-00{i}.csv" for i in range(5)]
 
 
-def test_move_copies_then_deletes_only_the_source(cloud: CloudArea) -> None:
-    dest = cloud_dest(cloud)
-    dest.write_bytes(b"divergent", "p1.parquet")
-    dest.write_bytes(b"other", "p2.parquet")
-    dest.move("p1.parquet", "_quarantine/run-1/p1.parquet")
-    assert sorted(cloud.keys()) == ["_quarantine/run-1/p1.parquet", "p2.parquet"]
-    assert cloud.read(PREFIX + "_quarantine/run-1/p1.parquet") == b"divergent"
+def test_move_copies_then_deletes_only_the_source(store: Store) -> None:
+    store.dest.write_bytes(b"divergent", "p1.parquet")
+    store.dest.write_bytes(b"other", "p2.parquet")
+    store.dest.move("p1.parquet", "_quarantine/run-1/p1.parquet")
+    assert store.keys() == {"_quarantine/run-1/p1.parquet": 9, "p2.parquet": 5}
+    assert store.read("_quarantine/run-1/p1.parquet") == b"divergent"
     with pytest.raises(DestinationError, match="does not exist"):
-        dest.move("p1.parquet", "x")
+        store.dest.move("p1.parquet", "x")
+    assert store.keys() == {"_quarantine/run-1/p1.parquet": 9, "p2.parquet": 5}
 
 
-def test_read_bytes_refuses_objects_over_the_cap_and_delete_is_idempotent(cloud: CloudArea) -> None:
-    dest = cloud_dest(cloud)
-    dest.write_bytes(b"x" * 5000, "_SUCCESS")
+#: How each backend confirms a copy (rivet_core/destination/base.py `move_by_copy`).
+MOVE_MD5 = {"s3": "never", "gcs": "if_known", "azure": "always"}
+
+
+@pytest.mark.parametrize("copied", [b"short", b"DIVERGENT"], ids=["other-size", "same-size-other-bytes"])
+def test_a_copy_that_did_not_land_intact_keeps_the_source(store: Store, copied: bytes) -> None:
+    """The move's check on a real service: the copy step writes other bytes at the target
+    (a copy corrupted on the way); the source must stay. S3 confirms by size only (a
+    multipart ETag is no MD5), so same-size bytes pass there — and only there."""
+    from rivet_core.destination.base import move_by_copy
+
+    store.dest.write_bytes(b"divergent", "p1.parquet")
+
+    def corrupt_copy(_src: Any) -> None:
+        store.dest.write_bytes(copied, "_quarantine/r/p1.parquet")
+
+    if len(copied) == 9 and store.kind == "s3":
+        move_by_copy(store.dest, "p1.parquet", "_quarantine/r/p1.parquet", corrupt_copy,
+                     md5=MOVE_MD5[store.kind], where=str)
+        assert store.keys() == {"_quarantine/r/p1.parquet": 9}
+        return
+    with pytest.raises(DestinationError, match="the copy did not land intact .*the source was kept"):
+        move_by_copy(store.dest, "p1.parquet", "_quarantine/r/p1.parquet", corrupt_copy,
+                     md5=MOVE_MD5[store.kind], where=str)
+    assert store.read("p1.parquet") == b"divergent"
+
+
+def test_read_bytes_refuses_objects_over_the_cap_and_delete_is_idempotent(store: Store) -> None:
+    store.dest.write_bytes(b"x" * 5000, "_SUCCESS")
     with pytest.raises(DestinationError, match="over the 4096-byte limit"):
-        dest.read_bytes("_SUCCESS", max_bytes=4096)
-    assert dest.read_bytes("_SUCCESS", max_bytes=5000) == b"x" * 5000
-    dest.delete("_SUCCESS")
-    dest.delete("_SUCCESS")  # missing: not an error (Destination.delete)
-    assert dest.head("_SUCCESS") is None and cloud.keys() == {}
+        store.dest.read_bytes("_SUCCESS", max_bytes=4096)
+    assert store.dest.read_bytes("_SUCCESS", max_bytes=5000) == b"x" * 5000
+    store.dest.delete("_SUCCESS")
+    store.dest.delete("_SUCCESS")  # missing: not an error (Destination.delete)
+    assert store.dest.head("_SUCCESS") is None and store.keys() == {}
 
 
 @pytest.mark.parametrize("op", ["head", "list", "write"])

@@ -1,4 +1,5 @@
-"""S3 destination against the real SeaweedFS server (SigV4): PUT/multipart/list/move/errors."""
+"""S3 destination against the real SeaweedFS server (SigV4): PUT/multipart/list/errors (moves, the
+read cap and deletes run on every object store in test_destination_cloud.py)."""
 
 from __future__ import annotations
 
@@ -207,30 +208,8 @@ def test_list_paginates_past_1000_keys_and_stays_inside_the_prefix(s3: Any) -> N
     assert [o.key for o in s3_dest(s3).list("part-0100")] == [f"part-0100{i}.csv" for i in range(5)]
 
 
-def test_move_copies_then_deletes_only_the_source(s3: Any) -> None:
-    dest = s3_dest(s3)
-    dest.write_bytes(b"divergent", "p1.parquet")
-    dest.write_bytes(b"other", "p2.parquet")
-    dest.move("p1.parquet", "_quarantine/run-1/p1.parquet")
-    assert [o.key for o in dest.list()] == ["_quarantine/run-1/p1.parquet", "p2.parquet"]
-    assert dest.read_bytes("_quarantine/run-1/p1.parquet") == b"divergent"
-    with pytest.raises(DestinationError, match="does not exist"):
-        dest.move("p1.parquet", "x")
-
-
-def test_read_bytes_refuses_objects_over_the_cap_before_downloading(s3: Any) -> None:
-    dest = s3_dest(s3)
-    dest.write_bytes(b"x" * 5000, "_SUCCESS")
-    with pytest.raises(DestinationError, match="over the 4096-byte limit"):
-        dest.read_bytes("_SUCCESS", max_bytes=4096)
-    assert dest.read_bytes("_SUCCESS", max_bytes=5000) == b"x" * 5000
-
-
-def test_delete_removes_the_probe_object(s3: Any) -> None:
-    dest = s3_dest(s3)
-    dest.write_bytes(b"probe", ".rivet_doctor_probe")
-    dest.delete(".rivet_doctor_probe")
-    assert dest.head(".rivet_doctor_probe") is None
+# Moves, the read cap and deletes: the shared object-store contract, run on S3 too
+# (tests/destination/test_destination_cloud.py, the `store` fixture).
 
 
 @pytest.mark.parametrize("op", ["write", "head", "list"])
