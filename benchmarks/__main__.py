@@ -6,7 +6,7 @@
 import importlib
 import sys
 
-SCENARIOS = {"governor_oltp": "benchmarks.governor_oltp"}
+SCENARIOS = {"governor_oltp": "benchmarks.governor_oltp", "startup": "benchmarks.startup"}
 
 if len(sys.argv) > 2 and sys.argv[1] == "--scenario":
     if sys.argv[2] not in SCENARIOS:

@@ -74,6 +74,8 @@ class Method:
     label: str
     argv: Callable[[RunCtx], list[str]]
     writes: bool = True
+    #: Run only when named exactly in --methods (needs a server the default run does not).
+    explicit: bool = False
 
 
 @dataclass
@@ -99,13 +101,62 @@ def _mysql_client_args(url: str) -> list[str]:
     return [*args, parts.path.lstrip("/")]
 
 
+#: The S3 bucket the `rivet_full_s3` method writes to (created on first use; each run
+#: writes under its own prefix, removed after the run).
+S3_BUCKET = "rivet-bench"
+
+
+def s3_prefix(out: Path) -> str:
+    """A run's key prefix in the bucket: unique per output directory, so harness runs that
+    share the S3 server never write (or remove) each other's objects."""
+    return f"{out.name}-{hashlib.sha1(str(out.resolve()).encode()).hexdigest()[:10]}/"
+
+
+def _s3_destination(ctx: RunCtx) -> dict[str, Any]:
+    """The S3-compatible server of TEST_S3_ENDPOINT / TEST_S3_ACCESS_KEY / TEST_S3_SECRET_KEY
+    (scripts/services.sh `s3`: SeaweedFS on loopback)."""
+    endpoint = os.environ.get("TEST_S3_ENDPOINT", "")
+    if not endpoint:
+        raise SystemExit("rivet_full_s3 needs TEST_S3_ENDPOINT, TEST_S3_ACCESS_KEY and TEST_S3_SECRET_KEY "
+                         "(bash scripts/services.sh start DIR s3; source DIR/env.sh)")
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1",
+                          aws_access_key_id=os.environ["TEST_S3_ACCESS_KEY"],
+                          aws_secret_access_key=os.environ["TEST_S3_SECRET_KEY"])
+    if S3_BUCKET not in {b["Name"] for b in client.list_buckets().get("Buckets", [])}:
+        client.create_bucket(Bucket=S3_BUCKET)
+    ctx.env.update(BENCH_S3_ACCESS_KEY=os.environ["TEST_S3_ACCESS_KEY"],
+                   BENCH_S3_SECRET_KEY=os.environ["TEST_S3_SECRET_KEY"])
+    return {"type": "s3", "bucket": S3_BUCKET, "prefix": s3_prefix(ctx.out), "endpoint": endpoint,
+            "access_key_env": "BENCH_S3_ACCESS_KEY", "secret_key_env": "BENCH_S3_SECRET_KEY"}
+
+
+def remove_s3_prefix(prefix: str) -> int:
+    """Delete what a `rivet_full_s3` run wrote (SeaweedFS keeps volumes per bucket); returns
+    the bytes of the data parts it held."""
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=os.environ["TEST_S3_ENDPOINT"], region_name="us-east-1",
+                          aws_access_key_id=os.environ["TEST_S3_ACCESS_KEY"],
+                          aws_secret_access_key=os.environ["TEST_S3_SECRET_KEY"])
+    size = 0
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=S3_BUCKET, Prefix=prefix):
+        objs = page.get("Contents", [])
+        size += sum(o["Size"] for o in objs if o["Key"].endswith(".parquet"))
+        if objs:
+            client.delete_objects(Bucket=S3_BUCKET, Delete={"Objects": [{"Key": o["Key"]} for o in objs]})
+    return size
+
+
 def _rivet_argv(mode: str) -> Callable[[RunCtx], list[str]]:
     def build(ctx: RunCtx) -> list[str]:
         export: dict[str, Any] = {
             "name": "bench", "table": ctx.table, "format": "parquet",
-            "destination": {"type": "local", "path": str(ctx.out / "data")},
+            "destination": (_s3_destination(ctx) if mode == "s3" else
+                            {"type": "local", "path": str(ctx.out / "data")}),
         }
-        if mode == "full":
+        if mode in ("full", "s3"):
             export["mode"] = "full"
         else:
             export.update(mode="chunked", chunk_column="id", chunk_count=CHUNK_COUNT,
@@ -143,6 +194,9 @@ METHODS: list[Method] = [
                                                 f"SELECT * FROM {c.table}"]) + " > /dev/null"],
            writes=False),
     Method("rivet_full", "rivet", ("pg", "mysql"), "rivet run, mode full, tuning profile fast", _rivet_argv("full")),
+    Method("rivet_full_s3", "rivet", ("pg", "mysql"),
+           "rivet run, mode full, profile fast, to the S3 server (TEST_S3_ENDPOINT, loopback)",
+           _rivet_argv("s3"), writes=False, explicit=True),
     Method("rivet_chunked_seq", "rivet", ("pg", "mysql"),
            f"rivet run, mode chunked ({CHUNK_COUNT} id windows), parallel 1, profile fast", _rivet_argv("seq")),
     Method("rivet_chunked_par2", "rivet", ("pg", "mysql"),
@@ -162,12 +216,28 @@ CLIENT_FLOOR = {"pg": "floor_psql_copy", "mysql": "floor_mariadb_client"}
 ENGINE_LABEL = {"pg": "PostgreSQL", "mysql": "MariaDB"}
 
 
+def baseline_methods(methods: list[Method], baseline: Path) -> list[Method]:
+    """`--baseline DIR`: every selected rivet method once more, run with `PYTHONPATH=DIR`
+    (another checkout of this repository, e.g. main before a change), named `<name>_base`,
+    so a change is measured side by side with the code it replaces in the same run."""
+
+    def wrap(build: Callable[[RunCtx], list[str]]) -> Callable[[RunCtx], list[str]]:
+        def argv(ctx: RunCtx) -> list[str]:
+            ctx.env["PYTHONPATH"] = str(baseline)
+            return build(ctx)
+        return argv
+
+    return [Method(f"{m.name}_base", m.kind, m.engines, f"{m.label} — baseline code ({baseline})", wrap(m.argv),
+                   m.writes, m.explicit) for m in methods if m.kind == "rivet"]
+
+
 def select_methods(spec: str, no_peers: bool) -> list[Method]:
     """`all`, or a comma list of names, name prefixes or kinds (floor, rivet, peer)."""
     chosen: list[Method] = []
     for token in [t.strip() for t in spec.split(",") if t.strip()] or ["all"]:
         hits = [m for m in METHODS
-                if token in ("all", m.kind) or m.name == token or m.name.startswith(token)]
+                if m.name == token
+                or (not m.explicit and (token in ("all", m.kind) or m.name.startswith(token)))]
         if not hits:
             raise SystemExit(f"no method matches {token!r}; known: {', '.join(m.name for m in METHODS)}")
         chosen += [m for m in hits if m not in chosen]
@@ -390,6 +460,52 @@ class ServerSampler:
                 self.max_xact = max(self.max_xact, float(xact))
 
 
+# --------------------------------------------------------------------------- server CPU
+
+def _proc_cpu_ticks(pid: int) -> tuple[int, int, int]:
+    """(own utime+stime, reaped children's cutime+cstime, ppid) of a process, in clock ticks."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]), int(fields[1])
+
+
+def server_pid(engine: str, url: str) -> int | None:
+    """The PostgreSQL postmaster's pid when the server runs on this machine (the parent of
+    our backend), else None (MariaDB: not measured)."""
+    if engine != "pg":
+        return None
+    conn = connect(engine, url)
+    try:
+        backend = int(conn.execute("SELECT pg_backend_pid()").fetchone()[0])
+        return _proc_cpu_ticks(backend)[2]
+    except (OSError, ValueError):
+        return None
+    finally:
+        conn.close()
+
+
+def server_cpu_s(postmaster: int | None) -> float | None:
+    """CPU seconds the server's process tree has used so far: the postmaster's own time, its
+    exited backends' (reaped, or zombies not yet reaped) and its live children's. The
+    difference over a run is what the run cost the server (/proc; loopback servers only)."""
+    if postmaster is None:
+        return None
+    try:
+        own, reaped, _ = _proc_cpu_ticks(postmaster)
+    except OSError:
+        return None
+    total = own + reaped
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                mine, _, ppid = _proc_cpu_ticks(int(entry))
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == postmaster:
+                total += mine
+    return total / os.sysconf("SC_CLK_TCK")
+
+
 # --------------------------------------------------------------------------- one run
 
 def data_files(root: Path) -> list[Path]:
@@ -410,7 +526,9 @@ def run_one(method: Method, engine: str, table: str, url: str, args: argparse.Na
     log_path = out / "run.log"
     rec: dict[str, Any] = {"engine": engine, "table": table, "method": method.name,
                            "kind": method.kind, "rep": rep, "load1": os.getloadavg()[0]}
+    postmaster = getattr(args, "server_pids", {}).get(engine)
     with ServerSampler(engine, url, args.sample_interval) as sampler, open(log_path, "wb") as log:
+        cpu0 = server_cpu_s(postmaster)
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out,
                                 start_new_session=True)
@@ -425,6 +543,9 @@ def run_one(method: Method, engine: str, table: str, url: str, args: argparse.Na
             proc.wait()
             raise
         wall = time.perf_counter() - t0
+        cpu1 = server_cpu_s(postmaster)
+    if cpu0 is not None and cpu1 is not None:
+        rec["server_cpu_s"] = round(cpu1 - cpu0, 2)
     rec.update(rc=rc, wall_s=round(wall, 3), max_stmt_s=round(sampler.max_stmt, 2),
                max_xact_s=round(sampler.max_xact, 2), samples=sampler.samples)
     try:
@@ -432,6 +553,8 @@ def run_one(method: Method, engine: str, table: str, url: str, args: argparse.Na
         rec.update(peak_rss_mb=round(int(maxrss_kb) / 1024, 1), cpu_s=round(float(user) + float(system), 2))
     except (OSError, ValueError):
         rec["peak_rss_mb"] = None
+    if method.name.startswith("rivet_full_s3"):
+        rec["output_bytes"] = remove_s3_prefix(s3_prefix(out))
     if rc != 0:
         rec["error"] = log_path.read_text(errors="replace")[-600:]
     elif method.writes:
@@ -527,6 +650,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--verify", choices=("first", "all", "none"), default="first",
                     help="checksum the outputs of the first round (default), every round, or none")
     ap.add_argument("--keep-output", action="store_true")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="another checkout: also run every rivet method with PYTHONPATH=BASELINE "
+                         "(`<name>_base`), side by side in the same rounds")
     args = ap.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     args.tables = [t.strip() for t in args.tables.split(",") if t.strip()]
@@ -553,6 +679,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
     methods = select_methods(args.methods, args.no_peers)
+    if args.baseline is not None:
+        methods += baseline_methods(methods, args.baseline.resolve())
     command = bench_command(argv if argv is not None else sys.argv[1:])
     tmp = None
     if args.work is None:
@@ -577,6 +705,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
                 url = ensure_fixture(engine, admin_urls[engine], args.orders_rows, args.narrow_rows,
                                      args.database)
                 env_facts["sources"][engine] = {"version": server_version(engine, url), "tables": {}}
+                args.server_pids = {**getattr(args, "server_pids", {}), engine: server_pid(engine, url)}
                 for table in args.tables:
                     facts = table_facts(engine, url, table)
                     env_facts["sources"][engine]["tables"][table] = {

@@ -44,6 +44,8 @@ def summarize(records: Sequence[dict[str, Any]], engine: str, table: str,
         "rss": _med([r["peak_rss_mb"] for r in ok if r.get("peak_rss_mb") is not None]),
         "stmt": _med([r["max_stmt_s"] for r in ok]), "xact": _med([r["max_xact_s"] for r in ok]),
         "out": _med([r["output_bytes"] for r in ok if "output_bytes" in r]),
+        "cpu": _med([r["cpu_s"] for r in ok if r.get("cpu_s") is not None]),
+        "server_cpu": _med([r["server_cpu_s"] for r in ok if r.get("server_cpu_s") is not None]),
         "verified": (all(checks) if checks else None), "mismatch": mismatch,
         "error": next((r.get("error", "") for r in runs if r["rc"] != 0), ""),
     }
@@ -99,6 +101,42 @@ def targets(records: Sequence[dict[str, Any]], engine: str, table: str, floor: s
     return lines
 
 
+def _cpu_cell(s: dict[str, Any]) -> str:
+    if s["cpu"] is None:
+        return "–"
+    if s["server_cpu"] is None:
+        return f"{s['cpu']:.1f} + –"
+    return f"{s['cpu']:.1f} + {s['server_cpu']:.1f} = {s['cpu'] + s['server_cpu']:.1f}"
+
+
+def issue16_targets(records: Sequence[dict[str, Any]], engine: str, table: str,
+                    floor_name: str) -> list[str]:
+    """Issue 16 items 2, 4 and 6 on this table, from the same run (what was measured)."""
+    def get(name: str) -> dict[str, Any] | None:
+        return summarize(records, engine, table, name)
+
+    full, seq, s3, floor = get("rivet_full"), get("rivet_chunked_seq"), get("rivet_full_s3"), get(floor_name)
+    out: list[str] = []
+    if full and full["rss"] is not None:
+        out.append(f"- peak RSS of the full export {full['rss']:.0f} MB (issue 16 target ≤ 256 MB at 5 M rows): "
+                   + ("met" if full["rss"] <= 256 else "missed"))
+    if seq and floor and seq["wall"] and floor["wall"]:
+        ratio = seq["wall"] / floor["wall"]
+        out.append(f"- chunked sequential wall = {ratio:.2f}× the client floor (target ≤ 1.2×): "
+                   + ("met" if ratio <= 1.2 else "missed"))
+    if seq and full and None not in (seq["cpu"], seq["server_cpu"], full["cpu"], full["server_cpu"]):
+        total_full = full["cpu"] + full["server_cpu"]
+        extra = (seq["cpu"] + seq["server_cpu"]) - total_full
+        out.append(f"- chunking's extra CPU: {extra:+.1f} s client + server = {extra / total_full:+.1%} of the "
+                   f"full export's {total_full:.1f} s (target ≤ 10 %): " + ("met" if extra / total_full <= 0.10 else "missed"))
+    if s3 and full and s3["wall"] and full["wall"]:
+        ratio = s3["wall"] / full["wall"]
+        out.append(f"- export to the S3 server = {ratio:.2f}× the local export's wall (target ≤ 1.15×): "
+                   + ("met" if ratio <= 1.15 else "missed")
+                   + (f"; peak RSS {s3['rss']:.0f} MB" if s3["rss"] is not None else ""))
+    return out
+
+
 def write_report(path: Path, env: dict[str, Any], records: Sequence[dict[str, Any]],
                  methods: Sequence[Any], args: argparse.Namespace) -> None:
     from benchmarks.harness import CLIENT_FLOOR, ENGINE_LABEL, METHODS
@@ -149,11 +187,12 @@ def write_report(path: Path, env: dict[str, Any], records: Sequence[dict[str, An
                 f"## {ENGINE_LABEL[engine]} → Parquet: `{table}` ({facts['rows']:,} rows, "
                 f"{facts['bytes'] / MB:,.0f} MB)",
                 "",
-                "| method | what | wall s (runs) | rows/s | MB/s | ×floor | peak RSS MB | "
+                "| method | what | wall s (runs) | rows/s | MB/s | ×floor | peak RSS MB | CPU s client + server | "
                 "longest stmt s | longest xact s | output MB | check |",
-                "|---|---|---|---|---|---|---|---|---|---|---|",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
-            for m in METHODS:
+            extra = [m for m in methods if m.name not in {k.name for k in METHODS}]  # --baseline
+            for m in [*METHODS, *extra]:
                 if m.name not in chosen or engine not in m.engines:
                     continue
                 s = summarize(records, engine, table, m.name)
@@ -167,10 +206,11 @@ def write_report(path: Path, env: dict[str, Any], records: Sequence[dict[str, An
                 out = _fmt(s["out"] / MB, 1) if s["out"] is not None else "–"
                 lines.append(
                     f"| {m.name} | {m.label} | **{_fmt(wall)}** ({walls}) | {_fmt(rows_s, 0)} | "
-                    f"{_fmt(mb_s, 1)} | {_fmt(ratio)} | {_fmt(s['rss'], 0)} | {_fmt(s['stmt'])} | "
+                    f"{_fmt(mb_s, 1)} | {_fmt(ratio)} | {_fmt(s['rss'], 0)} | {_cpu_cell(s)} | {_fmt(s['stmt'])} | "
                     f"{_fmt(s['xact'])} | {out} | {_check_cell(s, m.writes)} |")
             peers = [m.name for m in METHODS if m.kind == "peer" and engine in m.engines]
-            found = targets(records, engine, table, floor_name, peers)
+            found = targets(records, engine, table, floor_name, peers) + issue16_targets(
+                records, engine, table, floor_name)
             if found:
                 lines += ["", "Issue-5 targets on this table (same run):", "", *found]
             lines.append("")
@@ -182,9 +222,15 @@ def write_report(path: Path, env: dict[str, Any], records: Sequence[dict[str, An
         "",
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
-    # The upload-throughput section is written by benchmarks/cloud_upload.py: keep it.
+    # Sections other scenarios write (`<!-- NAME:begin -->` … `<!-- NAME:end -->`, e.g. the
+    # upload throughput of benchmarks/cloud_upload.py) are kept.
     old = path.read_text() if path.exists() else ""
-    begin, end = "<!-- cloud-upload:begin -->", "<!-- cloud-upload:end -->"
-    if begin in old and end in old:
-        lines += [old[old.index(begin):old.index(end) + len(end)], ""]
+    lines += [block + "\n" for block in kept_sections(old)]
     path.write_text("\n".join(lines))
+
+
+def kept_sections(text: str) -> list[str]:
+    """Every `<!-- NAME:begin -->` … `<!-- NAME:end -->` block of `text`, in order."""
+    import re
+
+    return [m.group(0) for m in re.finditer(r"<!-- ([\w-]+):begin -->.*?<!-- \1:end -->", text, re.S)]

@@ -40,7 +40,7 @@ def bench_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     report = root / "benchmarks.md"
     rc = harness.main([
         "--engines", "pg,mysql", "--tables", "orders", "--rows", str(ROWS), "--repeat", "1",
-        "--warmup", "0", "--methods", "rivet_full,rivet_chunked_par2,floor_psql_copy,floor_mariadb_client",
+        "--warmup", "0", "--methods", "rivet_full,rivet_full_s3,rivet_chunked_par2,floor_psql_copy,floor_mariadb_client",
         "--pg-url", pg, "--mysql-url", my, "--output", str(report), "--results", str(root),
         "--work", str(root / "work"), "--keep-output", "--database", TEST_DB,
     ])
@@ -58,16 +58,25 @@ def test_harness_writes_the_report_and_every_rivet_output_checks_out(bench_run: 
     assert {(r["engine"], r["method"]) for r in runs} == {
         ("pg", "rivet_full"), ("pg", "rivet_chunked_par2"), ("pg", "floor_psql_copy"),
         ("mysql", "rivet_full"), ("mysql", "rivet_chunked_par2"), ("mysql", "floor_mariadb_client"),
+        ("pg", "rivet_full_s3"), ("mysql", "rivet_full_s3"),
     }
     for r in runs:
         assert r["rc"] == 0, r.get("error")
         assert r["peak_rss_mb"] and r["peak_rss_mb"] > 0
-        if r["kind"] == "rivet":
+        if r["engine"] == "pg":  # the private PostgreSQL runs here: its CPU is measured
+            assert r["server_cpu_s"] > 0
+        if r["method"] == "rivet_full_s3":  # parts found in the bucket (then removed)
+            assert r["output_bytes"] > 0
+        elif r["kind"] == "rivet":
             assert r["verified"] is True, r.get("mismatch_detail")
             assert r["output_bytes"] > 0
+    for engine in ("pg", "mysql"):  # every S3 run's objects were removed after it
+        assert harness.remove_s3_prefix(harness.s3_prefix(bench_run["work"] / f"{engine}-orders-rivet_full_s3-r0")) == 0
     # The table rows carry the check verdict of every rivet method.
     rivet_rows = [line for line in text.splitlines() if line.startswith("| rivet_")]
-    assert len(rivet_rows) == 4 and all(line.rstrip().endswith("| ok |") for line in rivet_rows)
+    assert len(rivet_rows) == 6
+    assert all(line.rstrip().endswith("| ok |") for line in rivet_rows if "rivet_full_s3" not in line)
+    assert "CPU s client + server" in text and "export to the S3 server =" in text
 
 
 def _rivet_output(bench_run: dict, engine: str) -> list[Path]:
