@@ -46,7 +46,10 @@ from rivet_core.destination.base import (
     DestinationSpec,
     ObjectInfo,
     WriteResult,
+    check_read_within_cap,
+    head_within_cap,
     move_by_copy,
+    open_staged,
 )
 from rivet_core.destination.checksums import Fingerprint, Fingerprinter, check_staged
 from rivet_core.destination.errors import destination_error
@@ -286,10 +289,7 @@ class AzureDestination(Destination):
 
     def write_file(self, local_path: Path, key: str, staged: Fingerprint | None = None) -> WriteResult:
         check_key(key)
-        try:
-            fh = open(local_path, "rb")  # noqa: SIM115 - closed in finally
-        except OSError as exc:
-            raise destination_error(f"cannot read staged file '{local_path}' for '{key}': {exc}") from exc
+        fh = open_staged(local_path, key)  # closed in finally
         try:
             size_hint = os.fstat(fh.fileno()).st_size
             if size_hint < self.multipart_threshold:
@@ -344,19 +344,12 @@ class AzureDestination(Destination):
         return out
 
     def read_bytes(self, key: str, max_bytes: int | None = None) -> bytes:
-        info = self.head(key)
-        if info is None:
-            raise destination_error(f"{self._where(key)} does not exist")
-        if max_bytes is not None and info.size > max_bytes:
-            raise destination_error(
-                f"{self._where(key)} is {info.size} bytes, over the {max_bytes}-byte limit for this "
-                f"file — refusing to read it")
+        head_within_cap(self, key, max_bytes, self._where)
         try:
             data = self._blob(key).download_blob(max_concurrency=1).readall()
         except self._errors() as exc:
             raise self._error(exc, "read", key) from exc
-        if max_bytes is not None and len(data) > max_bytes:
-            raise destination_error(f"{self._where(key)} grew past the {max_bytes}-byte limit while being read")
+        check_read_within_cap(data, key, max_bytes, self._where)
         return bytes(data)
 
     # -- move / delete ---------------------------------------------------------------

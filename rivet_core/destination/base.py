@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 from rivet_core.destination.checksums import Fingerprint
 from rivet_core.destination.errors import destination_error
@@ -176,3 +176,32 @@ def move_by_copy(dest: Destination, src_key: str, dst_key: str, copy: Callable[[
             f"moving {where(src_key)} to '{dst_key}': the copy did not land intact ({state}expected "
             f"{src.size} bytes, found {landed.size if landed else 'nothing'}); the source was kept")
     dest.delete(src_key)
+
+
+def open_staged(local_path: Path, key: str) -> BinaryIO:
+    """Open a staged part for `write_file` (the caller closes it); an unreadable file is a
+    `DestinationError` naming the file and the key it was meant for."""
+    try:
+        return open(local_path, "rb")  # noqa: SIM115 - the caller closes it
+    except OSError as exc:
+        raise destination_error(f"cannot read staged file '{local_path}' for '{key}': {exc}") from exc
+
+
+def head_within_cap(dest: Destination, key: str, max_bytes: int | None, where: Callable[[str], str]) -> ObjectInfo:
+    """`read_bytes`' first step on an object store: the object exists and, with a cap, is at
+    most `max_bytes` — checked with `head` before any byte is downloaded (the size cap on
+    control files, docs/rivet-compat.md "Security")."""
+    info = dest.head(key)
+    if info is None:
+        raise destination_error(f"{where(key)} does not exist")
+    if max_bytes is not None and info.size > max_bytes:
+        raise destination_error(
+            f"{where(key)} is {info.size} bytes, over the {max_bytes}-byte limit for this "
+            f"file — refusing to read it")
+    return info
+
+
+def check_read_within_cap(data: bytes, key: str, max_bytes: int | None, where: Callable[[str], str]) -> None:
+    """`read_bytes`' last step: the object did not grow past the cap between `head` and the read."""
+    if max_bytes is not None and len(data) > max_bytes:
+        raise destination_error(f"{where(key)} grew past the {max_bytes}-byte limit while being read")

@@ -39,7 +39,10 @@ from rivet_core.destination.base import (
     DestinationSpec,
     ObjectInfo,
     WriteResult,
+    check_read_within_cap,
+    head_within_cap,
     move_by_copy,
+    open_staged,
 )
 from rivet_core.destination.checksums import (
     CHUNK_SIZE,
@@ -291,10 +294,7 @@ class GCSDestination(Destination):
 
     def write_file(self, local_path: Path, key: str, staged: Fingerprint | None = None) -> WriteResult:
         check_key(key)
-        try:
-            fh = open(local_path, "rb")  # noqa: SIM115 - closed in finally
-        except OSError as exc:
-            raise destination_error(f"cannot read staged file '{local_path}' for '{key}': {exc}") from exc
+        fh = open_staged(local_path, key)  # closed in finally
         try:
             size = os.fstat(fh.fileno()).st_size
             if size < self.multipart_threshold:
@@ -382,13 +382,7 @@ class GCSDestination(Destination):
         return out
 
     def read_bytes(self, key: str, max_bytes: int | None = None) -> bytes:
-        info = self.head(key)
-        if info is None:
-            raise destination_error(f"{self._where(key)} does not exist")
-        if max_bytes is not None and info.size > max_bytes:
-            raise destination_error(
-                f"{self._where(key)} is {info.size} bytes, over the {max_bytes}-byte limit for this "
-                f"file — refusing to read it")
+        info = head_within_cap(self, key, max_bytes, self._where)
         blob = self._bucket.blob(self.prefix + key)
         try:
             # checksum="md5": the library compares the body with the service's x-goog-hash.
@@ -401,8 +395,7 @@ class GCSDestination(Destination):
                 raise destination_error(f"{self._where(key)} was corrupted while being read: {exc}",
                                         transient=True) from exc
             raise
-        if max_bytes is not None and len(data) > max_bytes:
-            raise destination_error(f"{self._where(key)} grew past the {max_bytes}-byte limit while being read")
+        check_read_within_cap(data, key, max_bytes, self._where)
         return bytes(data)
 
     # -- move / delete ---------------------------------------------------------------

@@ -37,7 +37,10 @@ from rivet_core.destination.base import (
     DestinationSpec,
     ObjectInfo,
     WriteResult,
+    check_read_within_cap,
+    head_within_cap,
     move_by_copy,
+    open_staged,
 )
 from rivet_core.destination.checksums import (
     Fingerprint,
@@ -312,10 +315,7 @@ class S3Destination(Destination):
 
     def write_file(self, local_path: Path, key: str, staged: Fingerprint | None = None) -> WriteResult:
         check_key(key)
-        try:
-            fh = open(local_path, "rb")  # noqa: SIM115 - closed in finally
-        except OSError as exc:
-            raise destination_error(f"cannot read staged file '{local_path}' for '{key}': {exc}") from exc
+        fh = open_staged(local_path, key)  # closed in finally
         try:
             size_hint = os.fstat(fh.fileno()).st_size
             if size_hint < self.multipart_threshold:
@@ -403,14 +403,7 @@ class S3Destination(Destination):
     def read_bytes(self, key: str, max_bytes: int | None = None) -> bytes:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        info = self.head(key)
-        if info is None:
-            raise destination_error(f"{self._where(key)} does not exist")
-        if max_bytes is not None and info.size > max_bytes:
-            raise destination_error(
-                f"{self._where(key)} is {info.size} bytes, over the {max_bytes}-byte limit for this "
-                f"file — refusing to read it"
-            )
+        head_within_cap(self, key, max_bytes, self._where)
         resp = self._call("read", key, "get_object", Bucket=self.bucket, Key=self.prefix + key)
         try:
             body = resp["Body"]
@@ -418,8 +411,7 @@ class S3Destination(Destination):
             body.close()
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, "read", key) from exc
-        if max_bytes is not None and len(data) > max_bytes:
-            raise destination_error(f"{self._where(key)} grew past the {max_bytes}-byte limit while being read")
+        check_read_within_cap(data, key, max_bytes, self._where)
         return data
 
     # -- move / delete ---------------------------------------------------------------

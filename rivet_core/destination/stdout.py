@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import BinaryIO, NoReturn
 
-from rivet_core.destination.base import Destination, ObjectInfo, WriteResult
+from rivet_core.destination.base import Destination, ObjectInfo, WriteResult, open_staged
 from rivet_core.destination.checksums import CHUNK_SIZE, Fingerprint, Fingerprinter, check_staged
 from rivet_core.destination.errors import destination_error
 from rivet_core.destination.keys import check_key
@@ -48,10 +48,7 @@ class StdoutDestination(Destination):
 
     def write_file(self, local_path: Path, key: str, staged: Fingerprint | None = None) -> WriteResult:
         check_key(key)
-        try:
-            fh = open(local_path, "rb")  # noqa: SIM115 - closed in finally
-        except OSError as exc:
-            raise destination_error(f"cannot read staged file '{local_path}' for '{key}': {exc}") from exc
+        fh = open_staged(local_path, key)  # closed in finally
         try:
             result = self._write(iter(lambda: fh.read(CHUNK_SIZE), b""), key)
         finally:
