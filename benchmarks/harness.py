@@ -177,6 +177,22 @@ def _rivet_argv(mode: str) -> Callable[[RunCtx], list[str]]:
     return build
 
 
+READ_PATHS: list[tuple[str, tuple[str, ...]]] = [
+    ("binary", ("pg", "mysql")), ("adbc", ("pg",)), ("raw", ("mysql",)),
+    ("rows", ("pg", "mysql")),
+]
+
+
+def _rivet_read(path: str) -> Callable[[RunCtx], list[str]]:
+    """A full export with the engine's read path pinned to `path`."""
+    full = _rivet_argv("full")
+
+    def build(ctx: RunCtx) -> list[str]:
+        ctx.env["RIVET_PG_READ_PATH" if ctx.engine == "pg" else "RIVET_MYSQL_READ_PATH"] = path
+        return full(ctx)
+    return build
+
+
 def _peer_argv(name: str) -> Callable[[RunCtx], list[str]]:
     def build(ctx: RunCtx) -> list[str]:
         return [str(ctx.python_bench), str(HERE / "peers.py"), "--method", name, "--engine",
@@ -201,6 +217,12 @@ METHODS: list[Method] = [
            f"rivet run, mode chunked ({CHUNK_COUNT} id windows), parallel 1, profile fast", _rivet_argv("seq")),
     Method("rivet_chunked_par2", "rivet", ("pg", "mysql"),
            f"rivet run, mode chunked ({CHUNK_COUNT} id windows), parallel 2, profile fast", _rivet_argv("par2")),
+    # One read path pinned per run (the private RIVET_PG_READ_PATH / RIVET_MYSQL_READ_PATH
+    # switches of rivet_core/source/postgres/session.py and mysql/session.py): the evidence
+    # for which paths earn their place (docs/benchmarks.md "Read paths").
+    *[Method(f"rivet_read_{path}", "rivet", engines,
+             f"rivet run, mode full, profile fast, read path pinned to {path}", _rivet_read(path))
+      for path, engines in READ_PATHS],
     Method("dlt_pyarrow", "peer", ("pg", "mysql"), "dlt sql_table(backend=pyarrow) → filesystem parquet",
            _peer_argv("dlt_pyarrow")),
     Method("dlt_connectorx", "peer", ("pg", "mysql"), "dlt sql_table(backend=connectorx) → filesystem parquet",

@@ -1,11 +1,12 @@
 """PostgreSQL ADBC read path (binary COPY on a second connection in the session's snapshot).
 
-The row path is the oracle, as for the CSV path (tests/source/test_pg_copy.py): the same
+The row path is the oracle, as for the binary path (tests/source/test_pg_read_paths.py): the same
 query is read through both and must be identical, schema metadata included. Around it: the
 snapshot is really shared, errors keep their meaning (permanent vs transient, the row
 path's messages), abandoned streams release the second connection, and a second connection
-that cannot be opened falls back to COPY csv instead of failing the export. Parameter
-binding and error parity are shared with the CSV path (parametrized in test_pg_copy.py).
+that cannot be opened falls back to the row path instead of failing the export. Parameter
+binding and error parity are shared with the binary path (parametrized in
+test_pg_read_paths.py).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import pytest
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import SourceError, TransientError
 from rivet_core.source import open_source
-from tests.source.test_pg_copy import (  # noqa: F401 - eligible_db is a fixture
+from tests.source.test_pg_read_paths import (  # noqa: F401 - eligible_db is a fixture
     BIG,
     TUNING,
     assert_identical,
@@ -76,14 +77,16 @@ def test_adbc_path_is_identical_to_the_row_path_for_every_eligible_type(
     assert by_id[3]["ch"] == 'a"b' and by_id[5]["ch"] == " , "  # bpchar keeps its padding
 
 
-def test_columns_without_an_exact_binary_form_take_the_csv_path(
+def test_columns_without_an_exact_binary_form_take_the_row_path(
     eligible_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="rivet.source")
-    for column in ("o", "c1", "m", "iv"):  # oid, "char", enum, interval
+    for column in ("o", "c1", "iv"):  # oid, "char", interval
         read(eligible_db, f"SELECT id, {column} FROM eligible", "auto", monkeypatch)
+    read(eligible_db, "SELECT id, m FROM eligible", "adbc", monkeypatch)  # enum: ADBC refuses
     used = paths_used(caplog)
-    assert [u.split(" (")[0] for u in used] == ["PG read path: copy"] * 4, used
+    assert [u.split(" (")[0] for u in used] == ["PG read path: rows"] * 4, used
+    assert "column 'm' is an enum" in used[-1]
 
 
 def test_bytea_reads_exactly_on_the_adbc_path(
@@ -158,7 +161,7 @@ def test_values_arrow_cannot_hold_fail_instead_of_wrapping(
     (the fast paths name the column and suggest a cast; the row path's message is the
     driver's)."""
     sql = f"SELECT 1 AS id, {value} AS v"
-    for path in ("rows", "copy", "adbc", "binary"):
+    for path in ("rows", "adbc", "binary"):
         with pytest.raises(SourceError) as caught:
             read(pg_url, sql, path, monkeypatch)
         assert not isinstance(caught.value, TransientError), (path, caught.value)
@@ -191,7 +194,7 @@ def test_abandoning_an_adbc_stream_releases_the_second_connection(
             assert session.scalar("SELECT count(*) FROM wide") == 300000
 
 
-def test_a_second_connection_refused_falls_back_to_copy_csv(
+def test_a_second_connection_refused_falls_back_to_the_row_path(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     role = f"solo_{uuid.uuid4().hex[:10]}"
@@ -212,7 +215,7 @@ def test_a_second_connection_refused_falls_back_to_copy_csv(
     assert any("ADBC read path unavailable" in w and "too many connections" in w
                for w in warnings), warnings
     assert not any("solo-pw-7" in r.getMessage() for r in caplog.records)
-    assert paths_used(caplog)[-1].startswith("PG read path: copy")
+    assert paths_used(caplog)[-1].startswith("PG read path: rows (ADBC unavailable")
 
 
 def test_a_terminated_adbc_backend_is_a_transient_error(

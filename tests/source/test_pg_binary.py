@@ -1,7 +1,7 @@
 """PostgreSQL binary COPY read path (`pg_binary`: COPY … FORMAT binary on the session's own
 connection, decoded in C by `_pgbinary`), against the real server.
 
-The row path is the oracle, as for the CSV and ADBC paths (tests/source/test_pg_copy.py):
+The row path is the oracle, as for the CSV and ADBC paths (tests/source/test_pg_read_paths.py):
 the same query is read through both and must be identical, schema metadata included.
 Around it: the session's snapshot is used, batches are bounded and in order, values Arrow
 cannot hold are refused like on the row path, server errors keep their meaning (statement
@@ -20,7 +20,7 @@ import pytest
 from rivet_core.errors import SourceError, TransientError
 from rivet_core.source import open_source
 from tests.source.test_pg_adbc import ADBC_COLUMNS
-from tests.source.test_pg_copy import (  # noqa: F401 - eligible_db is a fixture
+from tests.source.test_pg_read_paths import (  # noqa: F401 - eligible_db is a fixture
     BIG,
     TUNING,
     assert_identical,

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from rivet_core.errors import SourceError
-from tests.source.test_pg_copy import assert_identical, paths_used, read
+from tests.source.test_pg_read_paths import assert_identical, paths_used, read
 
 pytestmark = pytest.mark.postgres
 
@@ -47,7 +47,7 @@ def encoded_db(request: pytest.FixtureRequest) -> Iterator[str]:
         yield url
 
 
-@pytest.mark.parametrize("path", ["rows", "copy", "binary"])
+@pytest.mark.parametrize("path", ["rows", "binary"])
 def test_every_read_path_reads_a_non_utf8_database_as_utf8(
     encoded_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, path: str
 ) -> None:

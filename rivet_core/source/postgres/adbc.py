@@ -1,17 +1,15 @@
-"""PostgreSQL read path when the `_pgbinary` C extension is not built (`pg_binary` is the
+"""PostgreSQL read path when the `_pgbinary` C extension is not built (`binary` is the
 default): ADBC's binary-COPY record-batch stream, on a second connection that imports the
 session's snapshot. (The ADBC PostgreSQL wheels 1.12/1.13 are compiled without
-optimisation; `pg_binary` decodes the same stream ~4× cheaper — see its docstring.)
+optimisation; `binary` decodes the same stream ~4× cheaper — see its docstring.)
 
-Why a second path next to `pg_copy` (CSV): measured on the 5 M-row bench `orders` table
-(2 cores, PostgreSQL 15, `python -m benchmarks --scale 1`), the server needs 6.0 s to produce
-`COPY … (FORMAT binary)` and 9.2 s for `(FORMAT csv)`, and the ADBC PostgreSQL driver decodes
-the binary rows into Arrow in C++ with the GIL released — no per-row Python call and no text
-parsing. The CSV path spends ~1.5 µs of Python per row in psycopg's COPY reads plus Arrow's
-CSV parse; it stays as the path for columns ADBC does not map exactly (enums, intervals,
-`"char"`, oid, …).
+Why it is kept (docs/benchmarks.md "Read paths"): the C extension is optional, and an
+install without a compiler would otherwise read PostgreSQL through the row path, about 3–4×
+longer; the ADBC wheels need no compiler and decode the binary COPY stream in C++ with the
+GIL released. The COPY csv path that used to sit between this one and the row path was
+removed: slower than this one on every measured table.
 
-Semantics kept (the same as the row and CSV paths):
+Semantics kept (the same as the row path):
 - Snapshot: the session runs `pg_export_snapshot()` in its REPEATABLE READ READ ONLY
   transaction; the ADBC connection runs `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`,
   `SET TRANSACTION SNAPSHOT '<id>'` and the session's `SET LOCAL`s (statement and lock
@@ -28,7 +26,7 @@ Semantics kept (the same as the row and CSV paths):
   psycopg's (`wrap_driver_error`): a terminated backend is transient, a statement timeout
   permanent. A failure to *open* the second connection or import the snapshot (a
   `CONNECTION LIMIT`, a standby that cannot export snapshots) is not an error: the stream
-  falls back to the CSV path and logs why at WARNING.
+  falls back to the row path and logs why at WARNING.
 - Memory: ADBC produces record batches of about `batch_rows` rows (a byte hint of 1..4
   MiB of COPY data: smaller batches measured as fast as 16 MiB ones, with ~50 MB less peak
   RSS); up to 32 MiB of them are decoded ahead on a reader thread
@@ -36,8 +34,8 @@ Semantics kept (the same as the row and CSV paths):
   server's COPY and the Parquet encode overlap on two cores. Batches are sliced (never
   copied) to at most `batch_rows` rows.
 
-`RIVET_PG_READ_PATH=adbc` starts at this path (skipping `pg_binary`); `copy` forces the CSV
-path; `rows` the row path (see `copy.read_path_mode`).
+`RIVET_PG_READ_PATH=adbc` starts at this path (skipping `binary`); `rows` forces the row path
+(see `copy.read_path_mode`).
 """
 
 from __future__ import annotations
@@ -46,14 +44,14 @@ import decimal
 import logging
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from rivet_core.errors import RivetError, best_effort
 from rivet_core.redact import redact_secrets
-from rivet_core.source.base import wrap_driver_error
+from rivet_core.source.base import SourceColumn, wrap_driver_error
 from rivet_core.source.batching import (
     check_value_sizes,
     estimate_row_bytes,
@@ -69,6 +67,9 @@ from rivet_core.source.postgres.binary import (
 )
 from rivet_core.source.postgres.copy import READ_PATH_ENV, PgReadSession, Probed, first_ineligible
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
+
+if TYPE_CHECKING:
+    from rivet_core.source.postgres.types import PgTypeInfo
 
 log = logging.getLogger("rivet.source")
 
@@ -94,11 +95,18 @@ def _driver_available() -> bool:
     return True
 
 
+def _ineligible_reason(field: pa.Field, live: SourceColumn, info: PgTypeInfo) -> str | None:
+    """The binary path's rule, less enums: the ADBC driver does not hand them over as text."""
+    if info.typtype == "e":
+        return f"column '{field.name}' is an enum"
+    return ineligible_reason(field, live, info)
+
+
 def plan_adbc(probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
     """(use ADBC?, why) from the query's probed columns (`_probe_with_types`)."""
     if not _driver_available():
         return False, "the ADBC PostgreSQL driver is not installed"
-    why = first_ineligible(schema, probed, ineligible_reason)
+    why = first_ineligible(schema, probed, _ineligible_reason)
     if why is not None:
         return False, why
     return True, f"all {len(schema)} column(s) have an exact binary form"
@@ -117,7 +125,7 @@ def _database(conninfo: str) -> Any:
     connection from it then takes ~3 ms — which matters for chunked exports, where every
     window opens its own read. A type created later is unknown to the cached catalog: ADBC
     then returns it as opaque bytes, `_schema_mismatch` sees that, and the read falls back
-    to COPY csv. The key holds the password; the dict lives in memory only."""
+    to the row path. The key holds the password; the dict lives in memory only."""
     import adbc_driver_postgresql as adbc_pg
 
     with _DATABASES_LOCK:
@@ -144,7 +152,7 @@ class _AdbcRead:
             # (and pg_export_snapshot refuses to run inside a savepoint).
             raise wrap_driver_error(
                 exc, "PG error while exporting the read snapshot for the ADBC read path",
-                f"set {READ_PATH_ENV}=copy to read through the session's own connection",
+                f"set {READ_PATH_ENV}=rows to read through the session's own connection",
             ) from exc
         try:
             self._connection = dm.AdbcConnection(_database(session.adbc_conninfo()))
@@ -279,7 +287,7 @@ def _finished_batches(
 # --- the stream ------------------------------------------------------------------------
 
 class AdbcUnavailable(Exception):
-    """The second connection could not be set up; the caller falls back to the CSV path."""
+    """The second connection could not be set up; the caller falls back to the row path."""
 
 
 def open_adbc(session: PgReadSession) -> _AdbcRead:
@@ -299,7 +307,7 @@ def stream_adbc(
 
     `read` comes from `open_adbc`; this generator owns it from here and closes it (commit
     on success, rollback otherwise). Raises AdbcUnavailable before yielding anything when the
-    result's types turn out not to match (the caller then uses the CSV path).
+    result's types turn out not to match (the caller then uses the row path).
     """
     max_value_mb = session.tuning.max_value_mb
     success = False

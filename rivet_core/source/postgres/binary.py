@@ -12,21 +12,22 @@ reads hand over one CopyData message (one row) per Python call: ~1 µs a row, 9.
 `PQgetCopyData` (the libpq psycopg loaded, found through ctypes) for ~4 MiB at a time and
 decodes whole tuples straight into Arrow's buffers; Python only wraps the buffers.
 
-Semantics are those of the other fast paths (`pg_copy` for CSV, `pg_adbc`):
+Semantics are those of the row path and of `adbc`:
 - Same snapshot and settings: the COPY runs on the session's connection inside its
   REPEATABLE READ READ ONLY transaction, in a savepoint, so abandoning the stream (the COPY
   is cancelled) leaves the snapshot usable, and the statement/lock timeouts apply.
 - Parameters are bound client-side by psycopg (`copy.render_sql`).
 - Types: a column is eligible when its type (domains resolved) maps exactly onto the Arrow
-  type `describe()` chose (`ineligible_reason`; also used by `pg_adbc`): bool, int2/4/8,
-  float4/8, date, time, timestamp[tz], text/varchar/bpchar/name, bytea, json/jsonb, uuid and
+  type `describe()` chose (`ineligible_reason`; also used by `adbc`): bool, int2/4/8,
+  float4/8, date, time, timestamp[tz], text/varchar/bpchar/name, enum (sent as its label's
+  text), bytea, json/jsonb, uuid and
   numeric(p ≤ 38, s ≥ 0) → decimal128 computed exactly from the base-10000 digits. Values the
   other paths refuse are refused here with the same messages: dates and timestamps outside
   0001-01-01 .. 9999-12-31 (±infinity), `24:00:00`, numeric NaN/±Infinity, a numeric that
   does not fit its column's precision.
 - Errors from the server (statement timeout, terminated backend) arrive as psycopg errors
   and are classified and redacted like every other PG error (`driver_errors`).
-- Memory: one fetch is ~1..4 MiB of COPY data (`pg_adbc._batch_bytes`), decoded on a
+- Memory: one fetch is ~1..4 MiB of COPY data (`adbc.batch_bytes`), decoded on a
   reader thread (`read_ahead.ReadAhead`, `batch_budget`) while the consumer encodes.
 
 The path needs the C extension (built by `scripts/bootstrap.sh`; no compiler → the ADBC
@@ -114,7 +115,10 @@ def numeric_fit_error(field: pa.Field, detail: str = "") -> SourceError:
 
 
 def base_typname(info: PgTypeInfo) -> str:
-    """The column's type name, a domain resolved to its base type."""
+    """The column's type name, a domain resolved to its base type; an enum reads as `text`
+    (its binary send form is the label's text, exactly what the row path returns)."""
+    if info.typtype == "e":
+        return "text"
     return info.base_typname if info.typtype == "d" and info.base_typname else info.typname
 
 

@@ -1,8 +1,14 @@
-"""What the PostgreSQL COPY read paths share: the read-path switch, the per-column eligibility
+"""What the PostgreSQL fast read paths share: the read-path switch, the per-column eligibility
 walk, the client-side bound statement and the COPY run inside a savepoint.
 
-The read paths (`binary`, `copy_csv`, `adbc`) take the session as a `PgReadSession`, the few
-members they use, so that they never import the session module that imports them.
+The read paths (`binary`, `adbc`) take the session as a `PgReadSession`, the few members
+they use, so that they never import the session module that imports them.
+
+`RIVET_PG_READ_PATH=auto|binary|adbc|rows` (private; default auto) pins where the choice
+starts: `auto`/`binary` try binary COPY decoded in C (`binary`), then ADBC (`adbc`, when the
+C extension is not built), then the row path; `adbc` starts at ADBC; `rows` forces the row
+path. `copy` (the COPY csv path, removed: docs/benchmarks.md "Read paths") is read as
+`rows`, with a warning. An ineligible schema always falls through to the next path.
 """
 
 from __future__ import annotations
@@ -27,7 +33,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("rivet.source")
 
 READ_PATH_ENV = "RIVET_PG_READ_PATH"
-_MODES = ("rows", "copy", "adbc", "binary", "auto")
+_MODES = ("rows", "adbc", "binary", "auto")
+#: Values of removed paths and what they are read as (a user may have pinned one).
+_REMOVED = {"copy": "rows"}
 
 
 class PgReadSession(Protocol):
@@ -46,10 +54,15 @@ class PgReadSession(Protocol):
 
 
 def read_path_mode() -> str:
-    """`rows`, `copy`, `adbc`, `binary` or `auto` (default) from RIVET_PG_READ_PATH."""
+    """`rows`, `adbc`, `binary` or `auto` (default) from RIVET_PG_READ_PATH."""
     raw = os.environ.get(READ_PATH_ENV, "auto").strip().lower() or "auto"
+    if raw in _REMOVED:
+        log.warning("%s=%s: the COPY csv read path was removed (docs/benchmarks.md \"Read "
+                    "paths\"); reading through the %s path — set %s=rows|binary|adbc|auto",
+                    READ_PATH_ENV, raw, _REMOVED[raw], READ_PATH_ENV)
+        return _REMOVED[raw]
     if raw not in _MODES:
-        log.warning("%s=%r is not one of rows|copy|adbc|binary|auto; using auto", READ_PATH_ENV, raw)
+        log.warning("%s=%r is not one of rows|adbc|binary|auto; using auto", READ_PATH_ENV, raw)
         return "auto"
     return raw
 
@@ -88,7 +101,7 @@ def copy_in_savepoint(
     session: PgReadSession, sql: str, params: Sequence[Any], fmt: str
 ) -> Iterator[psycopg.Copy]:
     """The COPY of `sql` on the session's connection, inside a savepoint — the one sequence
-    both COPY read paths (CSV in `copy_csv`, binary in `binary`) use.
+    the binary COPY path (`binary`) uses.
 
     Leaving the block normally releases the savepoint; leaving it by an exception (a failed
     COPY, or a consumer that abandoned the stream and had the COPY cancelled) rolls back to

@@ -30,7 +30,6 @@ from rivet_core.redact import redact_secrets, redact_url
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.postgres import adbc as pg_adbc
 from rivet_core.source.postgres import binary as pg_binary
-from rivet_core.source.postgres import copy_csv as pg_copy
 from rivet_core.source.postgres.copy import READ_PATH_ENV, log, read_path_mode, render_sql
 from rivet_core.source.postgres.pressure import PgPressureProbe
 from rivet_core.source.postgres.types import CATALOG_SQL, PgTypeInfo, pg_column
@@ -199,20 +198,19 @@ class PostgresSession(SourceSession):
     ) -> list[tuple[SourceColumn, PgTypeInfo]]:
         return self._describe(sql, params, self._live_columns_with_types)
 
-    # --- fast read path (pg_copy) -------------------------------------------------------
+    # --- read paths (binary, adbc, rows) ------------------------------------------------
 
     def stream(
         self, sql: str, params: Sequence[Any], schema: pa.Schema, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
         """The fastest path that keeps every column exact: binary COPY decoded in C, else
-        ADBC's binary COPY, else COPY csv, else the row path (see `pg_binary`, `pg_adbc` and
-        `pg_copy`); the choice is logged."""
+        (C extension not built) ADBC's binary COPY, else the row path (see `binary` and
+        `adbc`; docs/benchmarks.md "Read paths" for why these three); the choice is logged."""
         self._check_stream_args(batch_rows)
         sql = strip_sql(sql)
         mode = read_path_mode()
-        if mode == "rows":
-            use_copy, why = False, f"{READ_PATH_ENV}=rows"
-        else:
+        why = f"{READ_PATH_ENV}=rows"
+        if mode != "rows":
             with self.driver_errors("describing the query"):
                 probed = self._probe_with_types(sql, params)  # once, for both fast paths
             if mode in ("auto", "binary"):
@@ -224,28 +222,25 @@ class PostgresSession(SourceSession):
                         pg_adbc.batch_bytes(schema, batch_rows))
                     return
                 log.debug("PG binary COPY path not used (%s)", why)
-            if mode in ("auto", "binary", "adbc"):
-                use_adbc, why = pg_adbc.plan_adbc(probed, schema)
-                if use_adbc:
+            use_adbc, why = pg_adbc.plan_adbc(probed, schema)
+            if use_adbc:
+                try:
+                    read = pg_adbc.open_adbc(self)
+                except pg_adbc.AdbcUnavailable as exc:
+                    pg_adbc.log.warning("PG ADBC read path unavailable (%s); using the row path", exc)
+                    why = f"ADBC unavailable: {exc}"
+                else:
+                    log.info("PG read path: adbc (%s)", why)
+                    rendered = render_sql(self, sql, params)
                     try:
-                        read = pg_adbc.open_adbc(self)
-                    except pg_adbc.AdbcUnavailable as exc:
-                        pg_adbc.log.warning("PG ADBC read path unavailable (%s); using COPY csv", exc)
-                    else:
-                        log.info("PG read path: adbc (%s)", why)
-                        rendered = render_sql(self, sql, params)
-                        try:
-                            yield from pg_adbc.stream_adbc(self, read, rendered, schema, batch_rows)
-                            return
-                        except pg_adbc.AdbcUnavailable as exc:  # raised before any batch
-                            pg_adbc.log.warning("PG ADBC read path refused the result (%s); "
-                                                "using COPY csv", exc)
-            use_copy, why = pg_copy.plan_copy(self, probed, schema)
-        log.info("PG read path: %s (%s)", "copy" if use_copy else "rows", why)
-        if use_copy:
-            yield from pg_copy.stream_copy(self, sql, params, schema, batch_rows)
-        else:
-            yield from super().stream(sql, params, schema, batch_rows)
+                        yield from pg_adbc.stream_adbc(self, read, rendered, schema, batch_rows)
+                        return
+                    except pg_adbc.AdbcUnavailable as exc:  # raised before any batch
+                        pg_adbc.log.warning("PG ADBC read path refused the result (%s); "
+                                            "using the row path", exc)
+                        why = f"ADBC refused the result: {exc}"
+        log.info("PG read path: rows (%s)", why)
+        yield from super().stream(sql, params, schema, batch_rows)
 
     def _describe(self, sql: str, params: Sequence[Any], read: Callable[[Any], _T]) -> _T:
         """DECLARE the query on a server cursor and `read` its description: no row is run."""

@@ -1,6 +1,5 @@
-"""PostgreSQL fast read paths (COPY … FORMAT csv → pyarrow; shared parameter and error tests
-also cover the ADBC and binary COPY paths, see test_pg_adbc.py and test_pg_binary.py):
-identical to the row path.
+"""PostgreSQL read paths (binary COPY decoded in C, ADBC when the C extension is not built,
+the row path; see also test_pg_binary.py and test_pg_adbc.py): identical to the row path.
 
 The row path (named server-side cursor) is the oracle: every test reads the same query
 through both paths, switched with the private RIVET_PG_READ_PATH variable, and requires
@@ -98,15 +97,20 @@ def eligible_db(pg_url: str) -> str:
     return pg_url
 
 
-def test_copy_path_is_identical_to_the_row_path_for_every_eligible_type(
+#: The `eligible` columns with an exact binary form (enum `m` included: sent as its label).
+BINARY_COLUMNS = ("id, s2, i8, flag, f4, f8, n38, n38i, n12, txt, vc, ch, nm, m, d, t, ts, tstz, "
+                  "u, j, jb, dom")
+
+
+def test_binary_path_is_identical_to_the_row_path_for_every_eligible_type(
     eligible_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sql = "SELECT * FROM eligible ORDER BY id"
+    sql = f"SELECT {BINARY_COLUMNS} FROM eligible ORDER BY id"
     caplog.set_level(logging.INFO, logger="rivet.source")
     rows, _ = read(eligible_db, sql, "rows", monkeypatch, batch_rows=2)
     copy, sizes = read(eligible_db, sql, "auto", monkeypatch, batch_rows=2)
     used = paths_used(caplog)
-    assert used[0].startswith("PG read path: rows") and used[1].startswith("PG read path: copy")
+    assert used[0].startswith("PG read path: rows") and used[1].startswith("PG read path: binary")
     assert sizes == [2, 2, 1]
     assert copy.schema.equals(rows.schema, check_metadata=True)
     assert_identical(copy, rows)
@@ -116,9 +120,36 @@ def test_copy_path_is_identical_to_the_row_path_for_every_eligible_type(
     assert by_id[3]["vc"] == "NULL" and "\n" in by_id[3]["txt"]
     assert str(by_id[1]["n38"]) == "1234567890123456789012345678.9012345678"
     assert by_id[2]["f4"] != by_id[2]["f4"]  # NaN
+    assert [by_id[i]["m"] for i in (1, 2, 3)] == ["sad", "very 'happy'", "happy"]
 
 
-@pytest.mark.parametrize("path", ["copy", "adbc", "binary"])  # all bind parameters client-side
+def test_columns_without_an_exact_binary_form_read_the_whole_query_through_the_row_path(
+    eligible_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    sql = "SELECT * FROM eligible ORDER BY id"  # oid, "char" and interval have none
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    rows, _ = read(eligible_db, sql, "rows", monkeypatch)
+    auto, _ = read(eligible_db, sql, "auto", monkeypatch)
+    assert paths_used(caplog)[1] == "PG read path: rows (column 'o' has type oid)"
+    assert_identical(auto, rows)
+
+
+def test_the_removed_copy_value_reads_through_the_row_path_with_a_warning(
+    eligible_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    table, _ = read(eligible_db, f"SELECT {BINARY_COLUMNS} FROM eligible ORDER BY id", "copy",
+                    monkeypatch)
+    rows, _ = read(eligible_db, f"SELECT {BINARY_COLUMNS} FROM eligible ORDER BY id", "rows",
+                   monkeypatch)
+    assert_identical(table, rows)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("RIVET_PG_READ_PATH=copy: the COPY csv read path was removed" in w
+               and "set RIVET_PG_READ_PATH=rows|binary|adbc|auto" in w for w in warnings), warnings
+    assert paths_used(caplog)[0] == "PG read path: rows (RIVET_PG_READ_PATH=rows)"
+
+
+@pytest.mark.parametrize("path", ["adbc", "binary"])  # both bind parameters client-side
 def test_fast_paths_with_bound_parameters_match_the_row_path(
     eligible_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, path: str
 ) -> None:
@@ -145,7 +176,7 @@ def test_ineligible_columns_fall_back_to_the_row_path(
         assert_identical(auto, rows)
         assert auto.num_rows == 2
     used = paths_used(caplog)
-    # arrays take the row path; bytea has no CSV form but an exact binary one (binary COPY)
+    # arrays take the row path; bytea has an exact binary form (binary COPY)
     assert [u.split(" (")[0] for u in used] == ["PG read path: rows"] * 3 + ["PG read path: binary"]
     assert "array" in used[1]
 
@@ -165,13 +196,13 @@ def test_an_override_changing_the_representation_falls_back(
     assert paths_used(caplog)[0].startswith("PG read path: rows")
 
 
-def test_copy_yields_many_bounded_batches_for_100k_rows(
+def test_binary_yields_many_bounded_batches_for_100k_rows(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     pg_exec(pg_url, "CREATE TABLE big AS SELECT g AS id, md5(g::text) AS h, "
                     "gen_random_uuid() AS u, now() AS at FROM generate_series(1, 100000) g")
     caplog.set_level(logging.INFO, logger="rivet.source")
-    monkeypatch.setenv("RIVET_PG_READ_PATH", "copy")
+    monkeypatch.setenv("RIVET_PG_READ_PATH", "binary")
     sql = "SELECT id, h, u, at FROM big ORDER BY id"
     with open_source(pg_url, TUNING) as session:
         schema = session.describe(sql)
@@ -182,15 +213,16 @@ def test_copy_yields_many_bounded_batches_for_100k_rows(
             sizes.append(batch.num_rows)
             assert batch.column("id").to_pylist() == list(range(expected, expected + batch.num_rows))
             expected += batch.num_rows
-    assert paths_used(caplog)[0].startswith("PG read path: copy")
-    assert sizes == [7_000] * 14 + [2_000]
+    assert paths_used(caplog)[0].startswith("PG read path: binary")
+    # bounded by batch_rows (a fetch of COPY data may end a batch early)
+    assert max(sizes) == 7_000 and sum(sizes) == 100_000 and len(sizes) >= 15
 
 
-def test_abandoning_a_copy_stream_keeps_the_snapshot_usable(
+def test_abandoning_a_binary_stream_keeps_the_snapshot_usable(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pg_exec(pg_url, "CREATE TABLE big AS SELECT g AS id FROM generate_series(1, 300000) g")
-    monkeypatch.setenv("RIVET_PG_READ_PATH", "copy")
+    monkeypatch.setenv("RIVET_PG_READ_PATH", "binary")
     with open_source(pg_url, TUNING) as session:
         before = session.scalar("SELECT count(*) FROM big")
         pg_exec(pg_url, "INSERT INTO big VALUES (0)")  # after the snapshot: invisible
@@ -201,15 +233,15 @@ def test_abandoning_a_copy_stream_keeps_the_snapshot_usable(
         assert session.scalar("SELECT count(*) FROM big") == before == 300000
 
 
-def test_abandoning_wide_copy_streams_while_arrow_reads_ahead_never_hangs(
+def test_abandoning_wide_binary_streams_while_the_reader_reads_ahead_never_hangs(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Arrow's CSV reader pulls COPY data on a background thread; abandoning the stream
-    must take that thread off the connection before the COPY is left (it used to race the
-    savepoint rollback: a hang, or a crash at interpreter exit)."""
+    """The binary reader pulls COPY data on a read-ahead thread; abandoning the stream must
+    take that thread off the connection before the COPY is left (a race with the savepoint
+    rollback is a hang, or a crash at interpreter exit)."""
     pg_exec(pg_url, "CREATE TABLE wide AS SELECT g AS id, repeat(md5(g::text), 8) AS t "
                     "FROM generate_series(1, 60000) g")
-    monkeypatch.setenv("RIVET_PG_READ_PATH", "copy")
+    monkeypatch.setenv("RIVET_PG_READ_PATH", "binary")
     with open_source(pg_url, TUNING) as session:
         schema = session.describe("SELECT * FROM wide")
         for _ in range(5):
@@ -224,7 +256,7 @@ def test_fast_path_errors_match_the_row_path(
 ) -> None:
     pg_exec(pg_url, "CREATE TABLE money (amount numeric(10,2), note text)",
             "INSERT INTO money VALUES (1.25, 'x'), ('NaN', repeat('y', 2 * 1024 * 1024))")
-    for path in ("rows", "copy", "adbc", "binary"):
+    for path in ("rows", "adbc", "binary"):
         monkeypatch.setenv("RIVET_PG_READ_PATH", path)
         with pytest.raises(SourceError, match="column 'amount' holds NaN"):
             read(pg_url, "SELECT amount FROM money", path, monkeypatch)
@@ -255,20 +287,19 @@ def assert_identical(a: pa.Table, b: pa.Table) -> None:
         assert a.equals(b, check_metadata=True)
 
 
-def test_an_empty_result_yields_no_batches_on_both_paths(
+def test_an_empty_result_yields_no_batches_on_every_path(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pg_exec(pg_url, "CREATE TABLE e (id int, s text, u uuid)")
-    for path in ("rows", "copy"):
+    for path in ("rows", "adbc", "binary"):
         table, sizes = read(pg_url, "SELECT * FROM e", path, monkeypatch)
         assert sizes == [] and table.num_rows == 0
 
 
-def test_records_larger_than_the_copy_block_are_read_exactly(
+def test_records_larger_than_a_fetch_are_read_exactly(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    # 20 MiB records (> the 16 MiB maximum CSV block) first, in the middle, back to back
-    # and last: the reader splits the stream at record boundaries and grows the block.
+    # 20 MiB records (> the 1..4 MiB fetch) first, in the middle, back to back and last.
     pg_exec(pg_url, "CREATE TABLE wide AS SELECT g AS id, md5(g::text) AS s "
                     "FROM generate_series(1, 50000) g",
             "UPDATE wide SET s = repeat('\"é,' || chr(10), 5 * 1024 * 1024) "
@@ -276,7 +307,7 @@ def test_records_larger_than_the_copy_block_are_read_exactly(
     caplog.set_level(logging.INFO, logger="rivet.source")
     sql = "SELECT id, s FROM wide ORDER BY id"
     rows, _ = read(pg_url, sql, "rows", monkeypatch, batch_rows=3000)
-    copy, sizes = read(pg_url, sql, "copy", monkeypatch, batch_rows=3000)
-    assert paths_used(caplog)[1].startswith("PG read path: copy")
+    copy, sizes = read(pg_url, sql, "binary", monkeypatch, batch_rows=3000)
+    assert paths_used(caplog)[1].startswith("PG read path: binary")
     assert_identical(copy, rows)
     assert max(sizes) == 3000 and sum(sizes) == 50000
