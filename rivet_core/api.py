@@ -11,7 +11,7 @@ from pathlib import Path
 from rivet_core.config import ExportConfig, RivetConfig, load_config
 from rivet_core.config.models import ExportDagsterConfig
 from rivet_core.destination import Destination
-from rivet_core.destination.clients import s3_client_provider
+from rivet_core.destination.clients import client_provider, s3_client_provider
 from rivet_core.errors import (
     ConfigError,
     DataIntegrityError,
@@ -58,6 +58,8 @@ __all__ = [
     # progress reporting through a callback (the adapter passes context.log.info)
     "ProgressTracker", "callback_tracker",
     "send_notifications", "verify_at_destination", "verify_export",
+    # object-store clients from the host (an orchestrator's resources) for s3 / gcs / azure
+    "client_provider",
     # a best-effort step: swallowed, logged with its name, redacted
     "best_effort",
     # process set-up: cap glibc malloc arenas before export threads start (malloc_arenas.py)

@@ -29,7 +29,7 @@ import yaml
 from rivet_core import api
 from rivet_dagster.lineage import source_table_key
 from rivet_dagster.naming import group_name, pool_name, safe_name
-from rivet_dagster.s3 import s3_resource_key
+from rivet_dagster.store_clients import required_keys
 
 
 def code_version(config: api.RivetConfig, export: api.ExportConfig) -> str:
@@ -145,9 +145,9 @@ def shared_asset_kwargs(config: api.RivetConfig, export: api.ExportConfig,
         "io_manager_key": "rivet_io_manager",
         "deps": [source] if source is not None and role != "manifest" else [],
     }
-    s3_key = s3_resource_key(export)
-    if s3_key is not None:
-        kwargs["required_resource_keys"] = {s3_key}
+    keys = required_keys(export)
+    if keys:
+        kwargs["required_resource_keys"] = keys
     if role in (None, "run"):  # chunk windows and their manifest are driven by the planner
         kwargs["automation_condition"] = automation_condition(config, export)
         kwargs["freshness_policy"] = freshness_policy(config, export)

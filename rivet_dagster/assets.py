@@ -24,7 +24,7 @@ from rivet_dagster.partitions import (
     range_metadata,
     window_for_key,
 )
-from rivet_dagster.s3 import s3_resource_key, with_s3_clients
+from rivet_dagster.store_clients import with_store_clients
 
 
 def quality_check_names(export: api.ExportConfig) -> dict[tuple[str, str | None], str]:
@@ -115,7 +115,7 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
         backfill_policy=backfill_policy(export) if partitions else None,
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export),
     )
-    @with_s3_clients(s3_resource_key(export))
+    @with_store_clients(export)
     def _export(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)

@@ -19,7 +19,7 @@ from rivet_core import api
 from rivet_dagster.metadata import verification_metadata
 from rivet_dagster.naming import asset_key
 from rivet_dagster.partitions import export_partitions, run_partition_keys, sub_prefix_for_key
-from rivet_dagster.s3 import required_keys, s3_resource_key, with_s3_clients
+from rivet_dagster.store_clients import required_keys, with_store_clients
 
 partition_prefixes = api.partition_prefixes
 
@@ -98,7 +98,7 @@ def build_manifest_check(config: api.RivetConfig, export: api.ExportConfig,
                     required_resource_keys=required_keys(export),
                     description="Verify the destination against manifest.json and _SUCCESS "
                                 "(same verdicts as `rivet validate`).")
-    @with_s3_clients(s3_resource_key(export))
+    @with_store_clients(export)
     def _manifest_verified(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)

@@ -48,7 +48,7 @@ from rivet_dagster.assets import describe, drift_result
 from rivet_dagster.io_manager import PendingChunks, PendingManifest, chunk_failure
 from rivet_dagster.naming import asset_key, derived_name, manifest_asset_key, pool_name
 from rivet_dagster.partitions import chunk_partitions
-from rivet_dagster.s3 import required_keys, s3_resource_key, with_s3_clients
+from rivet_dagster.store_clients import required_keys, with_store_clients
 
 #: Windows per run in a backfill: amortizes run start-up (seconds per run) while a failed
 #: run re-exports at most this many windows; windows of one run are exported one by one.
@@ -116,7 +116,7 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
             f"schema drift of the source (on_schema_drift: {export.on_schema_drift or 'warn'})"))],
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="chunks"),
     )
-    @with_s3_clients(s3_resource_key(export))
+    @with_store_clients(export)
     def _chunks(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
@@ -163,7 +163,7 @@ def build_manifest_asset(config: api.RivetConfig, export: api.ExportConfig) -> d
         kinds={export.format, export.destination.type},
         **{**shared_asset_kwargs(config, export, role="manifest"), "deps": [asset_key(config, export)]},
     )
-    @with_s3_clients(s3_resource_key(export))
+    @with_store_clients(export)
     def _manifest(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
         run = api.ChunkManifestRun(cfg, cfg.export(export_name), dagster_run_id=context.run.run_id)
@@ -195,7 +195,7 @@ def build_reconcile_check(config: api.RivetConfig, export: api.ExportConfig) -> 
                     description="Per chunk window: the source's COUNT(*) of the window vs the rows exported "
                                 "(same verdicts as `rivet reconcile`). A mismatch names the partitions to "
                                 "materialize again.")
-    @with_s3_clients(s3_resource_key(export))
+    @with_store_clients(export)
     def _reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         cfg = api.load_config(config_path)
         report, keys = api.reconcile_chunks(cfg, cfg.export(export_name))

@@ -134,6 +134,13 @@ class RivetExportsComponent(dg.Component, dg.Model, dg.Resolvable):
     s3_resource_key: str | None = Field(
         default=None, description="Key of the project's own dagster_aws S3Resource for the S3 "
                                   "exports (default: one built from rivet.yaml's destination fields).")
+    gcs_resource_key: str | None = Field(
+        default=None, description="Key of the project's own dagster_gcp GCSResource for the GCS "
+                                  "exports (default: the client built from rivet.yaml's fields).")
+    azure_resource_key: str | None = Field(
+        default=None, description="Key of the project's own dagster_azure AzureBlobStorageResource "
+                                  "(or ADLS2Resource) for the Azure exports (default: the client "
+                                  "built from rivet.yaml's fields).")
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         here = context.path if context.path.is_dir() else context.path.parent
@@ -142,6 +149,7 @@ class RivetExportsComponent(dg.Component, dg.Model, dg.Resolvable):
                 self.config, relative_to=here, key_prefix=self.key_prefix or (),
                 group_name=self.group_name, owners=self.owners, tags=self.tags,
                 source_assets=_first_definer(context) if self.source_assets else False,
-                notify_run_failures=self.notify_run_failures, s3_resource_key=self.s3_resource_key)
+                notify_run_failures=self.notify_run_failures, s3_resource_key=self.s3_resource_key,
+                gcs_resource_key=self.gcs_resource_key, azure_resource_key=self.azure_resource_key)
         except api.ConfigError as exc:
             raise api.ConfigError(f"{here / 'defs.yaml'}: rivet config '{self.config}': {exc}") from exc

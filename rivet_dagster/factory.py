@@ -53,8 +53,8 @@ from rivet_dagster.io_manager import IO_MANAGER_KEY, RIVET_IO_MANAGER
 from rivet_dagster.lineage import source_table_specs
 from rivet_dagster.naming import asset_key, check_unique_names, manifest_asset_key
 from rivet_dagster.naming import key_prefix as export_key_prefix
-from rivet_dagster.s3 import s3_resource_key as export_s3_key
-from rivet_dagster.s3 import s3_resources, with_s3_clients
+from rivet_dagster.s3 import s3_resources
+from rivet_dagster.store_clients import use_resource, with_store_clients
 
 
 def resolve_config_path(config_path: str | os.PathLike[str], relative_to: Path | None) -> Path:
@@ -101,15 +101,6 @@ def _apply_outer_prefix(config: api.RivetConfig, prefix: Sequence[str], group: s
         export.dagster = block.model_copy(update=update)
 
 
-def _use_s3_resource(config: api.RivetConfig, key: str) -> None:
-    """S3 exports without their own `dagster.s3_resource_key` take the client of `key`."""
-    for export in config.exports:
-        if export.destination.type != "s3" or (export.dagster and export.dagster.s3_resource_key):
-            continue
-        block = export.dagster if export.dagster is not None else api.ExportDagsterConfig()
-        export.dagster = block.model_copy(update={"s3_resource_key": key})
-
-
 def _whole_run_asset(config: api.RivetConfig, export: api.ExportConfig, reason: str) -> dg.AssetsDefinition:
     key = asset_key(config, export)
     description = describe(config, export) + (
@@ -119,7 +110,7 @@ def _whole_run_asset(config: api.RivetConfig, export: api.ExportConfig, reason: 
         key=key, description=description,
         kinds={config.source.type, export.format, export.destination.type},
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="run"),
-    )(with_s3_clients(export_s3_key(export))(whole_run_body(str(config.config_path), export.name)))
+    )(with_store_clients(export)(whole_run_body(str(config.config_path), export.name)))
 
 
 def _partitioned_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetsDefinition:
@@ -131,7 +122,7 @@ def _partitioned_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
         key=asset_key(config, export), description=description,
         kinds={config.source.type, export.format, export.destination.type},
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="run"),
-    )(with_s3_clients(export_s3_key(export))(partitioned_body(str(config.config_path), export.name)))
+    )(with_store_clients(export)(partitioned_body(str(config.config_path), export.name)))
 
 
 def build_definitions(config_path: str | os.PathLike[str], executor: dg.ExecutorDefinition | None = None, *,
@@ -139,6 +130,7 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
                       owners: Sequence[str] = (), tags: Mapping[str, str] | None = None,
                       source_assets: bool | Callable[[dg.AssetKey], bool] = True,
                       notify_run_failures: bool = False, s3_resource_key: str | None = None,
+                      gcs_resource_key: str | None = None, azure_resource_key: str | None = None,
                       relative_to: str | os.PathLike[str] | None = None) -> dg.Definitions:
     """Dagster definitions for every export of the rivet.yaml at `config_path`.
 
@@ -150,7 +142,11 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
     once per code location).
     `notify_run_failures=True` adds the run-failure notifier of this config.
     `s3_resource_key` names the project's own `dagster_aws.s3.S3Resource` for every S3
-    export without one of its own (default: one built from rivet.yaml, rivet_dagster/s3.py).
+    export without one of its own (default: one built from rivet.yaml, rivet_dagster/s3.py);
+    `gcs_resource_key` / `azure_resource_key` name a dagster-gcp `GCSResource` / a
+    dagster-azure `AzureBlobStorageResource` or `ADLS2Resource` for every GCS / Azure export
+    without one of its own (default: the client built from rivet.yaml;
+    rivet_dagster/store_clients.py).
     A relative
     `config_path` resolves against `relative_to`, else the calling module's folder, else the
     current directory."""
@@ -159,8 +155,10 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
     config = api.load_config(path)
     prefix = [key_prefix] if isinstance(key_prefix, str) else list(key_prefix)
     _apply_outer_prefix(config, prefix, group_name)
-    if s3_resource_key:
-        _use_s3_resource(config, s3_resource_key)
+    for kind, resource_key in (("s3", s3_resource_key), ("gcs", gcs_resource_key),
+                               ("azure", azure_resource_key)):
+        if resource_key:
+            use_resource(config, kind, resource_key)
     check_unique_names(config, config.exports)
 
     assets: list[dg.AssetsDefinition | dg.AssetSpec] = []

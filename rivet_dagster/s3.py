@@ -18,8 +18,6 @@ manager is shared across configs and holds no resources).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import dagster as dg
@@ -41,12 +39,6 @@ def s3_resource_key(export: api.ExportConfig) -> str | None:
     if export.destination.type != "s3":
         return None
     return _own_key(export) or _default_key(export)
-
-
-def required_keys(export: api.ExportConfig) -> set[str]:
-    """`required_resource_keys` of an export's assets and checks."""
-    key = s3_resource_key(export)
-    return {key} if key else set()
 
 
 def _own_key(export: api.ExportConfig) -> str | None:
@@ -78,42 +70,3 @@ def s3_resources(exports: list[api.ExportConfig]) -> dict[str, Any]:
     """The default resources to bind (not those the project brings under its own key)."""
     return {_default_key(e): default_s3_resource(e) for e in exports
             if e.destination.type == "s3" and not _own_key(e)}
-
-
-@contextmanager
-def s3_clients(context: Any, key: str | None) -> Iterator[None]:
-    """While the block runs, the core's S3 destinations use the client of resource `key`."""
-    if key is None:
-        yield
-        return
-    resource = getattr(context.resources, key)
-    # Through `required_resource_keys`, an `S3Resource` arrives as what it provides: the
-    # boto3 client (a resource object with `get_client` is accepted too).
-    client = resource.get_client() if hasattr(resource, "get_client") else resource
-    with api.s3_client_provider(lambda _spec: client):
-        yield
-
-
-def with_s3_clients(key: str | None):  # noqa: ANN201 - a decorator of Dagster op bodies
-    """Run an asset or check body (plain or generator) inside `s3_clients(context, key)`.
-    `functools.wraps` keeps the body's signature, which Dagster reads."""
-    import functools
-    import inspect
-
-    def decorate(fn):  # noqa: ANN001, ANN202
-        if key is None:
-            return fn
-        if inspect.isgeneratorfunction(fn):
-            @functools.wraps(fn)
-            def generator(context, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-                with s3_clients(context, key):
-                    yield from fn(context, *args, **kwargs)
-            return generator
-
-        @functools.wraps(fn)
-        def call(context, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
-            with s3_clients(context, key):
-                return fn(context, *args, **kwargs)
-        return call
-
-    return decorate

@@ -376,6 +376,12 @@ class ExportDagsterConfig(_DagsterCommon):
     #: S3 destinations: the Dagster resource key of a `dagster_aws.s3.S3Resource` the
     #: export's client comes from (default: one built from this destination's fields).
     s3_resource_key: Str | None = None
+    #: GCS destinations: the key of a dagster-gcp `GCSResource` (or any resource whose
+    #: `get_client()` gives a `google.cloud.storage.Client`) the client comes from.
+    gcs_resource_key: Str | None = None
+    #: Azure destinations: the key of a dagster-azure `AzureBlobStorageResource` or
+    #: `ADLS2Resource` (a `BlobServiceClient`) the client comes from.
+    azure_resource_key: Str | None = None
     #: Depth of the `manifest_verified` asset check (rivet_core/manifest/verify.py):
     #: `light` (listing: presence, size, `_SUCCESS`), `sample` (+ listing MD5, untracked
     #: objects), `full` (+ every part downloaded and re-read: content hash, row count,

@@ -44,24 +44,26 @@ def open_destination(spec: DestinationSpec, base_dir: Path | None = None, *, cre
 
         return LocalDestination(root, create=create)
     if kind == "s3":
-        from rivet_core.destination.clients import provided_s3_client
+        from rivet_core.destination.clients import provided_client
         from rivet_core.destination.s3 import S3Destination
 
-        return S3Destination(spec, client=provided_s3_client(spec))
+        return S3Destination(spec, client=provided_client(spec))
     if kind == "stdout":
         from rivet_core.destination.stdout import StdoutDestination
 
         return StdoutDestination()
     if kind == "gcs":
         _require("google.cloud.storage", "gcs")
+        from rivet_core.destination.clients import provided_client
         from rivet_core.destination.gcs import GCSDestination
 
-        return GCSDestination(spec)
+        return GCSDestination(spec, client=provided_client(spec))
     if kind == "azure":
         _require("azure.storage.blob", "azure")
         from rivet_core.destination.azure import AzureDestination
+        from rivet_core.destination.clients import provided_client
 
-        return AzureDestination(spec)
+        return AzureDestination(spec, client=provided_client(spec))
     raise destination_error(
         f"unknown destination type {spec.kind!r} — expected local, s3, gcs, azure or stdout")
 
