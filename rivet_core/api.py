@@ -25,13 +25,15 @@ from rivet_core.manifest import Manifest, Verification, read_manifest, verify_at
 from rivet_core.notify import RunNotice, send_notifications
 from rivet_core.pipeline.buckets import PartitionedResult, bucket_prefixes, run_partitioned
 from rivet_core.pipeline.chunk_tasks import (
-    ChunkManifestRun,
-    ChunkPartitionBusy,
-    ChunkPartitionRun,
-    ChunkPlanTick,
+    ChunkFinalizeRun,
+    ChunkTaskBusy,
+    ChunkTaskPlan,
+    ChunkTaskRefusal,
+    ChunkWindowRun,
     ChunkWindowsMissing,
-    dagster_chunk_problem,
-    plan_chunk_partitions,
+    Wording,
+    chunk_task_problem,
+    plan_chunk_tasks,
     reconcile_chunks,
 )
 from rivet_core.pipeline.extract import StagedExtract
@@ -44,9 +46,10 @@ from rivet_core.progress import ProgressTracker, callback_tracker
 from rivet_core.state import StateStore
 
 __all__ = [
-    # chunked exports as Dagster partitions (rivet_core/pipeline/chunk_tasks.py)
-    "ChunkManifestRun", "ChunkPartitionBusy", "ChunkPartitionRun", "ChunkPlanTick", "ChunkWindowsMissing",
-    "dagster_chunk_problem", "plan_chunk_partitions", "reconcile_chunks",
+    # the chunk-task protocol: a chunked export's windows as tasks an orchestrator plans, runs
+    # in batches and finalizes; the orchestrator words the refusals (rivet_core/pipeline/chunk_tasks.py)
+    "ChunkFinalizeRun", "ChunkTaskBusy", "ChunkTaskPlan", "ChunkTaskRefusal", "ChunkWindowRun",
+    "ChunkWindowsMissing", "Wording", "chunk_task_problem", "plan_chunk_tasks", "reconcile_chunks",
     # many time partitions in one run: one source query, one published unit per window
     "RangeStaged", "TimeRangeRun", "TimeWindow",
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportDagsterConfig", "ExportRun",

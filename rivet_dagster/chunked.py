@@ -4,7 +4,7 @@ A `mode: chunked` export becomes:
 
 - **the chunk asset** (the export's key), partitioned by `DynamicPartitionsDefinition`
   `<export>_chunks`, one key per window. Materializing partitions exports exactly those
-  windows into the in-progress chunk run (`api.ChunkPartitionRun`): the body claims the
+  windows into the in-progress chunk run (`api.ChunkWindowRun`): the body claims the
   tasks, gates schema drift and stages the windows; the IO manager writes and commits them
   (parts, file_log, task completed) — no manifest. Re-materializing a partition replaces
   its parts once the next manifest lands (the old ones are quarantined). A backfill is
@@ -16,7 +16,7 @@ A `mode: chunked` export becomes:
   `reconcile` (per window: source COUNT vs rows written). Downstream assets read the whole
   export from it through the IO manager.
 - **`<export>_planner`** sensor: plans the windows against the source
-  (`api.plan_chunk_partitions`), registers new keys in ascending order, requests runs for
+  (`api.plan_chunk_tasks`), registers new keys in ascending order, requests runs for
   new windows and for windows that changed at the source since their last materialization
   — count moved, or (with `change_column`) their fingerprint differs from the one their
   materialization recorded as metadata `rivet/fingerprint` — (run key
@@ -45,6 +45,7 @@ from dagster._utils.schedules import get_latest_completed_cron_tick, is_valid_cr
 from rivet_core import api
 from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.assets import describe, drift_result
+from rivet_dagster.chunk_words import dagster_chunk_problem, dagster_words
 from rivet_dagster.io_manager import PendingChunks, PendingManifest, chunk_failure
 from rivet_dagster.naming import asset_key, derived_name, manifest_asset_key, pool_name
 from rivet_dagster.partitions import chunk_partitions
@@ -63,7 +64,7 @@ _DAGSTER_RUN_ID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-
 
 
 def require_partitionable(export: api.ExportConfig) -> None:
-    problem = api.dagster_chunk_problem(export)
+    problem = dagster_chunk_problem(export)
     if problem:
         raise api.ConfigError(problem)
     if export.dagster and export.dagster.schedule:
@@ -122,7 +123,7 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         exp = cfg.export(export_name)
         keys = list(context.partition_keys)
         what = f"chunk partition(s) {', '.join(keys)}"
-        run = api.ChunkPartitionRun(cfg, exp, keys, dagster_run_id=context.run.run_id)
+        run = api.ChunkWindowRun(cfg, exp, keys, run_label=context.run.run_id, words=dagster_words)
         # Progress lines in the event log (rows, size, rate; no ETA: a partition is a slice).
         run.options.progress = progress = api.callback_tracker(cfg, exp, context.log.info, estimate=False)
         try:
@@ -166,7 +167,8 @@ def build_manifest_asset(config: api.RivetConfig, export: api.ExportConfig) -> d
     @with_store_clients(export)
     def _manifest(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
-        run = api.ChunkManifestRun(cfg, cfg.export(export_name), dagster_run_id=context.run.run_id)
+        run = api.ChunkFinalizeRun(cfg, cfg.export(export_name), run_label=context.run.run_id,
+                                    words=dagster_words)
         try:
             chunk_run = run.prepare()
         except Exception as exc:
@@ -198,7 +200,7 @@ def build_reconcile_check(config: api.RivetConfig, export: api.ExportConfig) -> 
     @with_store_clients(export)
     def _reconcile(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         cfg = api.load_config(config_path)
-        report, keys = api.reconcile_chunks(cfg, cfg.export(export_name))
+        report, keys = api.reconcile_chunks(cfg, cfg.export(export_name), words=dagster_words)
         counts = report.counts()
         bad = [{"key": keys.get(c.chunk_index, str(c.chunk_index)), "chunk": c.chunk_index,
                 "source": c.source_count, "exported": c.exported_count, "status": c.status}
@@ -310,7 +312,7 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         if refresh:
             cursor["refresh"], due = refresh_due(refresh, timezone, cursor.get("refresh"), datetime.now(UTC))
         recorded = recorded_fingerprints(context.instance, chunk_key) if exp.change_column else None
-        tick = api.plan_chunk_partitions(cfg, exp, recorded=recorded, refresh=due)
+        tick = api.plan_chunk_tasks(cfg, exp, recorded=recorded, refresh=due, words=dagster_words)
         for warning in tick.warnings:
             context.log.warning(warning)
         registered = list(context.instance.get_dynamic_partitions(partitions.name))
@@ -388,7 +390,7 @@ def window_batches(order: list[str], wanted: set[str], size: int) -> list[list[s
     return batches
 
 
-def _batch_request(job_name: str, tick: api.ChunkPlanTick, batch: list[str], refresh_tick: float | None,
+def _batch_request(job_name: str, tick: api.ChunkTaskPlan, batch: list[str], refresh_tick: float | None,
                    tags: dict[str, str]) -> dg.RunRequest:
     """One run for `batch`: a single partition, or a partition range (one source session and
     one run start-up for up to `max_partitions_per_run` windows). Tag `rivet/windows` names
@@ -402,13 +404,13 @@ def _batch_request(job_name: str, tick: api.ChunkPlanTick, batch: list[str], ref
         **tags, "dagster/asset_partition_range_start": batch[0], "dagster/asset_partition_range_end": batch[-1]})
 
 
-def _request_stamp(tick: api.ChunkPlanTick, key: str, refresh_tick: float | None) -> str:
+def _request_stamp(tick: api.ChunkTaskPlan, key: str, refresh_tick: float | None) -> str:
     """A short digest of a window's request in its current state (its per-window run key):
     what the planner's cursor remembers, 12 characters a window."""
     return hashlib.sha256(_run_key(tick, key, refresh_tick).encode()).hexdigest()[:12]
 
 
-def _run_key(tick: api.ChunkPlanTick, key: str, refresh_tick: float | None) -> str:
+def _run_key(tick: api.ChunkTaskPlan, key: str, refresh_tick: float | None) -> str:
     """`<chunk run>:<key>` for a new window; a changed window adds the attempt it replaces and
     what the source holds now (`<chunk run>/<attempt>:<key>:<fingerprint>`: requested once per
     change); a refreshed one the refresh tick."""

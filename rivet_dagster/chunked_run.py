@@ -19,6 +19,7 @@ No `from __future__ import annotations` here (Dagster inspects the body's annota
 import dagster as dg
 
 from rivet_core import api
+from rivet_dagster.chunk_words import dagster_chunk_problem
 from rivet_dagster.io_manager import dataset_row_count, failure_for, will_retry
 from rivet_dagster.metadata import materialization_metadata, standard_metadata
 
@@ -27,7 +28,7 @@ def whole_run_reason(export: api.ExportConfig) -> str | None:
     """Why this chunked export runs as one asset instead of chunk partitions, or None."""
     if export.dagster is not None and not export.dagster.chunk_partitions:
         return "dagster.chunk_partitions: false"
-    problem = api.dagster_chunk_problem(export)
+    problem = dagster_chunk_problem(export)
     if problem is None:
         return None
     return ("chunk_count" if export.chunk_count is not None else

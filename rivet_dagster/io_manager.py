@@ -9,9 +9,9 @@ notification). It never re-implements a step. A failed publish fails the step.
 No `from __future__ import annotations`: Dagster resolves the nested resource annotation.
 
 Chunked exports hand it two more kinds of value (rivet_dagster/chunked.py):
-`PendingChunks` — a `ChunkPartitionRun` whose windows are claimed and staged; publishing
+`PendingChunks` — a `ChunkWindowRun` whose windows are claimed and staged; publishing
 writes and commits each window (`write_window` + `commit_window`: parts, file_log, chunk
-task completed) and writes no manifest — and `PendingManifest` — a `ChunkManifestRun` that
+task completed) and writes no manifest — and `PendingManifest` — a `ChunkFinalizeRun` that
 passed its I6 pre-check; publishing finalizes the chunk run (manifest → … → notification).
 
 `load_input` returns the export as a `pyarrow.Table` or `pandas.DataFrame` (by the
@@ -61,14 +61,14 @@ class RivetExportFailed(dg.Failure):
 class PendingChunks:
     """What a chunk asset hands to the IO manager: claimed, staged windows to publish."""
 
-    run: api.ChunkPartitionRun
+    run: api.ChunkWindowRun
 
 
 @dataclass
 class PendingManifest:
     """What `<export>_manifest` hands to the IO manager: a chunk run ready to finalize."""
 
-    run: api.ChunkManifestRun
+    run: api.ChunkFinalizeRun
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -183,7 +183,7 @@ class RivetIOManager(dg.ConfigurableIOManager):
             raise failure_for(summary)
 
     @staticmethod
-    def _publish_chunks(context: dg.OutputContext, run: api.ChunkPartitionRun) -> None:
+    def _publish_chunks(context: dg.OutputContext, run: api.ChunkWindowRun) -> None:
         try:
             results = run.publish()
         except Exception as exc:

@@ -223,7 +223,7 @@ def governor_metadata(governor: dict[str, Any] | None) -> dict[str, dg.MetadataV
             "pressure_max": dg.MetadataValue.float(float(governor["pressure_max"]))}
 
 
-def chunk_metadata(run: api.ChunkPartitionRun, results: list[Any], duration_ms: int | None = None) -> dict[str, Any]:
+def chunk_metadata(run: api.ChunkWindowRun, results: list[Any], duration_ms: int | None = None) -> dict[str, Any]:
     """A chunk partition's materialization: its window(s), rows, parts, and the chunk run."""
     rows = sum(r.rows for r in results)
     records = [rec for r in results for rec in r.records]
@@ -244,7 +244,7 @@ def chunk_metadata(run: api.ChunkPartitionRun, results: list[Any], duration_ms: 
     return meta
 
 
-def manifest_metadata(run: api.ChunkManifestRun, summary: api.RunSummary) -> dict[str, Any]:
+def manifest_metadata(run: api.ChunkFinalizeRun, summary: api.RunSummary) -> dict[str, Any]:
     """`<export>_manifest`: the finalized run (same keys as an export) plus its window count."""
     meta = materialization_metadata(summary, run.output_schema)
     meta["chunk_windows"] = dg.MetadataValue.int(run.windows_total)

@@ -1,17 +1,19 @@
-"""Chunked exports as Dagster partitions: the planner tick, one window as a unit of work,
-and the chunk finalize (docs/adr/0005-chunk-windows-as-dagster-partitions.md). No Dagster import here.
+"""The chunk-task protocol: a chunked export's windows as tasks an orchestrator plans,
+runs in batches and finalizes (ADR-0005 in docs/adr/ says how one orchestrator maps it).
+This module knows no orchestrator: it speaks of windows, tasks, batches, the chunk run and
+its finalize; the orchestrator words its users' messages through a `Wording`.
 
-A Dagster-managed chunked export is a sequence of checkpointed chunk runs (`chunk_run` +
-`chunk_task`, state/chunks.py). Checkpointing is implied (`dagster_export` sets
+An orchestrated chunked export is a sequence of checkpointed chunk runs (`chunk_run` +
+`chunk_task`, state/chunks.py). Checkpointing is implied (`checkpointed_export` sets
 `chunk_checkpoint: true`), and planning never downgrades to a full export.
 
-- **The chunk run in progress** is opened by whoever needs it first (the planner sensor, a
-  partition run, the manifest asset). If the export's previous chunk run was finalized with
+- **The chunk run in progress** is opened by whoever needs it first (the planning call, a
+  window batch, the finalize). If the export's previous chunk run was finalized with
   the same plan hash, the new one *continues* it: every window completed there is carried
   as completed (its parts stay where they are, found again through file_log by attempt
   name), so a finalized dataset grows by the new windows only. Otherwise (first run, a
   changed plan, a reset) every window starts pending.
-- **Planner tick** (`plan_chunk_partitions`, the `<export>_planner` sensor): plans the
+- **Planning** (`plan_chunk_tasks`, called periodically by the orchestrator): plans the
   windows against the source; new grid windows (range, days) are added to the in-progress
   run (`add_chunk_tasks`); keyset plans keep their windows (the open last window absorbs
   appended rows; their boundaries come from the checkpoint, never sampled again). Every
@@ -21,27 +23,28 @@ A Dagster-managed chunked export is a sequence of checkpointed chunk runs (`chun
   (rows inserted, deleted, new keys inside a keyset window) or its fingerprint differs
   from the one the caller recorded at its export (updates). `refresh=True` resets every
   window to pending instead. A finalized run with nothing new or changed opens nothing.
-- **Partition run** (`ChunkPartitionRun`, one or more window keys): claims exactly those
+  The result (`ChunkTaskPlan`) says which windows to run and whether the finalize is due.
+- **A window batch** (`ChunkWindowRun`, one or more window keys): claims exactly those
   tasks (`claim_chunk_task`: a completed window is re-claimed on purpose, a failed one gets
   a fresh budget, and a task left `running` by a worker the caller knows is gone is taken
-  over by compare-and-swap), stages each window (`stage_window`, asset body) and publishes
-  it (`write_window` + `commit_window`, the same per-window commit as every runner; IO
-  manager). No manifest per partition. A failed window fails its task (`fail_chunk_task`,
+  over by compare-and-swap), stages each window (`stage_window`, `extract`) and publishes
+  it (`write_window` + `commit_window`, the same per-window commit as every runner;
+  `publish`). No manifest per batch. A failed window fails its task (`fail_chunk_task`,
   retryable for transient errors); an error inside the commit leaves the task `running`
-  for the next materialization of that partition to take over.
-- **Finalize** (`ChunkManifestRun`, the `<export>_manifest` asset): refuses, publishing
+  for the next run of that window to take over.
+- **Finalize** (`ChunkFinalizeRun`): refuses, publishing
   nothing, while a window is not completed (I6; it says how many and which); checks every
   completed window's parts against the destination (a missing or resized part resets its
-  task and the window must be materialized again); then `finalize_chunk_run_completed`,
+  task and the window must be run again); then `finalize_chunk_run_completed`,
   rebuilds the manifest parts from file_log (`match_completed_parts`, the rehydration of
   resume), moves this run's unlisted objects (crashed or superseded attempts) to
   `_quarantine/<run_id>/`, and runs the ordinary finalize sequence with
   `supersede_previous`: after the new manifest landed, parts the previous manifest listed
-  and this one does not (a re-materialized window's old attempt) are quarantined. Nothing
+  and this one does not (a re-run window's old attempt) are quarantined. Nothing
   is deleted.
 
-Each planning call (tick, partition, finalize) checks that the config still plans the plan
-hash of the in-progress run; a changed query, column or chunk shape is refused with the
+Each planning call (planning, a batch, the finalize) checks that the config still plans the
+plan hash of the in-progress run; a changed query, column or chunk shape is refused with the
 command that clears the checkpoint.
 """
 
@@ -52,6 +55,7 @@ import logging
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import xxhash
@@ -93,62 +97,162 @@ from rivet_core.state import (
     ChunkTaskRow,
 )
 
-log = logging.getLogger("rivet.chunk_partition")
+log = logging.getLogger("rivet.chunk_tasks")
 
 #: Strategies whose window keys never change as the table grows: new windows are appended.
 GRID_STRATEGIES = ("range", "days")
 
 
-def dagster_export(export: ExportConfig) -> ExportConfig:
-    """The export as Dagster runs it: checkpointing implied (partitions ARE the checkpoint)."""
+#: How an orchestrator words the core's refusals and notices for its users:
+#: (kind, facts) → its text, or None for the neutral text below. Kinds: the `kind` of each
+#: `ChunkTaskRefusal` class, the problems of `chunk_task_problem` (`not_chunked`,
+#: `moving_windows`, `keyset_incremental`) and the notice `finalize_due_again`.
+Wording = Callable[[str, Mapping[str, Any]], "str | None"]
+
+
+def _worded(words: Wording | None, kind: str, facts: Mapping[str, Any], neutral: str) -> str:
+    found = words(kind, facts) if words is not None else None
+    return found if found is not None else neutral
+
+
+def checkpointed_export(export: ExportConfig) -> ExportConfig:
+    """The export as an orchestrator runs it: checkpointing implied (its tasks ARE the checkpoint)."""
     if export.chunk_checkpoint:
         return export
     return export.model_copy(update={"chunk_checkpoint": True})
 
 
-def dagster_chunk_problem(export: ExportConfig) -> str | None:
-    """Why a chunked export cannot be Dagster partitions, or None. Decided from the config
-    alone (no source probe), so a code location refuses it at load time."""
+def chunk_task_problem(export: ExportConfig, words: Wording | None = None) -> str | None:
+    """Why a chunked export cannot be run as window tasks, or None. Decided from the config
+    alone (no source probe), so an orchestrator refuses it when it loads the config."""
+    name = export.name
     if export.mode != "chunked":
-        return f"export '{export.name}' is mode '{export.mode}', not chunked"
+        facts: dict[str, Any] = {"export": name, "mode": export.mode}
+        return _worded(words, "not_chunked", facts, f"export '{name}' is mode '{export.mode}', not chunked")
     if export.chunk_count is not None or export.chunk_dense:
         knob = "chunk_count" if export.chunk_count is not None else "chunk_dense"
-        return (f"export '{export.name}': {knob} windows depend on the table's current extent and change "
-                "as it grows, so they cannot be Dagster partitions (a partition key must name the same rows "
-                "forever) — use chunk_column + chunk_size (grid-aligned), chunk_by_days or chunk_by_key, "
-                "or run this export with the CLI")
+        return _worded(words, "moving_windows", {"export": name, "knob": knob}, (
+            f"export '{name}': {knob} windows depend on the table's current extent and change as it grows, "
+            "so they cannot be long-lived window tasks (a window key must name the same rows forever) — use "
+            "chunk_column + chunk_size (grid-aligned), chunk_by_days or chunk_by_key, or run this export with "
+            "the CLI"))
     if export.keyset_incremental:
-        return (f"export '{export.name}': keyset_incremental is a CLI mode; as Dagster partitions a keyset "
-                "export already grows through its open last window, which the planner sensor re-requests — "
-                "remove keyset_incremental for Dagster")
+        return _worded(words, "keyset_incremental", {"export": name}, (
+            f"export '{name}': keyset_incremental is a CLI mode; as window tasks a keyset export already "
+            "grows through its open last window, which planning runs again — remove keyset_incremental"))
     return None
 
 
-class ChunkWindowsMissing(DataIntegrityError):
+class ChunkTaskRefusal:
+    """Mixin of the protocol's refusals: a `kind` and the `facts` an orchestrator needs to
+    word the message for its users (`Wording`); the neutral text is the default."""
+
+    kind: ClassVar[str] = ""
+    facts: dict[str, Any]
+
+
+class ChunkWindowsMissing(ChunkTaskRefusal, DataIntegrityError):
     """The chunk run cannot be finalized: windows are not completed (I6)."""
 
+    kind = "windows_missing"
+
     def __init__(self, export_name: str, run_id: str, missing: list[ChunkTaskRow], total: int,
-                 reasons: dict[str, str] | None = None) -> None:
+                 reasons: dict[str, str] | None = None, *, words: Wording | None = None) -> None:
         keys = [t.window_key for t in missing]
         shown = ", ".join(keys[:10]) + (f", … ({len(keys) - 10} more)" if len(keys) > 10 else "")
         detail = "; ".join(f"{k}: {r}" for k, r in list((reasons or {}).items())[:5])
-        super().__init__(
-            f"export '{export_name}': {len(missing)} of {total} chunk window(s) not materialized "
-            f"(chunk run {run_id}) — nothing was published; materialize partition(s) {shown} of the "
-            f"chunk asset, then `{export_name}_manifest` again" + (f" ({detail})" if detail else ""))
+        self.facts = {"export": export_name, "run_id": run_id, "missing": len(missing), "total": total,
+                      "shown": shown, "detail": detail}
+        super().__init__(_worded(words, self.kind, self.facts, (
+            f"export '{export_name}': {len(missing)} of {total} chunk window(s) not completed "
+            f"(chunk run {run_id}) — nothing was published; run window(s) {shown}, then the finalize again"
+            + (f" ({detail})" if detail else ""))))
         self.missing_keys = keys
         self.total = total
 
 
-class ChunkPartitionBusy(RivetError):
+class ChunkTaskBusy(ChunkTaskRefusal, RivetError):
     """The window is being exported by another live worker (or cannot be claimed)."""
 
+    kind = "busy"
     exit_code = 1
+
+    def __init__(self, facts: dict[str, Any], *, words: Wording | None = None) -> None:
+        self.facts = facts
+        super().__init__(_worded(words, self.kind, facts, (
+            f"export '{facts['export']}': window {facts['window']} is {facts['status']}{facts['owner']} and cannot "
+            f"be claimed by {facts['worker']} (chunk run {facts['run_id']}) — wait for that worker, or stop it "
+            "and run the window again")))
+
+
+class ChunkPlanChanged(ChunkTaskRefusal, ConfigError):
+    """The config no longer plans the in-progress chunk run's windows."""
+
+    kind = "plan_changed"
+
+    def __init__(self, facts: dict[str, Any], *, words: Wording | None = None) -> None:
+        self.facts = facts
+        super().__init__(_worded(words, self.kind, facts, (
+            f"export '{facts['export']}': the config now plans {facts['plan_hash']} but the chunk run "
+            f"{facts['run_id']} in progress was planned as {facts['run_plan_hash']} (the query, chunk column or "
+            "chunk shape changed), so its window keys no longer name the same rows. Restore the old settings, "
+            f"or clear the checkpoint with `rivet state reset-chunks -c {facts['config']} -e {facts['export']}` "
+            "(the next planning call starts a fresh chunk run)")))
+
+
+class UnknownWindows(ChunkTaskRefusal, ConfigError):
+    """A batch names windows the in-progress chunk run does not have."""
+
+    kind = "unknown_windows"
+
+    def __init__(self, facts: dict[str, Any], *, words: Wording | None = None) -> None:
+        self.facts = facts
+        super().__init__(_worded(words, self.kind, facts, (
+            f"export '{facts['export']}': window(s) {facts['keys']} are not windows of chunk run "
+            f"{facts['run_id']} (registered by an older plan?) — plan the chunk tasks again to register the "
+            "current windows")))
+
+
+class WindowPartsLost(ChunkTaskRefusal, DataIntegrityError):
+    """A completed window's parts vanished while the finalize was building the manifest."""
+
+    kind = "window_parts_lost"
+
+    def __init__(self, facts: dict[str, Any], *, words: Wording | None = None) -> None:
+        self.facts = facts
+        super().__init__(_worded(words, self.kind, facts, (
+            f"export '{facts['export']}': window {facts['window']} lost its part(s) at the destination while "
+            "the manifest was being built — run that window again")))
+
+
+class FinalizedElsewhere(ChunkTaskRefusal, DataIntegrityError):
+    """Another finalize (or a reset) took the chunk run meanwhile; this one published nothing."""
+
+    kind = "finalized_elsewhere"
+
+    def __init__(self, facts: dict[str, Any], *, words: Wording | None = None) -> None:
+        self.facts = facts
+        super().__init__(_worded(words, self.kind, facts, (
+            f"export '{facts['export']}': chunk run {facts['run_id']} is {facts['status']} — another finalize "
+            "finalized it (or a reset removed it) meanwhile; this run published nothing")))
+
+
+class NoChunkRun(ChunkTaskRefusal, ConfigError):
+    """Nothing to reconcile: the export has no chunk run yet."""
+
+    kind = "no_chunk_run"
+
+    def __init__(self, facts: dict[str, Any], *, words: Wording | None = None) -> None:
+        self.facts = facts
+        super().__init__(_worded(words, self.kind, facts, (
+            f"export '{facts['export']}': no chunk run recorded — plan the chunk tasks and run the windows "
+            "first")))
 
 
 @dataclass
-class ChunkPlanTick:
-    """What one planner evaluation found and did (the sensor turns it into Dagster requests)."""
+class ChunkTaskPlan:
+    """What one planning call found and did (the orchestrator turns it into runs of windows
+    and, when `complete`, a run of the finalize)."""
 
     export_name: str
     #: The in-progress chunk run after this call, or None (a finalized run, nothing new).
@@ -171,13 +275,16 @@ class ChunkPlanTick:
     #: Windows reset for re-export by a refresh (`refresh=True`), in window order.
     refreshed: list[str] = field(default_factory=list)
     not_completed: int = 0
-    #: Fingerprint of (window, attempt) of every completed window: a manifest run key.
+    #: Fingerprint of (window, attempt) of every completed window: names one finalize's input.
     stamp: str = ""
     warnings: list[str] = field(default_factory=list)
+    #: (previous chunk run id, why) when a completed chunk run never published and its windows
+    #: were carried into this one: the finalize is due again (also a line of `warnings`).
+    finalize_due_again: tuple[str, str] | None = None
 
     @property
     def complete(self) -> bool:
-        """Every window of the in-progress run is completed: `<export>_manifest` can finalize."""
+        """Every window of the in-progress run is completed: the finalize can run."""
         return self.run_id is not None and self.not_completed == 0
 
     @property
@@ -203,24 +310,28 @@ def _stamp(tasks: Sequence[ChunkTaskRow]) -> str:
     return hasher.hexdigest()
 
 
-class DagsterChunkRun(ChunkedRun):
-    """What the planner, a partition run and the finalize share: planning without downgrade,
+class ChunkTaskRun(ChunkedRun):
+    """What planning, a window batch and the finalize share: planning without downgrade,
     and finding or opening the in-progress chunk run (module docstring).
 
-    Many workers export partitions of one export at once by design, so they hold the export
+    `run_label` names the orchestrator's run (recorded with the run; a batch's worker).
+    `words` words the refusals for the orchestrator's users (`Wording`).
+
+    Many workers export windows of one export at once by design, so they hold the export
     lock `shared`: they never exclude each other, but a CLI run of the same export (exclusive)
     and they refuse each other (state/locks.py)."""
 
     lock_mode = "shared"
 
-    def __init__(self, config: RivetConfig, export: ExportConfig, *, dagster_run_id: str | None = None,
-                 state=None, notifications="config") -> None:  # noqa: ANN001
-        problem = dagster_chunk_problem(export)
+    def __init__(self, config: RivetConfig, export: ExportConfig, *, run_label: str | None = None,
+                 state=None, notifications="config", words: Wording | None = None) -> None:  # noqa: ANN001
+        problem = chunk_task_problem(export, words)
         if problem:
             raise ConfigError(problem)
-        super().__init__(config, dagster_export(export),
-                         RunOptions(dagster_run_id=dagster_run_id, internal_retries=False, ledger=False),
+        super().__init__(config, checkpointed_export(export),
+                         RunOptions(dagster_run_id=run_label, internal_retries=False, ledger=False),
                          state=state, notifications=notifications)
+        self.words = words
         self.chunk_run: ChunkRunRow | None = None
 
     def plan_grid(self) -> ChunkPlan:
@@ -233,14 +344,14 @@ class DagsterChunkRun(ChunkedRun):
         holds its windows reuses their boundaries instead of sampling new ones: a keyset
         plan's windows never change once registered (the open last window absorbs appended
         keys), and the sampling is an ordered scan of the whole key (PostgreSQL, 1 M uuid keys:
-        about 6 s) that every planner tick, partition run and manifest would otherwise repeat.
+        about 6 s) that every planning call, window batch and finalize would otherwise repeat.
         The plan is still resolved against the source (key usable, plan hash); when its hash
         is not the checkpoint's, the boundaries are sampled as usual."""
         stored = self._stored_keyset()
         if stored is None:
             return super().plan_windows(allow_downgrade=allow_downgrade)
         plan_hash, boundaries = stored
-        self.keyset_low = None  # keyset_incremental is a CLI mode (dagster_chunk_problem)
+        self.keyset_low = None  # keyset_incremental is a CLI mode (chunk_task_problem)
         with open_source(self.plan.source_url, self.plan.tuning) as src:
             chunk_plan = plan_chunks(src, self.export, base_sql=self.plan.base_query, table_parts=self.plan.table_hint,
                                      allow_downgrade=False, keyset_boundaries=boundaries)
@@ -275,13 +386,9 @@ class DagsterChunkRun(ChunkedRun):
 
     def refuse_changed(self, found: ChunkRunRow, chunk_plan: ChunkPlan) -> None:
         if found.plan_hash != chunk_plan.plan_hash:
-            cfg = self.config.config_path
-            raise ConfigError(
-                f"export '{self.export.name}': the config now plans {chunk_plan.plan_hash} but the chunk run "
-                f"{found.run_id} in progress was planned as {found.plan_hash} (the query, chunk column or chunk "
-                "shape changed), so its partitions no longer name the same rows. Restore the old settings, or "
-                f"clear the checkpoint with `rivet state reset-chunks -c {cfg} -e {self.export.name}` (the next "
-                "planner tick starts a fresh chunk run)")
+            raise ChunkPlanChanged({"export": self.export.name, "plan_hash": chunk_plan.plan_hash,
+                                    "run_id": found.run_id, "run_plan_hash": found.plan_hash,
+                                    "config": str(self.config.config_path)}, words=self.words)
 
     def new_windows(self, chunk_plan: ChunkPlan, tasks: Sequence[ChunkTaskRow]) -> list[ChunkWindow]:
         """Planned windows that are not tasks yet (grid strategies only), renumbered after the
@@ -398,20 +505,21 @@ class DagsterChunkRun(ChunkedRun):
 
 
 # ------------------------------------------------------------------------------- planner
-def plan_chunk_partitions(config: RivetConfig, export: ExportConfig, *, state=None,  # noqa: ANN001
-                          recorded: Mapping[str, str] | None = None, refresh: bool = False) -> ChunkPlanTick:
-    """One planner evaluation (module docstring): keeps the checkpoint in step with the
+def plan_chunk_tasks(config: RivetConfig, export: ExportConfig, *, state=None,  # noqa: ANN001
+                     recorded: Mapping[str, str] | None = None, refresh: bool = False,
+                     words: Wording | None = None) -> ChunkTaskPlan:
+    """One planning call (module docstring): keeps the checkpoint in step with the
     source and says which windows to (re-)export and whether the run can be finalized.
 
     Staleness: every completed window is fingerprinted with one grouped query
-    (`DagsterChunkRun.fingerprints_of`). A window is *changed* — re-opened in a chunk run that
+    (`ChunkTaskRun.fingerprints_of`). A window is *changed* — re-opened in a chunk run that
     continues the published one, and listed in `refill` — when its source COUNT differs from
     the rows it exported, or (with `change_column`) when its fingerprint differs from
     `recorded[key]`, the fingerprint the caller recorded when the window was last exported
     (a window without a record counts as changed). `refresh=True` re-exports every window:
-    they are reset to pending (the manifest waits for all of them) with their keys and
+    they are reset to pending (the finalize waits for all of them) with their keys and
     bounds kept."""
-    run = DagsterChunkRun(config, export, state=state, notifications=None)
+    run = ChunkTaskRun(config, export, state=state, notifications=None, words=words)
     try:
         chunk_plan = run.plan_grid()
         store, name = run.state, run.export.name
@@ -429,20 +537,24 @@ def plan_chunk_partitions(config: RivetConfig, export: ExportConfig, *, state=No
         refill, marks, drifted = ({}, {}, []) if refresh else _changed(run, chunk_plan, completed, recorded)
         refresh_keys = sorted(t.window_key for t in completed) if refresh else []
         fresh = False
+        due_again: tuple[str, str] | None = None
         warnings = list(chunk_plan.warnings)
         if current is None:
             unpublished = _unpublished(run, previous) if carry and not extra and not refill and not refresh_keys \
                 else None
             if carry and not extra and not refill and not refresh_keys and unpublished is None:
                 # finalized and published, nothing new: open nothing
-                return ChunkPlanTick(name, None, sorted(t.window_key for t in before), stamp=_stamp(before),
+                return ChunkTaskPlan(name, None, sorted(t.window_key for t in before), stamp=_stamp(before),
                                      warnings=warnings)
             if unpublished is not None:
                 # Completed (I6) but never published: a new run carrying every window completed
-                # is a run the planner can finalize again under a new run id (a new run key).
-                warnings.append(f"export '{name}': chunk run {previous.run_id} completed every window but "
-                                f"{unpublished}; its windows are carried into a new chunk run and the manifest "
-                                "is requested again")
+                # is a run the orchestrator can finalize again under a new run id.
+                due_again = (previous.run_id, unpublished)
+                warnings.append(_worded(words, "finalize_due_again",
+                                        {"export": name, "run_id": previous.run_id, "why": unpublished},
+                                        f"export '{name}': chunk run {previous.run_id} completed every window but "
+                                        f"{unpublished}; its windows are carried into a new chunk run and the "
+                                        "finalize is due again"))
             current, fresh = run.open_chunk_run(chunk_plan, extra=extra if carry else (),
                                                 carry_completed=not refresh_keys)
         else:
@@ -454,31 +566,31 @@ def plan_chunk_partitions(config: RivetConfig, export: ExportConfig, *, state=No
         keys = sorted(t.window_key for t in tasks)
         present = set(keys)
         added = [] if fresh else sorted(w.key for w in extra if w.key in present)
-        return ChunkPlanTick(
+        return ChunkTaskPlan(
             name, current.run_id, keys, fresh=fresh, added=added, refill=refill, marks=marks, drifted=drifted,
             refreshed=[] if fresh else [k for k in refresh_keys if k in present],
             not_completed=sum(t.status != "completed" for t in tasks), stamp=_stamp(tasks),
-            warnings=warnings)
+            warnings=warnings, finalize_due_again=due_again)
     finally:
         run.close()
 
 
-def _unpublished(run: DagsterChunkRun, previous: ChunkRunRow) -> str | None:
+def _unpublished(run: ChunkTaskRun, previous: ChunkRunRow) -> str | None:
     """Why the completed chunk run `previous` never published its manifest, or None when it
     did — or when its finalize may still be running.
 
     `finalize_chunk_run_completed` (I6) marks the chunk run completed *before* the finalize
     sequence; a manifest run that fails after that point (the manifest write refused, a
     validation verdict) leaves a completed run with nothing published. Without this check the
-    planner would see "finalized, nothing new" forever. The run ledger (`run_status`, keyed by
+    planning would see "finalized, nothing new" forever. The run ledger (`run_status`, keyed by
     the chunk run id, written by the finalize) decides: `success` is published; `failed` or
     `interrupted` is not. No outcome (no row, or `running`) is in doubt: while another run of
-    the export holds a live export lock the finalize may be in flight, so the planner waits;
-    with none, the finalize died and the manifest is requested again."""
+    the export holds a live export lock the finalize may be in flight, so planning waits;
+    with none, the finalize died and is due again."""
     # An unreadable ledger: never re-publish on a guess.
     with best_effort("read the run ledger", logger=log,
                      message=f"export '{run.export.name}': run ledger unreadable ({{reason}}); "
-                             "not re-requesting the manifest") as attempt:
+                             "the finalize is not due again") as attempt:
         ledger = run.state.get_run_status(previous.run_id)
     if attempt.failed:
         return None
@@ -493,10 +605,10 @@ def _unpublished(run: DagsterChunkRun, previous: ChunkRunRow) -> str | None:
     return "its finalize never finished (no outcome in the run ledger, no live run of the export)"
 
 
-def _changed(run: DagsterChunkRun, chunk_plan: ChunkPlan, completed: Sequence[ChunkTaskRow],
+def _changed(run: ChunkTaskRun, chunk_plan: ChunkPlan, completed: Sequence[ChunkTaskRow],
              recorded: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """(refill: key → token, marks: key → attempt mark, drifted keys) of the completed
-    windows that changed at the source (see `plan_chunk_partitions`)."""
+    windows that changed at the source (see `plan_chunk_tasks`)."""
     prints = run.fingerprints_of(chunk_plan, [_window(t) for t in completed])
     versioned = bool(run.export.change_column) and recorded is not None
     refill: dict[str, str] = {}
@@ -513,7 +625,7 @@ def _changed(run: DagsterChunkRun, chunk_plan: ChunkPlan, completed: Sequence[Ch
     return refill, marks, drifted
 
 
-# ------------------------------------------------------------------------------- one partition
+# ------------------------------------------------------------------------------- a window batch
 @dataclass
 class _Claimed:
     task: ChunkTaskRow
@@ -524,32 +636,32 @@ class _Claimed:
     settled: bool = False
 
 
-class ChunkPartitionRun(DagsterChunkRun):
-    """One Dagster partition run: exports exactly its window(s) into the in-progress chunk run.
+class ChunkWindowRun(ChunkTaskRun):
+    """One batch of window tasks: exports exactly its window(s) into the in-progress chunk run.
 
-        run = ChunkPartitionRun(config, export, ["id_…"], dagster_run_id=…)
-        run.claim(is_gone=…)   # asset body: plan, schema gate, claim the tasks
-        run.extract()          # asset body: stage each window (no destination write)
-        run.publish()          # IO manager: write_window + commit_window per window
+        run = ChunkWindowRun(config, export, ["id_…"], run_label=…)
+        run.claim(is_gone=…)   # plan, schema gate, claim the tasks
+        run.extract()          # stage each window (no destination write)
+        run.publish()          # write_window + commit_window per window
 
     A failure in any phase fails the claimed tasks that are not committed (the failing window
     as classified — transient → retryable —, the others retryable) and removes the staging
     files, except an error inside `commit_window`, which leaves that task `running` as a
     crash would. `is_gone(worker)` says whether the worker holding a `running` task is dead
-    (the adapter asks Dagster whether that run is still going); only then is it taken over.
-    A step retry of the same Dagster run takes its own `running` task back.
+    (the orchestrator knows whether that worker's run is still going); only then is it taken
+    over. A retry under the same `run_label` (the worker) takes its own `running` task back.
     """
 
     def __init__(self, config: RivetConfig, export: ExportConfig, window_keys: Sequence[str], *,
-                 dagster_run_id: str, state=None) -> None:  # noqa: ANN001
-        super().__init__(config, export, dagster_run_id=dagster_run_id, state=state, notifications=None)
+                 run_label: str, state=None, words: Wording | None = None) -> None:  # noqa: ANN001
+        super().__init__(config, export, run_label=run_label, state=state, notifications=None, words=words)
         self.window_keys = list(window_keys)
-        self.worker = dagster_run_id
+        self.worker = run_label
         self.claimed: list[_Claimed] = []
         self.ctx = None
         #: window key → what the source held in it just before it was read (`claim`): the
         #: fingerprint to record with the window's export. Taken before the read, so a change
-        #: that races the read is seen by the next planner tick (at worst one extra export).
+        #: that races the read is seen by the next planning call (at worst one extra export).
         self.fingerprints: dict[str, WindowFingerprint] = {}
 
     @property
@@ -566,10 +678,8 @@ class ChunkPartitionRun(DagsterChunkRun):
             tasks = {t.window_key: t for t in self.state.list_chunk_tasks(run.run_id)}
             unknown = [k for k in self.window_keys if k not in tasks]
             if unknown:
-                raise ConfigError(
-                    f"export '{self.export.name}': partition(s) {', '.join(unknown)} are not windows of chunk "
-                    f"run {run.run_id} (registered by an older plan?) — let the `{self.export.name}_planner` "
-                    "sensor register the current windows")
+                raise UnknownWindows({"export": self.export.name, "keys": ", ".join(unknown), "run_id": run.run_id},
+                                     words=self.words)
             for key in self.window_keys:
                 self.claimed.append(self._claim_one(tasks[key], is_gone))
             self.fingerprints = self.fingerprints_of(chunk_plan, [c.window for c in self.claimed])
@@ -593,16 +703,14 @@ class ChunkPartitionRun(DagsterChunkRun):
                                                  fresh_budget=True)
             if claimed is None:
                 owner = f" by {now.worker}" if now.status == "running" and now.worker else ""
-                raise ChunkPartitionBusy(
-                    f"export '{self.export.name}': window {task.window_key} is {now.status}{owner} and cannot be "
-                    f"claimed by {self.worker} (chunk run {run_id}) — wait for that run, or cancel it and "
-                    "materialize the partition again")
+                raise ChunkTaskBusy({"export": self.export.name, "window": task.window_key, "status": now.status,
+                                     "owner": owner, "worker": self.worker, "run_id": run_id}, words=self.words)
         self.summary.journal.record("ChunkStarted", chunk_index=claimed.chunk_index, start_key=claimed.start_key,
                                     end_key=claimed.end_key)
         return _Claimed(task=claimed, window=_window(claimed))
 
     def extract(self) -> list[StagedWindow]:
-        """Stage every claimed window (asset body); the fault point `chunk_export:N` fires first."""
+        """Stage every claimed window; the fault point `chunk_export:N` fires first."""
         assert self.ctx is not None, "claim() first"
         for c in self.claimed:
             try:
@@ -614,7 +722,7 @@ class ChunkPartitionRun(DagsterChunkRun):
         return [c.staged for c in self.claimed if c.staged is not None]
 
     def publish(self) -> list[WindowResult]:
-        """Write and commit each staged window (IO manager): `write_window`, then
+        """Write and commit each staged window: `write_window`, then
         `commit_window` (record_part per part → file_log, fault points, complete_chunk_task)."""
         assert self.ctx is not None, "claim() first"
         for c in self.claimed:
@@ -660,19 +768,19 @@ class ChunkPartitionRun(DagsterChunkRun):
 
 
 # ------------------------------------------------------------------------------- finalize
-class ChunkManifestRun(DagsterChunkRun):
-    """`<export>_manifest`: finalize the in-progress chunk run (module docstring).
+class ChunkFinalizeRun(ChunkTaskRun):
+    """The finalize step: publish the in-progress chunk run (module docstring).
 
-        run = ChunkManifestRun(config, export, dagster_run_id=…)
-        run.prepare()     # asset body: I6 pre-check (raises ChunkWindowsMissing; nothing published)
-        run.publish()     # IO manager: I6 (atomic) → parts from file_log → finalize sequence
+        run = ChunkFinalizeRun(config, export, run_label=…)
+        run.prepare()     # I6 pre-check (raises ChunkWindowsMissing; nothing published)
+        run.publish()     # I6 (atomic) → parts from file_log → finalize sequence
     """
 
     supersedes_previous = True
 
-    def __init__(self, config: RivetConfig, export: ExportConfig, *, dagster_run_id: str | None = None,
-                 state=None, notifications="config") -> None:  # noqa: ANN001
-        super().__init__(config, export, dagster_run_id=dagster_run_id, state=state, notifications=notifications)
+    def __init__(self, config: RivetConfig, export: ExportConfig, *, run_label: str | None = None,
+                 state=None, notifications="config", words: Wording | None = None) -> None:  # noqa: ANN001
+        super().__init__(config, export, run_label=run_label, state=state, notifications=notifications, words=words)
         self.windows_total = 0
 
     def prepare(self) -> ChunkRunRow:
@@ -697,7 +805,7 @@ class ChunkManifestRun(DagsterChunkRun):
                 tasks = self.state.list_chunk_tasks(run.run_id)
             missing = [t for t in tasks if t.status != "completed"]
             if missing:
-                raise ChunkWindowsMissing(self.export.name, run.run_id, missing, len(tasks), reasons)
+                raise ChunkWindowsMissing(self.export.name, run.run_id, missing, len(tasks), reasons, words=self.words)
         except BaseException:
             self.abandon()
             raise
@@ -723,7 +831,7 @@ class ChunkManifestRun(DagsterChunkRun):
             except ChunkRunIncomplete:
                 tasks = state.list_chunk_tasks(run_id)
                 raise ChunkWindowsMissing(self.export.name, run_id, [t for t in tasks if t.status != "completed"],
-                                          len(tasks)) from None
+                                          len(tasks), words=self.words) from None
         except BaseException:
             self.abandon()
             raise
@@ -734,16 +842,15 @@ class ChunkManifestRun(DagsterChunkRun):
             kept: set[str] = set()
             for window in match_completed_parts(tasks, state.list_files_for_export(self.export.name), listing):
                 if not window.intact:
-                    raise DataIntegrityError(
-                        f"export '{self.export.name}': window {window.task.window_key} lost its part(s) at the "
-                        "destination while the manifest was being built — materialize that partition again")
+                    raise WindowPartsLost({"export": self.export.name, "window": window.task.window_key},
+                                          words=self.words)
                 kept.update(rehydrate_window(summary, window, listing, dest))
             for key in listing:
                 if is_own_part(key, self.export.name, run_id) and key not in kept \
                         and not quarantine_object(dest, run_id, key):
                     summary.add_warning(f"unlisted object '{key}' could not be quarantined")
             summary.schema_fingerprint = schema_fingerprint(self.output_schema)
-            record_gated_upstream(summary, "in each partition, before its window was claimed")
+            record_gated_upstream(summary, "in each window batch, before its window was claimed")
             summary.journal.record("Warning", context="chunk_finalize",
                                    message=f"chunk run {run_id}: {len(tasks)} window(s), {len(kept)} part(s)")
             self._gate_total_quality(keep=self._published_parts)
@@ -765,11 +872,9 @@ class ChunkManifestRun(DagsterChunkRun):
             found = read_manifest(self.dest)
         return keep | ({p.path for p in found[0].parts} if found else set())
 
-    def _finalized_elsewhere(self, run_id: str, status: str) -> DataIntegrityError:
-        return DataIntegrityError(
-            f"export '{self.export.name}': chunk run {run_id} is {status} — another "
-            f"`{self.export.name}_manifest` run finalized it (or a reset removed it) meanwhile; this run "
-            "published nothing")
+    def _finalized_elsewhere(self, run_id: str, status: str) -> FinalizedElsewhere:
+        return FinalizedElsewhere({"export": self.export.name, "run_id": run_id, "status": status},
+                                  words=self.words)
 
     def abandon(self) -> None:
         """Give up before the finalize sequence: nothing was published or recorded."""
@@ -778,9 +883,10 @@ class ChunkManifestRun(DagsterChunkRun):
 
 
 # ------------------------------------------------------------------------------- reconcile
-def reconcile_chunks(config: RivetConfig, export: ExportConfig, *, state=None):  # noqa: ANN001, ANN201
-    """`rivet reconcile` (reconcile.py) for a Dagster-managed chunked export, checkpointing
-    implied; returns (report, chunk_index → window key) so results name partitions.
+def reconcile_chunks(config: RivetConfig, export: ExportConfig, *, state=None,  # noqa: ANN001, ANN201
+                     words: Wording | None = None):
+    """`rivet reconcile` (reconcile.py) for an orchestrated chunked export, checkpointing
+    implied; returns (report, chunk_index → window key) so results name window keys.
 
     The same verdicts per window of the latest chunk run (source COUNT vs rows written:
     match / mismatch / unknown), with the source side counted by the planner's one grouped
@@ -792,13 +898,12 @@ def reconcile_chunks(config: RivetConfig, export: ExportConfig, *, state=None): 
         record_verified_progression,
     )
 
-    run = DagsterChunkRun(config, export, state=state, notifications=None)
+    run = ChunkTaskRun(config, export, state=state, notifications=None, words=words)
     try:
         store, name = run.state, run.export.name
         run_row = store.get_latest_chunk_run(name)
         if run_row is None:
-            raise ConfigError(f"export '{name}': no chunk run recorded — let the `{name}_planner` sensor "
-                              "plan the windows and materialize them first")
+            raise NoChunkRun({"export": name}, words=words)
         tasks = store.list_chunk_tasks(run_row.run_id)
         chunk_plan = run.plan_grid()
         if chunk_plan.plan_hash != run_row.plan_hash:
@@ -830,5 +935,7 @@ def reconcile_chunks(config: RivetConfig, export: ExportConfig, *, state=None): 
         run.close()
 
 
-__all__ = ["ChunkManifestRun", "ChunkPartitionBusy", "ChunkPartitionRun", "ChunkPlanTick", "ChunkWindowsMissing",
-           "DagsterChunkRun", "dagster_chunk_problem", "dagster_export", "plan_chunk_partitions", "reconcile_chunks"]
+__all__ = ["ChunkFinalizeRun", "ChunkPlanChanged", "ChunkTaskBusy", "ChunkTaskPlan", "ChunkTaskRefusal",
+           "ChunkTaskRun", "ChunkWindowRun", "ChunkWindowsMissing", "FinalizedElsewhere", "NoChunkRun",
+           "UnknownWindows", "WindowPartsLost", "Wording", "checkpointed_export", "chunk_task_problem",
+           "plan_chunk_tasks", "reconcile_chunks"]

@@ -236,7 +236,7 @@ def test_a_change_column_that_is_missing_or_not_orderable_is_refused_naming_it(
     for column, says in (("changed_on", "change_column 'changed_on'"), ("flags", "cannot be compared with MAX()")):
         config = load_config(orders_chunked(target, orders_pg, change_column=column))
         with pytest.raises(api.ConfigError, match=says):
-            api.plan_chunk_partitions(config, config.export(EXPORT), recorded={})
+            api.plan_chunk_tasks(config, config.export(EXPORT), recorded={})
 
 
 # ------------------------------------------------------------------------------ keyset windows

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from rivet_core.api import load_config
-from rivet_core.pipeline.facade import chunk_commit
 from rivet_core.pipeline.chunked import chunked_run_for
+from rivet_core.pipeline.facade import chunk_commit
 from tests.helpers import write_config
 
 

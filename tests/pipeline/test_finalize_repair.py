@@ -25,9 +25,13 @@ from rivet_core.destination import open_destination
 from rivet_core.errors import InvariantViolation
 from rivet_core.manifest import read_manifest
 from rivet_core.pipeline.facade.commit import PartKind, PartRecord, record_part
-from rivet_core.pipeline.facade.finalize_repair import RepairedWindow, finalize_repair, repair_problems
-from rivet_core.pipeline.job import run_unit
+from rivet_core.pipeline.facade.finalize_repair import (
+    RepairedWindow,
+    finalize_repair,
+    repair_problems,
+)
 from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
+from rivet_core.pipeline.job import run_unit
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import plan_unit
 from rivet_core.state import StateStore
