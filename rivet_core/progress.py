@@ -16,6 +16,11 @@ Sinks:
 `RIVET_PROGRESS_INTERVAL` (seconds, float) overrides every sink's interval; tests set it to
 0 or 0.01 so that each batch renders and no test needs to sleep.
 
+The row estimate behind the ETA comes from the run, not from here: the runner that opened
+the source for the export asks it once on that session (`introspect.estimate.export_row_estimate`)
+and hands the figure to `ProgressTracker.set_expected_rows` — this module opens no connection.
+A tracker built with `estimate=False` (a run that reads a slice) ignores it.
+
 The math (`rate`, `percent`, `eta_seconds`) is pure and total: never negative, never
 infinite, percent capped at 100 when the estimate was too low.
 """
@@ -274,10 +279,13 @@ class ProgressTracker:
     """Aggregates feeds (thread-safe: parallel chunk workers) and drives the sinks."""
 
     def __init__(self, export_name: str, sinks: Sequence[ProgressSink], *, expected_rows: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, wants_estimate: bool = False) -> None:
         self.export_name = export_name
         self.sinks = list(sinks)
         self.expected_rows = expected_rows
+        #: Whether the run should hand over its row estimate (`set_expected_rows`): only when
+        #: it reads the whole table or query — a slice would make a whole-table ETA lie.
+        self.wants_estimate = wants_estimate
         self.clock = clock
         self.started = clock()
         self.chunks_done: int | None = None
@@ -295,6 +303,14 @@ class ProgressTracker:
         with self._lock:
             self._feeds.add(feed)
         return feed
+
+    def set_expected_rows(self, rows: int | None) -> None:
+        """The run's row estimate (None: unknown ETA); ignored unless `wants_estimate`."""
+        if not self.wants_estimate:
+            return
+        with self._lock:
+            self.expected_rows = rows
+        self._changed()
 
     def set_chunks(self, total: int, done: int = 0) -> None:
         """A chunked run: N windows, `done` of them already completed (resume)."""
@@ -354,26 +370,11 @@ class ProgressTracker:
 
 
 # --------------------------------------------------------------------------- wiring
-def expected_rows(config: Any, export: Any) -> int | None:
-    """The row estimate behind the ETA, or None (unknown ETA) — never an error.
-
-    Only for exports that read the whole table or query (full, chunked): an incremental or
-    time-window run reads a slice the estimate cannot see, so a whole-table figure would
-    make the ETA lie. The estimator (`rivet_core.introspect.estimate`) is imported lazily
-    and its absence or failure only costs the ETA.
-    """
-    if export.mode not in ("full", "chunked"):
-        return None
-    try:
-        from rivet_core.introspect.estimate import estimate_rows
-    except ImportError:
-        return None
-    # An estimate is optional and the run reports real errors: DEBUG, not a warning per run.
-    with best_effort(f"row estimate for export '{export.name}'", logger=log, level=logging.DEBUG):
-        if export.table and not export.query:
-            return estimate_rows(config.source, table=export.table, config_dir=config.config_dir)
-        return estimate_rows(config.source, query=export.resolved_query, config_dir=config.config_dir)
-    return None
+def wants_estimate(export: Any) -> bool:
+    """Only exports that read the whole table or query (full, chunked) get an ETA: an
+    incremental or time-window run reads a slice the estimate cannot see, so a whole-table
+    figure would make the ETA lie."""
+    return export.mode in ("full", "chunked")
 
 
 def resolve_mode(mode: str, stream: IO[str] | None = None) -> str:
@@ -410,20 +411,20 @@ def cli_tracker(config: Any, export: Any, mode: str) -> ProgressTracker | None:
         if not os.environ.get("RIVET_LOG") and logger.getEffectiveLevel() > logging.INFO:
             logger.setLevel(logging.INFO)  # progress lines are wanted at the default verbosity
         sink = LineSink(logger.info)
-    return ProgressTracker(export.name, [sink], expected_rows=expected_rows(config, export))
+    return ProgressTracker(export.name, [sink], wants_estimate=wants_estimate(export))
 
 
 def callback_tracker(config: Any, export: Any, emit: Callable[[str], Any],
                      interval: float | None = None, *, estimate: bool = True) -> ProgressTracker:
-    """A tracker that reports plain lines through `emit` (the Dagster layer's context.log).
-    `estimate=False` when the run reads only a slice (one chunk partition): a whole-table
-    estimate would make its ETA lie."""
+    """A tracker that reports plain lines through `emit` (an orchestrator's run log).
+    `estimate=False` when the run reads only a slice (a batch of chunk windows): a
+    whole-table estimate would make its ETA lie."""
     return ProgressTracker(export.name, [LineSink(emit, interval)],
-                           expected_rows=expected_rows(config, export) if estimate else None)
+                           wants_estimate=estimate and wants_estimate(export))
 
 
 __all__ = [
     "LineSink", "NULL_FEED", "PROGRESS_MODES", "ProgressFeed", "ProgressSink", "ProgressSnapshot",
-    "ProgressTracker", "TtySink", "callback_tracker", "cli_tracker", "eta_seconds", "expected_rows",
+    "ProgressTracker", "TtySink", "callback_tracker", "cli_tracker", "eta_seconds", "wants_estimate",
     "feed_for", "percent", "rate", "resolve_mode",
 ]

@@ -46,6 +46,7 @@ from rivet_core.pipeline.chunk_withdraw import withdraw_windows
 from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.faults import InjectedFault, fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
+from rivet_core.pipeline.row_estimate import estimate_for_progress
 from rivet_core.pipeline.staging import claim_staging
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
@@ -96,6 +97,7 @@ class ChunkedRun(ExportRun):
             sql, params = window_query(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan,
                                        probe_window(chunk_plan))
             source_schema = src.describe(sql, params, self.plan.overrides, self.plan.table_hint)
+            estimate_for_progress(src, self.export, self.options.progress)  # the ETA, on this session
         for warning in chunk_plan.warnings:
             self.summary.add_warning(warning)
             self.summary.journal.record("PlanWarning", rule="chunk_plan", message=warning)

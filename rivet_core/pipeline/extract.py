@@ -28,6 +28,7 @@ from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.governor import SourceGovernor
 from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityTracker, quality_error
+from rivet_core.pipeline.row_estimate import estimate_for_progress
 from rivet_core.pipeline.run_reconcile import count_in_snapshot
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan, calendar_window_params
@@ -76,6 +77,7 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
     with open_source(plan.source_url, plan.tuning) as src:
         summary.source_engine = src.engine
         source_schema = src.describe(plan.sql, plan.params, plan.overrides, plan.table_hint)
+        estimate_for_progress(src, export, progress)  # the ETA, on this session (no second connection)
         params = calendar_window_params(plan, source_schema) or plan.params  # a DATE time column
         out_schema = pa.schema([f for f in source_schema if f.name not in plan.strip_columns],
                                metadata=source_schema.metadata)

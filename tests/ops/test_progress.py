@@ -214,6 +214,39 @@ def test_the_tracker_aggregates_feeds_and_renders_no_more_often_than_its_interva
     assert rendered[-1] == final and tracker.finish().rows == final.rows
 
 
+def test_the_run_hands_its_estimate_to_the_progress_display_on_its_own_session(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18 item 5: the display opens no connection of its own — a whole-table run opens
+    the source once, and the ETA line still carries the estimate (`~1,000 rows`)."""
+    import rivet_core.source
+    from rivet_core.api import RunOptions, callback_tracker, load_config
+    from rivet_core.pipeline.job import run_unit
+
+    original = rivet_core.source.open_source
+    opened: list[str] = []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        opened.append(str(args[0]).split(":", 1)[0])
+        return original(*args, **kwargs)
+
+    for module in [m for name, m in sys.modules.items() if name.startswith("rivet_core")]:
+        if getattr(module, "open_source", None) is original:
+            monkeypatch.setattr(module, "open_source", counting)
+    monkeypatch.setenv("RIVET_PROGRESS_INTERVAL", "0")
+    config = load_config(sqlite_config(tmp_path))
+    export = config.export("items")
+    lines: list[str] = []
+    tracker = callback_tracker(config, export, lines.append)
+    assert opened == [] and tracker.expected_rows is None  # building the display reads nothing
+    summary = run_unit(config, export, RunOptions(progress=tracker))
+    assert summary.status == "success", summary.error_message
+    assert opened == ["sqlite"], opened  # the extraction's session, and no other
+    assert tracker.expected_rows == ROWS and any("100 / ~1,000 rows (10%)" in ln for ln in lines), lines
+    sliced = callback_tracker(config, export, lines.append, estimate=False)
+    sliced.set_expected_rows(ROWS)
+    assert sliced.expected_rows is None  # a run of a slice keeps no whole-table ETA
+
+
 def test_a_failing_log_callback_never_fails_the_run() -> None:
     def broken(_message: str) -> None:
         raise RuntimeError("log sink down")
