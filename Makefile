@@ -31,6 +31,7 @@ bootstrap:
 
 lint: bootstrap
 	$(VENV)/bin/ruff check rivet_core rivet_dagster tests benchmarks
+	$(VENV)/bin/lint-imports
 
 # The lock is for Python 3.11 (the CI machines' version); --custom-compile-command makes the
 # file's header say how to regenerate it.

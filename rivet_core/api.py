@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rivet_core import __version__
 from rivet_core.config import ExportConfig, RivetConfig, load_config
 from rivet_core.config.models import ExportDagsterConfig
 from rivet_core.destination import Destination
@@ -43,6 +44,7 @@ from rivet_core.pipeline.summary import RunSummary
 from rivet_core.pipeline.time_range import RangeStaged, TimeRangeRun
 from rivet_core.plan import DayWindow, TimeWindow, export_destination, partition_prefixes
 from rivet_core.progress import ProgressTracker, callback_tracker
+from rivet_core.redact import redact_secrets
 from rivet_core.state import StateStore
 
 __all__ = [
@@ -67,6 +69,9 @@ __all__ = [
     "best_effort",
     # process set-up: cap glibc malloc arenas before export threads start (malloc_arenas.py)
     "limit_malloc_arenas",
+    # the package version, secret redaction for anything an adapter shows (redact.py), the
+    # `rivet init` scaffold and the demo database (scaffold.py, demo.py; imported on call)
+    "__version__", "ensure_demo_database", "redact_secrets", "scaffold_config",
 ]
 
 
@@ -202,3 +207,21 @@ def partitioned_dataset_rows(config: RivetConfig, export: ExportConfig) -> int:
 def open_state(config: RivetConfig | Path | str) -> StateStore:
     path = config.config_path if isinstance(config, RivetConfig) else Path(config)
     return StateStore.open(path)
+
+
+def scaffold_config(output: Path, *, source_env: str, schema: str | None = None, table: str | None = None) -> None:
+    """Write a starter config for the source `source_env` names, as `rivet init` does
+    (introspects the source; rivet_core/scaffold.py). Imported on call: only scaffolding
+    needs the introspection modules."""
+    from rivet_core.scaffold import InitOptions, write_scaffold
+
+    write_scaffold(InitOptions(source_env=source_env, schema=schema, table=table), output)
+
+
+def ensure_demo_database(path: Path | None = None, *, reset: bool = False) -> Path:
+    """Create the demo SQLite database if it does not exist (or `reset`); return its path
+    (rivet_core/demo.py; imported on call)."""
+    from rivet_core.demo import DEFAULT_PATH
+    from rivet_core.demo import ensure_demo_database as ensure
+
+    return ensure(path or DEFAULT_PATH, reset=reset)

@@ -7,7 +7,7 @@ this package has no side effects. The adapter talks to the engine only through
 `rivet_core.api` (docs/architecture.md).
 """
 
-from rivet_core import __version__
+from rivet_core.api import __version__
 from rivet_dagster.component import RivetExportsComponent
 from rivet_dagster.factory import build_definitions
 from rivet_dagster.partitions import export_partitions_def

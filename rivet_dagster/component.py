@@ -105,10 +105,8 @@ class RivetExportsScaffolder(dg.Scaffolder[ScaffoldParams]):
         params = request.params or ScaffoldParams()
         if not config.exists():
             if params.source_env:
-                from rivet_core.scaffold import InitOptions, write_scaffold
-
-                write_scaffold(InitOptions(source_env=params.source_env, schema=params.schema_name,
-                                           table=params.table), config)
+                api.scaffold_config(config, source_env=params.source_env, schema=params.schema_name,
+                                    table=params.table)
             else:
                 config.write_text(STARTER_CONFIG, encoding="utf-8")
         scaffold_component(request, {"config": "rivet.yaml"})

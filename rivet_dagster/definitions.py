@@ -22,9 +22,8 @@ def config_path_from_env() -> Path:
     configured = os.environ.get("RIVET_CONFIG")
     if configured:
         return Path(configured)
-    from rivet_core.demo import ensure_demo_database
 
-    ensure_demo_database()
+    api.ensure_demo_database()
     return DEMO_CONFIG
 
 

@@ -57,16 +57,14 @@ def main() -> int:
     warnings.filterwarnings("ignore")
     import dagster as dg
 
-    from rivet_core.demo import ensure_demo_database
+    from rivet_core import api
     from rivet_dagster.definitions import DEMO_CONFIG
     from rivet_dagster.factory import build_definitions
     from rivet_dagster.partitions import recent_partition_keys
 
     print("building the demo database (examples/demo/shop.db) if needed …", flush=True)
-    ensure_demo_database()
+    api.ensure_demo_database()
     defs = build_definitions(DEMO_CONFIG)
-    from rivet_core import api
-
     config = api.load_config(DEMO_CONFIG)
     ok = True
     rows_out: list[tuple[str, str, str, str]] = []

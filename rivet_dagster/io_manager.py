@@ -35,7 +35,6 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from rivet_core import api
-from rivet_core.redact import redact_secrets
 from rivet_dagster.metadata import (
     chunk_metadata,
     manifest_metadata,
@@ -84,7 +83,7 @@ def chunk_failure(export_name: str, what: str, exc: BaseException) -> dg.Failure
     if missing is not None:
         metadata.update(missing_windows=len(missing), windows=getattr(exc, "total", 0),
                         missing_keys=dg.MetadataValue.md("\n".join(f"- `{k}`" for k in missing[:200])))
-    return dg.Failure(description=redact_secrets(f"export '{export_name}' {what} failed: {exc}"), metadata=metadata,
+    return dg.Failure(description=api.redact_secrets(f"export '{export_name}' {what} failed: {exc}"), metadata=metadata,
                       allow_retries=is_transient(exc))
 
 

@@ -25,7 +25,6 @@ import dagster as dg
 import pyarrow as pa
 
 from rivet_core import api
-from rivet_core.redact import redact_secrets
 
 MODE_LABELS = {"full": "full snapshot", "incremental": "incremental", "time_window": "time window",
                "chunked": "chunked"}
@@ -43,7 +42,7 @@ def source_label(config: api.RivetConfig, export: api.ExportConfig) -> str:
     an inline URL is redacted (`scheme://REDACTED@host`)."""
     src = config.source
     if src.url:
-        where = f"`{redact_secrets(src.url)}`"
+        where = f"`{api.redact_secrets(src.url)}`"
     elif src.url_env:
         where = f"URL from `${src.url_env}`"
     elif src.url_file:
@@ -59,8 +58,8 @@ def source_label(config: api.RivetConfig, export: api.ExportConfig) -> str:
         sql = " ".join((export.query or "").split())
         if len(sql) > QUERY_PREVIEW_CHARS:
             sql = sql[:QUERY_PREVIEW_CHARS] + "…"
-        what = f"query `{redact_secrets(sql)}`"
-    return redact_secrets(f"{src.type} {where} · {what}")
+        what = f"query `{api.redact_secrets(sql)}`"
+    return api.redact_secrets(f"{src.type} {where} · {what}")
 
 
 def destination_label(config: api.RivetConfig, export: api.ExportConfig) -> str:
@@ -79,7 +78,7 @@ def destination_label(config: api.RivetConfig, export: api.ExportConfig) -> str:
     codec, level = export.effective_compression()
     fmt = export.format + (f", {codec}" + (f" level {level}" if level is not None else "")
                            if codec != "none" else "")
-    return redact_secrets(f"{dest.type} {where} · {fmt}".replace("  ", " "))
+    return api.redact_secrets(f"{dest.type} {where} · {fmt}".replace("  ", " "))
 
 
 def schedule_label(config: api.RivetConfig, export: api.ExportConfig) -> str:
@@ -178,7 +177,7 @@ def standard_metadata(config: api.RivetConfig, export: api.ExportConfig, uri: st
     from rivet_dagster.lineage import column_lineage, source_table_key
     from rivet_dagster.naming import safe_name
 
-    meta: dict[str, Any] = {"dagster/uri": redact_secrets(uri), "dagster/table_name": safe_name(export.name)}
+    meta: dict[str, Any] = {"dagster/uri": api.redact_secrets(uri), "dagster/table_name": safe_name(export.name)}
     if schema is not None:
         meta["dagster/column_schema"] = column_schema(schema)
         lineage = column_lineage(source_table_key(config, export), schema.names)
@@ -207,7 +206,7 @@ def materialization_metadata(summary: api.RunSummary, schema: pa.Schema | None, 
         meta["cursor_low"] = summary.cursor_low or ""
         meta["cursor_high"] = summary.cursor_high or ""
     if summary.report_path and Path(summary.report_path).exists():
-        meta["run_report"] = dg.MetadataValue.md(redact_secrets(Path(summary.report_path).read_text()))
+        meta["run_report"] = dg.MetadataValue.md(api.redact_secrets(Path(summary.report_path).read_text()))
         meta["run_report_path"] = dg.MetadataValue.path(summary.report_path)
     return meta
 
@@ -255,7 +254,7 @@ def manifest_metadata(run: api.ChunkFinalizeRun, summary: api.RunSummary) -> dic
 # ------------------------------------------------------------------------------ manifest check
 def _cell(value: object) -> str:
     """A markdown table cell: redacted, pipes escaped, one line."""
-    return redact_secrets(value).replace("|", "\\|").replace("\n", " ")
+    return api.redact_secrets(value).replace("|", "\\|").replace("\n", " ")
 
 
 def failures_markdown(rows: Iterable[dict[str, Any]]) -> str:

@@ -5,6 +5,7 @@
 #      for the Dagster UI test; CHROMIUM_PATH is exported); as another user, says what to
 #      install and carries on (tests needing a missing server or browser then fail);
 #   2. scripts/bootstrap.sh: .venv exactly as requirements.lock (about 1 s when unchanged);
+#      then `lint-imports` checks the import contracts in .importlinter (a broken one fails);
 #   3. starts PostgreSQL, MariaDB, SeaweedFS, the GCS emulator (fake-gcs-server) and Azurite
 #      (scripts/services.sh) on free ports in a mktemp -d dir — each one only when its variable
 #      (TEST_PG_DSN / TEST_MYSQL_DSN / TEST_S3_ENDPOINT / TEST_GCS_ENDPOINT /
@@ -95,6 +96,11 @@ bash scripts/bootstrap.sh
 unset PYTHONDONTWRITEBYTECODE
 export PATH=$ROOT/.venv/bin:$PATH
 say "python env ready ($(python -V))"
+# The import contracts (.importlinter: rivet_core never imports Dagster, rivet_dagster goes
+# through rivet_core.api, only the facades import the state writers and the manifest write
+# group). A broken contract fails the run before any server starts.
+lint-imports --no-cache || { say "FAILED: lint-imports (an import contract in .importlinter is broken)"; exit 1; }
+say "import contracts kept"
 
 # --- 3. services -----------------------------------------------------------------------
 RUN=""

@@ -46,11 +46,10 @@ from rivet_core.manifest import (
     run_manifest_key,
     schema_fingerprint,
     serialize_manifest,
-    success_marker_body,
     validate_self_consistency,
     verify_at_destination,
-    write_manifest_files,
 )
+from rivet_core.manifest.artifacts import success_marker_body, write_manifest_files
 
 RUN_ID = "orders_20260101T120000.123"
 

@@ -7,11 +7,12 @@ verification and legacy verdicts, M7 atomic writes, M9 quarantine never deletes.
 docs/invariants.md I8: step 1 is `write_manifest_files`; step 2 is `verify_at_destination`.
 
 Modules: `model` (dataclasses, serialize/parse, self-consistency, schema fingerprint),
-`artifacts` (names, the `data/` layout, marker, the write group, reading), `verify`,
+`layout` (names, the `data/` layout, the marker's format, reading), `artifacts` (the
+manifest write group: only the facades in rivet_core/pipeline/facade/ import it), `verify`,
 `quarantine`, `retention` (what `rivet gc` / a `retention:` block moves aside and deletes).
 """
 
-from rivet_core.manifest.artifacts import (
+from rivet_core.manifest.layout import (
     DATA_PREFIX,
     DOCTOR_PROBE_KEY,
     MANIFEST_KEY,
@@ -27,8 +28,6 @@ from rivet_core.manifest.artifacts import (
     read_run_manifests,
     run_manifest_key,
     run_token,
-    success_marker_body,
-    write_manifest_files,
 )
 from rivet_core.manifest.model import (
     MANIFEST_VERSION,
@@ -61,8 +60,8 @@ __all__ = [
     "Manifest", "ManifestPart", "ManifestSource", "ManifestDestination", "ManifestExtraction",
     "ColumnChecksum", "ManifestError", "MANIFEST_VERSION", "PLACEHOLDER_SCHEMA_FINGERPRINT",
     "serialize_manifest", "parse_manifest", "manifest_to_dict", "manifest_from_dict",
-    "validate_self_consistency", "schema_fingerprint", "success_marker_body", "parse_success_marker",
-    "write_manifest_files", "read_manifest", "read_run_manifests", "verify_at_destination", "Verification", "VerifyFailure",
+    "validate_self_consistency", "schema_fingerprint", "parse_success_marker",
+    "read_manifest", "read_run_manifests", "verify_at_destination", "Verification", "VerifyFailure",
     "DEPTHS", "ADVISORY_KINDS", "COULD_NOT_VERIFY_KINDS", "MANIFEST_KEY", "SUCCESS_KEY",
     "DOCTOR_PROBE_KEY", "MAX_MANIFEST_BYTES", "MAX_SUCCESS_BYTES", "run_manifest_key", "run_token",
     "QUARANTINE_PREFIX", "is_sidecar", "quarantine_key", "quarantine_object",

@@ -12,7 +12,7 @@ import logging
 
 from rivet_core.destination.base import Destination
 from rivet_core.errors import DestinationError
-from rivet_core.manifest.artifacts import QUARANTINE_PREFIX, run_token
+from rivet_core.manifest.layout import QUARANTINE_PREFIX, run_token
 
 log = logging.getLogger(__name__)
 

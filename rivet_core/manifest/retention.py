@@ -56,7 +56,7 @@ from typing import Any
 
 from rivet_core.destination.base import Destination
 from rivet_core.errors import DestinationError
-from rivet_core.manifest.artifacts import (
+from rivet_core.manifest.layout import (
     DATA_PREFIX,
     MAX_MANIFEST_BYTES,
     QUARANTINE_PREFIX,

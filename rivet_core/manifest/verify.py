@@ -44,7 +44,7 @@ from typing import Any
 from rivet_core.destination.base import Destination, ObjectInfo
 from rivet_core.destination.checksums import md5_bytes, xxh3_fingerprint
 from rivet_core.errors import ConfigError, DestinationError
-from rivet_core.manifest.artifacts import (
+from rivet_core.manifest.layout import (
     _RUN_COPY,
     MANIFEST_KEY,
     MAX_MANIFEST_BYTES,

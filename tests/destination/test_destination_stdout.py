@@ -33,7 +33,8 @@ def test_key_space_operations_raise_a_clear_error(op: str) -> None:
 
 
 def test_write_manifest_files_refuses_stdout() -> None:
-    from rivet_core.manifest import Manifest, write_manifest_files
+    from rivet_core.manifest import Manifest
+    from rivet_core.manifest.artifacts import write_manifest_files
 
     manifest = Manifest(
         run_id="r", export_name="e", started_at="t0", finished_at="t1", status="success",

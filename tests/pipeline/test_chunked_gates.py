@@ -32,7 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from rivet_core.manifest.artifacts import run_token
+from rivet_core.manifest.layout import run_token
 from tests.hardening.support import PauseBarrier
 from tests.helpers import (
     REPO,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from rivet_core.manifest.artifacts import run_token
+from rivet_core.manifest.layout import run_token
 from tests.helpers import db_exec, rivet, source_block, state_rows, write_config
 
 

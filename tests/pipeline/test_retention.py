@@ -27,7 +27,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rivet_core import api
-from rivet_core.manifest import run_manifest_key, success_marker_body
+from rivet_core.manifest import run_manifest_key
+from rivet_core.manifest.artifacts import success_marker_body
 from rivet_core.manifest.model import (
     Manifest,
     ManifestDestination,

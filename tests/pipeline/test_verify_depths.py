@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rivet_core.destination import DestinationSpec, open_destination
-from rivet_core.manifest import parse_manifest, verify_at_destination, write_manifest_files
+from rivet_core.manifest import parse_manifest, verify_at_destination
+from rivet_core.manifest.artifacts import write_manifest_files
 from rivet_core.manifest.column_checksums import (
     CHECKSUM_RENDER,
     ColumnSum,

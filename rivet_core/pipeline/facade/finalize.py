@@ -46,8 +46,8 @@ from rivet_core.manifest import (
     run_manifest_key,
     serialize_manifest,
     verify_at_destination,
-    write_manifest_files,
 )
+from rivet_core.manifest.artifacts import write_manifest_files
 from rivet_core.manifest.column_checksums import run_level
 from rivet_core.manifest.model import normalize_strategy
 from rivet_core.notify import RunNotice, send_notifications

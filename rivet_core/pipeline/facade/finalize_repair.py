@@ -42,7 +42,8 @@ from pathlib import Path
 
 from rivet_core.destination import Destination
 from rivet_core.errors import DataIntegrityError, best_effort
-from rivet_core.manifest import Manifest, quarantine_object, write_manifest_files
+from rivet_core.manifest import Manifest, quarantine_object
+from rivet_core.manifest.artifacts import write_manifest_files
 from rivet_core.manifest.column_checksums import run_level
 from rivet_core.pipeline.facade.finalize import _validate, record_outcome, resolve_status
 from rivet_core.pipeline.summary import RunSummary
