@@ -1,6 +1,6 @@
-"""Rivet core engine: the pure extraction engine (it never imports or names Dagster; docs/architecture.md).
+"""Rivet core engine: the pure extraction engine (it never imports or names an orchestrator; docs/architecture.md).
 
-Use it through `rivet_core.api` (the public surface the Dagster adapter and scripts use)
+Use it through `rivet_core.api` (the public surface an orchestrator adapter and scripts use)
 or the `rivet` command line (`rivet_core.cli`).
 """
 

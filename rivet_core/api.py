@@ -1,4 +1,4 @@
-"""The public API of the core engine — the one module the Dagster adapter imports.
+"""The public API of the core engine — the one module an orchestrator adapter imports.
 
 Everything here is stable surface; the modules behind it are internals. Widen this
 module on purpose when the adapter needs more (docs/architecture.md, "Layers").
@@ -85,7 +85,7 @@ def run_export(config: RivetConfig, export_name: str, *, validate: bool = False,
 
 def run_checkpointed(config: RivetConfig, export: ExportConfig, options: RunOptions) -> RunSummary:
     """Run a chunked export end to end with its checkpoint on (implied, as for chunk
-    partitions), continuing the export's in-progress chunk run when there is one: a retried
+    tasks), continuing the export's in-progress chunk run when there is one: a retried
     orchestrator step or a re-launched run resumes the windows already committed instead of
     being refused for the run in progress. Other modes run as `run_unit` does."""
     if export.mode != "chunked":
@@ -178,9 +178,9 @@ def schema_baselines(config: RivetConfig) -> dict[str, list[dict[str, str]]]:
 
 def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = "",
                   depth: str = "sample") -> tuple[Destination, Verification]:
-    """`verify_at_destination` on an export's prefix (the CLI and asset checks share this).
-    `depth`: light | sample | full (rivet_core/manifest/verify.py); the asset check passes
-    `exports[].dagster.verify_depth`."""
+    """`verify_at_destination` on an export's prefix (the CLI and an adapter's checks share this).
+    `depth`: light | sample | full (rivet_core/manifest/verify.py); an adapter passes the
+    depth its config asks for."""
     export, expected = config.export(export_name), export_name
     if export.partition_by:  # a bucket's prefix under the root; its manifest names the sub-export
         from rivet_core.pipeline.buckets import bucket_targets, root_export

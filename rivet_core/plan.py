@@ -1,10 +1,10 @@
 """Resolve an export into the plan of one export unit: SQL, params, destination, options.
 
 An *export unit* is what publishes one manifest: a whole `full` or `incremental` export,
-a `time_window` export, one day of a time-partitioned export (the Dagster layer passes
+a `time_window` export, one day of a time-partitioned export (an orchestrator passes
 that day as `window`), or a whole chunked run (whose windows are planned separately by
 `rivet_core.chunks`). Planning is pure apart from
-reading the stored cursor, so the Dagster layer and the CLI resolve exports identically.
+reading the stored cursor, so an orchestrator and the CLI resolve exports identically.
 """
 
 from __future__ import annotations
@@ -189,7 +189,7 @@ def export_destination(config: RivetConfig, export: ExportConfig, *, sub_prefix:
 
 def partition_prefixes(config: RivetConfig, export: ExportConfig) -> list[str]:
     """Every `<time_column>=<key>/` prefix under a time_window export that holds a manifest
-    (the time partitions the Dagster layer wrote: `YYYY-MM-DD` for daily, weekly and monthly
+    (the time partitions an orchestrator wrote: `YYYY-MM-DD` for daily, weekly and monthly
     partitions, `YYYY-MM-DD-HHMM[±HHMM]` for hourly ones, `+` spelled `p`); [] for other exports."""
     if export.mode != "time_window" or not export.time_column:
         return []

@@ -2,7 +2,7 @@
 
 Why a model of its own: the same numbers (rows, bytes staged, elapsed, rate, ETA from a row
 estimate, chunk n/N) must reach three very different places — a live single line on a
-terminal, periodic log lines when stderr is a file or a pipe, and Dagster's run log — and
+terminal, periodic log lines when stderr is a file or a pipe, and an orchestrator's run log — and
 the extraction loop must not know which. The loop updates a `ProgressFeed` once per *batch*
 (never per row), the `ProgressTracker` aggregates the feeds of concurrent chunk workers,
 and each sink decides for itself how often it renders (throttled by its own interval).
@@ -10,8 +10,7 @@ and each sink decides for itself how often it renders (throttled by its own inte
 Sinks:
 - `TtySink`: carriage-return updates of one line on a terminal (~5/s), cleared at the end;
 - `LineSink`: one plain line every N seconds through any callable — `logging` for the CLI,
-  `context.log.info` for Dagster (rivet_core never imports dagster: the adapter passes the
-  callable in).
+  an orchestrator's run-log method (the adapter passes the callable in).
 
 `RIVET_PROGRESS_INTERVAL` (seconds, float) overrides every sink's interval; tests set it to
 0 or 0.01 so that each batch renders and no test needs to sleep.
@@ -215,7 +214,7 @@ class TtySink:
 
 
 class LineSink:
-    """Plain lines through `emit` (a logger method, or Dagster's `context.log.info`)."""
+    """Plain lines through `emit` (a logger method, or an orchestrator's run-log method)."""
 
     def __init__(self, emit: Callable[[str], Any], interval: float | None = None) -> None:
         self.emit = emit

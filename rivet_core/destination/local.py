@@ -64,7 +64,7 @@ class LocalDestination(Destination):
     supports_manifest = True
 
     def __init__(self, root: Path, *, create: bool = True) -> None:
-        """`create=False` (read-only inspection: `rivet validate`, asset checks) never creates
+        """`create=False` (read-only inspection: `rivet validate`, an adapter's checks) never creates
         the directory: a missing one reads as an empty prefix."""
         self.root = Path(os.path.abspath(root))
         try:

@@ -1,6 +1,6 @@
 """Quarantine moves (docs/invariants.md M9; docs/rivet-compat.md "Resume decisions and rehydration" — only the move part).
 
-Objects that a resume or a partition re-materialization finds divergent or untracked are
+Objects that a resume or a re-run of a window finds divergent or untracked are
 moved to `_quarantine/<run token>/<original key>` so nothing is ever deleted. A move is
 best-effort: a failure is logged as a WARNING and reported as False, never raised and
 never "fixed" by deleting. The caller counts failures (quarantine_move_failures).

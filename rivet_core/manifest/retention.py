@@ -38,7 +38,7 @@ The steps, in this order:
 
 Never touched: what a live or protected run lists, `manifest.json`, `_SUCCESS`, objects
 outside the data area, and the other `_quarantine/` folders (the moves of a resume, a
-repair or a partition re-materialization keep "never deleted", M9). Deletion is reached
+repair or a re-run of a window keep "never deleted", M9). Deletion is reached
 only through step 1, so every deleted object spent at least one gc cycle and the grace
 period in quarantine. Anything unreadable (a run copy that does not parse) stops the steps
 it could affect: spare on doubt.

@@ -1,6 +1,6 @@
 """`verify_at_destination`: the M5/M6 verdict on a destination prefix (docs/rivet-compat.md "Manifest, verification and verdicts").
 
-One function serves `rivet run --validate`, `rivet validate` and the Dagster asset check.
+One function serves `rivet run --validate`, `rivet validate` and an orchestrator's data check.
 It reads only what it must (head + capped reads of `manifest.json` and `_SUCCESS`, one
 listing) and never downloads data parts:
 
@@ -169,7 +169,7 @@ class VerifyFailure:
 @dataclass
 class Verification:
     """The verdict. `to_dict()` is the wire shape used by `rivet validate --json`, run
-    reports and Dagster check metadata."""
+    reports and an orchestrator's check metadata."""
 
     manifest_found: bool = False
     legacy_run: bool = False

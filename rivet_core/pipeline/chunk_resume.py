@@ -78,7 +78,7 @@ def match_completed_parts(tasks: Iterable[ChunkTaskRow], logged: Iterable[FileRo
     """Rehydration (docs/rivet-compat.md "Resume decisions and rehydration"): for each completed task that produced a file, the parts of exactly the
     attempt that completed it (`attempt_key` equal to the task's file_name), and which of them
     the destination listing does not hold at the recorded size. Empty windows are skipped.
-    Shared by resume (below) and the Dagster chunk finalize (chunk_tasks.py)."""
+    Shared by resume (below) and the chunk-task finalize (chunk_tasks.py)."""
     by_attempt: dict[str, dict[str, FileRow]] = {}
     for f in logged:
         by_attempt.setdefault(attempt_key(f.file_name), {})[f.file_name] = f

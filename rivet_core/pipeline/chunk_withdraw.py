@@ -7,7 +7,7 @@ is in. So when that gate fails, the windows already at the destination are *with
 
 1. every part this run recorded (`summary.manifest_parts`) that is not in `keep` is moved to
    `_quarantine/<run_id>/<key>` (`quarantine_object`; never deleted, M9). `keep` holds the
-   parts the prefix's current good manifest lists (a Dagster chunk run carries windows of the
+   parts the prefix's current good manifest lists (an orchestrated chunk run carries windows of the
    published run: those stay, the last good delivery is untouched);
 2. the moved parts leave the run's manifest parts and its file/byte counters, so the finalize
    sequence writes no manifest, no per-run copy and no `_SUCCESS`, and the cursor does not

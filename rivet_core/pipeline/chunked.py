@@ -84,7 +84,7 @@ class ChunkedRun(ExportRun):
     # ----------------------------------------------------------------- planning
     def plan_windows(self, *, allow_downgrade: bool = True) -> ChunkPlan | None:
         """Plan the windows (one source snapshot) and the output schema. `allow_downgrade=False`
-        (the Dagster planner) never falls back to a full export: a partition set must not
+        (planning chunk tasks, chunk_tasks.py) never falls back to a full export: a set of window tasks must not
         flip between "full" and "chunked"."""
         self.keyset_low = (self.state.get_cursor(self.export.name)
                            if self.export.keyset_incremental else None)

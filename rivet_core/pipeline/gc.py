@@ -10,7 +10,7 @@ Two callers, one implementation (`gc_prefix`):
   is published; gc only tidies).
 - `rivet gc` (`run_gc`): on demand, with the config's block or rules given on the command
   line, under the export's exclusive lock — refused (exit 2) while a run of the export, or a
-  worker of its partitioned chunk run (a shared holder), holds it. `--dry-run` plans and prints, and writes nothing anywhere
+  worker of its orchestrated chunk run (a shared holder), holds it. `--dry-run` plans and prints, and writes nothing anywhere
   (no lock row, no journal, no destination change).
 
 Every step is journaled: `GcPlanned` (policy, kept and readable runs), one `GcStep` per move

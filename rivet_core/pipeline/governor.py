@@ -25,7 +25,7 @@ Two halves, kept apart so the rule can be property-tested without a server:
   encode and would read as pressure every few dozen batches. So on a source that keeps up the
   ratio is ~0, and it reaches the idle threshold (3) only when each row waits three times
   what a whole healthy cycle took. Every sample and the decision taken are recorded
-  (`GovernorStats`), so the run report, the Dagster metadata and the tests judge the
+  (`GovernorStats`), so the run report, an orchestrator's metadata and the tests judge the
   governor by what it decided, never by the wall clock.
 
 A probe that cannot be opened or fails (no privilege on pg_stat_activity, the server went

@@ -2,7 +2,7 @@
 
 `ExportRun` is the one implementation of an export unit's life cycle (full, incremental,
 time_window, one time partition). The CLI drives all phases in one call (`run_unit`);
-the Dagster layer drives them across the asset body (extract, gates) and the IO manager
+an orchestrator drives them across its steps (extract and gates in one, publish in the next)
 (publish + finalize). Both therefore share every step and every facade.
 
 Retries follow docs/rivet-compat.md "Retries": only transient errors are retried, with exponential
@@ -48,19 +48,19 @@ class RunOptions:
     validate: bool = False
     dagster_run_id: str | None = None
     window: DayWindow | None = None
-    #: Retry transient source errors inside the run. The Dagster layer turns this off and
-    #: lets the asset's RetryPolicy retry the step, so retries are visible in the UI.
+    #: Retry transient source errors inside the run. An orchestrator turns this off and
+    #: retries the step itself, so its retries are visible where it shows them.
     internal_retries: bool = True
     #: Chunked checkpoint runs: continue the in-progress run instead of starting one.
     resume: bool = False
     #: Allow a resume into a prefix that already holds `_SUCCESS`.
     force: bool = False
-    #: Open a `run_status` row when the run starts. Off for the Dagster chunk runs
-    #: (chunk_tasks.py): a partition works for the chunk run and is not a run of its own;
+    #: Open a `run_status` row when the run starts. Off for the chunk-task runs
+    #: (chunk_tasks.py): a window batch works for the chunk run and is not a run of its own;
     #: the chunk run's row is opened by its finalize (`open_ledger`) once I6 held.
     ledger: bool = True
     #: Progress reporting (rivet_core/progress.py): fed once per batch; None = off. The CLI
-    #: and the Dagster layer pass their own sinks, the run never picks one itself.
+    #: and an orchestrator pass their own sinks, the run never picks one itself.
     progress: ProgressTracker | None = None
     #: The caller retries a transient failure (exit 2) of this run itself: the failure is
     #: recorded (metrics, report, journal) but not notified — the attempt that ends the
@@ -90,10 +90,10 @@ class ExportRun:
     """One export unit from plan to finalize; see the module docstring for the phases."""
 
     #: The new manifest replaces the prefix's previous one part by part: parts it no longer
-    #: lists are quarantined after it landed (time partitions always; the Dagster chunk finalize).
+    #: lists are quarantined after it landed (time partitions always; the chunk-task finalize).
     supersedes_previous = False
     #: How this run holds the export's lock (state/locks.py): a CLI run or one time partition
-    #: is `exclusive` (never two cursors racing); the Dagster chunk flow is `shared`; None
+    #: is `exclusive` (never two cursors racing); the chunk-task flow (chunk_tasks.py) is `shared`; None
     #: takes no lock (read-only inspection: `rivet reconcile`).
     lock_mode: str | None = "exclusive"
 

@@ -59,7 +59,7 @@ class RunSummary:
     schema_changes: dict[str, Any] | None = None
     #: How the drift facade judged this run: "checked" (the gate ran here) or
     #: "upstream: <where>" (an earlier step of the same run ran it: the start of a resumed
-    #: run, each partition of a chunk run). None = the facade never ran — the telltale the
+    #: run, each window batch of a chunk run). None = the facade never ran — the telltale the
     #: invariant backstop reads; a verdict set by hand leaves it None.
     schema_gate: str | None = None
     retries: int = 0

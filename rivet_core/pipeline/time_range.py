@@ -98,8 +98,8 @@ class TimeRangeRun:
             raise ValueError("a ranged run needs at least one time window")
         if len(windows) > MAX_WINDOWS:
             raise ValueError(f"export '{export.name}': a ranged run reads at most {MAX_WINDOWS:,} time partitions "
-                             f"in one query (asked for {len(windows):,}) — run the backfill in ranges "
-                             "(Dagster: backfill_policy: multi_run with max_partitions_per_run)")
+                             f"in one query (asked for {len(windows):,}) — run the backfill in ranges of at most "
+                             f"{MAX_WINDOWS:,} windows")
         if not export.time_column:
             raise ValueError(f"export '{export.name}': a time partition needs time_column")
         self.config, self.export = config, export

@@ -1,7 +1,7 @@
 """chunk_run / chunk_task: the checkpoint of a chunked export (docs/rivet-compat.md "State store"; docs/invariants.md I5, I6).
 
 A checkpointed chunked run is one `chunk_run` row plus one `chunk_task` row per window.
-Workers — threads, processes, or Dagster partition runs on other machines — share it only
+Workers — threads, processes, or an orchestrator's runs on other machines — share it only
 through these operations, each ONE transaction:
 
 - SQLite: every transaction starts with `BEGIN IMMEDIATE` (engine.py), i.e. it holds the
@@ -20,7 +20,7 @@ Invariants (docs/invariants.md):
   in-progress run; a completed task is never claimed by it. A non-retryable failure pins
   attempts at the maximum. Only explicit operations step back: resume resets (stale running
   → pending, failed → pending with a fresh budget), the M8 re-export reset (completed →
-  pending), and a deliberate re-materialization of one Dagster partition (`claim_chunk_task`).
+  pending), and a deliberate re-run of one window task (`claim_chunk_task`).
 - I6 (finalize after all complete): `finalize_chunk_run_completed` counts the tasks that are
   not completed and marks the run completed in the same transaction, and refuses otherwise.
 
@@ -77,7 +77,7 @@ class ChunkTaskRow:
     rows_written: int | None
     file_name: str | None
     updated_at: str
-    #: Who claimed it last (a process/thread/Dagster run label), for forensics.
+    #: Who claimed it last (a process/thread/orchestrator run label), for forensics.
     worker: str | None = None
     #: The OS process that claimed it last (pid on host): which machine ran the window.
     worker_pid: int | None = None
@@ -173,8 +173,8 @@ class ChunkStore(StoreBase):
         seen by the pre-check, or (two processes racing) by the partial unique index.
 
         `completed` (chunk_index → (rows_written, file_name)) inserts those tasks as already
-        completed: a Dagster-managed chunk run continuing the previous, finalized one carries
-        the windows that are materialized (their parts stay where they are) and exports only
+        completed: an orchestrated chunk run continuing the previous, finalized one carries
+        the windows that are completed (their parts stay where they are) and exports only
         the rest (rivet_core/pipeline/chunk_tasks.py)."""
         if max_chunk_attempts < 1:
             raise ValueError(f"max_chunk_attempts must be at least 1, got {max_chunk_attempts}")
@@ -292,7 +292,7 @@ class ChunkStore(StoreBase):
 
     # ----------------------------------------------------------------- tasks
     def add_chunk_tasks(self, run_id: str, tasks: Sequence[ChunkTaskSpec]) -> int:
-        """Append windows to an in-progress run (the Dagster planner saw the table grow).
+        """Append windows to an in-progress run (planning saw the table grow; chunk_tasks.py).
         Existing chunk_index values, and windows whose window_key is already a task (a window
         is identified by its key; two planners may number a new window alike), are skipped;
         returns how many tasks were added."""
@@ -335,19 +335,19 @@ class ChunkStore(StoreBase):
 
     def claim_chunk_task(self, run_id: str, chunk_index: int, worker: str | None = None, *,
                          reclaim_from: str | None = None, fresh_budget: bool = False) -> ChunkTaskRow | None:
-        """Claim one SPECIFIC task (a Dagster partition run): pending, failed with attempts left,
-        or completed (a deliberate re-materialization of that window) → running, attempts + 1.
+        """Claim one SPECIFIC task (a window batch, chunk_tasks.py): pending, failed with attempts left,
+        or completed (a deliberate re-run of that window) → running, attempts + 1.
         None when the run is not in progress, the task does not exist, it is running elsewhere,
         or it is failed with its attempts used up (reset it on resume first). A re-claimed
         completed task keeps its previous file_name until it completes again, so the caller can
         supersede (quarantine) the previous attempt's parts.
 
         `reclaim_from`: also take a task that is `running` for exactly that worker — the caller
-        knows that worker is gone (a Dagster run that crashed or failed mid-commit). It is a
+        knows that worker is gone (an orchestrator run that crashed or failed mid-commit). It is a
         compare-and-swap: a task claimed since by anyone else is not taken. The old worker's
         late complete/fail then raises ChunkTaskNotRunning (its result is discarded).
         `fresh_budget`: a failed task whose attempts are used up is claimable too, with its
-        attempts reset first (a deliberate re-materialization is the Dagster form of resume)."""
+        attempts reset first (a deliberate re-run is the orchestrated form of resume)."""
         now = utc_now_text()
         with self.engine.begin() as conn:
             run = _lock_run(conn, run_id, exclusive=False)  # completed → running must not race finalize
@@ -370,7 +370,7 @@ class ChunkStore(StoreBase):
                 if not fresh_budget:
                     return None
                 conn.execute(chunk_task.update().where(chunk_task.c.id == task.id).values(attempts=0))
-            if task.status == "completed":  # re-materialization: a fresh attempt budget
+            if task.status == "completed":  # a deliberate re-run: a fresh attempt budget
                 conn.execute(chunk_task.update().where(chunk_task.c.id == task.id).values(attempts=0))
             return self._mark_running(conn, task.id, worker, now)
 

@@ -5,7 +5,7 @@ run's `running` export_metrics row is (re)projected from file_log — insert-if-
 update — so parallel writers of one run never create two running rows. Callers treat any
 error as a warning (I7): the part is already durable at the destination.
 
-Concurrency (many Dagster chunk partitions of one chunk run write under the same run_id):
+Concurrency (many window batches of one chunk run write under the same run_id):
 on SQLite the transaction holds the write lock from BEGIN IMMEDIATE. On PostgreSQL (READ
 COMMITTED) two first writers would both see no running row and both insert it — the partial
 unique index then failed the second transaction, losing its file_log row — and two
@@ -83,7 +83,7 @@ class FileLogStore(StoreBase):
         return self._rows(q)
 
     def list_files_for_export(self, export_name: str) -> list[FileRow]:
-        """Every part ever recorded for the export, oldest first (a Dagster chunk run finds the
+        """Every part ever recorded for the export, oldest first (a chunk-task finalize finds the
         parts of windows carried over from earlier runs, or repaired, by their attempt name)."""
         return self._rows(sa.select(file_log).where(file_log.c.export_name == export_name)
                           .order_by(file_log.c.id))

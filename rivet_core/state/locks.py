@@ -4,9 +4,9 @@ A run of an export holds a row here from before it reads the cursor until its fi
 done. Two modes:
 
 - ``exclusive`` — a CLI run (full, incremental, time_window, a CLI chunked run) and one
-  Dagster time partition. Refused while any live holder of the same lock key exists.
-- ``shared`` — the Dagster chunk flow (planner tick, each chunk partition, the
-  ``<export>_manifest`` finalize): many workers on one export at once *by design*, so they
+  orchestrated time partition. Refused while any live holder of the same lock key exists.
+- ``shared`` — the chunk-task flow (pipeline/chunk_tasks.py: planning, each window batch,
+  the finalize): many workers on one export at once *by design*, so they
   do not exclude each other, but they are refused while an exclusive holder is live, and
   an exclusive run is refused while any of them is live. A full/incremental run racing a
   chunked run of the same export is therefore refused, whichever starts second.

@@ -47,7 +47,7 @@ class RunLedgerStore(StoreBase):
         return dict(row) if row else None
 
     def core_reported_failure(self, dagster_run_id: str) -> bool:
-        """True when the engine itself finalized a failed run for this Dagster run (and so
+        """True when the engine itself finalized a failed run for this orchestrator run (and so
         already sent its notification)."""
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(run_status.c.run_id).where(

@@ -190,7 +190,7 @@ chunk_task = sa.Table(
     sa.Column("worker", sa.Text),
     sa.Column("updated_at", sa.Text, nullable=False),
     # (v3) the OS process that claimed the task last: pid and host (forensics of a
-    # distributed run — which machine ran which window; `worker` names the Dagster run).
+    # distributed run — which machine ran which window; `worker` names the orchestrator's run).
     sa.Column("worker_pid", sa.Integer),
     sa.Column("worker_host", sa.Text),
     sa.UniqueConstraint("run_id", "chunk_index", name="uq_chunk_task_run_index"),
@@ -203,7 +203,7 @@ V2_TABLES = (chunk_run, chunk_task)
 
 # ---------------------------------------------------------------- v3: export locks
 #: One row per holder of an export's run lock (state/locks.py): an exclusive CLI run, or each
-#: shared worker of a Dagster chunked export. Timestamps are RFC3339 UTC text like the rest.
+#: shared worker of an orchestrated chunked export. Timestamps are RFC3339 UTC text like the rest.
 export_lock = sa.Table(
     "export_lock", metadata,
     sa.Column("lock_key", sa.Text, primary_key=True),

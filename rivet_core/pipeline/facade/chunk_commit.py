@@ -2,7 +2,7 @@
 
 `export_window` streams one window's query into staged parts and writes them with
 `commit.write_part_file` (worker-safe: touches no shared run state); it is
-`write_window(stage_window(…))`, split so a Dagster chunk partition can stage in the asset
+`write_window(stage_window(…))`, split so an orchestrator's window batch can stage in one step
 body and write in the IO manager (ADR-0003). `commit_window`
 then runs the ordered tail, under the run's lock when workers run in parallel:
 
@@ -10,7 +10,7 @@ then runs the ordered tail, under the run's lock when workers run in parallel:
     → fault `after_chunk_file:N` → complete_chunk_task (checkpoint; fatal on error)
     → fault `after_chunk_complete:N`
 
-so the sequential runner, the parallel runner and a Dagster chunk partition all commit a
+so the sequential runner, the parallel runner and a window batch (chunk_tasks.py) all commit a
 window the same way. Part names carry the run's stamp and a random nonce
 (`data/{export}_{runstamp}_chunk{i}_{nonce}.{ext}`, `_p{n}` for rotated siblings), so a
 re-exported window never overwrites a part and a resume can tell this run's objects

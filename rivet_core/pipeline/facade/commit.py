@@ -1,7 +1,7 @@
 """The per-part commit facade (docs/adr/0001-write-ordering-facades.md): `write_part_file` then `record_part`.
 
 These two functions are the ONLY place a part becomes durable and recorded. Every runner
-and the Dagster IO manager call them; none re-implements their steps.
+and an orchestrator's publish step call them; none re-implements their steps.
 
 - `write_part_file` (worker-safe, touches no shared run state): takes a *finished* staged
   part (I1 — `PartRotator.finish()` has written the footer), writes it to the destination
@@ -139,7 +139,7 @@ def record_part(
 def rehydrate_part(summary: RunSummary, part: PartRecord) -> None:
     """Put a part committed by an EARLIER attempt of this run back into the manifest parts.
 
-    Used only by a chunked resume (and the chunked finalize in Dagster): the part is
+    Used only by a chunked resume (and the chunk-task finalize, chunk_tasks.py): the part is
     already durable and in file_log, so this appends it and bumps the counters without
     the fault points, the journal's FileWritten or a second file_log row.
     """

@@ -14,12 +14,12 @@
   successful publish — never before `_SUCCESS`, never after a failed validation — and moves
   superseded files aside / deletes what outlived its grace period. Its failure is a warning.
 
-A time partition (a window unit) is *replaced* on re-materialization: after its new
+A time partition (a window unit) is *replaced* when it runs again: after its new
 manifest landed, the parts the previous manifest listed, and that run's
 `manifest-<run_id>.json` copy, are moved to `_quarantine/<run_id>/` — never deleted (M9) —
 so every success manifest left at the prefix describes data that is still there. The
-Dagster chunk finalize (`supersede_previous=True`) does the same: a re-materialized chunk
-partition's old parts leave the prefix only once a manifest without them has landed.
+chunk-task finalize (`supersede_previous=True`, chunk_tasks.py) does the same: a re-run chunk
+window's old parts leave the prefix only once a manifest without them has landed.
 
 Failed runs (a deliberate difference from Rivet): we never overwrite the canonical
 `manifest.json` of the prefix with a failed one — that would leave a stale `_SUCCESS` next
@@ -164,7 +164,7 @@ def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination, supe
 
 
 def _previous_manifest(plan: UnitPlan, dest: Destination) -> Manifest | None:
-    """For a window unit (a time partition) or a Dagster chunk finalize, the manifest this run
+    """For a window unit (a time partition) or a chunk-task finalize, the manifest this run
     is about to replace."""
     found = None  # an unreadable old manifest supersedes nothing
     with best_effort("read the previous manifest", logger=log,
@@ -174,7 +174,7 @@ def _previous_manifest(plan: UnitPlan, dest: Destination) -> Manifest | None:
 
 
 def _quarantine_superseded(summary: RunSummary, dest: Destination, previous: Manifest) -> None:
-    """Re-materializing a partition replaces its parts: move the previous run's parts and its
+    """Running a time partition again replaces its parts: move the previous run's parts and its
     per-run manifest copy aside to `_quarantine/<run_id>/` (never deleted; a failed move is a
     warning). Left in place, that copy would still claim, as a success, parts that moved."""
     current = {p.path for p in summary.manifest_parts}

@@ -15,7 +15,7 @@ This module is the only writer of a run's drift verdict (`schema_changed`, `sche
 `schema_gate`; tests/pipeline/test_facade_only_writers.py enforces it):
 - `check_schema_drift` — the gate itself (`schema_gate = "checked"`);
 - `record_gated_upstream` — a step of a run whose gate already ran earlier in the same run
-  (a resumed chunk run: at its start; a chunk finalize: in each partition before its
+  (a resumed chunk run: at its start; a chunk finalize: in each window batch before its
   window was claimed) says so explicitly (`schema_gate = "upstream: <where>"`). Setting
   `schema_changed = False` by hand instead would satisfy nothing: the invariant backstop
   (summary.py) reads `schema_gate`, so a runner that skips the gate still fails loudly;
