@@ -33,7 +33,7 @@ S3ClientProvider = ClientProvider
 #: The object stores whose destinations accept an injected client.
 PROVIDED_KINDS = ("s3", "gcs", "azure")
 
-_providers: ContextVar[Mapping[str, ClientProvider]] = ContextVar("rivet_client_providers", default={})
+_providers: ContextVar[Mapping[str, ClientProvider] | None] = ContextVar("rivet_client_providers", default=None)
 
 
 @contextmanager
@@ -44,7 +44,7 @@ def client_provider(kind: str, provider: ClientProvider | None) -> Iterator[None
     if kind not in PROVIDED_KINDS:
         raise ValueError(f"no client can be provided for destination type {kind!r} — "
                          f"expected one of {', '.join(PROVIDED_KINDS)}")
-    current = dict(_providers.get())
+    current = dict(_providers.get() or {})
     if provider is None:
         current.pop(kind, None)
     else:
@@ -63,7 +63,7 @@ def s3_client_provider(provider: S3ClientProvider | None) -> Any:
 
 def provided_client(spec: DestinationSpec) -> Any | None:
     """The caller's client for `spec` (by `spec.kind`), or None when no provider is active."""
-    provider = _providers.get().get((spec.kind or "").strip().lower())
+    provider = (_providers.get() or {}).get((spec.kind or "").strip().lower())
     return provider(spec) if provider is not None else None
 
 

@@ -13,7 +13,9 @@ resources below are small `dg.ConfigurableResource`s with the SAME interface as 
 
 The exports' rivet.yaml carries NO credentials and no emulator endpoint, so the only way to
 reach the emulator is the resource's client. The parts are re-read with pyarrow and compared
-with the SQLite source.
+with the SQLite source. A resource without the interface fails the step once (no retry),
+naming the key, the export and what is expected; a key for another store than the
+destination's is refused when the definitions load.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import pytest
 
+from rivet_core import api
 from rivet_dagster import build_definitions
 from tests.cloud_areas import AzureArea, GCSArea, success_table
 from tests.dagster.support import check_evaluations, run_job
@@ -177,3 +181,18 @@ def test_a_resource_without_the_client_interface_is_a_clear_error(
                  "BlobServiceClient"):
         assert part in message, (part, message)
     assert azure.keys("wrong/") == {}, "something was written without a client"
+
+
+def test_a_resource_key_for_another_store_is_refused_at_load(tmp_path: Path) -> None:
+    url = _source(tmp_path)
+    gcs_export = _export("items_gcs", {"type": "gcs", "bucket": "b", "prefix": "p/"},
+                         azure_resource_key="blob")
+    local_export = _export("items_local", {"type": "local", "path": "out"}, gcs_resource_key="gcs")
+    for block, expected in ((gcs_export, "items_gcs': dagster.azure_resource_key is set but the "
+                                         "destination is type: gcs — use dagster.gcs_resource_key"),
+                            (local_export, "items_local': dagster.gcs_resource_key is set but the "
+                                           "destination is type: local, which takes no client")):
+        config = write_config(tmp_path, {"type": "sqlite", "url": url}, [block])
+        with pytest.raises(api.ConfigError) as raised:
+            build_definitions(config)
+        assert expected in str(raised.value)
