@@ -156,8 +156,10 @@ def _rivet_argv(mode: str) -> Callable[[RunCtx], list[str]]:
             "destination": (_s3_destination(ctx) if mode == "s3" else
                             {"type": "local", "path": str(ctx.out / "data")}),
         }
-        if mode in ("full", "s3"):
+        if mode in ("full", "s3", "delta"):
             export["mode"] = "full"
+            if mode == "delta":  # the same parts, committed as a Delta table (docs/adr/0009-table-formats.md)
+                export["table_format"] = "delta"
         else:
             export.update(mode="chunked", chunk_column="id", chunk_count=CHUNK_COUNT,
                           parallel=2 if mode == "par2" else 1)
@@ -213,6 +215,8 @@ METHODS: list[Method] = [
     Method("rivet_full_s3", "rivet", ("pg", "mysql"),
            "rivet run, mode full, profile fast, to the S3 server (TEST_S3_ENDPOINT, loopback)",
            _rivet_argv("s3"), writes=False, explicit=True),
+    Method("rivet_full_delta", "rivet", ("pg", "mysql"),
+           "rivet run, mode full, table_format delta, profile fast", _rivet_argv("delta"), explicit=True),
     Method("rivet_chunked_seq", "rivet", ("pg", "mysql"),
            f"rivet run, mode chunked ({CHUNK_COUNT} id windows), parallel 1, profile fast", _rivet_argv("seq")),
     Method("rivet_chunked_par2", "rivet", ("pg", "mysql"),

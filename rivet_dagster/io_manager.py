@@ -120,7 +120,13 @@ def read_export(config: api.RivetConfig, export: api.ExportConfig, sub_prefix: s
                 *, latest_run_only: bool = False) -> pa.Table | None:
     """The export's dataset at a prefix (None when nothing was published): the parts the
     manifests of `api.dataset_manifests` list — for an incremental export every run since
-    its last full baseline, else the current manifest's."""
+    its last full baseline, else the current manifest's. A `table_format: delta` export is
+    read as its table: the current version (a time partition: its files in it)."""
+    if export.table_format == "delta" and not latest_run_only:
+        from rivet_core.tableformat.read import read_delta
+
+        found = read_delta(api.export_destination(config, export, sub_prefix=sub_prefix), sub_prefix)
+        return None if found is None else found[0]
     manifests = api.dataset_manifests(config, export, sub_prefix=sub_prefix, latest_run_only=latest_run_only)
     if not manifests:
         return None

@@ -201,6 +201,10 @@ def materialization_metadata(summary: api.RunSummary, schema: pa.Schema | None, 
     if schema is not None:
         meta["dagster/column_schema"] = column_schema(schema)
     meta.update(governor_metadata(summary.governor))
+    if summary.table_commit:  # table_format exports: the table version this run published
+        meta["table_format"] = str(summary.table_commit["format"])
+        meta["table_version"] = dg.MetadataValue.int(int(summary.table_commit["version"]))
+        meta["table_uri"] = dg.MetadataValue.url(str(summary.table_commit["uri"]))
     if summary.cursor_column:
         meta["cursor_column"] = summary.cursor_column
         meta["cursor_low"] = summary.cursor_low or ""

@@ -518,6 +518,12 @@ class ExportConfig(_Strict):
     on_schema_drift: Literal["warn", "continue", "fail"] = "warn"
     shape_drift_warn_factor: float = Field(default=2.0, ge=0)
     parquet: ParquetConfig | None = None
+    #: Commit each run's Parquet parts as a Delta Lake table at the prefix
+    #: (docs/adr/0009-table-formats.md); None: plain files, as before.
+    table_format: Literal["delta"] | None = None
+    #: `mode: incremental` + `table_format`: upsert on these key columns (an updated row
+    #: replaces its old version) instead of appending.
+    merge_on: list[Str] | None = None
     tuning: TuningConfig | None = None
     #: What `rivet gc` and every successful run keep at the prefix (RetentionConfig); None:
     #: nothing is removed unless `rivet gc` is given a rule on its command line.

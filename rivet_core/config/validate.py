@@ -345,6 +345,30 @@ def _mode_errors(exp: ExportConfig, label: str) -> list[str]:
 # --------------------------------------------------------------------------- output
 
 
+def _table_format_errors(exp: ExportConfig, label: str) -> list[str]:
+    """`table_format:` / `merge_on:` (docs/adr/0009-table-formats.md)."""
+    errors: list[str] = []
+    if exp.table_format is None:
+        if exp.merge_on:
+            errors.append(f"{label}: merge_on needs a table to merge into — add table_format: delta, "
+                          "or remove merge_on")
+        return errors
+    if exp.format != "parquet":
+        errors.append(f"{label}: table_format: {exp.table_format} needs format: parquet (got {exp.format})")
+    if exp.destination.type not in ("local", "s3"):
+        errors.append(f"{label}: table_format: {exp.table_format} writes to local or s3 destinations, "
+                      f"not {exp.destination.type}")
+    if exp.retention is not None:
+        errors.append(f"{label}: retention: moves parts the {exp.table_format} table may still reference — "
+                      "remove it (compact and vacuum the table with its own tools)")
+    if exp.merge_on is not None:
+        if exp.mode != "incremental":
+            errors.append(f"{label}: merge_on applies to mode: incremental (got {exp.mode}) — remove it")
+        if not exp.merge_on or len(set(exp.merge_on)) != len(exp.merge_on):
+            errors.append(f"{label}: merge_on must list one or more distinct key columns, e.g. merge_on: [id]")
+    return errors
+
+
 def _compression_errors(exp: ExportConfig, label: str) -> list[str]:
     errors: list[str] = []
     level = exp.compression_level
@@ -586,6 +610,7 @@ def export_errors(exp: ExportConfig, source: SourceConfig) -> list[str]:
     errors.extend(_what_to_read_errors(exp, label))
     errors.extend(_mode_errors(exp, label))
     errors.extend(_compression_errors(exp, label))
+    errors.extend(_table_format_errors(exp, label))
     errors.extend(_meta_and_override_errors(exp, label))
     errors.extend(_quality_errors(exp, label))
     tuning = merged_tuning_error(exp, source)

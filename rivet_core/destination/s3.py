@@ -147,6 +147,9 @@ class S3Destination(Destination):
         self.bucket = spec.bucket
         self.prefix = normalize_prefix(spec.prefix)
         self.endpoint = spec.endpoint
+        #: The resolved settings, for a client that reaches the same prefix its own way
+        #: (delta-rs for `table_format: delta`, rivet_core/tableformat/location.py).
+        self.spec = spec
         self.uri = f"s3://{self.bucket}/{self.prefix}"
         self.multipart_threshold = max(1, int(spec.multipart_threshold))
         self.multipart_chunksize = max(MIN_PART_SIZE, int(spec.multipart_chunksize))

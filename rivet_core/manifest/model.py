@@ -129,6 +129,9 @@ class Manifest:
     row_hash: Mapping[str, Any] | None = None
     split_window: Mapping[str, Any] | None = None
     dagster_run_id: str | None = None
+    #: `table_format:` exports: the table commit this manifest publishes
+    #: ({format, uri, version, operation, files, rows}; rivet_core/tableformat/commit.py).
+    table: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         # Accept plain dicts/lists from builders; store typed, immutable values.
@@ -200,6 +203,7 @@ def manifest_to_dict(m: Manifest) -> dict[str, Any]:
         ("row_hash", None if m.row_hash is None else dict(m.row_hash)),
         ("split_window", None if m.split_window is None else dict(m.split_window)),
         ("dagster_run_id", m.dagster_run_id),
+        ("table", None if m.table is None else dict(m.table)),
     ])
 
 
@@ -333,6 +337,10 @@ def manifest_from_dict(o: Any) -> Manifest:
     split_window = _get(o, "split_window", w, dict, required=False, nullable=True)
     if split_window is not None:
         _get(split_window, "key_column", "split_window", str)
+    table = _get(o, "table", w, dict, required=False, nullable=True)
+    if table is not None:
+        _get(table, "format", "table", str)
+        _uint(table, "version", "table")
     return Manifest(
         manifest_version=_uint(o, "manifest_version", w, _U32),
         run_id=_get(o, "run_id", w, str),
@@ -358,6 +366,7 @@ def manifest_from_dict(o: Any) -> Manifest:
         row_hash=row_hash,
         split_window=split_window,
         dagster_run_id=_get(o, "dagster_run_id", w, str, required=False, nullable=True),
+        table=table,
     )
 
 

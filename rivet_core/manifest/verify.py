@@ -13,6 +13,9 @@ listing) and never downloads data parts:
 3. every depth: one listing; each committed part must exist at its recorded size;
    depth ≥ sample: where both the manifest and the listing carry a real MD5 they must match.
    Same-`export_family` sibling run copies (split units) contribute their parts.
+   A manifest with a `table` block (`table_format: delta`): the table's version, files and
+   row counts agree with it (rivet_core/tableformat/verify.py: `table_mismatch`, or
+   `table_read_error` when the table cannot be read).
 4. `_SUCCESS`: absent → `success_marker_missing` (a crash between the manifest and the
    marker, or a deleted marker: readers that wait for `_SUCCESS` never see this data);
    malformed / stale / unreadable → failure.
@@ -86,10 +89,13 @@ _CODES = {
     "part_row_count_mismatch": "RIVET_VERIFY_PART_ROW_COUNT",
     "value_checksum_mismatch": "RIVET_VERIFY_VALUE_CHECKSUM",
     "part_read_error": "RIVET_VERIFY_PART_READ_ERROR",
+    # `table_format:` exports (rivet_core/tableformat/verify.py)
+    "table_mismatch": "RIVET_VERIFY_TABLE_MISMATCH",
+    "table_read_error": "RIVET_VERIFY_TABLE_READ_ERROR",
 }
 ADVISORY_KINDS = frozenset({"untracked_object"})
 COULD_NOT_VERIFY_KINDS = frozenset({"manifest_read_error", "success_marker_read_error", "list_prefix_error",
-                                    "part_read_error"})
+                                    "part_read_error", "table_read_error"})
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,8 @@ class VerifyFailure:
                         f"found {f['actual']}")
             case "part_read_error":
                 return f"part {f['part_id']} '{f['path']}' could not be re-read: {f['detail']}"
+            case "table_mismatch" | "table_read_error":
+                return f"table: {f['detail']}"
             case "manifest_required_but_absent":
                 return f"no '{f['key']}' at {f['prefix']} (validate --run-id / --prefix / --date asked for one)"
             case _:
@@ -531,6 +539,14 @@ def verify_at_destination(dest: Destination, depth: str = "sample", *,
             # 6. the re-read (own parts only: sibling units carry their own run-level checksums)
             own = {p.path for p in manifest.committed_parts}
             _reread_parts(v, dest, manifest, [p for p in intact if p.path in own], len(own))
+
+    # 3b. the table the manifest publishes (table_format exports; rivet_core/tableformat/verify.py)
+    if manifest.table is not None and run_id is None:
+        from rivet_core.tableformat.verify import check_table
+
+        table_findings, table_keys = check_table(dest, manifest, listing)
+        v.failures.extend(VerifyFailure(kind, fields) for kind, fields in table_findings)
+        claimed |= table_keys
 
     # 4. the success marker (a run copy: only whether the marker is this run's)
     if run_id is None:

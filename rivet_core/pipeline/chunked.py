@@ -156,8 +156,10 @@ class ChunkedRun(ExportRun):
             check_schema_drift,
             record_gated_upstream,
         )
+        from rivet_core.tableformat.types import refuse_unholdable
 
         self.summary.schema_fingerprint = schema_fingerprint(self.output_schema)
+        refuse_unholdable(self.export, self.output_schema)  # table_format: before any window
         if self.options.resume:
             record_gated_upstream(self.summary, "when the resumed chunk run started")
             return

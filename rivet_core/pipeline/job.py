@@ -38,6 +38,7 @@ from rivet_core.progress import ProgressTracker
 from rivet_core.redact import redact_secrets
 from rivet_core.source import backoff_ms, classify_error
 from rivet_core.state import ExportLockHandle, StateStore
+from rivet_core.tableformat.types import refuse_unholdable
 from rivet_core.state.writable import assert_writable
 
 log = logging.getLogger("rivet.run")
@@ -211,6 +212,7 @@ class ExportRun:
         if self.summary.schema_gate is not None:
             return
         self.summary.schema_fingerprint = schema_fingerprint(staged.schema)
+        refuse_unholdable(self.export, staged.schema)  # table_format: before any part
         check_schema_drift(self.state, self.summary, staged.schema, self.export.on_schema_drift or "warn")
 
     def publish(self, staged: StagedExtract) -> RunSummary:

@@ -22,6 +22,8 @@ EVENT_VARIANTS = frozenset({
     # delete, the outcome. In a run's journal they come after ValidationResult and before
     # RunCompleted; `rivet gc` stores a journal of its own (run id `<export>_gc_<stamp>`).
     "GcPlanned", "GcStep", "GcCompleted",
+    # `table_format:` exports: the table commit the finalize facade made before the manifest.
+    "TableCommitted",
 })
 _REDACTED_FIELDS = frozenset({"reason", "error", "error_message", "message"})
 

@@ -73,6 +73,9 @@ class RunSummary:
     skip_reason: str | None = None
     state_backed: bool = False
     manifest_written: bool = False
+    #: `table_format:` exports: the table commit the finalize facade made before the
+    #: manifest (TableCommit.to_dict(); rivet_core/tableformat/commit.py). None: none made.
+    table_commit: dict[str, Any] | None = None
     cursor_committed: bool = False
     destination_kind: str | None = None
     destination_uri: str | None = None

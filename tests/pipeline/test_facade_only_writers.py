@@ -13,7 +13,10 @@ How a write is recognised (no import of the scanned code, so nothing runs):
   `MANIFEST_KEY`, `SUCCESS_KEY`, `run_manifest_key(…)` or a literal manifest name);
 - a state table written through SQLAlchemy (`file_log.insert()`, `sa.update(run_status)`,
   `pg_insert(export_state)`) or raw SQL text (`INSERT INTO file_log`);
-- an assignment to `.schema_changed` / `.schema_changes` / `.schema_gate`.
+- an assignment to `.schema_changed` / `.schema_changes` / `.schema_gate`;
+- a table commit: `commit_table` (rivet_core/tableformat/) outside the finalize facade, or a
+  delta-rs writer (`create_write_transaction`, `create_table_with_add_actions`,
+  `write_deltalake`) outside rivet_core/tableformat/.
 
 The writers' own definitions (the state store, the manifest package) are their home and are
 not scanned for the rule that names them. The scanner is tested on planted violations, so a
@@ -65,7 +68,14 @@ MANIFEST = Rule("manifest", frozenset({"write_manifest_files", "serialize_manife
                 ("rivet_core/manifest/artifacts.py", "rivet_core/manifest/model.py"))
 STATE_TABLE = Rule("state table", frozenset(), ("rivet_core/state/",))
 DRIFT_VERDICT = Rule("drift verdict", frozenset(), ("rivet_core/pipeline/facade/schema_drift.py",))
-RULES = (FILE_LOG, CURSOR, PROGRESSION, METRICS, MANIFEST, STATE_TABLE, DRIFT_VERDICT)
+#: `table_format:` exports: the table commit is a step of the finalize facade (between the
+#: parts and the manifest, docs/adr/0009-table-formats.md); the delta-rs writers live in
+#: rivet_core/tableformat/ and nothing else may commit to a table.
+TABLE_COMMIT = Rule("table commit",
+                    frozenset({"commit_table", "create_write_transaction", "create_table_with_add_actions",
+                               "write_deltalake"}),
+                    ("rivet_core/pipeline/facade/finalize.py",), ("rivet_core/tableformat/",))
+RULES = (FILE_LOG, CURSOR, PROGRESSION, METRICS, MANIFEST, STATE_TABLE, DRIFT_VERDICT, TABLE_COMMIT)
 
 
 @dataclass(frozen=True)
@@ -239,6 +249,10 @@ PLANTED = [
                     "    conn.execute(sa.update(file_log).values(bytes=0))\n", 4),
     ("state table", "def f(conn):\n    conn.exec_driver_sql(\n        'DELETE FROM export_metrics WHERE 1=1')\n", 3),
     ("drift verdict", "def f(summary):\n    summary.schema_changed = False\n", 2),
+    ("table commit", "from rivet_core.tableformat import commit_table\n\ndef f(p, s, d):\n"
+                     "    commit_table(p, s, d)\n", 4),
+    ("table commit", "def f(table, actions, schema):\n    table.create_write_transaction(actions, 'append', schema)\n", 2),
+    ("table commit", "from deltalake import write_deltalake\n\ndef f(uri, data):\n    write_deltalake(uri, data)\n", 4),
     ("drift verdict", "def f(summary):\n    summary.schema_gate, x = 'checked', 1\n", 2),
 ]
 

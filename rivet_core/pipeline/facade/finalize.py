@@ -1,8 +1,12 @@
 """The end-of-run finalize sequence — one function, one order (docs/invariants.md I8 + the amendment).
 
-    status → manifest.json → manifest-<run_id>.json → _SUCCESS → cursor (RunStore)
-    → validate → retention → journal RunCompleted + run_status → metrics → report → notification
+    status → table commit (table_format exports) → manifest.json → manifest-<run_id>.json
+    → _SUCCESS → cursor (RunStore) → validate → retention → journal RunCompleted + run_status → metrics → report → notification
 
+- The table commit (`table_format: delta`, rivet_core/tableformat/) runs only for a
+  successful run whose parts are all recorded; its failure fails the run before the
+  manifest, so the cursor does not move. Fault point `after_table_commit` follows it
+  (docs/adr/0009-table-formats.md says how the next run treats a commit no manifest names).
 - The manifest step is fatal: if it cannot be written the run becomes `failed`, exits
   non-zero and the cursor is NOT advanced (the 2026-09-26 amendment).
 - The cursor moves only after the manifest landed and only for a successful run (I3).
@@ -52,6 +56,7 @@ from rivet_core.manifest.column_checksums import run_level
 from rivet_core.manifest.model import normalize_strategy
 from rivet_core.notify import RunNotice, send_notifications
 from rivet_core.pipeline.facade.run_store import Progression, RunStore
+from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.gc import apply_retention
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import UnitPlan
@@ -133,6 +138,7 @@ def build_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Ma
         row_count=summary.committed_rows(), part_count=len(summary.manifest_parts),
         parts=list(summary.manifest_parts), dagster_run_id=summary.dagster_run_id,
         row_hash=row_hash_contract(plan), column_checksums=checks, checksum_render=render,
+        table=summary.table_commit,
     )
 
 
@@ -161,6 +167,30 @@ def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination, supe
                          message="failed-run manifest copy not written: {reason}"):
             manifest = build_manifest(plan, summary, dest)
             dest.write_bytes(serialize_manifest(manifest), run_manifest_key(summary.run_id))
+
+
+def _commit_table(plan: UnitPlan, summary: RunSummary, dest: Destination) -> None:
+    """The table commit of a `table_format:` export (rivet_core/tableformat/commit.py): after
+    every part is recorded, before the manifest. A failure fails the run (no manifest, no
+    cursor); a skipped or failed run commits nothing."""
+    if plan.export.table_format is None or summary.status != "success" or not summary.manifest_parts:
+        return
+    from rivet_core.tableformat import commit_table
+
+    try:
+        commit = commit_table(plan, summary, dest)
+    except Exception as exc:  # noqa: BLE001 - becomes the run's failure, before the manifest
+        summary.status = "failed"
+        summary.error_message = redact_secrets(f"table commit failed: {exc}")
+        summary.error_class = classify_error_text(summary.error_message)
+        summary.exit_code = getattr(exc, "exit_code", 1) or 1
+        log.error("export '%s': %s — no manifest, cursor NOT advanced", summary.export_name,
+                  summary.error_message)
+        return
+    summary.table_commit = commit.to_dict()
+    summary.journal.record("TableCommitted", format=commit.format, version=commit.version,
+                           operation=commit.operation, files=commit.files, rows=commit.rows)
+    fault_point("after_table_commit")
 
 
 def _previous_manifest(plan: UnitPlan, dest: Destination) -> Manifest | None:
@@ -257,6 +287,7 @@ def finalize_run(
     export's exclusive lock, so retention may also move unlisted files out of `data/`."""
     resolve_status(summary, error)
     summary.close()
+    _commit_table(plan, summary, dest)
     _write_manifest(plan, summary, dest, supersede_previous)
     _commit_cursor(summary, state)
     if validate:

@@ -1,0 +1,277 @@
+"""The table commit: one Delta Lake commit per successful run, made inside the finalize facade.
+
+Called by `rivet_core/pipeline/facade/finalize.py` after every part is written and recorded
+(docs/invariants.md I1/I2) and before `manifest.json`; the version it returns is recorded in
+the manifest. A failure here fails the run before the manifest, so the cursor does not move.
+
+Per mode (docs/adr/0009-table-formats.md):
+
+| run | commit |
+|---|---|
+| full, chunked (every window done, I6) | the parts replace every file of the table (overwrite) |
+| incremental | the parts are appended |
+| incremental + `merge_on` | the parts are merged on the key (delta-rs MERGE; an updated row replaces its old version) |
+| a time partition (`<col>=<key>/`) | the partition's previous files are removed and its parts added, in one commit |
+| time_window (days_window) | rows at or after the cutoff are replaced by the parts' rows (a predicate overwrite) |
+
+Parts are referenced where they are (`data/…` under the table root), not copied, so the
+table's files are the manifest's parts — except for MERGE and the predicate overwrite,
+where delta-rs rewrites rows into files of its own.
+
+A crash after this commit and before the manifest (fault point `after_table_commit`)
+leaves a commit no manifest names. Every mode but append is idempotent, so the re-run's
+commit makes the same table; an append re-run first removes, in its own commit's actions,
+the files that such orphan commits of this export added — one atomic commit, so the rows
+the re-run exports again are in the table exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+from rivet_core.destination import Destination
+from rivet_core.errors import DataIntegrityError
+from rivet_core.manifest import ManifestPart, read_manifest
+from rivet_core.pipeline.summary import RunSummary
+from rivet_core.plan import UnitPlan
+from rivet_core.tableformat.location import TableLocation, table_location
+from rivet_core.tableformat.types import delta_arrow_schema, table_type_errors
+
+#: commitInfo keys that mark a commit as made by an export's run (custom_metadata).
+RUN_KEY, EXPORT_KEY = "rivet_run_id", "rivet_export"
+
+
+class TableCommitError(DataIntegrityError):
+    """The table cannot take this run's parts (a type change, a refused type). Exit 3."""
+
+
+@dataclass(frozen=True)
+class TableCommit:
+    """What the manifest records about the commit (its `table` block)."""
+
+    format: str
+    uri: str
+    version: int
+    operation: str
+    #: Files the table's new version holds, and the rows they hold (its add actions).
+    files: int
+    rows: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": self.format, "uri": self.uri, "version": self.version,
+                "operation": self.operation, "files": self.files, "rows": self.rows}
+
+
+def commit_table(plan: UnitPlan, summary: RunSummary, dest: Destination) -> TableCommit:
+    """Commit the run's recorded parts to the export's table (module docstring). Raises on
+    any failure, having committed nothing."""
+    fmt = plan.export.table_format
+    if fmt != "delta":
+        raise TableCommitError(f"export '{plan.export.name}': table_format '{fmt}' is not supported")
+    return DeltaCommitter(plan, summary, dest).commit()
+
+
+def operation_for(plan: UnitPlan) -> str:
+    """The commit's kind for this run (module docstring table)."""
+    export = plan.export
+    if plan.window is not None:
+        return "replace_partition"
+    if export.mode == "incremental" or (export.mode == "chunked" and export.keyset_incremental):
+        return "merge" if export.merge_on else "append"
+    if export.mode == "time_window":
+        return "replace_where"
+    return "overwrite"
+
+
+def part_filesystem(loc: TableLocation) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow filesystem over the table root and the root's path in it (reads footers and,
+    for MERGE / predicate overwrites, the parts' rows)."""
+    if loc.uri.startswith("s3://"):
+        o = loc.storage_options
+        endpoint = o.get("AWS_ENDPOINT_URL", "")
+        fs = pafs.S3FileSystem(
+            access_key=o.get("AWS_ACCESS_KEY_ID"), secret_key=o.get("AWS_SECRET_ACCESS_KEY"),
+            session_token=o.get("AWS_SESSION_TOKEN"), region=o.get("AWS_REGION"),
+            endpoint_override=endpoint.split("://", 1)[-1] or None,
+            scheme="http" if endpoint.startswith("http://") else "https")
+        return fs, loc.uri[len("s3://"):]
+    return pafs.LocalFileSystem(), loc.uri
+
+
+class DeltaCommitter:
+    """One run's Delta commit (see the module docstring)."""
+
+    def __init__(self, plan: UnitPlan, summary: RunSummary, dest: Destination) -> None:
+        self.plan, self.summary, self.dest = plan, summary, dest
+        self.export = plan.export
+        self.loc = table_location(plan, dest)
+        self.fs, self.root = part_filesystem(self.loc)
+        self.operation = operation_for(plan)
+        self.metadata = {RUN_KEY: summary.run_id, EXPORT_KEY: self.export.name}
+
+    # ------------------------------------------------------------------ inputs
+    @property
+    def parts(self) -> list[ManifestPart]:
+        return [p for p in self.summary.manifest_parts if p.status == "committed"]
+
+    def table_path(self, part: ManifestPart) -> str:
+        return self.loc.sub_prefix + part.path
+
+    def part_schema(self) -> pa.Schema:
+        first = self.parts[0]
+        schema = pq.read_schema(f"{self.root}/{self.table_path(first)}", filesystem=self.fs)
+        problems = table_type_errors(schema, "delta")
+        if problems:  # the schema gate refuses these before any part; a backstop
+            raise TableCommitError(f"export '{self.export.name}': the Delta table cannot hold "
+                                   + "; ".join(problems))
+        return delta_arrow_schema(schema)
+
+    def _add(self, part: ManifestPart) -> Any:
+        from deltalake.transaction import AddAction
+
+        return AddAction(self.table_path(part), part.size_bytes, {}, int(time.time() * 1000), True,
+                         json.dumps({"numRecords": part.rows}))
+
+    def _properties(self) -> Any:
+        from deltalake import CommitProperties
+
+        return CommitProperties(custom_metadata=self.metadata)
+
+    # ------------------------------------------------------------------ commit
+    def commit(self) -> TableCommit:
+        from deltalake import DeltaTable
+        from deltalake.transaction import create_table_with_add_actions
+
+        from rivet_core.tableformat.delta_schema import deltalake_schema, evolve_schema
+
+        schema = self.part_schema()
+        opts = self.loc.storage_options
+        if not DeltaTable.is_deltatable(self.loc.uri, storage_options=opts):
+            # First run: the table is created from the parts, whatever the mode.
+            create_table_with_add_actions(
+                self.loc.uri, deltalake_schema(schema), [self._add(p) for p in self.parts], mode="error",
+                name=self.export.name, storage_options=opts, commit_properties=self._properties())
+            return self._result(DeltaTable(self.loc.uri, storage_options=opts), "create")
+        table = DeltaTable(self.loc.uri, storage_options=opts)
+        evolve_schema(table, schema, self.export.name, self._properties())
+        table = DeltaTable(self.loc.uri, storage_options=opts)
+        if self.operation == "overwrite":
+            table.create_write_transaction([self._add(p) for p in self.parts], mode="overwrite",
+                                           schema=table.schema(), commit_properties=self._properties())
+        elif self.operation == "append":
+            actions = [*self._orphan_removals(table), *(self._add(p) for p in self.parts)]
+            table.create_write_transaction(actions, mode="append", schema=table.schema(),
+                                           commit_properties=self._properties())
+        elif self.operation == "replace_partition":
+            actions = [*self._removals(table, lambda path: path.startswith(self.loc.sub_prefix)),
+                       *(self._add(p) for p in self.parts)]
+            table.create_write_transaction(actions, mode="append", schema=table.schema(),
+                                           commit_properties=self._properties())
+        elif self.operation == "merge":
+            self._merge(table)
+        else:
+            self._replace_where(table)
+        return self._result(DeltaTable(self.loc.uri, storage_options=opts), self.operation)
+
+    def _result(self, table: Any, operation: str) -> TableCommit:
+        adds = pa.table(table.get_add_actions(flatten=True))
+        rows = sum(int(n or 0) for n in adds.column("num_records").to_pylist()) if adds.num_rows else 0
+        return TableCommit(format="delta", uri=self.loc.uri, version=int(table.version()),
+                           operation=operation, files=adds.num_rows, rows=rows)
+
+    # ------------------------------------------------------------------ removals
+    def _removals(self, table: Any, keep_out: Any) -> list[Any]:
+        from deltalake.transaction import RemoveAction
+
+        now = int(time.time() * 1000)
+        adds = pa.table(table.get_add_actions(flatten=True))
+        return [RemoveAction(path, True, now, size)
+                for path, size in zip(adds.column("path").to_pylist(), adds.column("size_bytes").to_pylist(),
+                                      strict=True) if keep_out(path)]
+
+    def _orphan_removals(self, table: Any) -> list[Any]:
+        """Files added by this export's commits that no manifest names (a run that crashed
+        between its table commit and its manifest), still in the table."""
+        published = self._published_version()
+        orphans: set[str] = set()
+        for entry in table.history():
+            version = int(entry.get("version", -1))
+            if version <= published or entry.get(EXPORT_KEY) != self.export.name:
+                continue
+            orphans |= self._added_by(version)
+        if not orphans:
+            return []
+        self.summary.add_warning(
+            f"table commit: {len(orphans)} file(s) appended by a run whose manifest never landed "
+            "are removed from the table in this commit (their rows are exported again by this run)")
+        self.summary.journal.record("Warning", context="table_commit",
+                                    message=f"orphan table files removed: {sorted(orphans)}")
+        return self._removals(table, lambda path: path in orphans)
+
+    def _added_by(self, version: int) -> set[str]:
+        from deltalake import DeltaTable
+
+        def files(v: int) -> set[str]:
+            if v < 0:
+                return set()
+            t = DeltaTable(self.loc.uri, version=v, storage_options=self.loc.storage_options)
+            return set(pa.table(t.get_add_actions(flatten=True)).column("path").to_pylist())
+
+        return files(version) - files(version - 1)
+
+    def _published_version(self) -> int:
+        """The table version the prefix's last success manifest records (-1: none)."""
+        found = read_manifest(self.dest)
+        if found is None or found[0].table is None:
+            return -1
+        return int(found[0].table.get("version", -1))
+
+    # ------------------------------------------------------------------ rewrites
+    def _reader(self, schema: pa.Schema) -> pa.RecordBatchReader:
+        paths = [f"{self.root}/{self.table_path(p)}" for p in self.parts]
+        dataset = pads.dataset(paths, filesystem=self.fs, format="parquet")
+        return dataset.scanner(columns=schema.names).to_reader()
+
+    def _merge(self, table: Any) -> None:
+        keys = list(self.export.merge_on or [])
+        predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
+        source = _arrow_schema(table)
+        (table.merge(self._reader(source), predicate=predicate, source_alias="s", target_alias="t",
+                     commit_properties=self._properties())
+         .when_matched_update_all().when_not_matched_insert_all().execute())
+
+    def _replace_where(self, table: Any) -> None:
+        from deltalake import write_deltalake
+
+        start = self.plan.time_window_start
+        assert start is not None and self.export.time_column
+        column = self.export.time_column
+        bound = (str(int(start.timestamp())) if (self.export.time_column_type or "timestamp") == "unix"
+                 else _timestamp_literal(start, _arrow_schema(table).field(column).type))
+        write_deltalake(table, self._reader(_arrow_schema(table)), mode="overwrite",
+                        predicate=f"{_quote(column)} >= {bound}", commit_properties=self._properties())
+
+
+def _arrow_schema(table: Any) -> pa.Schema:
+    return pa.schema(table.schema().to_arrow())
+
+
+def _quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _timestamp_literal(start: datetime, column_type: pa.DataType) -> str:
+    if pa.types.is_date(column_type):
+        return f"'{start.date().isoformat()}'"
+    if pa.types.is_timestamp(column_type) and column_type.tz is None:
+        return f"'{start.replace(tzinfo=None).isoformat(sep=' ')}'"
+    return f"'{start.isoformat()}'"

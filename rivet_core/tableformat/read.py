@@ -1,0 +1,36 @@
+"""Read an export's Delta table back (the Dagster IO manager's `load_input`, examples).
+
+The current version, or — for a time partition — the current version's files under the
+partition's `<col>=<key>/`: the rows a reader of the table sees for that window.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.dataset as pads
+
+from rivet_core.destination import Destination
+
+
+def read_delta(dest: Destination, sub_prefix: str = "") -> tuple[pa.Table, int] | None:
+    """(rows, table version) of the table whose root is `dest`'s prefix minus `sub_prefix`;
+    None when there is no table yet."""
+    from deltalake import DeltaTable
+
+    from rivet_core.tableformat.commit import part_filesystem
+    from rivet_core.tableformat.location import location_of
+
+    loc = location_of(dest, sub_prefix)
+    if not DeltaTable.is_deltatable(loc.uri, storage_options=loc.storage_options):
+        return None
+    table = DeltaTable(loc.uri, storage_options=loc.storage_options)
+    version = int(table.version())
+    if not sub_prefix:
+        return table.to_pyarrow_table(), version
+    schema = pa.schema(table.schema().to_arrow())
+    paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
+    fs, root = part_filesystem(loc)
+    mine = [f"{root}/{p}" for p in paths if p.startswith(sub_prefix)]
+    if not mine:
+        return schema.empty_table(), version
+    return pads.dataset(mine, schema=schema, filesystem=fs, format="parquet").to_table(), version
