@@ -38,8 +38,8 @@ from rivet_core.progress import ProgressTracker
 from rivet_core.redact import redact_secrets
 from rivet_core.source import backoff_ms, classify_error
 from rivet_core.state import ExportLockHandle, StateStore
-from rivet_core.tableformat.types import refuse_unholdable
 from rivet_core.state.writable import assert_writable
+from rivet_core.tableformat.types import refuse_unholdable
 
 log = logging.getLogger("rivet.run")
 
