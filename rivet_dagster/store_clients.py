@@ -105,10 +105,8 @@ def _client(kind: str, resource: Any, stack: ExitStack) -> Any | None:
     if _is_client(kind, resource):
         return resource
     if kind == "azure":
-        try:
-            service = getattr(resource, "blob_client", None)  # ADLS2Resource
-        except Exception:  # noqa: BLE001 - a property that cannot build its client offers none
-            service = None
+        # ADLS2Resource; a property that cannot build its client raises its own error
+        service = getattr(resource, "blob_client", None)
         if _is_client(kind, service):
             return service
     get_client = getattr(resource, "get_client", None)
