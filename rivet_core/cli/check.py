@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rivet_core.cli_guard import lazy_guard
+from rivet_core.cli.shared import guard, parse_params
 
-if TYPE_CHECKING:  # cli.py imports this module to register `check`: keep pyarrow/pydantic out
+if TYPE_CHECKING:  # cli/app.py imports this module to register `check`: keep pyarrow/pydantic out
     from rivet_core.introspect.diagnose import ExportDiagnosis
 
 
@@ -61,14 +61,13 @@ def _print(diags: list[ExportDiagnosis], type_report: bool) -> None:
 @click.option("--type-report", is_flag=True, help="Per column: source type → Arrow type → fidelity.")
 @click.option("--strict", is_flag=True, help="Exit 1 when any column is lossy or unsupported.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON document on stdout.")
-@lazy_guard
+@guard
 def check(config_path: str, export_names: tuple[str, ...], params: tuple[str, ...],
           type_report: bool, strict: bool, as_json: bool) -> int:
     """Diagnose exports: strategy, size, index use (EXPLAIN), verdict, type fidelity."""
-    from rivet_core.cli import _params
     from rivet_core.introspect.fidelity import LOSSY, UNSUPPORTED  # heavy (pyarrow): only when run
 
-    diags = run_checks(config_path, export_names, _params(params))
+    diags = run_checks(config_path, export_names, parse_params(params))
     problems = [(d.export_name, c) for d in diags for c in d.columns if c.fidelity in (LOSSY, UNSUPPORTED)]
     strict_failed = strict and bool(problems)
     if as_json:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from rivet_core.cli_guard import lazy_guard
+from rivet_core.cli.shared import guard, load
 from rivet_core.errors import ConfigError
 
 
@@ -24,14 +24,13 @@ from rivet_core.errors import ConfigError
 @click.option("-p", "--param", "params", multiple=True, metavar="K=V", help="Value for ${K} in the config.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the JSON plan here (default: print it on stdout).")
-@lazy_guard
+@guard
 def plan(config_path: str, export_names: tuple[str, ...], params: tuple[str, ...],
          output: str | None) -> int:
     """Plan exports without writing data: strategy, windows, cursor, estimate, diagnostics."""
-    from rivet_core.cli import _load
     from rivet_core.planfile import build_plan, write_plan
 
-    config = _load(config_path, params)
+    config = load(config_path, params)
     doc = build_plan(config, list(export_names) or None)
     if output is None:
         click.echo(json.dumps(doc, indent=2))
@@ -55,15 +54,15 @@ def plan(config_path: str, export_names: tuple[str, ...], params: tuple[str, ...
               help="The same -p values the plan was made with.")
 @click.option("--validate", is_flag=True, help="Verify each destination after its run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every run summary.")
-@lazy_guard
+@guard
 def apply(plan_file: str, force: bool, max_age: str, params: tuple[str, ...], validate: bool,
           as_json: bool) -> int:
     """Run a plan made by `rivet plan`, refusing it when stale (age, config, cursor, windows)."""
-    from rivet_core.cli import _load, main
+    from rivet_core.cli.app import main
     from rivet_core.planfile import parse_duration, read_plan, staleness
 
     doc = read_plan(Path(plan_file))
-    config = _load(doc["config_path"], params)
+    config = load(doc["config_path"], params)
     problems = staleness(doc, config, max_age=parse_duration(max_age))
     if problems and not force:
         reasons = "; ".join(p.reason for p in problems)

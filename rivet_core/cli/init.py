@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from rivet_core.cli_guard import lazy_guard
+from rivet_core.cli.shared import guard
 from rivet_core.introspect.heuristics import SMALL_TABLE_ROWS
 
 
@@ -31,7 +31,7 @@ from rivet_core.introspect.heuristics import SMALL_TABLE_ROWS
 @click.option("--small-rows", default=SMALL_TABLE_ROWS, show_default=True, type=click.IntRange(min=0),
               help="Tables with at most this many rows are exported in full.")
 @click.option("--chunk-size", type=click.IntRange(min=1), help="chunk_size for chunked exports (default: by table size).")
-@lazy_guard
+@guard
 def init(source_env: str, table: str | None, schema: str | None, include: tuple[str, ...],
          exclude: tuple[str, ...], output: str, force: bool, fmt: str, output_dir: str,
          s3_bucket: str | None, s3_prefix: str, s3_region: str | None, s3_endpoint: str | None,

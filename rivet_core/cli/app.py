@@ -17,13 +17,18 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import click
 
 from rivet_core import __version__
-from rivet_core.errors import RivetError, exit_code_for
+from rivet_core.cli.shared import config_option as _config_opt
+from rivet_core.cli.shared import guard as _guard
+from rivet_core.cli.shared import load as _load
+from rivet_core.cli.shared import open_store as _store
+from rivet_core.cli.shared import param_option as _param_opt
+from rivet_core.cli.shared import worst_exit
+from rivet_core.errors import RivetError
 from rivet_core.redact import redact_secrets
 
 log = logging.getLogger("rivet")
@@ -43,56 +48,6 @@ def _setup_logging(verbose: int) -> None:
     root.setLevel(getattr(logging, level, logging.WARNING))
 
 
-def _params(pairs: tuple[str, ...]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        if "=" not in pair:
-            raise RivetError(f"--param '{pair}' must look like KEY=VALUE")
-        k, v = pair.split("=", 1)
-        out[k.strip()] = v
-    return out
-
-
-def _fail(exc: BaseException, json_errors: bool) -> None:
-    code = exit_code_for(exc)  # the one exit-code table (errors.py)
-    message = redact_secrets(exc.message if isinstance(exc, RivetError) else f"{type(exc).__name__}: {exc}")
-    message = "".join(ch for ch in message if ch in "\n\t" or ch.isprintable())
-    if json_errors:
-        payload: dict[str, Any] = {"error": message, "exit_class": code}
-        if isinstance(exc, RivetError) and exc.code:
-            payload["code"] = exc.code
-        click.echo(json.dumps(payload), err=True)
-    else:
-        click.echo(f"Error: {message}", err=True)
-    sys.exit(code)
-
-
-def _guard(fn: Callable[..., int | None]) -> Callable[..., None]:
-    """Run a command body; turn errors into one redacted line and the right exit code."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> None:
-        ctx = click.get_current_context()
-        json_errors = bool(ctx.find_root().params.get("json_errors"))
-        try:
-            code = fn(*args, **kwargs) or 0
-        except click.exceptions.Exit:
-            raise
-        except KeyboardInterrupt:
-            click.echo("Error: interrupted", err=True)
-            sys.exit(130)
-        except BrokenPipeError:  # `rivet … | head`: the reader left; not an error
-            sys.stderr.close()
-            sys.exit(0)
-        except Exception as exc:  # error boundary: the CLI's one — an error becomes its message and exit code
-            log.debug("command failed", exc_info=True)
-            _fail(exc, json_errors)
-        sys.exit(code)
-
-    wrapper.__name__ = fn.__name__
-    wrapper.__doc__ = fn.__doc__
-    return wrapper
-
-
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rivet")
 @click.option("--json-errors", is_flag=True, help="Print errors as JSON on stderr.")
@@ -105,27 +60,7 @@ def main(json_errors: bool, verbose: int) -> None:
     _setup_logging(verbose)
 
 
-_config_opt = click.option("-c", "--config", "config_path", required=True, type=click.Path(dir_okay=False),
-                           help="Path to rivet.yaml.")
-_param_opt = click.option("-p", "--param", "params", multiple=True, metavar="K=V",
-                          help="Value for ${K} in the config (repeatable).")
-
-
-def _load(config_path: str, params: tuple[str, ...] = ()):  # noqa: ANN202
-    from rivet_core.config import load_config
-
-    return load_config(config_path, _params(params))
-
-
 # ---------------------------------------------------------------------------------- run
-EXIT_PRECEDENCE = {3: 5, 4: 4, 2: 3, 1: 2, 0: 0}
-
-
-def worst_exit(codes: list[int]) -> int:
-    """Most severe exit class across exports: 3 > 4 > 2 > 1 > 0 (docs/rivet-compat.md "CLI output and exit codes")."""
-    return max(codes, key=lambda c: EXIT_PRECEDENCE.get(c, 1), default=0)
-
-
 def _summary_lines(s: Any) -> list[str]:
     lines = [f"export {s.export_name}: {s.status.upper()}", f"  run_id:   {s.run_id}",
              f"  rows:     {s.total_rows}", f"  files:    {s.files_committed} ({s.bytes_written} bytes)",
@@ -450,12 +385,6 @@ def state() -> None:
     """Inspect or reset the state store."""
 
 
-def _store(config_path: str):  # noqa: ANN202
-    from rivet_core.state import StateStore
-
-    return StateStore.open(_load(config_path).config_path)
-
-
 @state.command("show")
 @_config_opt
 @click.option("--json", "as_json", is_flag=True)
@@ -634,26 +563,12 @@ def journal(config_path: str, export_name: str, last: int, run_id: str | None) -
     return 0
 
 
-# ------------------------------------------------- init / check / plan / apply (own modules)
-from rivet_core import cli_check, cli_init, cli_plan  # noqa: E402 - registered after `main` exists
+# ------------------------------------- init / check / plan / apply / doctor / gc (own modules)
+from rivet_core.cli import check, doctor, gc, init, plan  # noqa: E402 - registered after `main` exists
 
-main.add_command(cli_init.init)
-main.add_command(cli_check.check)
-main.add_command(cli_plan.plan)
-main.add_command(cli_plan.apply)
-
-
-# ------------------------------------------------------------------- doctor (own module)
-from rivet_core.cli_doctor import doctor as _doctor  # noqa: E402 - registered after `main` exists
-
-main.add_command(_doctor)
-
-
-# ----------------------------------------------------------------------- gc (own module)
-from rivet_core.cli_gc import gc as _gc  # noqa: E402 - registered after `main` exists
-
-main.add_command(_gc)
-
-
-if __name__ == "__main__":
-    main()
+main.add_command(init.init)
+main.add_command(check.check)
+main.add_command(plan.plan)
+main.add_command(plan.apply)
+main.add_command(doctor.doctor)
+main.add_command(gc.gc)

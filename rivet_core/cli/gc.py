@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rivet_core.cli_guard import lazy_guard
+from rivet_core.cli.shared import guard
 
 if TYPE_CHECKING:
     from rivet_core.pipeline.gc import GcReport
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 @click.option("-p", "--param", "params", multiple=True, metavar="K=V",
               help="Value for ${K} in the config (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
-@lazy_guard
+@guard
 def gc(config_path: str, exports: tuple[str, ...], export_opts: tuple[str, ...], dry_run: bool,
        keep_runs: int | None, keep_days: float | None, grace_hours: float | None, params: tuple[str, ...],
        as_json: bool) -> int:
