@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rivet_core.cli.shared import guard, parse_params
+from rivet_core.cli.shared import config_option, guard, parse_params
 
 if TYPE_CHECKING:  # cli/app.py imports this module to register `check`: keep pyarrow/pydantic out
     from rivet_core.introspect.diagnose import ExportDiagnosis
@@ -54,8 +54,7 @@ def _print(diags: list[ExportDiagnosis], type_report: bool) -> None:
 
 
 @click.command("check")
-@click.option("-c", "--config", "config_path", required=True, type=click.Path(dir_okay=False),
-              help="Path to rivet.yaml.")
+@config_option
 @click.option("-e", "--export", "export_names", multiple=True, help="Export(s) to check (default: all).")
 @click.option("-p", "--param", "params", multiple=True, metavar="K=V", help="Value for ${K} in the config.")
 @click.option("--type-report", is_flag=True, help="Per column: source type → Arrow type → fidelity.")

@@ -3,13 +3,13 @@
 Prints one `[OK] …` or `[FAIL] … — fix: …` line per check and a closing verdict on stdout
 (`--json`: one document `{ok, exit_code, checks: [{name, ok, detail, fix, transient}]}`).
 
-Exit codes (the conventions of cli.py / docs/operations.md "Exit codes"): 0 every check passed; 2 every
+Exit codes (the conventions of cli/__init__.py / docs/operations.md "Exit codes"): 0 every check passed; 2 every
 failed check is transient (cannot connect, timed out — worth retrying later); 1 otherwise
 (wrong password, read-only directory, broken config, …). No credentials are ever printed:
 every line passes through `redact_secrets`.
 
-Kept out of cli.py (only registered there) and free of imports from it, so it can be
-imported while `python -m rivet_core.cli` runs as `__main__`.
+Not behind the shared error boundary (cli/shared.py `guard`): a doctor failure is itself a
+check line, so even an internal error prints in the same shape.
 """
 
 from __future__ import annotations

@@ -18,15 +18,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from rivet_core.cli.shared import guard
+from rivet_core.cli.shared import config_option, guard, load, param_option
 
 if TYPE_CHECKING:
     from rivet_core.pipeline.gc import GcReport
 
 
 @click.command("gc")
-@click.option("-c", "--config", "config_path", required=True, type=click.Path(dir_okay=False),
-              help="Path to rivet.yaml.")
+@config_option
 @click.argument("exports", nargs=-1)
 @click.option("-e", "--export", "export_opts", multiple=True, help="Export to clean (repeatable; also positional).")
 @click.option("--dry-run", is_flag=True, help="Print the steps; change nothing.")
@@ -35,25 +34,17 @@ if TYPE_CHECKING:
               help="Keep the runs of the last D days (replaces the config's rules).")
 @click.option("--grace-hours", type=click.FloatRange(min=0),
               help="Delete what spent this long in quarantine (default: the config's, else 24).")
-@click.option("-p", "--param", "params", multiple=True, metavar="K=V",
-              help="Value for ${K} in the config (repeatable).")
+@param_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
 @guard
 def gc(config_path: str, exports: tuple[str, ...], export_opts: tuple[str, ...], dry_run: bool,
        keep_runs: int | None, keep_days: float | None, grace_hours: float | None, params: tuple[str, ...],
        as_json: bool) -> int:
     """Move superseded files to _quarantine/gc/ and delete what outlived its grace period."""
-    from rivet_core.config import load_config
     from rivet_core.errors import ConfigError
     from rivet_core.pipeline.gc import policy_for, run_gc
 
-    pairs = {}
-    for pair in params:
-        if "=" not in pair:
-            raise ConfigError(f"--param '{pair}' must look like KEY=VALUE")
-        key, value = pair.split("=", 1)
-        pairs[key.strip()] = value
-    config = load_config(config_path, pairs)
+    config = load(config_path, params)
     named = list(dict.fromkeys([*exports, *export_opts]))
     selected = config.select(named or None)
     rules = {"keep_runs": keep_runs, "keep_days": keep_days, "grace_hours": grace_hours}

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import click
 
-from rivet_core.cli.shared import guard, load
+from rivet_core.cli.run import run
+from rivet_core.cli.shared import config_option, guard, load
 from rivet_core.errors import ConfigError
 
 
 @click.command("plan")
-@click.option("-c", "--config", "config_path", required=True, type=click.Path(dir_okay=False),
-              help="Path to rivet.yaml.")
+@config_option
 @click.option("-e", "--export", "export_names", multiple=True, help="Export(s) to plan (default: all).")
 @click.option("-p", "--param", "params", multiple=True, metavar="K=V", help="Value for ${K} in the config.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
@@ -58,7 +58,6 @@ def plan(config_path: str, export_names: tuple[str, ...], params: tuple[str, ...
 def apply(plan_file: str, force: bool, max_age: str, params: tuple[str, ...], validate: bool,
           as_json: bool) -> int:
     """Run a plan made by `rivet plan`, refusing it when stale (age, config, cursor, windows)."""
-    from rivet_core.cli.app import main
     from rivet_core.planfile import parse_duration, read_plan, staleness
 
     doc = read_plan(Path(plan_file))
@@ -73,5 +72,5 @@ def apply(plan_file: str, force: bool, max_age: str, params: tuple[str, ...], va
     names = tuple(e["export_name"] for e in doc["exports"])
     click.echo(f"applying plan {doc.get('plan_id', '?')}: {', '.join(names)}", err=True)
     ctx = click.get_current_context()
-    return ctx.invoke(main.commands["run"], config_path=doc["config_path"], export_names=names,
+    return ctx.invoke(run, config_path=doc["config_path"], export_names=names,
                       validate=validate, params=params, as_json=as_json)

@@ -1,0 +1,97 @@
+"""`rivet reconcile` (per-chunk source counts against what each chunk exported) and
+`rivet repair` (re-export the chunks reconcile found wrong; a dry run unless --execute).
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from rivet_core.cli.shared import config_option, guard, load, param_option
+
+
+def _print_reconcile(report_dict: dict, fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps(report_dict, indent=2, default=str))
+        return
+    s = report_dict["summary"]
+    click.echo(f"{report_dict['export_name']} (run {report_dict['run_id']}): {s['matches']} match, "
+               f"{s['mismatches']} mismatch, {s['unknown']} unknown — source {s['total_source_rows']} rows, "
+               f"exported {s['total_exported_rows']}")
+    for p in report_dict["partitions"]:
+        if p["status"] != "match":
+            click.echo(f"  {p['status'].upper():9} {p['identifier']}: {p.get('note', '')}")
+
+
+@click.command()
+@config_option
+@click.option("-e", "--export", "export_name", required=True)
+@click.option("--format", "fmt", type=click.Choice(["pretty", "json"]), default="pretty")
+@param_option
+@guard
+def reconcile(config_path: str, export_name: str, fmt: str, params: tuple[str, ...]) -> int:
+    """Compare per-chunk source COUNT(*) with the rows each chunk exported (exit 3 on mismatch)."""
+    from rivet_core.pipeline.reconcile import reconcile_export
+
+    config = load(config_path, params)
+    report = reconcile_export(config, config.export(export_name))
+    _print_reconcile(report.to_dict(), fmt)
+    if report.counts()["unknown"]:
+        click.echo("warning: some chunks could not be verified (unknown)", err=True)
+    return report.exit_code()
+
+
+@click.command()
+@config_option
+@click.option("-e", "--export", "export_name", required=True)
+@click.option("--execute", is_flag=True, help="Re-export the mismatched chunks (default: dry run).")
+@click.option("--format", "fmt", type=click.Choice(["pretty", "json"]), default="pretty")
+@param_option
+@guard
+def repair(config_path: str, export_name: str, execute: bool, fmt: str, params: tuple[str, ...]) -> int:
+    """Plan (dry run) or execute the re-export of chunks that reconcile found wrong. Never deletes."""
+    from rivet_core.pipeline.reconcile import execute_repair, reconcile_export
+
+    config = load(config_path, params)
+    export = config.export(export_name)
+    report = reconcile_export(config, export)
+    actions = [c for c in report.checks if c.status != "match"]
+    plan = {"export_name": export_name, "reconcile_run_id": report.run_id, "strategy": report.strategy,
+            "actions": [{"chunk_index": c.chunk_index, "start_key": c.start_key, "end_key": c.end_key,
+                         "reason": c.note or c.status} for c in actions]}
+    if not execute:
+        if fmt == "json":
+            click.echo(json.dumps({"plan": plan, "executed": False}, indent=2))
+        else:
+            click.echo(f"repair plan for {export_name}: {len(actions)} chunk(s) to re-export (dry run; "
+                       "add --execute)")
+            for a in plan["actions"]:
+                click.echo(f"  chunk {a['chunk_index']} [{a['start_key']}..{a['end_key']}]: {a['reason']}")
+        return 0
+    outcome = execute_repair(config, export, report)
+    results, s = outcome.results, outcome.summary
+    failed = [r for r in results if r.status == "failed"]
+    executed = [r for r in results if r.status == "executed"]
+    payload = {"plan": plan, "results": [r.__dict__ for r in results],
+               "summary": {"planned": len(actions), "executed": len(executed),
+                           "skipped": len(results) - len(executed) - len(failed),
+                           "failed": len(failed), "rows_written": sum(r.rows_written or 0 for r in results)},
+               "repair": None if s is None else {
+                   "run_id": s.run_id, "status": s.status, "manifest_rewritten": s.manifest_written,
+                   "error_message": s.error_message, "report": s.report_path, "warnings": s.warnings}}
+    if fmt == "json":
+        click.echo(json.dumps(payload, indent=2, default=str))
+    else:
+        rewritten = "manifest rewritten" if s is not None and s.manifest_written else "manifest unchanged"
+        click.echo(f"repaired {payload['summary']['executed']} of {len(actions)} chunk(s) "
+                   f"({payload['summary']['rows_written']} rows); {rewritten}")
+        for r in results:
+            if r.status != "executed":
+                click.echo(f"  {r.status.upper()} chunk {r.chunk_index}: {r.detail}")
+        if s is not None:
+            if s.error_message:
+                click.echo(f"error: {s.error_message}", err=True)
+            if s.report_path:
+                click.echo(f"report: {s.report_path}")
+    return outcome.exit_code

@@ -1,0 +1,126 @@
+"""`rivet validate`: verify each export's destination against its manifest and _SUCCESS.
+
+`validate --format json` prints `{exports: [{export_name, resolved_prefix, verification}],
+warnings: [{export_name, warning}], errors: []}` (docs/rivet-compat.md "CLI output and exit
+codes"); a hard error aborts the command with the one `Error:` line, so `errors` is always
+empty here.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from rivet_core.cli.shared import config_option, guard, load, param_option, worst_exit
+from rivet_core.errors import RivetError
+
+
+def _with_run_id(export: Any, run_id: str | None) -> Any:
+    """`{run_id}` in the destination path/prefix is kept verbatim by runs; `validate --run-id`
+    renders it (docs/rivet-compat.md "File names and run ids") with the run token (`[A-Za-z0-9._-]`, as run copies name it)."""
+    from rivet_core.manifest import run_token
+
+    dest = export.destination
+    update = {f: getattr(dest, f).replace("{run_id}", run_token(run_id)) for f in ("path", "prefix")
+              if run_id and getattr(dest, f) and "{run_id}" in getattr(dest, f)}
+    return export.model_copy(update={"destination": dest.model_copy(update=update)}) if update else export
+
+
+def _validate_target(on_date: str | None, sub_prefix: str | None) -> tuple[Any, str]:
+    """`--date` as a UTC datetime (None when absent) and `--prefix` as a clean relative
+    sub-prefix ending in '/' ('' when absent); bad values are usage errors."""
+    from datetime import UTC, datetime
+
+    when = None
+    if on_date:
+        try:
+            when = datetime.strptime(on_date, "%Y-%m-%d").replace(tzinfo=UTC)
+        except ValueError:
+            raise RivetError(f"--date '{on_date}' must look like YYYY-MM-DD") from None
+    sub = (sub_prefix or "").strip()
+    if sub:
+        parts = [p for p in sub.split("/") if p]
+        if sub.startswith("/") or "\\" in sub or any(p in (".", "..") for p in parts) or not parts:
+            raise RivetError(f"--prefix '{sub_prefix}' must be a relative sub-prefix of the export's "
+                             "destination (no leading '/', no '..')")
+        sub = "/".join(parts) + "/"
+    return when, sub
+
+
+@click.command()
+@config_option
+@click.option("-e", "--export", "export_names", multiple=True)
+@click.option("--format", "fmt", type=click.Choice(["pretty", "json"]), default="pretty")
+@click.option("--depth", type=click.Choice(["light", "sample", "full"]), default="full")
+@click.option("--run-id", "run_id", help="Verify that run's manifest-<run_id>.json copy instead of manifest.json.")
+@click.option("--date", "on_date", metavar="YYYY-MM-DD",
+              help="The destination as of that day: a time-window export's partition <time_column>=<date>/, "
+              "and {date} in the destination path.")
+@click.option("--prefix", "sub_prefix", help="Verify this sub-prefix of the export's destination (a manifest "
+              "must be there).")
+@param_option
+@guard
+def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: str,
+             params: tuple[str, ...], run_id: str | None = None, on_date: str | None = None,
+             sub_prefix: str | None = None) -> int:
+    """Verify each export's destination against its manifest and _SUCCESS (no source queries)."""
+    # From plan.py, not api.py: the api module imports the whole engine (state, pipeline).
+    from rivet_core.manifest import verify_at_destination
+    from rivet_core.plan import export_destination, partition_prefixes
+
+    config = load(config_path, params)
+    when, pinned_sub = _validate_target(on_date, sub_prefix)
+    results, warnings, codes = [], [], []
+    for export in config.select(list(export_names) or None):
+        export = _with_run_id(export, run_id)
+        dest = export_destination(config, export, create=False, now=when)  # validate has no side effects
+        if not dest.supports_manifest:
+            warnings.append({"export_name": export.name, "warning": "stdout destination has no manifest"})
+            continue
+        if run_id or when or pinned_sub:  # a pinned target: that run copy / day / sub-prefix only
+            sub = pinned_sub or (f"{export.time_column}={on_date}/"
+                                 if when and export.mode == "time_window" and export.time_column else "")
+            target = export_destination(config, export, sub_prefix=sub, create=False, now=when)
+            verdict = verify_at_destination(target, depth=depth, export_name=export.name, run_id=run_id,
+                                            require_manifest=bool(sub))
+            codes.append(verdict.exit_code())
+            label = export.name + (f" [{sub.rstrip('/')}]" if sub else "") + (f" run {run_id}" if run_id else "")
+            results.append({"export_name": label, "resolved_prefix": target.uri,
+                            "verification": verdict.to_dict()})
+            continue
+        # A daily-partitioned export (written by the Dagster layer) has one manifest per day;
+        # a partition_by export one per bucket under the prefix before its {partition} token.
+        if export.partition_by:
+            from rivet_core.pipeline.buckets import bucket_prefixes, bucket_targets, root_export
+
+            root = root_export(export)
+            targets = [(export_destination(config, root, sub_prefix=p, create=False), label, name)
+                       for p, label, name in bucket_targets(export, bucket_prefixes(config, export))]
+            targets = targets or [(export_destination(config, root, create=False), export.name, export.name)]
+        else:
+            prefixes = partition_prefixes(config, export) if dest.head("manifest.json") is None else []
+            targets = [(export_destination(config, export, sub_prefix=p, create=False),
+                        f"{export.name} [{p.rstrip('/')}]", export.name)
+                       for p in prefixes] or [(dest, export.name, export.name)]
+        for target, label, expected_name in targets:
+            verdict = verify_at_destination(target, depth=depth, export_name=expected_name)
+            codes.append(verdict.exit_code())
+            results.append({"export_name": label, "resolved_prefix": target.uri,
+                            "verification": verdict.to_dict()})
+    if fmt == "json":
+        click.echo(json.dumps({"exports": results, "warnings": warnings, "errors": []}, indent=2, default=str))
+    else:
+        for w in warnings:
+            click.echo(f"{w['export_name']}: SKIPPED ({w['warning']})")
+        for r in results:
+            v = r["verification"]
+            head = ("PASSED" if v["passed"] else "LEGACY (no manifest)" if v["legacy_run"] else "FAILED")
+            click.echo(f"{r['export_name']}: {head}  {r['resolved_prefix']}")
+            click.echo(f"  parts verified: {v['parts_verified']} (md5 {v['parts_md5_verified']}), "
+                       f"failed: {v['parts_failed']}, _SUCCESS consistent: {v['success_marker_consistent']}")
+            for f in v["failures"]:
+                detail = ", ".join(f"{k}={x}" for k, x in f.items() if k not in ("kind", "code"))
+                click.echo(f"  - {f['kind']}: {detail}")
+    return worst_exit(codes)
