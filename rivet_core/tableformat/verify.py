@@ -62,7 +62,7 @@ def check_table(dest: Destination, manifest: Manifest, listing: list[ObjectInfo]
             loc.uri, version=recorded, storage_options=loc.storage_options)
         files_now = _adds(current)
         files_then = _adds(at_recorded)
-    except Exception as exc:  # noqa: BLE001 - any reader failure: could not verify
+    except Exception as exc:  # error boundary: any reader failure is a finding (could not verify)
         return [("table_read_error", {"detail": f"cannot read the Delta table at {loc.uri}: "
                                                 f"{redact_secrets(exc)}"})], set()
     findings: list[Finding] = []

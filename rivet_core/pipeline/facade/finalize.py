@@ -179,7 +179,7 @@ def _commit_table(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Non
 
     try:
         commit = commit_table(plan, summary, dest)
-    except Exception as exc:  # noqa: BLE001 - becomes the run's failure, before the manifest
+    except Exception as exc:  # error boundary: becomes the run's failure, before the manifest
         summary.status = "failed"
         summary.error_message = redact_secrets(f"table commit failed: {exc}")
         summary.error_class = classify_error_text(summary.error_message)
