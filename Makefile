@@ -23,8 +23,13 @@ demo:
 bench:
 	bash benchmarks/run.sh $(ARGS)
 
+# The instance is created/migrated once, by one process, before `dagster dev` starts the
+# webserver, the daemon and the code server, which would otherwise race to create a fresh
+# SQLite instance (alembic "more than one head"; docs/dagster-guide.md).
 dev: bootstrap
-	DAGSTER_HOME=$${DAGSTER_HOME:-$$PWD/dagster_home} $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $${PORT:-3000}
+	export DAGSTER_HOME=$${DAGSTER_HOME:-$$PWD/dagster_home}; \
+	$(VENV)/bin/dagster instance migrate >/dev/null && \
+	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $${PORT:-3000}
 
 bootstrap:
 	bash scripts/bootstrap.sh

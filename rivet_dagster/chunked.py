@@ -25,10 +25,14 @@ A `mode: chunked` export becomes:
   requests a run of the `reconcile` check when published windows drifted, and requests
   `<export>_manifest` once every window is completed (run key stamped with the windows'
   attempts, so the same state is finalized once). Windows are requested in ranged runs of
-  up to `dagster.max_partitions_per_run` consecutive windows (`window_batches`): a run's
-  start-up costs seconds, a window's export often less. At most `dagster.max_runs_per_tick`
+  up to `dagster.max_partitions_per_run` consecutive windows (`window_batches`; unset, at
+  least ROWS_PER_RUN rows' worth of id windows, `windows_per_run`): a run's start-up costs
+  seconds, a window's export often less. At most `dagster.max_runs_per_tick`
   runs per tick; the rest wait in the sensor cursor's backlog, and the manifest waits for
-  the backlog. STOPPED unless `dagster.schedule_status: RUNNING`.
+  the backlog. It plans against the source once a minute, and looks at the instance every
+  few seconds: while a chunk run is being exported, it plans again as soon as that run's
+  Dagster runs have all ended (`plan_deferral`), so the manifest follows the last window by
+  seconds. STOPPED unless `dagster.schedule_status: RUNNING`.
 
 No `from __future__ import annotations` here (Dagster resolves resource annotations).
 """
@@ -36,6 +40,7 @@ No `from __future__ import annotations` here (Dagster resolves resource annotati
 import hashlib
 import json
 import re
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,9 +59,22 @@ from rivet_dagster.store_clients import required_keys, with_store_clients
 #: Windows per run in a backfill: amortizes run start-up (seconds per run) while a failed
 #: run re-exports at most this many windows; windows of one run are exported one by one.
 MAX_PARTITIONS_PER_RUN = 10
+#: Rows a planner run carries at least when `dagster.max_partitions_per_run` is not set and
+#: the windows are id ranges of `chunk_size` (`windows_per_run`): a run's start-up (a process,
+#: imports, the code location, the instance: seconds) is paid once per ~this many rows.
+ROWS_PER_RUN = 1_000_000
 #: Runs the planner requests per tick at most (`dagster.max_runs_per_tick`); the rest wait.
 MAX_RUNS_PER_TICK = 20
+#: The planner plans against the source (its grouped fingerprint query) at most this often…
 PLANNER_INTERVAL_SECONDS = 60
+#: …but its sensor looks every PLANNER_POLL_SECONDS: a cheap look at the instance (no source
+#: query, no config load). While a chunk run is being exported it plans again as soon as the
+#: last of that run's Dagster runs has ended, so the next batch or the manifest is requested
+#: seconds after the windows are done instead of up to a full interval later.
+PLANNER_POLL_SECONDS = 5
+_IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
+              dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
+_ENDED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
 #: Materialization metadata of a chunk partition: the window's source fingerprint at export
 #: (`<rows>` or `<rows>@<max change_column>`), read back by the planner.
 FINGERPRINT_METADATA = "rivet/fingerprint"
@@ -262,6 +280,44 @@ def _parse_cursor(cursor: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def windows_per_run(export: api.ExportConfig) -> int:
+    """How many consecutive windows the planner puts in one run: `dagster.max_partitions_per_run`
+    when set; unset, its default (10) or — for id windows of `chunk_size` ids, which hold at
+    most that many rows — enough windows for ROWS_PER_RUN rows, whichever is more. Small
+    windows then share a run's start-up instead of paying one each."""
+    d = export.dagster
+    if d is not None and "max_partitions_per_run" in d.model_fields_set:
+        return d.max_partitions_per_run
+    per_run = d.max_partitions_per_run if d is not None else MAX_PARTITIONS_PER_RUN
+    if export.chunk_column and not export.chunk_by_days and export.chunk_size_memory_mb is None:
+        return max(per_run, -(-ROWS_PER_RUN // max(export.chunk_size, 1)))
+    return per_run
+
+
+def plan_deferral(instance: dg.DagsterInstance, cursor: dict[str, Any], now: float) -> str | None:
+    """Why this evaluation need not plan against the source (a skip reason), or None to plan.
+
+    Plans when there was no plan yet, when PLANNER_INTERVAL_SECONDS passed since the last
+    (`planned_at` in the cursor), or — while a chunk run is in progress — when a Dagster run
+    of it (tag `rivet/chunk_run`) ended since the last plan and none is queued or running:
+    its windows are committed, so the next batch, the reconcile or the manifest can be
+    requested now. A failed run ends once: it triggers one plan, not a plan per poll."""
+    planned = cursor.get("planned_at")
+    if not isinstance(planned, int | float) or now - planned >= PLANNER_INTERVAL_SECONDS or now < planned:
+        return None
+    later = f"next plan against the source in {PLANNER_INTERVAL_SECONDS - (now - planned):.0f} s"
+    chunk_run = cursor.get("run")
+    if not cursor.get("in_progress") or not chunk_run:
+        return later
+    tags = {"rivet/chunk_run": chunk_run}
+    in_flight = instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT))
+    if in_flight:
+        return f"chunk run {chunk_run}: {in_flight} run(s) queued or running; {later}"
+    ended = instance.get_runs_count(dg.RunsFilter(
+        tags=tags, statuses=_ENDED, updated_after=datetime.fromtimestamp(planned, UTC)))
+    return None if ended else later
+
+
 def refresh_due(cron: str, timezone: str, last: float | None, now: datetime) -> tuple[float, bool]:
     """(the latest cron tick at `now`, whether it is a tick not handled yet). The first
     evaluation (`last` None) only records the tick: starting the planner re-exports nothing."""
@@ -287,14 +343,14 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
     dagster_cfg = export.dagster
     refresh = dagster_cfg.refresh if dagster_cfg else None
     timezone = (dagster_cfg.timezone if dagster_cfg and dagster_cfg.timezone else "UTC")
-    per_run = dagster_cfg.max_partitions_per_run if dagster_cfg else MAX_PARTITIONS_PER_RUN
+    per_run = windows_per_run(export)
     runs_per_tick = dagster_cfg.max_runs_per_tick if dagster_cfg else MAX_RUNS_PER_TICK
     if refresh and not is_valid_cron_string(refresh):
         raise api.ConfigError(f"export '{export_name}': dagster.refresh '{refresh}' is not a valid cron expression "
                               "(minute hour day-of-month month day-of-week, e.g. '0 2 * * 0')")
 
     @dg.sensor(name=derived_name(config, export, "planner"), jobs=[chunk_job, finalize_job, check_job],
-               minimum_interval_seconds=PLANNER_INTERVAL_SECONDS, default_status=_sensor_status(config, export),
+               minimum_interval_seconds=PLANNER_POLL_SECONDS, default_status=_sensor_status(config, export),
                description=f"Plans the chunk windows of `{export_name}` against the source, registers new "
                            "ones as partitions (ascending), requests ranged runs (up to "
                            f"{per_run} consecutive windows each, at most {runs_per_tick} runs per tick) for new "
@@ -303,11 +359,18 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
                            "COUNT, and MAX(change_column) when set)" + (f", re-exports every window on `{refresh}`"
                                                                          if refresh else "") +
                            ", runs the `reconcile` check when published windows drifted, and requests the "
-                           "manifest once every window is done.")
+                           f"manifest once every window is done. Plans against the source every "
+                           f"{PLANNER_INTERVAL_SECONDS} s, and as soon as the runs of a chunk run in progress "
+                           "have ended.")
     def _planner(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        cursor = _parse_cursor(context.cursor)
+        now = time.time()
+        deferred = plan_deferral(context.instance, cursor, now)
+        if deferred is not None:
+            return dg.SensorResult(cursor=context.cursor, skip_reason=deferred)
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
-        cursor = _parse_cursor(context.cursor)
+        cursor["planned_at"] = now
         due = False
         if refresh:
             cursor["refresh"], due = refresh_due(refresh, timezone, cursor.get("refresh"), datetime.now(UTC))
@@ -360,6 +423,7 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         if tick.run_id is not None:
             cursor["requested"] = requested_stamps
         cursor["run"] = tick.run_id or cursor.get("run")
+        cursor["in_progress"] = tick.run_id is not None
         cursor["backlog"] = backlog
         if not requests and not dynamic:
             return dg.SensorResult(cursor=json.dumps(cursor), skip_reason=(

@@ -1,30 +1,47 @@
 """The code location's executor, chosen by `RIVET_DAGSTER_EXECUTOR` (docs/distributed.md).
 
-Dagster's default (`multiprocess`: one process per step on the machine of the run) serves one
-machine. To run the chunk partitions of one export on many machines, point every process at
+Unset, it is Dagster's own default executor with the other default mode: steps run in the
+run's process (`in_process`) unless a run's config asks for `execution: config:
+multiprocess:` — the same run config keys as Dagster's `multi_or_in_process_executor`. A
+rivet run has one step (an export, a range of chunk windows exported one by one, a
+manifest) plus its checks, so a subprocess per step would only add a second interpreter
+start — imports and a code location load, seconds on a busy machine — to every run
+(docs/benchmarks.md, the Dagster path). `multiprocess` picks Dagster's multiprocess
+executor for every run. To run the chunk partitions of one export on many machines, point every process at
 the same PostgreSQL-backed instance and Rivet state store, and pick `celery`: steps become
 Celery tasks on the broker and run in `celery -A dagster_celery.app worker` processes. The
 broker/backend come from `DAGSTER_CELERY_BROKER_URL` / `DAGSTER_CELERY_BACKEND_URL` (read when
 a run starts), so the same code location works wherever it is loaded.
 
-    RIVET_DAGSTER_EXECUTOR   unset/default | multiprocess | in_process | celery
+    RIVET_DAGSTER_EXECUTOR   unset/default (in_process first) | in_process | multiprocess | celery
 """
 
 import os
 from collections.abc import Mapping
 
 import dagster as dg
+from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, MULTI_PROC_CONFIG
 
 from rivet_core import api
 
 EXECUTORS = ("default", "multiprocess", "in_process", "celery")
 
+#: Dagster's default executor (same name, config keys and behaviour) defaulting to
+#: `in_process` instead of `multiprocess`.
+IN_PROCESS_FIRST = dg.ExecutorDefinition(
+    name=dg.multi_or_in_process_executor.name,
+    config_schema=dg.Field(dg.Selector({"multiprocess": MULTI_PROC_CONFIG, "in_process": IN_PROC_CONFIG}),
+                           default_value={"in_process": {}}),
+    requirements=dg.multi_or_in_process_executor.get_requirements,
+    executor_creation_fn=dg.multi_or_in_process_executor.executor_creation_fn,
+    description="Dagster's multi_or_in_process_executor, in_process unless the run config says multiprocess.")
 
-def executor_from_env(env: Mapping[str, str] | None = None) -> dg.ExecutorDefinition | None:
-    """The executor named by RIVET_DAGSTER_EXECUTOR, or None for Dagster's default."""
+
+def executor_from_env(env: Mapping[str, str] | None = None) -> dg.ExecutorDefinition:
+    """The executor named by RIVET_DAGSTER_EXECUTOR; unset or `default`: IN_PROCESS_FIRST."""
     name = (env if env is not None else os.environ).get("RIVET_DAGSTER_EXECUTOR", "").strip().lower()
     if name in ("", "default"):
-        return None
+        return IN_PROCESS_FIRST
     if name == "multiprocess":
         return dg.multiprocess_executor
     if name in ("in_process", "in-process"):

@@ -65,10 +65,17 @@ class Planner:
     def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance) -> None:
         self.defs, self.instance, self.cursor = defs, instance, None
 
-    def tick(self, cursor: str | None = None) -> dg.SensorResult:
+    def tick(self, cursor: str | None = None, *, soon: bool = False) -> dg.SensorResult:
+        """One evaluation a full planner interval after the last (the cursor's `planned_at`
+        dropped), or with `soon=True` a poll within the interval (rivet_dagster.chunked
+        `plan_deferral` decides whether it plans)."""
         sensor = self.defs.resolve_sensor_def(PLANNER)
-        context = dg.build_sensor_context(instance=self.instance, definitions=self.defs,
-                                          cursor=cursor if cursor is not None else self.cursor)
+        cursor = cursor if cursor is not None else self.cursor
+        if cursor and not soon and cursor.startswith("{"):
+            state = json.loads(cursor)
+            state.pop("planned_at", None)
+            cursor = json.dumps(state)
+        context = dg.build_sensor_context(instance=self.instance, definitions=self.defs, cursor=cursor)
         result = sensor(context)
         assert isinstance(result, dg.SensorResult)
         for request in result.dynamic_partitions_requests or []:

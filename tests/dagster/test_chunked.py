@@ -80,9 +80,13 @@ def _fresh_cursors() -> None:
 
 
 def tick(defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.SensorResult:
-    """One planner evaluation; its cursor and partition requests are applied like the daemon does."""
+    """One planner evaluation a full planner interval after the last (the cursor's `planned_at`
+    dropped); its cursor and partition requests are applied like the daemon does."""
     sensor = defs.resolve_sensor_def(PLANNER)
-    result = sensor(dg.build_sensor_context(instance=instance, definitions=defs, cursor=_cursors.get(id(instance))))
+    cursor = _cursors.get(id(instance))
+    if cursor and cursor.startswith("{"):
+        cursor = json.dumps({k: v for k, v in json.loads(cursor).items() if k != "planned_at"})
+    result = sensor(dg.build_sensor_context(instance=instance, definitions=defs, cursor=cursor))
     assert isinstance(result, dg.SensorResult)
     _cursors[id(instance)] = result.cursor
     for request in result.dynamic_partitions_requests or []:

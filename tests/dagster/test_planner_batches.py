@@ -16,9 +16,10 @@ import dagster as dg
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rivet_core.config import load_config
 from rivet_dagster import build_definitions
-from rivet_dagster.chunked import window_batches
-from tests.dagster.support import Target, create_orders, id_amounts
+from rivet_dagster.chunked import ROWS_PER_RUN, window_batches, windows_per_run
+from tests.dagster.support import Target, create_orders, export_block, id_amounts, orders_config
 from tests.dagster.test_chunk_freshness import (
     KEYS,
     MANIFEST_JOB,
@@ -82,3 +83,70 @@ def test_windows_go_in_ranged_runs_capped_per_tick_and_the_manifest_waits_for_th
     manifest, table = published(target)
     assert id_amounts(table) == amounts(pg_url) and manifest["row_count"] == 550  # each id once
     assert_quiet(planner.tick())
+
+
+def test_between_plans_the_planner_polls_the_instance_and_plans_as_soon_as_the_runs_end(
+        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    """The sensor is evaluated every PLANNER_POLL_SECONDS; it plans against the source only
+    every PLANNER_INTERVAL_SECONDS, or — while a chunk run is exported — once that chunk run's
+    Dagster runs have all ended (the next batch, then the manifest, follow at once)."""
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, pg_url, dagster={"max_partitions_per_run": 4, "max_runs_per_tick": 1})
+    planner = Planner(build_definitions(config), instance)
+
+    first = planner.tick()
+    assert requested(first) == KEYS[:4]
+    planned_at = json.loads(planner.cursor)["planned_at"]
+    waiting = planner.tick(soon=True)  # its run has not even started: nothing to plan for
+    assert not waiting.run_requests and not waiting.dynamic_partitions_requests
+    assert "next plan against the source" in waiting.skip_reason.skip_message
+    assert json.loads(planner.cursor)["planned_at"] == planned_at
+
+    chunk_run_id = json.loads(planner.cursor)["run"]
+    other = dg.DagsterRun(job_name=MANIFEST_JOB, run_id="0" * 8 + "-0000-0000-0000-" + "0" * 12,
+                          status=dg.DagsterRunStatus.STARTED, tags={"rivet/chunk_run": chunk_run_id})
+    instance.add_run(other)
+    planner.run(first)
+    busy = planner.tick(soon=True)  # a run ended, but another of the chunk run is still running
+    assert not busy.run_requests and "1 run(s) queued or running" in busy.skip_reason.skip_message
+    instance.delete_run(other.run_id)
+
+    second = planner.tick(soon=True)  # the first run ended and none is in flight: plan now
+    assert requested(second) == KEYS[4:] and json.loads(planner.cursor)["planned_at"] > planned_at
+    planner.run(second)
+    ready = planner.tick(soon=True)
+    assert jobs(ready) == [MANIFEST_JOB]
+    planner.run(ready)
+    assert_quiet(planner.tick(soon=True))  # the manifest run ended: one plan, published
+    assert json.loads(planner.cursor)["in_progress"] is False
+    idle = planner.tick(soon=True)  # published: the next plan waits for the interval
+    assert not idle.run_requests and "next plan against the source" in idle.skip_reason.skip_message
+    manifest, table = published(target)
+    assert id_amounts(table) == amounts(pg_url) and manifest["row_count"] == 550
+
+
+def test_small_id_windows_share_a_run_unless_max_partitions_per_run_is_set(
+        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    """Unset, `max_partitions_per_run` puts at least ROWS_PER_RUN rows' worth of id windows in a
+    run (a run's start-up is paid once for them); set, it is obeyed as before."""
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+
+    def config(chunk_size: int, **dagster: int) -> Path:
+        block = export_block("orders_chunked", "chunked", target.destination("orders_chunked"), chunk_column="id",
+                             chunk_size=chunk_size)
+        if dagster:
+            block["dagster"] = dagster
+        return orders_config(tmp_path, pg_url, [block])
+
+    assert windows_per_run(load_config(config(10)).export("orders_chunked")) == ROWS_PER_RUN // 10
+    first = Planner(build_definitions(config(10)), instance).tick()
+    [run] = first.run_requests  # 55 windows of 10 ids: one run (the default of 10 would make 6)
+    assert len(requested(first)) == 55
+    assert run.tags["dagster/asset_partition_range_start"] == "id_000000000000000-000000000000009"
+    assert run.tags["dagster/asset_partition_range_end"] == "id_000000000000540-000000000000549"
+
+    pinned = load_config(config(10, max_partitions_per_run=10)).export("orders_chunked")
+    assert windows_per_run(pinned) == 10
+    assert windows_per_run(load_config(config(500_000)).export("orders_chunked")) == 10  # big windows: default
