@@ -72,7 +72,7 @@ def refuse_unholdable(export: Any, schema: pa.Schema) -> None:
         return
     problems = table_type_errors(schema, fmt)
     if problems:
-        raise ConfigError(f"export '{export.name}': table_format: {fmt} cannot hold "
+        raise ConfigError(f"export '{export.name}': table_format: {fmt} cannot hold every column: "
                           + "; ".join(problems) + " — nothing was written")
 
 
