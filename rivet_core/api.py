@@ -38,8 +38,9 @@ from rivet_core.pipeline.chunk_tasks import (
     reconcile_chunks,
 )
 from rivet_core.pipeline.extract import StagedExtract
-from rivet_core.pipeline.job import ExportRun, RunOptions, run_unit
+from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.quality import QualityIssue
+from rivet_core.pipeline.runner import run_unit
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.pipeline.time_range import RangeStaged, TimeRangeRun
 from rivet_core.plan import DayWindow, TimeWindow, export_destination, partition_prefixes

@@ -81,7 +81,8 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
     if from_manifest and full_refresh:
         raise RivetError("--from-manifest and --full-refresh contradict each other: continue from the "
                          "destination manifest's cursor, or export every row again — pass one of them")
-    from rivet_core.pipeline.job import RunOptions, run_unit
+    from rivet_core.pipeline.job import RunOptions
+    from rivet_core.pipeline.runner import run_unit
     from rivet_core.progress import cli_tracker, resolve_mode
     from rivet_core.state import StateStore
 

@@ -28,7 +28,8 @@ from pydantic import (
 
 from rivet_core.config.overrides import normalise_column_key, parse_column_override
 from rivet_core.config.sizes import parse_size
-from rivet_core.config.tuning import ResolvedTuning, resolve_tuning
+from rivet_core.config.source_url import inline_url_password, resolve_source_url
+from rivet_core.config.tuning import ResolvedTuning, merged_tuning_error, resolve_tuning
 from rivet_core.errors import ConfigError
 
 if TYPE_CHECKING:  # annotations only: loading a config must not import pyarrow (CLI start-up)
@@ -127,8 +128,6 @@ class SourceConfig(_Strict):
 
     def warn_plaintext_password_once(self) -> None:
         """One WARN per config when a password is written into the file itself."""
-        from rivet_core.config.source_url import inline_url_password
-
         if self._warned_plaintext:
             return
         where = None
@@ -150,8 +149,6 @@ class SourceConfig(_Strict):
         Reads env vars / url_file now (connect time), so an unset variable is reported
         here, not at load. Registers every password it sees for redaction.
         """
-        from rivet_core.config.source_url import resolve_source_url
-
         self.warn_plaintext_password_once()
         return resolve_source_url(self, config_dir or Path.cwd())
 
@@ -653,9 +650,7 @@ class ExportConfig(_Strict):
 
     def resolved_tuning(self, source: SourceConfig) -> ResolvedTuning:
         """Source tuning merged with this export's tuning over the profile defaults."""
-        from rivet_core.config.validate import merged_tuning_error
-
-        error = merged_tuning_error(self, source)
+        error = merged_tuning_error(self.name, self.tuning, source.tuning)
         if error:
             raise ConfigError(error)
         return resolve_tuning(

@@ -14,13 +14,28 @@ import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from rivet_core.config.tls import TlsFields, apply_tls
 from rivet_core.errors import ConfigError
 from rivet_core.redact import register_secret
 
-if TYPE_CHECKING:
-    from rivet_core.config.models import SourceConfig
+
+class SourceFields(Protocol):
+    """What a connection URL is built from: the `source:` fields (config/models.py
+    `SourceConfig`). A protocol, so models.py may call this module without an import back."""
+
+    type: str
+    url: str | None
+    url_env: str | None
+    url_file: str | None
+    host: str | None
+    port: int | None
+    user: str | None
+    password: str | None
+    password_env: str | None
+    database: str | None
+    tls: TlsFields | None
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://(.*)$", re.DOTALL)
 
@@ -218,16 +233,14 @@ def _host_for_url(host: str) -> str:
     return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
-def resolve_source_url(source: SourceConfig, config_dir: Path) -> str:
+def resolve_source_url(source: SourceFields, config_dir: Path) -> str:
     """Build the connection URL for `source` (see module docstring), with `source.tls`
-    written into it (`rivet_core.source.tls`): every connection starts from this URL, so
+    written into it (`rivet_core.config.tls`): every connection starts from this URL, so
     no code path can connect without the configured TLS."""
-    from rivet_core.source.tls import apply_tls
-
     return apply_tls(_resolve_plain_url(source, config_dir), source.type, source.tls, config_dir)
 
 
-def _resolve_plain_url(source: SourceConfig, config_dir: Path) -> str:
+def _resolve_plain_url(source: SourceFields, config_dir: Path) -> str:
     """The URL from url / url_env / url_file / the structured fields, before TLS."""
     if source.url is not None:
         return normalise_url(source.url, source.type, "url", config_dir)

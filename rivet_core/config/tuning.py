@@ -107,3 +107,32 @@ def batch_rows_for_memory(est_row_bytes: int, memory_mb: int) -> int:
     """Rows per batch for a memory target, clamped to [1,000, 150,000]."""
     rows = (memory_mb * 1024 * 1024) // max(est_row_bytes, 1)
     return max(1_000, min(150_000, rows))
+
+
+def merged_tuning_error(export_name: str, export_tuning: Any, source_tuning: Any) -> str | None:
+    """batch_size and batch_size_memory_mb are exclusive on each level and once merged.
+
+    `export_tuning` / `source_tuning` are the `tuning:` blocks (anything with `as_dict()`,
+    or None): this module sits below the config models, so it never imports them."""
+    label = f"export '{export_name}'"
+    own = export_tuning.as_dict() if export_tuning else {}
+    if "batch_size" in own and "batch_size_memory_mb" in own:
+        return (
+            f"{label}: tuning.batch_size and tuning.batch_size_memory_mb are mutually "
+            "exclusive — keep one"
+        )
+    inherited = source_tuning.as_dict() if source_tuning else {}
+    if "batch_size" in inherited and "batch_size_memory_mb" in inherited:
+        return None  # reported once, on the source
+    merged = {**inherited, **own}
+    if "batch_size" in merged and "batch_size_memory_mb" in merged:
+        origin = {
+            k: "exports[].tuning" if k in own else "source.tuning"
+            for k in ("batch_size", "batch_size_memory_mb")
+        }
+        return (
+            f"{label}: batch_size (from {origin['batch_size']}) and batch_size_memory_mb (from "
+            f"{origin['batch_size_memory_mb']}) are mutually exclusive once merged — set only "
+            "one of them across source.tuning and the export's tuning"
+        )
+    return None

@@ -33,6 +33,7 @@ from rivet_core.config.sizes import parse_size
 from rivet_core.config.source_url import inline_url_password, scheme_problem, url_host_problem
 from rivet_core.config.substitution import substitute
 from rivet_core.config.templating import template_errors
+from rivet_core.config.tuning import merged_tuning_error
 from rivet_core.errors import ConfigError
 from rivet_core.redact import redact_secrets, register_secret
 
@@ -465,32 +466,6 @@ def _quality_errors(exp: ExportConfig, label: str) -> list[str]:
     return errors
 
 
-def merged_tuning_error(exp: ExportConfig, source: SourceConfig) -> str | None:
-    """batch_size and batch_size_memory_mb are exclusive on each level and once merged."""
-    label = f"export '{exp.name}'"
-    own = exp.tuning.as_dict() if exp.tuning else {}
-    if "batch_size" in own and "batch_size_memory_mb" in own:
-        return (
-            f"{label}: tuning.batch_size and tuning.batch_size_memory_mb are mutually "
-            "exclusive — keep one"
-        )
-    inherited = source.tuning.as_dict() if source.tuning else {}
-    if "batch_size" in inherited and "batch_size_memory_mb" in inherited:
-        return None  # reported once, on the source
-    merged = {**inherited, **own}
-    if "batch_size" in merged and "batch_size_memory_mb" in merged:
-        origin = {
-            k: "exports[].tuning" if k in own else "source.tuning"
-            for k in ("batch_size", "batch_size_memory_mb")
-        }
-        return (
-            f"{label}: batch_size (from {origin['batch_size']}) and batch_size_memory_mb (from "
-            f"{origin['batch_size_memory_mb']}) are mutually exclusive once merged — set only "
-            "one of them across source.tuning and the export's tuning"
-        )
-    return None
-
-
 # --------------------------------------------------------------------------- destination
 
 
@@ -613,7 +588,7 @@ def export_errors(exp: ExportConfig, source: SourceConfig) -> list[str]:
     errors.extend(_table_format_errors(exp, label))
     errors.extend(_meta_and_override_errors(exp, label))
     errors.extend(_quality_errors(exp, label))
-    tuning = merged_tuning_error(exp, source)
+    tuning = merged_tuning_error(exp.name, exp.tuning, source.tuning)
     if tuning:
         errors.append(tuning)
     errors.extend(destination_errors(exp.destination, label, exp.name))

@@ -9,7 +9,8 @@ step; only files they produced may be handed to a destination.
 
 from __future__ import annotations
 
-from rivet_core.format.base import FormatWriter, WriterOptions, file_extension, open_writer
+from rivet_core.format.base import FormatWriter, WriterOptions, file_extension
+from rivet_core.format.factory import open_writer
 from rivet_core.format.rotation import PartRotator, StagedPart
 
 __all__ = [

@@ -326,20 +326,3 @@ class FormatWriter(ABC):
         self._file.close()
         self.fingerprint = self._hasher.finish(size)
         return size
-
-
-def open_writer(path: Path, schema: pa.Schema, options: WriterOptions) -> FormatWriter:
-    """Create the file at `path` and return a writer for `options.format`.
-
-    CSV rejects unrepresentable columns (lists, decimal256, non-UUID fixed binary) here,
-    before the file is created.
-    """
-    # Imported here: the concrete writers subclass FormatWriter from this module.
-    from rivet_core.format.csv import CsvWriter
-    from rivet_core.format.parquet import ParquetFileWriter
-
-    if options.format == "parquet":
-        return ParquetFileWriter(Path(path), schema, options)
-    if options.format == "csv":
-        return CsvWriter(Path(path), schema, options)
-    raise ConfigError(f"unknown format '{options.format}': expected one of {', '.join(FORMATS)}")

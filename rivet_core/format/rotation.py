@@ -31,7 +31,8 @@ import pyarrow as pa
 
 from rivet_core.destination.checksums import Fingerprint
 from rivet_core.errors import ConfigError, RivetError
-from rivet_core.format.base import FormatWriter, WriterOptions, file_extension, open_writer
+from rivet_core.format.base import FormatWriter, WriterOptions, file_extension
+from rivet_core.format.factory import open_writer
 
 
 @dataclass(frozen=True)

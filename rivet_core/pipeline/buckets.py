@@ -239,7 +239,8 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     """Run every bucket of a `partition_by` export as its own sub-export (module docstring).
     Probing or planning errors raise before anything is written, as for any export."""
     from rivet_core.pipeline.gc import adds_rows_each_run
-    from rivet_core.pipeline.job import RunOptions, run_unit
+    from rivet_core.pipeline.job import RunOptions
+    from rivet_core.pipeline.runner import run_unit
     from rivet_core.plan import export_destination
 
     options = options or RunOptions()

@@ -1,6 +1,7 @@
 """Resuming a checkpointed chunked run: refusals, resets and the resume decisions (M8).
 
-`prepare_resume(run, chunk_plan)`:
+`checkpoint_to_resume(run, chunk_plan)` then, once the run adopted that run_id,
+`prepare_resume(run, run_id)`:
 1. refuses, with the command to run instead, when there is no in-progress chunk run for
    the export, when its plan hash differs from the current plan (the query, column or
    chunk shape changed), or when the prefix already holds `_SUCCESS` and `--force` was not
@@ -33,12 +34,14 @@ from rivet_core.state import ChunkTaskRow, FileRow
 
 if TYPE_CHECKING:
     from rivet_core.destination import Destination, ObjectInfo
-    from rivet_core.pipeline.chunked import ChunkedRun
+    from rivet_core.pipeline.job import ExportRun
 
 log = logging.getLogger("rivet.resume")
 
 
-def _refuse_or_find(run: ChunkedRun, chunk_plan: ChunkPlan) -> str:
+def checkpoint_to_resume(run: ExportRun, chunk_plan: ChunkPlan) -> str:
+    """The run_id of the in-progress chunk run that `run` may resume (step 1 of the module
+    docstring), or a ConfigError naming the command to run instead."""
     export, cfg = run.export, run.config.config_path
     found = run.state.find_in_progress_chunk_run(export.name)
     if found is None:
@@ -125,10 +128,8 @@ def _fingerprinted(summary: RunSummary, dest: Destination, record: PartRecord) -
     return record
 
 
-def prepare_resume(run: ChunkedRun, chunk_plan: ChunkPlan) -> None:
-    """Everything a resume does before draining (module docstring)."""
-    run_id = _refuse_or_find(run, chunk_plan)
-    run.adopt_run_id(run_id)
+def prepare_resume(run: ExportRun, run_id: str) -> None:
+    """Everything a resume does before draining, after `run` adopted `run_id` (module docstring)."""
     state, dest, summary = run.state, run.dest, run.summary
     state.reset_stale_running_chunk_tasks(run_id)
     state.reset_failed_chunk_tasks_for_resume(run_id)

@@ -41,7 +41,7 @@ from rivet_core.chunks.planner import plan_chunks
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, probe_window, window_query
 from rivet_core.errors import DataIntegrityError, RivetError, best_effort, exit_code_for
 from rivet_core.format.meta_columns import meta_schema
-from rivet_core.pipeline.chunk_resume import prepare_resume
+from rivet_core.pipeline.chunk_resume import checkpoint_to_resume, prepare_resume
 from rivet_core.pipeline.chunk_withdraw import withdraw_windows
 from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.faults import InjectedFault, fault_point
@@ -171,7 +171,9 @@ class ChunkedRun(ExportRun):
     def _run_checkpointed(self, chunk_plan: ChunkPlan) -> None:
         state, export = self.state, self.export
         if self.options.resume:
-            prepare_resume(self, chunk_plan)
+            run_id = checkpoint_to_resume(self, chunk_plan)
+            self.adopt_run_id(run_id)
+            prepare_resume(self, run_id)
         else:
             try:
                 state.create_chunk_run(

@@ -1,7 +1,7 @@
 """The single-unit run: plan → extract (retried) → schema gate → publish → finalize.
 
 `ExportRun` is the one implementation of an export unit's life cycle (full, incremental,
-time_window, one time partition). The CLI drives all phases in one call (`run_unit`);
+time_window, one time partition). The CLI drives all phases in one call (runner.py `run_unit`);
 an orchestrator drives them across its steps (extract and gates in one, publish in the next)
 (publish + finalize). Both therefore share every step and every facade.
 
@@ -299,14 +299,3 @@ class ExportRun:
             self.export_lock.release()
         if self._own_state:
             self.state.close()
-
-
-def run_unit(config: RivetConfig, export: ExportConfig, options: RunOptions | None = None,
-             *, state: StateStore | None = None, notifications: Any = "config") -> RunSummary:
-    """Run one export unit end to end and return its summary. Run errors are reported in the
-    summary (never raised); planning/config errors raise before anything is written."""
-    if export.mode == "chunked":
-        from rivet_core.pipeline.chunked import ChunkedRun
-
-        return ChunkedRun(config, export, options, state=state, notifications=notifications).run()
-    return ExportRun(config, export, options, state=state, notifications=notifications).run()

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from rivet_core.config import load_config
-from rivet_core.pipeline.job import run_unit
+from rivet_core.pipeline.runner import run_unit
 from rivet_core.state import ExportLocked, ExportLockLost, StateStore
 from rivet_core.state.schema import export_lock
 from tests.helpers import (

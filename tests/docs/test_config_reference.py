@@ -155,7 +155,7 @@ def test_fields_documented_as_having_no_effect_are_read_by_no_code() -> None:
 
 
 def test_the_tls_block_is_applied_by_the_engine_and_documented_as_such() -> None:
-    """`source.tls` reaches the connection (rivet_core/source/tls.py writes it into the URL the
+    """`source.tls` reaches the connection (rivet_core/config/tls.py writes it into the URL the
     sessions connect with); the reference must describe that, not the old "not applied"."""
     text = REFERENCE.read_text()
     section = text[text.index("### `source.tls`"):text.index("### `source.tuning`")]

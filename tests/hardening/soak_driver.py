@@ -69,7 +69,7 @@ def export(config_path: str, done_file: str, max_runs: int) -> None:
     import psutil
 
     from rivet_core.config import load_config
-    from rivet_core.pipeline.job import run_unit
+    from rivet_core.pipeline.runner import run_unit
 
     proc = psutil.Process()
     done = Path(done_file)

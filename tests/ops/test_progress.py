@@ -220,7 +220,7 @@ def test_the_run_hands_its_estimate_to_the_progress_display_on_its_own_session(
     the source once, and the ETA line still carries the estimate (`~1,000 rows`)."""
     import rivet_core.source
     from rivet_core.api import RunOptions, callback_tracker, load_config
-    from rivet_core.pipeline.job import run_unit
+    from rivet_core.pipeline.runner import run_unit
 
     original = rivet_core.source.open_source
     opened: list[str] = []

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from rivet_core.config import load_config
-from rivet_core.pipeline.job import run_unit
+from rivet_core.pipeline.runner import run_unit
 from rivet_core.state import StateStore
 from tests.helpers import state_rows
 from tests.pipeline.test_chunked_cli import (  # noqa: F401 - module fixtures

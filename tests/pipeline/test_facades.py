@@ -25,7 +25,7 @@ from rivet_core.pipeline.facade.commit import PartKind, PartRecord, record_part
 from rivet_core.pipeline.facade.run_store import Progression, RunStore
 from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.faults import InjectedFault
-from rivet_core.pipeline.job import run_unit
+from rivet_core.pipeline.runner import run_unit
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.state import StateStore
 from rivet_core.state.engine import create_state_engine

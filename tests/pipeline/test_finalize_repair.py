@@ -31,7 +31,7 @@ from rivet_core.pipeline.facade.finalize_repair import (
     repair_problems,
 )
 from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
-from rivet_core.pipeline.job import run_unit
+from rivet_core.pipeline.runner import run_unit
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.plan import plan_unit
 from rivet_core.state import StateStore

@@ -27,9 +27,9 @@ import pytest
 
 from rivet_core import api
 from rivet_core.config.models import SourceConfig, TlsConfig
+from rivet_core.config.tls import apply_tls
 from rivet_core.errors import ConfigError
 from rivet_core.source.mysql.session import mysql_connect_args
-from rivet_core.source.tls import apply_tls
 from tests.conftest import _require_env
 from tests.helpers import write_config
 

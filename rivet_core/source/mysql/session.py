@@ -81,7 +81,7 @@ def mysql_connect(url: str) -> pymysql.connections.Connection[Any]:
     """The one place a MySQL/MariaDB source connection is opened.
 
     TLS comes from the URL's `ssl-mode` / `ssl-ca` (`source.tls` is written there by
-    `rivet_core.source.tls.apply_tls`), so no caller can skip it. For a required mode the
+    `rivet_core.config.tls.apply_tls`), so no caller can skip it. For a required mode the
     socket is checked after the handshake as well: PyMySQL versions differ in whether they
     fall back to plaintext when the server offers no TLS, and `required` must never do that.
     A TLS failure is reported as one and is not retryable (PyMySQL reports it as error 2003,

@@ -52,7 +52,7 @@ def pg_connect(url: str) -> psycopg.Connection[Any]:
     """The one place a PostgreSQL source connection is opened (autocommit off).
 
     TLS comes from the URL (`sslmode`, `sslrootcert`, … — `source.tls` is written into it by
-    `rivet_core.source.tls.apply_tls`), so every caller connects with the configured TLS.
+    `rivet_core.config.tls.apply_tls`), so every caller connects with the configured TLS.
     A TLS failure is reported as one, never as retryable: a bad certificate does not get
     better by reconnecting. The client encoding is always UTF-8 (what Arrow strings and the
     fast read paths need): the server converts from its own encoding, and — for a SQL_ASCII
