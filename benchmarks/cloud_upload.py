@@ -96,7 +96,7 @@ def _publish_rate(parts: list[Path], destination: dict[str, Any], work: Path) ->
     from datetime import UTC, datetime
 
     from rivet_core.config import load_config
-    from rivet_core.plan import export_destination
+    from rivet_core.unit.resolve import export_destination
 
     config_path = work / "publish.yaml"
     config_path.write_text(yaml.safe_dump({"source": {"type": "sqlite", "url": "sqlite:///:memory:"},

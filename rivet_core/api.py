@@ -21,9 +21,7 @@ from rivet_core.errors import (
     TransientError,
     best_effort,
 )
-from rivet_core.malloc_arenas import limit_malloc_arenas
 from rivet_core.manifest import Manifest, Verification, read_manifest, verify_at_destination
-from rivet_core.notify import RunNotice, send_notifications
 from rivet_core.pipeline.buckets import PartitionedResult, bucket_prefixes, run_partitioned
 from rivet_core.pipeline.chunk_tasks import (
     ChunkFinalizeRun,
@@ -39,14 +37,16 @@ from rivet_core.pipeline.chunk_tasks import (
 )
 from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.job import ExportRun, RunOptions
+from rivet_core.pipeline.malloc_arenas import limit_malloc_arenas
 from rivet_core.pipeline.quality import QualityIssue
 from rivet_core.pipeline.runner import run_unit
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.pipeline.time_range import RangeStaged, TimeRangeRun
-from rivet_core.plan import DayWindow, TimeWindow, export_destination, partition_prefixes
-from rivet_core.progress import ProgressTracker, callback_tracker
 from rivet_core.redact import redact_secrets
+from rivet_core.reporting.notify import RunNotice, send_notifications
+from rivet_core.reporting.progress import ProgressTracker, callback_tracker
 from rivet_core.state import StateStore
+from rivet_core.unit.resolve import DayWindow, TimeWindow, export_destination, partition_prefixes
 
 __all__ = [
     # the chunk-task protocol: a chunked export's windows as tasks an orchestrator plans, runs
@@ -68,7 +68,7 @@ __all__ = [
     "client_provider",
     # a best-effort step: swallowed, logged with its name, redacted
     "best_effort",
-    # process set-up: cap glibc malloc arenas before export threads start (malloc_arenas.py)
+    # process set-up: cap glibc malloc arenas before export threads start (pipeline/malloc_arenas.py)
     "limit_malloc_arenas",
     # the package version, secret redaction for anything an adapter shows (redact.py), the
     # `rivet init` scaffold and the demo database (scaffold.py, demo.py; imported on call)
@@ -212,17 +212,17 @@ def open_state(config: RivetConfig | Path | str) -> StateStore:
 
 def scaffold_config(output: Path, *, source_env: str, schema: str | None = None, table: str | None = None) -> None:
     """Write a starter config for the source `source_env` names, as `rivet init` does
-    (introspects the source; rivet_core/scaffold.py). Imported on call: only scaffolding
+    (introspects the source; rivet_core/ops/scaffold.py). Imported on call: only scaffolding
     needs the introspection modules."""
-    from rivet_core.scaffold import InitOptions, write_scaffold
+    from rivet_core.ops.scaffold import InitOptions, write_scaffold
 
     write_scaffold(InitOptions(source_env=source_env, schema=schema, table=table), output)
 
 
 def ensure_demo_database(path: Path | None = None, *, reset: bool = False) -> Path:
     """Create the demo SQLite database if it does not exist (or `reset`); return its path
-    (rivet_core/demo.py; imported on call)."""
-    from rivet_core.demo import DEFAULT_PATH
-    from rivet_core.demo import ensure_demo_database as ensure
+    (rivet_core/ops/demo.py; imported on call)."""
+    from rivet_core.ops.demo import DEFAULT_PATH
+    from rivet_core.ops.demo import ensure_demo_database as ensure
 
     return ensure(path or DEFAULT_PATH, reset=reset)

@@ -28,7 +28,7 @@ def config_path_from_env() -> Path:
 
 
 # This module is the demo/project code location (a process of its own), so it may tune the
-# process: cap glibc malloc arenas before export threads start (rivet_core/malloc_arenas.py).
+# process: cap glibc malloc arenas before export threads start (rivet_core/pipeline/malloc_arenas.py).
 # `build_definitions` itself never changes the process of a code location that embeds it.
 api.limit_malloc_arenas()
 defs = build_definitions(config_path_from_env(), executor=executor_from_env(), notify_run_failures=True)

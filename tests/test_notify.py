@@ -18,7 +18,7 @@ from pytest_httpserver import HTTPServer
 from werkzeug import Request, Response
 
 from rivet_core.config.models import NotificationsConfig, SlackConfig, WebhookConfig
-from rivet_core.notify import RunNotice, send_notifications
+from rivet_core.reporting.notify import RunNotice, send_notifications
 
 SECRET_DSN = "postgresql://u:secret@h/db"
 

@@ -75,10 +75,11 @@ def test_column_overrides_still_map_to_arrow_types() -> None:
 
 
 def test_api_keeps_exporting_the_destination_helpers() -> None:
-    from rivet_core import api, plan
+    from rivet_core import api
+    from rivet_core.unit import resolve as unit
 
-    assert api.export_destination is plan.export_destination
-    assert api.partition_prefixes is plan.partition_prefixes
+    assert api.export_destination is unit.export_destination
+    assert api.partition_prefixes is unit.partition_prefixes
 
 
 #: Never needed by `rivet run` of a Parquet export to a local destination (issue 16 items

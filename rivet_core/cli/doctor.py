@@ -1,4 +1,4 @@
-"""`rivet doctor -c rivet.yaml [--json]`: the pre-flight checks of rivet_core/doctor.py.
+"""`rivet doctor -c rivet.yaml [--json]`: the pre-flight checks of rivet_core/ops/doctor.py.
 
 Prints one `[OK] …` or `[FAIL] … — fix: …` line per check and a closing verdict on stdout
 (`--json`: one document `{ok, exit_code, checks: [{name, ok, detail, fix, transient}]}`).
@@ -30,7 +30,7 @@ from rivet_core.redact import redact_secrets
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
 def doctor(config_path: str, params: tuple[str, ...], as_json: bool) -> None:
     """Check the config, source login, destination write access and state store."""
-    from rivet_core.doctor import Check, DoctorReport, run_doctor
+    from rivet_core.ops.doctor import Check, DoctorReport, run_doctor
 
     pairs: dict[str, str] = {}
     bad = [p for p in params if "=" not in p]

@@ -1,4 +1,4 @@
-"""`rivet init`: scaffold a commented rivet.yaml from a live database (see scaffold.py)."""
+"""`rivet init`: scaffold a commented rivet.yaml from a live database (see rivet_core/ops/scaffold.py)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def init(source_env: str, table: str | None, schema: str | None, include: tuple[
          chunk_size: int | None) -> int:
     """Introspect a database and write a commented rivet.yaml (modes chosen per table)."""
     # scaffold pulls in the sources, yaml and pyarrow: imported only when `init` runs.
-    from rivet_core.scaffold import InitOptions, write_scaffold
+    from rivet_core.ops.scaffold import InitOptions, write_scaffold
 
     options = InitOptions(
         source_env=source_env, table=table, schema=schema, include=include, exclude=exclude,

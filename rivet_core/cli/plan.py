@@ -1,6 +1,6 @@
 """`rivet plan` (write a reviewable JSON plan) and `rivet apply` (run it if still fresh).
 
-`apply` refuses a stale plan (see planfile.py for the rules) with one line per reason and
+`apply` refuses a stale plan (see rivet_core/ops/plan.py for the rules) with one line per reason and
 the fix; `--force` runs it anyway, printing the reasons as warnings. The run itself is the
 `rivet run` command invoked for exactly the planned exports, so progress, locks, the
 commit sequence, summaries and exit codes are the ones `run` has.
@@ -28,7 +28,7 @@ from rivet_core.errors import ConfigError
 def plan(config_path: str, export_names: tuple[str, ...], params: tuple[str, ...],
          output: str | None) -> int:
     """Plan exports without writing data: strategy, windows, cursor, estimate, diagnostics."""
-    from rivet_core.planfile import build_plan, write_plan
+    from rivet_core.ops.plan import build_plan, write_plan
 
     config = load(config_path, params)
     doc = build_plan(config, list(export_names) or None)
@@ -58,7 +58,7 @@ def plan(config_path: str, export_names: tuple[str, ...], params: tuple[str, ...
 def apply(plan_file: str, force: bool, max_age: str, params: tuple[str, ...], validate: bool,
           as_json: bool) -> int:
     """Run a plan made by `rivet plan`, refusing it when stale (age, config, cursor, windows)."""
-    from rivet_core.planfile import parse_duration, read_plan, staleness
+    from rivet_core.ops.plan import parse_duration, read_plan, staleness
 
     doc = read_plan(Path(plan_file))
     config = load(doc["config_path"], params)

@@ -83,7 +83,7 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
                          "destination manifest's cursor, or export every row again — pass one of them")
     from rivet_core.pipeline.job import RunOptions
     from rivet_core.pipeline.runner import run_unit
-    from rivet_core.progress import cli_tracker, resolve_mode
+    from rivet_core.reporting.progress import cli_tracker, resolve_mode
     from rivet_core.state import StateStore
 
     config = load(config_path, params)

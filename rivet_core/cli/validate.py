@@ -66,9 +66,9 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
              params: tuple[str, ...], run_id: str | None = None, on_date: str | None = None,
              sub_prefix: str | None = None) -> int:
     """Verify each export's destination against its manifest and _SUCCESS (no source queries)."""
-    # From plan.py, not api.py: the api module imports the whole engine (state, pipeline).
+    # From unit/resolve.py, not api.py: the api module imports the whole engine (state, pipeline).
     from rivet_core.manifest import verify_at_destination
-    from rivet_core.plan import export_destination, partition_prefixes
+    from rivet_core.unit.resolve import export_destination, partition_prefixes
 
     config = load(config_path, params)
     when, pinned_sub = _validate_target(on_date, sub_prefix)

@@ -120,7 +120,7 @@ def token_suffix(export: ExportConfig) -> str:
 def bucket_prefixes(config: RivetConfig, export: ExportConfig) -> list[str]:
     """Every `<col>=<label>/<suffix>` sub-prefix under the export's root that holds a
     `manifest.json` (the buckets some run published), sorted. [] for other exports."""
-    from rivet_core.plan import export_destination
+    from rivet_core.unit.resolve import export_destination
 
     if not export.partition_by:
         return []
@@ -241,7 +241,7 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     from rivet_core.pipeline.gc import adds_rows_each_run
     from rivet_core.pipeline.job import RunOptions
     from rivet_core.pipeline.runner import run_unit
-    from rivet_core.plan import export_destination
+    from rivet_core.unit.resolve import export_destination
 
     options = options or RunOptions()
     children = expand(config, export)

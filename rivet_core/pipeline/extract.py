@@ -23,17 +23,17 @@ import pyarrow as pa
 
 from rivet_core.format import PartRotator, StagedPart
 from rivet_core.format.meta_columns import add_meta_columns, meta_schema
-from rivet_core.malloc_arenas import release_free_memory
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.governor import SourceGovernor
+from rivet_core.pipeline.malloc_arenas import release_free_memory
 from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityTracker, quality_error
 from rivet_core.pipeline.row_estimate import estimate_for_progress
 from rivet_core.pipeline.run_reconcile import count_in_snapshot
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.plan import UnitPlan, calendar_window_params
-from rivet_core.progress import ProgressTracker, feed_for
+from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.source import batch_rows, last_cursor_in_batch, open_source, render_cursor_value
+from rivet_core.unit.resolve import UnitPlan, calendar_window_params
 
 log = logging.getLogger("rivet.extract")
 

@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from rivet_core.pipeline.summary import RunSummary
-    from rivet_core.plan import UnitPlan
     from rivet_core.state import StateStore
+    from rivet_core.unit.resolve import UnitPlan
 
 log = logging.getLogger("rivet.gc")
 
@@ -204,8 +204,8 @@ def run_gc(config: RivetConfig, export: ExportConfig, policy: RetentionPolicy, *
     """`rivet gc` for one export: its prefix, or each time partition's prefix when the export
     was written as partitions (no `manifest.json` at its root). `now` is the clock (tests
     move it past the grace period). Raises `ExportLocked` when a run holds the export."""
-    from rivet_core.plan import export_destination, partition_prefixes
     from rivet_core.state import StateStore
+    from rivet_core.unit.resolve import export_destination, partition_prefixes
 
     if export.destination.type == "stdout":
         raise ConfigError(f"export '{export.name}' writes to stdout: there is no prefix to clean")

@@ -33,13 +33,13 @@ from rivet_core.pipeline.lost_cursor import resolve_missing_cursor
 from rivet_core.pipeline.run_reconcile import reconcile_gate
 from rivet_core.pipeline.staging import claim_staging, sweep_dead_staging
 from rivet_core.pipeline.summary import RunSummary, new_run_id
-from rivet_core.plan import DayWindow, UnitPlan, plan_unit
-from rivet_core.progress import ProgressTracker
 from rivet_core.redact import redact_secrets
+from rivet_core.reporting.progress import ProgressTracker
 from rivet_core.source import backoff_ms, classify_error
 from rivet_core.state import ExportLockHandle, StateStore
 from rivet_core.state.writable import assert_writable
 from rivet_core.tableformat.types import refuse_unholdable
+from rivet_core.unit.resolve import DayWindow, UnitPlan, plan_unit
 
 log = logging.getLogger("rivet.run")
 
@@ -60,7 +60,7 @@ class RunOptions:
     #: (chunk_tasks.py): a window batch works for the chunk run and is not a run of its own;
     #: the chunk run's row is opened by its finalize (`open_ledger`) once I6 held.
     ledger: bool = True
-    #: Progress reporting (rivet_core/progress.py): fed once per batch; None = off. The CLI
+    #: Progress reporting (rivet_core/reporting/progress.py): fed once per batch; None = off. The CLI
     #: and an orchestrator pass their own sinks, the run never picks one itself.
     progress: ProgressTracker | None = None
     #: The caller retries a transient failure (exit 2) of this run itself: the failure is

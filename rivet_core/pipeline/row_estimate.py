@@ -1,6 +1,6 @@
 """The row estimate behind a run's progress ETA, asked once on the run's own session.
 
-The progress display (rivet_core/progress.py) opens no connection: the runner that opened
+The progress display (rivet_core/reporting/progress.py) opens no connection: the runner that opened
 the source for the export (extract.py for a whole-table run, chunked.py when it plans the
 windows) asks the estimator on that session and hands the figure to the tracker.
 """
@@ -12,7 +12,7 @@ import logging
 from rivet_core.config import ExportConfig
 from rivet_core.errors import best_effort
 from rivet_core.introspect.estimate import estimate_rows_in
-from rivet_core.progress import ProgressTracker
+from rivet_core.reporting.progress import ProgressTracker
 from rivet_core.source.base import SourceSession
 
 log = logging.getLogger("rivet.progress")

@@ -42,9 +42,9 @@ from rivet_core.destination import Destination
 from rivet_core.errors import DataIntegrityError
 from rivet_core.manifest import ManifestPart, read_manifest
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.plan import UnitPlan
 from rivet_core.tableformat.location import TableLocation, table_location
 from rivet_core.tableformat.types import delta_arrow_schema, table_type_errors
+from rivet_core.unit.resolve import UnitPlan
 
 #: commitInfo keys that mark a commit as made by an export's run (custom_metadata).
 RUN_KEY, EXPORT_KEY = "rivet_run_id", "rivet_export"

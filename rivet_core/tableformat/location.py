@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from rivet_core.destination import Destination
-from rivet_core.plan import UnitPlan
+from rivet_core.unit.resolve import UnitPlan
 
 #: A time partition's sub-prefix (plan.py): one `<column>=<key>/` segment.
 _PARTITION = re.compile(r"^[^/=]+=[A-Za-z0-9_.-]+/$")

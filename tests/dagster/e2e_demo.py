@@ -50,7 +50,7 @@ class Demo:
 
 
 def make_demo(root: Path) -> Demo:
-    from rivet_core.demo import ensure_demo_database
+    from rivet_core.ops.demo import ensure_demo_database
 
     root.mkdir(parents=True, exist_ok=True)
     config = root / "rivet.yaml"

@@ -47,7 +47,7 @@ def test_the_code_location_with_no_rivet_config_serves_the_shipped_demo(monkeypa
     monkeypatch.delenv("RIVET_CONFIG", raising=False)
     monkeypatch.setenv("RIVET_DEMO_ORDERS", "2000")
     # Record the call instead of building the 1 M-row database inside the repository.
-    monkeypatch.setattr("rivet_core.demo.ensure_demo_database", lambda *a, **k: made.append(Path("demo")))
+    monkeypatch.setattr("rivet_core.ops.demo.ensure_demo_database", lambda *a, **k: made.append(Path("demo")))
     defs = load_module_defs(monkeypatch)
 
     assert made, "the demo database is not ensured when RIVET_CONFIG is unset"
@@ -62,7 +62,7 @@ def test_the_code_location_with_no_rivet_config_serves_the_shipped_demo(monkeypa
 
 def test_the_demo_config_loads_and_every_demo_asset_materializes_from_a_temp_copy(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, instance: dg.DagsterInstance) -> None:
-    from rivet_core.demo import ensure_demo_database
+    from rivet_core.ops.demo import ensure_demo_database
 
     shutil.copy(DEMO_CONFIG, tmp_path / "rivet.yaml")
     monkeypatch.setenv("RIVET_DEMO_ORDERS", "2000")

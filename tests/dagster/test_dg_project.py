@@ -23,7 +23,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from rivet_core.demo import ensure_demo_database
+from rivet_core.ops.demo import ensure_demo_database
 from tests.helpers import REPO
 
 EXAMPLE = REPO / "examples" / "dg_project"

@@ -127,7 +127,7 @@ def all_commands() -> list[Command]:
 
 def demo_database(directory: Path) -> Path:
     """Build the small demo `shop.db` in `directory` (once per session; workspaces copy it)."""
-    from rivet_core.demo import ensure_demo_database
+    from rivet_core.ops.demo import ensure_demo_database
 
     directory.mkdir(parents=True, exist_ok=True)
     with pytest.MonkeyPatch.context() as mp:

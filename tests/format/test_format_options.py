@@ -94,7 +94,7 @@ def test_without_a_parquet_block_groups_are_capped_at_rivets_library_default(tmp
     """docs/rivet-compat.md "Parquet": `parquet:` omitted → 1,048,576 rows per group (still within the
     128 MB estimate for wide rows)."""
     from rivet_core.config import load_config
-    from rivet_core.plan import writer_options
+    from rivet_core.unit.resolve import writer_options
     from tests.helpers import write_config
 
     narrow = pa.schema([("id", pa.int64()), ("k", pa.int32()), ("v", pa.float64()), ("t", pa.timestamp("us"))])

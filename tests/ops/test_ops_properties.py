@@ -15,7 +15,7 @@ from rivet_core.introspect.catalog import IndexInfo, TableReport, cursor_candida
 from rivet_core.introspect.fidelity import ColumnReport
 from rivet_core.introspect.heuristics import chunk_size_for, suggest
 from rivet_core.introspect.select import select_tables
-from rivet_core.planfile import parse_duration
+from rivet_core.ops.plan import parse_duration
 
 names = st.text(alphabet="abcxyz_01", min_size=1, max_size=6)
 globs = st.text(alphabet="abcxyz_01*?", min_size=1, max_size=5)
@@ -96,7 +96,7 @@ def test_plan_json_round_trip_preserves_windows_and_snapshot(value) -> None:  # 
     import tempfile
     from pathlib import Path
 
-    from rivet_core.planfile import read_plan, write_plan
+    from rivet_core.ops.plan import read_plan, write_plan
 
     doc = {"schema_version": 1, "kind": "rivet.plan", "created_at": "2026-01-01T00:00:00+00:00",
            "config_path": "/x/rivet.yaml", "config_hash": "sha256:0",

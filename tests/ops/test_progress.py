@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rivet_core.progress import (
+from rivet_core.reporting.progress import (
     LineSink,
     ProgressSnapshot,
     ProgressTracker,
@@ -291,7 +291,7 @@ def test_a_log_record_on_the_terminal_erases_the_live_line_first() -> None:
     import io
     import logging
 
-    from rivet_core.progress import TtySink
+    from rivet_core.reporting.progress import TtySink
 
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)

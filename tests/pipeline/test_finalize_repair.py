@@ -33,8 +33,8 @@ from rivet_core.pipeline.facade.finalize_repair import (
 from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.runner import run_unit
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.plan import plan_unit
 from rivet_core.state import StateStore
+from rivet_core.unit.resolve import plan_unit
 from tests.helpers import write_config
 
 REPAIR_ID = "items_repair_20260101T000000"

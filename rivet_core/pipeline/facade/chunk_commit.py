@@ -40,11 +40,11 @@ from rivet_core.pipeline.facade.commit import PartKind, PartRecord, record_part,
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.run_reconcile import ReconcileMismatch, count_in_snapshot
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.plan import UnitPlan
-from rivet_core.progress import ProgressTracker, feed_for
+from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.source import open_source
 from rivet_core.source.query import dialect_for
 from rivet_core.state import StateStore
+from rivet_core.unit.resolve import UnitPlan
 
 _ROTATED = re.compile(r"_p\d+(?=\.[A-Za-z0-9]+$)")
 

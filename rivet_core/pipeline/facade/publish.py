@@ -20,8 +20,8 @@ from rivet_core.manifest import data_key
 from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.facade.commit import PartKind, record_part, write_part_file
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.plan import UnitPlan
 from rivet_core.state import StateStore
+from rivet_core.unit.resolve import UnitPlan
 
 
 def part_stem(export_name: str, now: datetime | None = None) -> str:

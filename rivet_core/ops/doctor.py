@@ -273,7 +273,7 @@ def _source_error_kind(exc: BaseException) -> str:
 # ------------------------------------------------------------------------- destination
 def check_destinations(config: Any) -> list[Check]:
     """One write/read/delete probe per distinct destination prefix (stdout: nothing to probe)."""
-    from rivet_core.plan import destination_spec
+    from rivet_core.unit.resolve import destination_spec
 
     now = datetime.now(UTC)
     checks: list[Check] = []

@@ -102,7 +102,7 @@ def chunk_section(session: SourceSession, export: ExportConfig) -> dict[str, Any
 
 def time_section(export: ExportConfig, now: datetime) -> dict[str, Any]:
     """The single time window a `rivet run` of a time_window export reads."""
-    from rivet_core.plan import time_window_cutoff
+    from rivet_core.unit.resolve import time_window_cutoff
 
     assert export.days_window is not None
     cutoff = time_window_cutoff(export.days_window, now)

@@ -5,7 +5,7 @@ customers (full export), orders (about 1 M rows with decimals, timestamps, JSON 
 NULLs; incremental on `updated_at`) and events (`created_at`/`updated_at` relative to
 today, so the daily export always has recent days) — deterministically, so the demo and
 the docs show the same numbers every time. `RIVET_DEMO_ORDERS` overrides the order count
-(tests use a small one). Run `python -m rivet_core.demo [--reset] [--add-orders N]`.
+(tests use a small one). Run `python -m rivet_core.ops.demo [--reset] [--add-orders N]`.
 """
 
 from __future__ import annotations
