@@ -20,6 +20,8 @@ CONTRACTS = {
         "rivet_dagster/naming.py", "from rivet_core.pipeline import job\n"),
     "only the facades (and their homes) import the state writers and the manifest": (
         "rivet_core/pipeline/job.py", "from rivet_core.manifest.artifacts import write_manifest_files\n"),
+    "the building blocks and the configuration never import the pipeline, the operator tools or the CLI": (
+        "rivet_core/format/csv.py", "from rivet_core.cli import shared\n"),
 }
 
 
@@ -50,3 +52,4 @@ def test_a_planted_violation_of_each_contract_breaks_it(tmp_path: Path) -> None:
     assert "rivet_core.pipeline.gc -> dagster" in out
     assert "rivet_dagster.naming -> rivet_core.pipeline.job" in out
     assert "rivet_core.pipeline.job -> rivet_core.manifest.artifacts" in out
+    assert "rivet_core.format.csv -> rivet_core.cli.shared" in out
