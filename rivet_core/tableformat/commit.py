@@ -34,7 +34,6 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.dataset as pads
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -238,6 +237,8 @@ class DeltaCommitter:
     # ------------------------------------------------------------------ rewrites
     def _reader(self, schema: pa.Schema) -> pa.RecordBatchReader:
         paths = [f"{self.root}/{self.table_path(p)}" for p in self.parts]
+        import pyarrow.dataset as pads  # here: it imports pandas, which an export without a table never needs
+
         dataset = pads.dataset(paths, filesystem=self.fs, format="parquet")
         return dataset.scanner(columns=schema.names).to_reader()
 
