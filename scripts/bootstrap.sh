@@ -34,7 +34,7 @@ command -v "$PY" >/dev/null 2>&1 || die "$PY not found; install Python >= 3.11 (
 
 # The stamp covers everything that decides the venv's content.
 # The C extension's sources are inputs too: a changed .c file must be rebuilt.
-EXT_SOURCES=(setup.py rivet_core/source/mysql/_mysqlframe.c rivet_core/source/postgres/_pgbinary.c)
+EXT_SOURCES=(setup.py rivet_core/source/mysql/_mysqlframe.c rivet_core/source/postgres/_pgbinary.c rivet_core/manifest/_colsum.c)
 want=$( { cat requirements.lock pyproject.toml "$0" "${EXT_SOURCES[@]}"; echo "uv=$UV_VERSION"; "$PY" -V 2>&1; } | sha256sum | cut -d' ' -f1)
 if [ -x "$VENV/bin/python" ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   say ".venv is up to date"
@@ -68,10 +68,10 @@ check_out=$("${UV[@]}" check --python "$VENV/bin/python" 2>&1) || { echo "$check
 # The C extension is optional (setup.py: optional=True), so a failed compile is not an error;
 # but then the stamp is not written, so the next run (e.g. after installing a compiler) tries
 # the build again.
-if "$VENV/bin/python" -c 'import rivet_core.source.mysql._mysqlframe, rivet_core.source.postgres._pgbinary' 2>/dev/null; then
+if "$VENV/bin/python" -c 'import rivet_core.source.mysql._mysqlframe, rivet_core.source.postgres._pgbinary, rivet_core.manifest._colsum' 2>/dev/null; then
   echo "$want" >"$STAMP"
 else
   rm -f "$STAMP"
-  say "warning: the C extensions rivet_core.source.mysql._mysqlframe / _pgbinary were not built (no C compiler or Python headers?); MySQL reads fall back to the slower pure-Python packet framing and PostgreSQL reads to the ADBC driver. Install them (Debian: apt-get install gcc python3-dev) and re-run this script."
+  say "warning: the C extensions rivet_core.source.mysql._mysqlframe / _pgbinary / rivet_core.manifest._colsum were not built (no C compiler or Python headers?); MySQL reads fall back to the slower pure-Python packet framing, PostgreSQL reads to the ADBC driver and string column checksums to pandas. Install them (Debian: apt-get install gcc python3-dev) and re-run this script."
 fi
 say ".venv ready in $(( $(date +%s) - t0 )) s"
