@@ -7,6 +7,7 @@ module on purpose when the adapter needs more (docs/architecture.md, "Layers").
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rivet_core import __version__
 from rivet_core.config import ExportConfig, RivetConfig, load_config
@@ -48,6 +49,9 @@ from rivet_core.reporting.progress import ProgressTracker, callback_tracker
 from rivet_core.state import StateStore
 from rivet_core.unit.resolve import DayWindow, TimeWindow, export_destination, partition_prefixes
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
 __all__ = [
     # the chunk-task protocol: a chunked export's windows as tasks an orchestrator plans, runs
     # in batches and finalizes; the orchestrator words the refusals (rivet_core/pipeline/chunk_tasks.py)
@@ -61,6 +65,8 @@ __all__ = [
     "dataset_manifests", "destination_uri", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
     # partition_by exports: one sub-export per date bucket (rivet_core/pipeline/buckets.py)
     "PartitionedResult", "bucket_prefixes", "partitioned_dataset_rows", "run_partitioned",
+    # a `table_format: delta` export read as its table (rivet_core/tableformat/read.py; imported on call)
+    "read_table",
     # progress reporting through a callback (the adapter passes context.log.info)
     "ProgressTracker", "callback_tracker",
     "send_notifications", "verify_at_destination", "verify_export",
@@ -217,6 +223,16 @@ def scaffold_config(output: Path, *, source_env: str, schema: str | None = None,
     from rivet_core.ops.scaffold import InitOptions, write_scaffold
 
     write_scaffold(InitOptions(source_env=source_env, schema=schema, table=table), output)
+
+
+def read_table(dest: Destination, sub_prefix: str = "") -> tuple[pa.Table, int] | None:
+    """(rows, table version) of the Delta table at `dest`'s prefix (a time partition's
+    `sub_prefix`: only its files), None when there is no table yet — what a downstream
+    reader of a `table_format: delta` export sees (rivet_core/tableformat/read.py). Imported
+    on call: only table-format exports need deltalake."""
+    from rivet_core.tableformat.read import read_delta
+
+    return read_delta(dest, sub_prefix)
 
 
 def ensure_demo_database(path: Path | None = None, *, reset: bool = False) -> Path:

@@ -123,9 +123,7 @@ def read_export(config: api.RivetConfig, export: api.ExportConfig, sub_prefix: s
     its last full baseline, else the current manifest's. A `table_format: delta` export is
     read as its table: the current version (a time partition: its files in it)."""
     if export.table_format == "delta" and not latest_run_only:
-        from rivet_core.tableformat.read import read_delta
-
-        found = read_delta(api.export_destination(config, export, sub_prefix=sub_prefix), sub_prefix)
+        found = api.read_table(api.export_destination(config, export, sub_prefix=sub_prefix), sub_prefix)
         return None if found is None else found[0]
     manifests = api.dataset_manifests(config, export, sub_prefix=sub_prefix, latest_run_only=latest_run_only)
     if not manifests:
