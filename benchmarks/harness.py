@@ -48,6 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.checksum import compare, file_checksums, source_checksums
+from benchmarks.labels import CLIENT_FLOOR, ENGINE_LABEL, SLOW_METHODS, slow_repeat
+from benchmarks.report import write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "benchmarks"
@@ -240,8 +242,6 @@ METHODS: list[Method] = [
     Method("adbc", "peer", ("pg",), "ADBC fetch_record_batch → ParquetWriter (numeric → decimal128)",
            _peer_argv("adbc")),
 ]
-CLIENT_FLOOR = {"pg": "floor_psql_copy", "mysql": "floor_mariadb_client"}
-ENGINE_LABEL = {"pg": "PostgreSQL", "mysql": "MariaDB"}
 
 
 def baseline_methods(methods: list[Method], baseline: Path) -> list[Method]:
@@ -758,8 +758,7 @@ def _run(args: argparse.Namespace, argv: list[str] | None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     env_facts["load_end"] = os.getloadavg()
     (results_dir / "env.json").write_text(json.dumps(env_facts, indent=2, default=str))
-    from benchmarks.report import write_report
-    write_report(args.output, env_facts, records, methods, args)
+    write_report(args.output, env_facts, records, methods, args, catalog=METHODS)
     print(f"[bench] wrote {args.output} ({len(records)} runs; raw runs in {runs_path})", flush=True)
     failed = [r for r in records if r.get("rc") != 0 or r.get("verified") is False]
     return 1 if any(r["kind"] == "rivet" for r in failed) else 0
@@ -770,16 +769,6 @@ def bench_command(argv: Sequence[str]) -> str:
     from rivet_core.redact import redact_secrets
 
     return redact_secrets("python -m benchmarks " + shlex.join(argv))
-
-
-#: Peers several times slower than the floor at every scale measured (docs/benchmarks.md):
-#: fewer rounds for them (`--slow-repeat`) cannot change a ranking, and saves most of a run.
-SLOW_METHODS = frozenset({"dlt_pyarrow", "pandas_read_sql"})
-
-
-def slow_repeat(args: argparse.Namespace) -> int:
-    value = getattr(args, "slow_repeat", None)
-    return args.repeat if value is None else max(1, min(value, args.repeat))
 
 
 def _progress_line(rec: dict[str, Any]) -> str:

@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from benchmarks.labels import CLIENT_FLOOR, ENGINE_LABEL, SLOW_METHODS, slow_repeat
+
 MB = 2**20
 
 
@@ -21,8 +23,6 @@ def _fmt(value: float | None, digits: int = 2) -> str:
 
 
 def _slow_note(args: Any) -> str:
-    from benchmarks.harness import SLOW_METHODS, slow_repeat
-
     rounds = slow_repeat(args)
     if rounds >= args.repeat:
         return ""
@@ -138,9 +138,10 @@ def issue16_targets(records: Sequence[dict[str, Any]], engine: str, table: str,
 
 
 def write_report(path: Path, env: dict[str, Any], records: Sequence[dict[str, Any]],
-                 methods: Sequence[Any], args: argparse.Namespace) -> None:
-    from benchmarks.harness import CLIENT_FLOOR, ENGINE_LABEL, METHODS
-
+                 methods: Sequence[Any], args: argparse.Namespace, *, catalog: Sequence[Any]) -> None:
+    """docs/benchmarks.md from one run's records: `methods` ran, `catalog` is every method
+    the runner knows (its order is the tables' row order; a `--baseline` method outside it
+    is listed after)."""
     machine = env["machine"]
     lines = [
         "# Export benchmark: rivet vs the usual Python tools",
@@ -191,8 +192,8 @@ def write_report(path: Path, env: dict[str, Any], records: Sequence[dict[str, An
                 "longest stmt s | longest xact s | output MB | check |",
                 "|---|---|---|---|---|---|---|---|---|---|---|---|",
             ]
-            extra = [m for m in methods if m.name not in {k.name for k in METHODS}]  # --baseline
-            for m in [*METHODS, *extra]:
+            extra = [m for m in methods if m.name not in {k.name for k in catalog}]  # --baseline
+            for m in [*catalog, *extra]:
                 if m.name not in chosen or engine not in m.engines:
                     continue
                 s = summarize(records, engine, table, m.name)
@@ -208,7 +209,7 @@ def write_report(path: Path, env: dict[str, Any], records: Sequence[dict[str, An
                     f"| {m.name} | {m.label} | **{_fmt(wall)}** ({walls}) | {_fmt(rows_s, 0)} | "
                     f"{_fmt(mb_s, 1)} | {_fmt(ratio)} | {_fmt(s['rss'], 0)} | {_cpu_cell(s)} | {_fmt(s['stmt'])} | "
                     f"{_fmt(s['xact'])} | {out} | {_check_cell(s, m.writes)} |")
-            peers = [m.name for m in METHODS if m.kind == "peer" and engine in m.engines]
+            peers = [m.name for m in catalog if m.kind == "peer" and engine in m.engines]
             found = targets(records, engine, table, floor_name, peers) + issue16_targets(
                 records, engine, table, floor_name)
             if found:

@@ -27,7 +27,6 @@ what to fix.
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -49,41 +48,13 @@ from rivet_dagster.chunked import (
     require_partitionable,
 )
 from rivet_dagster.chunked_run import whole_run_body, whole_run_reason
+from rivet_dagster.config_path import caller_dir, resolve_config_path
 from rivet_dagster.io_manager import IO_MANAGER_KEY, RIVET_IO_MANAGER
 from rivet_dagster.lineage import source_table_specs
 from rivet_dagster.naming import asset_key, check_unique_names, manifest_asset_key
 from rivet_dagster.naming import key_prefix as export_key_prefix
 from rivet_dagster.s3 import s3_resources
 from rivet_dagster.store_clients import use_resource, with_store_clients
-
-
-def resolve_config_path(config_path: str | os.PathLike[str], relative_to: Path | None) -> Path:
-    """An absolute path as is; a relative one against `relative_to` (the folder of the file
-    that names it: a `defs.yaml`, or the Python module calling `build_definitions`), else
-    against the current directory. Neither found: a ConfigError naming both places."""
-    path = Path(config_path)
-    if path.is_absolute():
-        return path
-    candidates = ([relative_to / path] if relative_to is not None else []) + [Path.cwd() / path]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate.resolve()
-    tried = " and ".join(f"'{c}'" for c in candidates)
-    raise api.ConfigError(f"rivet config '{config_path}' not found (looked at {tried}) — give a path "
-                          "relative to the file that names it, or an absolute path")
-
-
-def _caller_dir() -> Path | None:
-    """The folder of the module that called `build_definitions` (relative config paths)."""
-    frame = inspect.currentframe()
-    try:
-        outer = frame.f_back.f_back if frame and frame.f_back else None
-        filename = outer.f_code.co_filename if outer else None
-    finally:
-        del frame
-    if not filename or filename.startswith("<"):
-        return None
-    return Path(filename).resolve().parent
 
 
 def _apply_outer_prefix(config: api.RivetConfig, prefix: Sequence[str], group: str | None) -> None:
@@ -150,7 +121,7 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
     A relative
     `config_path` resolves against `relative_to`, else the calling module's folder, else the
     current directory."""
-    base = Path(relative_to) if relative_to is not None else _caller_dir()
+    base = Path(relative_to) if relative_to is not None else caller_dir()
     path = resolve_config_path(config_path, base)
     config = api.load_config(path)
     prefix = [key_prefix] if isinstance(key_prefix, str) else list(key_prefix)

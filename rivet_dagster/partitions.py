@@ -35,6 +35,7 @@ from pathlib import Path
 import dagster as dg
 
 from rivet_core import api
+from rivet_dagster.config_path import caller_dir, resolve_config_path
 from rivet_dagster.naming import derived_name
 
 GRANULARITIES = {
@@ -76,12 +77,7 @@ def export_partitions_def(config_path: str | os.PathLike[str], export_name: str,
     asset downstream of it (same definition → one run can materialize both). A relative
     `config_path` resolves as in `build_definitions`: against `relative_to`, else the
     calling module's folder, else the current directory."""
-    from rivet_dagster.factory import (  # factory imports this module
-        _caller_dir,
-        resolve_config_path,
-    )
-
-    base = Path(relative_to) if relative_to is not None else _caller_dir()
+    base = Path(relative_to) if relative_to is not None else caller_dir()
     config = api.load_config(resolve_config_path(config_path, base))
     return export_partitions(config, config.export(export_name))
 

@@ -38,19 +38,15 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from rivet_core.destination import Destination
-from rivet_core.errors import DataIntegrityError
 from rivet_core.manifest import ManifestPart, read_manifest
 from rivet_core.pipeline.summary import RunSummary
+from rivet_core.tableformat.errors import TableCommitError
 from rivet_core.tableformat.location import TableLocation, table_location
 from rivet_core.tableformat.types import delta_arrow_schema, table_type_errors
 from rivet_core.unit.resolve import UnitPlan
 
 #: commitInfo keys that mark a commit as made by an export's run (custom_metadata).
 RUN_KEY, EXPORT_KEY = "rivet_run_id", "rivet_export"
-
-
-class TableCommitError(DataIntegrityError):
-    """The table cannot take this run's parts (a type change, a refused type). Exit 3."""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from rivet_core.tableformat.errors import TableCommitError
+
 
 def deltalake_schema(schema: pa.Schema) -> Any:
     from deltalake import Schema
@@ -22,8 +24,6 @@ def deltalake_schema(schema: pa.Schema) -> Any:
 
 def evolve_schema(table: Any, schema: pa.Schema, export_name: str, properties: Any) -> None:
     """Add `schema`'s new columns to `table`; refuse a changed type (module docstring)."""
-    from rivet_core.tableformat.commit import TableCommitError
-
     current = pa.schema(table.schema().to_arrow())
     wanted = pa.schema(deltalake_schema(schema).to_arrow())
     changed = [f"'{f.name}' {current.field(f.name).type} → {f.type}" for f in wanted
