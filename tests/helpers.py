@@ -137,13 +137,20 @@ def pg_exec(url: str, *sql: str) -> list[tuple]:
     return rows
 
 
-def mysql_exec(url: str, *sql: str) -> list[tuple]:
+def mysql_connect(url: str, **options: Any) -> Any:
+    """A PyMySQL connection (autocommit) to the database of a `mysql://` URL; `options` add
+    to or override the connect arguments (charset, init_command, …)."""
     import pymysql
 
     u = urllib.parse.urlsplit(url)
-    conn = pymysql.connect(host=u.hostname, port=u.port or 3306, user=urllib.parse.unquote(u.username or ""),
-                           password=urllib.parse.unquote(u.password or ""), database=u.path.lstrip("/"),
-                           autocommit=True, init_command="SET time_zone = '+00:00'")
+    return pymysql.connect(**{"host": u.hostname, "port": u.port or 3306,
+                              "user": urllib.parse.unquote(u.username or ""),
+                              "password": urllib.parse.unquote(u.password or ""),
+                              "database": u.path.lstrip("/"), "autocommit": True, **options})
+
+
+def mysql_exec(url: str, *sql: str) -> list[tuple]:
+    conn = mysql_connect(url, init_command="SET time_zone = '+00:00'")
     rows: list[tuple] = []
     try:
         with conn.cursor() as cur:

@@ -10,7 +10,6 @@ test_source_mysql.py and the CLI type round trip): same schema, same values, row
 from __future__ import annotations
 
 import logging
-import urllib.parse
 from typing import Any
 
 import pyarrow as pa
@@ -20,6 +19,7 @@ import pytest
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import SourceError
 from rivet_core.source import open_source
+from tests.helpers import mysql_connect
 
 pytestmark = pytest.mark.mysql
 
@@ -58,10 +58,7 @@ ROWS = [
 
 
 def _connect(url: str) -> pymysql.connections.Connection[Any]:
-    u = urllib.parse.urlsplit(url)
-    return pymysql.connect(host=u.hostname, port=u.port or 3306, user=urllib.parse.unquote(u.username or ""),
-                           password=urllib.parse.unquote(u.password or ""), database=u.path.lstrip("/"),
-                           charset="utf8mb4", autocommit=True)
+    return mysql_connect(url, charset="utf8mb4")
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import re
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -19,16 +18,14 @@ import rivet_core
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.source import open_source
 from rivet_core.source.mysql import wire
+from tests.helpers import mysql_connect
 
 TUNING = ResolvedTuning(statement_timeout_s=30, lock_timeout_s=5, throttle_ms=0)
 SQL = "SELECT id, name, amount, at FROM t ORDER BY id"
 
 
 def _connect(url: str) -> pymysql.connections.Connection[Any]:
-    u = urllib.parse.urlsplit(url)
-    return pymysql.connect(host=u.hostname, port=u.port or 3306, user=urllib.parse.unquote(u.username or ""),
-                           password=urllib.parse.unquote(u.password or ""), database=u.path.lstrip("/"),
-                           charset="utf8mb4", autocommit=True)
+    return mysql_connect(url, charset="utf8mb4")
 
 
 @pytest.fixture
