@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 from rivet_core import api
 from rivet_dagster.metadata import (
     chunk_metadata,
+    dataset_uri,
     manifest_metadata,
     materialization_metadata,
     standard_metadata,
@@ -166,7 +167,7 @@ class RivetIOManager(dg.ConfigurableIOManager):
             except Exception as exc:  # a refusal before I6 held: nothing was published
                 raise chunk_failure(obj.run.export.name, "manifest", exc) from None  # retryable when transient
             context.add_output_metadata({**manifest_metadata(obj.run, summary), **standard_metadata(
-                obj.run.config, obj.run.export, summary.destination_uri or "", obj.run.output_schema,
+                obj.run.config, obj.run.export, dataset_uri(summary), obj.run.output_schema,
                 dataset_rows=summary.total_rows)})
             if summary.status == "failed":
                 raise failure_for(summary)
@@ -179,7 +180,7 @@ class RivetIOManager(dg.ConfigurableIOManager):
         meta = materialization_metadata(summary, obj.staged.schema, partition=partition)
         if summary.status != "failed":
             rows = None if partition else dataset_row_count(obj.run.config, obj.run.export, summary)
-            meta.update(standard_metadata(obj.run.config, obj.run.export, summary.destination_uri or "",
+            meta.update(standard_metadata(obj.run.config, obj.run.export, dataset_uri(summary),
                                           obj.staged.schema, dataset_rows=rows))
         context.add_output_metadata(meta)
         if summary.status == "failed" or summary.exit_code != 0:  # exit 3: the verdict failed

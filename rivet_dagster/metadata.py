@@ -188,6 +188,19 @@ def standard_metadata(config: api.RivetConfig, export: api.ExportConfig, uri: st
     return meta
 
 
+def dataset_uri(summary: api.RunSummary) -> str:
+    """`dagster/uri` of a run: a `table_format` export's table root — a time partition's
+    parts are files of that one table (docs/adr/0009-table-formats.md), so its folder is not
+    what a reader opens — else the run's destination prefix."""
+    table = summary.table_commit
+    if not table:
+        return summary.destination_uri or ""
+    uri = str(table["uri"])
+    if "://" not in uri:  # a local table: delta-rs names it by its path
+        uri = Path(uri).resolve().as_uri()
+    return uri.rstrip("/") + "/"
+
+
 def materialization_metadata(summary: api.RunSummary, schema: pa.Schema | None, *,
                              partition: bool = False) -> dict[str, Any]:
     meta: dict[str, Any] = numbers(summary.total_rows, summary.bytes_written, len(summary.manifest_parts),
