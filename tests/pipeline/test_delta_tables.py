@@ -143,6 +143,34 @@ def test_a_time_partition_replaces_exactly_its_window(tmp_path, pg_url, where):
     assert sum(1 for r in rows if r["id"] > 1000) == 60
 
 
+def test_a_time_window_run_replaces_exactly_its_window_and_nothing_else(tmp_path, pg_url, where):
+    """`days_window` is a predicate overwrite (`time_column >= cutoff`): rows before the
+    cutoff — written by an earlier, wider run — stay as they were even where the source has
+    since changed or deleted them; rows in the window are the source's, each once."""
+    _items(pg_url)
+    old = "date_trunc('day', now()) - INTERVAL '10 days'"  # before the 3-day window
+    new = "now() - INTERVAL '1 hour'"  # inside it
+    db_exec(pg_url, "INSERT INTO items SELECT g, 'n' || g, g + 0.25, "
+                    f"CASE WHEN g <= 40 THEN {old} + g * INTERVAL '1 minute' ELSE {new} - g * INTERVAL '1 second' END "
+                    "FROM generate_series(1, 80) g")
+    _run(_config(tmp_path, pg_url, where, mode="time_window", time_column="updated_at", days_window=30))
+    first = {r["id"]: r for r in _rows(where)}
+    assert sorted(first) == list(range(1, 81))
+    db_exec(pg_url, "DELETE FROM items WHERE id IN (5, 60)",
+            "UPDATE items SET name = 'changed' WHERE id IN (6, 50)",
+            f"INSERT INTO items VALUES (100, 'new', 1.5, {new})")
+    run = _run(_config(tmp_path, pg_url, where, mode="time_window", time_column="updated_at", days_window=3))
+    assert run["rows"] == 40  # ids 41..80 minus 60, plus 100
+    rows = {r["id"]: r for r in _rows(where)}
+    assert len(_table(where).to_pyarrow_table()) == len(rows)  # no row twice
+    source = {r["id"]: r for r in _source(pg_url)}
+    assert {i: rows[i] for i in rows if i <= 40} == {i: first[i] for i in range(1, 41)}  # untouched, 5 and 6 too
+    assert {i: rows[i] for i in rows if i > 40} == {i: source[i] for i in source if i > 40}
+    assert rows[50]["name"] == "changed" and 60 not in rows and rows[100]["name"] == "new"
+    assert rows[6]["name"] == "n6" and 5 in rows
+    assert _table(where).version() == 1 and _manifest(where)["table"]["operation"] == "replace_where"
+
+
 def test_a_chunked_run_commits_once_after_every_window(tmp_path, pg_url, where):
     _items(pg_url)
     _insert(pg_url, range(1, 301))
@@ -175,8 +203,7 @@ def test_types_round_trip_and_unholdable_ones_are_refused_before_anything_is_wri
     assert row["tags"] == src[3] and row["u"] == src[4]
 
 
-def test_a_new_column_evolves_the_table_and_fail_stops_before_any_commit(tmp_path, pg_url):
-    where = {"dest": {"type": "local", "path": "out"}, "uri": str(tmp_path / "out"), "options": {}, "s3": None}
+def test_a_new_column_evolves_the_table_and_fail_stops_before_any_commit(tmp_path, pg_url, where):
     _items(pg_url)
     _insert(pg_url, range(1, 21))
     _run(_config(tmp_path, pg_url, where))
@@ -187,6 +214,9 @@ def test_a_new_column_evolves_the_table_and_fail_stops_before_any_commit(tmp_pat
     _run(_config(tmp_path, pg_url, where, on_schema_drift="warn"))
     rows = _rows(where)
     assert [r["note"] for r in rows] == [f"n{i}" for i in range(1, 21)]
+    assert rows == [dict(zip(("id", "name", "amount", "updated_at", "note"), r, strict=True))
+                    for r in db_exec(pg_url, "SELECT id, name, amount, updated_at, note FROM items ORDER BY id")]
+    assert "note" not in _table(where, version=0).schema().to_arrow().names  # v0 still reads as it was
 
 
 def test_config_refuses_what_a_table_cannot_do(tmp_path, pg_url):
