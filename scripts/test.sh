@@ -13,8 +13,9 @@
 #      TEST_S3_ACCESS_KEY/SECRET_KEY, TEST_AZURE_ACCOUNT/KEY). Azurite needs Node.js and npm
 #      (installed from Debian as root when missing). What this script started is stopped by
 #      PID on exit, also on failure or Ctrl-C;
-#   4. python -m pytest -n 3 --dist loadfile "$@" (RIVET_TEST_WORKERS sets the worker count; 0 = no
-#      workers) — pytest's exit 5 (no test collected) counts as a failure.
+#   4. python -m pytest -n 3 --dist loadfile --no-loadscope-reorder "$@" (RIVET_TEST_WORKERS sets the
+#      worker count; 0 = no workers; the slowest files go first, tests/schedule.py) — pytest's
+#      exit 5 (no test collected) counts as a failure.
 # Lint is separate (`make lint`) and does not fail the tests.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -152,10 +153,12 @@ redact(){ sed -E 's#(://[^:/@]*):[^@]*@#\1:***@#'; }
 # Test files run in parallel worker processes (pytest-xdist), a whole file per worker
 # (`--dist loadfile`: a module's shared fixtures — the docs runner, a `dagster dev` — start
 # once). Most of a test's time is spent waiting on a server or a `rivet` subprocess, so three
-# workers keep two cores busy. RIVET_TEST_WORKERS=0 runs everything in this one process.
+# workers keep two cores busy. The files are handed out slowest first (tests/schedule.py;
+# xdist's own reordering by test count would hand the few-test, minutes-long files out last
+# and leave workers idle at the end). RIVET_TEST_WORKERS=0 runs everything in this one process.
 workers=${RIVET_TEST_WORKERS:-3}
 extra=(-n "$workers")
-[ "$workers" = 0 ] || extra+=(--dist loadfile)
+[ "$workers" = 0 ] || extra+=(--dist loadfile --no-loadscope-reorder)
 [ "${CI:-}" = true ] && extra+=(--durations=25)   # CI logs show what eats the time budget
 say "running: python -m pytest${extra[*]:+ ${extra[*]}} $*"
 set +e

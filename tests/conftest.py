@@ -29,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.cloud_areas import azure, cloud, gcs  # noqa: F401 - fixtures for every test module
+from tests.schedule import slowest_files_first
 
 os.environ.setdefault("RIVET_STRICT_INVARIANTS", "1")
 os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
@@ -40,6 +41,12 @@ settings.register_profile("rivet", deadline=None, suppress_health_check=[HealthC
 settings.register_profile("rivet-ci", parent=settings.get_profile("rivet"), derandomize=True,
                           print_blob=True)
 settings.load_profile("rivet-ci" if os.environ.get("CI") == "true" else "rivet")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slowest files first, for the xdist workers (tests/schedule.py says why)."""
+    slowest_files_first(items)
 
 
 def _require_env(name: str, what: str) -> str:
