@@ -120,6 +120,10 @@ def part_filesystem(loc: TableLocation) -> tuple[pafs.FileSystem, str]:
             endpoint_override=endpoint.split("://", 1)[-1] or None,
             scheme="http" if endpoint.startswith("http://") else "https")
         return fs, loc.uri[len("s3://"):]
+    if loc.uri.startswith("az://"):
+        from rivet_core.tableformat.azure_store import azure_filesystem
+
+        return azure_filesystem(loc.uri, loc.storage_options)
     return pafs.LocalFileSystem(), loc.uri
 
 
