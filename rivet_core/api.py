@@ -7,11 +7,16 @@ module on purpose when the adapter needs more (docs/architecture.md, "Layers").
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rivet_core import __version__
 from rivet_core.config import ExportConfig, RivetConfig, load_config
-from rivet_core.config.models import ExportDagsterConfig
+from rivet_core.config.blocks import (
+    ConfigBlock,
+    config_blocks,
+    deprecated_block_model,
+    register_config_block,
+)
 from rivet_core.destination import Destination
 from rivet_core.destination.clients import client_provider, s3_client_provider
 from rivet_core.errors import (
@@ -23,6 +28,7 @@ from rivet_core.errors import (
     best_effort,
 )
 from rivet_core.manifest import Manifest, Verification, read_manifest, verify_at_destination
+from rivet_core.orchestrator import accepts_legacy_run_id
 from rivet_core.pipeline.buckets import PartitionedResult, bucket_prefixes, run_partitioned
 from rivet_core.pipeline.chunk_tasks import (
     ChunkFinalizeRun,
@@ -59,7 +65,7 @@ __all__ = [
     "ChunkWindowsMissing", "Wording", "chunk_task_problem", "plan_chunk_tasks", "reconcile_chunks",
     # many time partitions in one run: one source query, one published unit per window
     "RangeStaged", "TimeRangeRun", "TimeWindow",
-    "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportDagsterConfig", "ExportRun",
+    "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
     "dataset_manifests", "destination_uri", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
@@ -79,15 +85,21 @@ __all__ = [
     # the package version, secret redaction for anything an adapter shows (redact.py), the
     # `rivet init` scaffold and the demo database (scaffold.py, demo.py; imported on call)
     "__version__", "ensure_demo_database", "redact_secrets", "scaffold_config",
+    # an integration's namespaced rivet.yaml block (rivet_core/config/blocks.py; usually
+    # registered by the `rivet.config_blocks` entry point)
+    "ConfigBlock", "config_blocks", "register_config_block",
 ]
 
 
+@accepts_legacy_run_id
 def run_export(config: RivetConfig, export_name: str, *, validate: bool = False,
-               dagster_run_id: str | None = None, window: DayWindow | None = None) -> RunSummary:
-    """Run one export (or one time partition of it) end to end."""
+               orchestrator_run_id: str | None = None, orchestrator: str | None = None,
+               window: DayWindow | None = None) -> RunSummary:
+    """Run one export (or one time partition of it) end to end. `orchestrator_run_id` and
+    `orchestrator` name the scheduler's run that started it (rivet_core/orchestrator.py)."""
     export = config.export(export_name)
-    return run_unit(config, export, RunOptions(validate=validate, dagster_run_id=dagster_run_id,
-                                               window=window))
+    return run_unit(config, export, RunOptions(validate=validate, orchestrator_run_id=orchestrator_run_id,
+                                               orchestrator=orchestrator, window=window))
 
 
 def run_checkpointed(config: RivetConfig, export: ExportConfig, options: RunOptions) -> RunSummary:
@@ -195,7 +207,7 @@ def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = ""
         expected = bucket_targets(export, [sub_prefix])[0][2] if sub_prefix else export_name
         export = root_export(export)
     dest = export_destination(config, export, sub_prefix=sub_prefix, create=False)
-    return dest, verify_at_destination(dest, depth=depth, export_name=expected, export=export)
+    return dest, verify_at_destination(dest, depth=depth, export_name=expected)
 
 
 def partitioned_dataset_rows(config: RivetConfig, export: ExportConfig) -> int:
@@ -225,17 +237,14 @@ def scaffold_config(output: Path, *, source_env: str, schema: str | None = None,
     write_scaffold(InitOptions(source_env=source_env, schema=schema, table=table), output)
 
 
-def read_table(dest: Destination, sub_prefix: str = "", export: ExportConfig | None = None) -> tuple[
-        pa.Table, int] | None:
-    """(rows, table version) of the table at `dest`'s prefix (a time partition's
+def read_table(dest: Destination, sub_prefix: str = "") -> tuple[pa.Table, int] | None:
+    """(rows, table version) of the Delta table at `dest`'s prefix (a time partition's
     `sub_prefix`: only its files), None when there is no table yet — what a downstream
-    reader of a `table_format:` export sees (rivet_core/tableformat/read.py). `export`: the
-    export's config, which an Iceberg table needs (its catalog); without it the prefix is
-    read as a Delta table. Imported on call: only table-format exports need deltalake or
-    pyiceberg."""
-    from rivet_core.tableformat.read import read_table_format
+    reader of a `table_format: delta` export sees (rivet_core/tableformat/read.py). Imported
+    on call: only table-format exports need deltalake."""
+    from rivet_core.tableformat.read import read_delta
 
-    return read_table_format(dest, sub_prefix, export)
+    return read_delta(dest, sub_prefix)
 
 
 def ensure_demo_database(path: Path | None = None, *, reset: bool = False) -> Path:
@@ -245,3 +254,9 @@ def ensure_demo_database(path: Path | None = None, *, reset: bool = False) -> Pa
     from rivet_core.ops.demo import ensure_demo_database as ensure
 
     return ensure(path or DEFAULT_PATH, reset=reset)
+
+
+def __getattr__(name: str) -> Any:
+    """Deprecated names: the models of an integration's config block (blocks.py) were once
+    published here; they now belong to the integration's package, which registers them."""
+    return deprecated_block_model(__name__, name)

@@ -17,7 +17,7 @@ from rivet_core import api
 from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.io_manager import PendingPublish, failure_for, will_retry
 from rivet_dagster.metadata import describe_export
-from rivet_dagster.naming import asset_key, safe_name
+from rivet_dagster.naming import ORCHESTRATOR, asset_key, safe_name
 from rivet_dagster.partitions import (
     backfill_policy,
     export_partitions,
@@ -126,7 +126,7 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
         progress = api.callback_tracker(cfg, exp, context.log.info)
         # validate: the finalize verifies the destination before the report and notification
         # (so both carry the verdict); a transient failure Dagster will retry is not notified.
-        options = api.RunOptions(dagster_run_id=context.run.run_id, window=windows[0],
+        options = api.RunOptions(orchestrator_run_id=context.run.run_id, orchestrator=ORCHESTRATOR, window=windows[0],
                                  internal_retries=False, progress=progress, validate=True,
                                  defer_transient_notice=will_retry(context, config, export),
                                  full_refresh=run_flag(context, "rivet/full_refresh"),

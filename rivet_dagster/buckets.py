@@ -16,6 +16,7 @@ import dagster as dg
 from rivet_core import api
 from rivet_dagster.io_manager import failure_for, will_retry
 from rivet_dagster.metadata import materialization_metadata, standard_metadata
+from rivet_dagster.naming import ORCHESTRATOR
 
 BUCKETS_SCHEMA = dg.TableSchema(columns=[
     dg.TableColumn("partition", "string"), dg.TableColumn("prefix", "string"),
@@ -42,7 +43,7 @@ def partitioned_body(config_path: str, export_name: str):  # noqa: ANN201 - a Da
     def _run(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
-        options = api.RunOptions(dagster_run_id=context.run.run_id, internal_retries=False, validate=True,
+        options = api.RunOptions(orchestrator_run_id=context.run.run_id, orchestrator=ORCHESTRATOR, internal_retries=False, validate=True,
                                  defer_transient_notice=will_retry(context, cfg, exp))
         result = api.run_partitioned(cfg, exp, options)
         summary = result.summary

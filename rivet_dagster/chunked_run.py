@@ -22,6 +22,7 @@ from rivet_core import api
 from rivet_dagster.chunk_words import dagster_chunk_problem
 from rivet_dagster.io_manager import dataset_row_count, failure_for, will_retry
 from rivet_dagster.metadata import materialization_metadata, standard_metadata
+from rivet_dagster.naming import ORCHESTRATOR
 
 
 def whole_run_reason(export: api.ExportConfig) -> str | None:
@@ -42,7 +43,7 @@ def whole_run_body(config_path: str, export_name: str):  # noqa: ANN201 - a Dags
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
         progress = api.callback_tracker(cfg, exp, context.log.info)
-        options = api.RunOptions(dagster_run_id=context.run.run_id, internal_retries=False, progress=progress,
+        options = api.RunOptions(orchestrator_run_id=context.run.run_id, orchestrator=ORCHESTRATOR, internal_retries=False, progress=progress,
                                  validate=True, defer_transient_notice=will_retry(context, cfg, exp))
         summary = api.run_checkpointed(cfg, exp, options)
         progress.finish()

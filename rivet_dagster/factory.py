@@ -48,6 +48,7 @@ from rivet_dagster.chunked import (
     require_partitionable,
 )
 from rivet_dagster.chunked_run import whole_run_body, whole_run_reason
+from rivet_dagster.config_block import ExportDagsterConfig
 from rivet_dagster.config_path import caller_dir, resolve_config_path
 from rivet_dagster.io_manager import IO_MANAGER_KEY, RIVET_IO_MANAGER
 from rivet_dagster.lineage import source_table_specs
@@ -63,7 +64,7 @@ def _apply_outer_prefix(config: api.RivetConfig, prefix: Sequence[str], group: s
     if not prefix and not group:
         return
     for export in config.exports:
-        block = export.dagster if export.dagster is not None else api.ExportDagsterConfig()
+        block = export.dagster if export.dagster is not None else ExportDagsterConfig()
         update: dict[str, object] = {}
         if prefix:
             update["key_prefix"] = [*prefix, *export_key_prefix(config, export)]

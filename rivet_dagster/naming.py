@@ -10,6 +10,10 @@ import dagster as dg
 
 from rivet_core import api
 
+#: How the core names this integration in a lock refusal, the manifest and the run report
+#: (`orchestrator`, rivet_core/orchestrator.py).
+ORCHESTRATOR = "Dagster"
+
 _UNSAFE = re.compile(r"[^A-Za-z0-9_]")
 
 

@@ -41,6 +41,7 @@ from typing import Any
 import dagster as dg
 
 from rivet_core import api
+from rivet_dagster.config_block import ExportDagsterConfig
 from rivet_dagster.s3 import s3_resource_key
 
 #: The `exports[].dagster` field naming each object store's resource.
@@ -87,7 +88,7 @@ def use_resource(config: api.RivetConfig, kind: str, key: str) -> None:
     for export in config.exports:
         if export.destination.type != kind or own_key(export, kind):
             continue
-        block = export.dagster if export.dagster is not None else api.ExportDagsterConfig()
+        block = export.dagster if export.dagster is not None else ExportDagsterConfig()
         export.dagster = block.model_copy(update={KEY_FIELDS[kind]: key})
 
 

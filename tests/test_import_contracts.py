@@ -7,6 +7,7 @@ contract planted (about 10 s each: grimp builds the whole import graph).
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +23,7 @@ CONTRACTS = {
         "rivet_core/pipeline/job.py", "from rivet_core.manifest.artifacts import write_manifest_files\n"),
     "the building blocks and the configuration never import the pipeline, the operator tools or the CLI": (
         "rivet_core/format/csv.py", "from rivet_core.cli import shared\n"),
+    "rivet_core is layered": ("rivet_core/config/sizes.py", "from rivet_core.source import retry\n"),
 }
 
 
@@ -53,3 +55,34 @@ def test_a_planted_violation_of_each_contract_breaks_it(tmp_path: Path) -> None:
     assert "rivet_dagster.naming -> rivet_core.pipeline.job" in out
     assert "rivet_core.pipeline.job -> rivet_core.manifest.artifacts" in out
     assert "rivet_core.format.csv -> rivet_core.cli.shared" in out
+    assert "rivet_core.config.sizes -> rivet_core.source.retry" in out
+
+
+#: The one way rivet_core may spell the integration: its distribution in a pip install hint.
+ALLOWED_MENTION = re.compile(r"pip install '?rivet-dagster")
+
+
+def dagster_mentions(root: Path) -> list[str]:
+    """Every line of rivet_core/**/*.py that says "dagster" (any case) outside an install hint."""
+    hits = []
+    for path in sorted((root / "rivet_core").rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if "dagster" in ALLOWED_MENTION.sub("", line).lower():
+                hits.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    return hits
+
+
+def test_rivet_core_never_names_dagster_not_even_in_words() -> None:
+    """Imports are lint-imports' job; this is the text: docstrings, comments, messages, column
+    and key names. The core speaks of an orchestrator or an integration (docs/architecture.md)."""
+    hits = dagster_mentions(ROOT)
+    assert not hits, "rivet_core names Dagster — use neutral words, or move it to rivet_dagster:\n" + "\n".join(hits)
+
+
+def test_the_word_scan_flags_a_mention_and_allows_only_the_install_hint(tmp_path: Path) -> None:
+    core = tmp_path / "rivet_core"
+    core.mkdir()
+    (core / "hint.py").write_text("MSG = \"pip install 'rivet-dagster[s3]' or pip install rivet-dagster\"\n")
+    (core / "word.py").write_text("\"\"\"Runs a Dagster asset.\"\"\"\nDAGSTER_RUN = 1\n")
+    assert dagster_mentions(tmp_path) == ['rivet_core/word.py:1: """Runs a Dagster asset."""',
+                                          "rivet_core/word.py:2: DAGSTER_RUN = 1"]

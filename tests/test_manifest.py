@@ -107,7 +107,8 @@ def test_serialized_manifest_is_pretty_ordered_json_with_a_trailing_newline() ->
     assert obj["parts"][0] == {"part_id": 1, "path": "a.parquet", "rows": 5, "size_bytes": 100,
                                "content_fingerprint": "xxh3:00000000000000aa", "content_md5": "md5==",
                                "status": "committed"}
-    for absent in ("export_family", "column_checksums", "row_hash", "split_window", "dagster_run_id"):
+    for absent in ("export_family", "column_checksums", "row_hash", "split_window", "orchestrator",
+                   "orchestrator_run_id"):
         assert absent not in obj
     assert "cursor_type" not in obj["source"]["extraction"]
     assert serialize_manifest(m) == data  # deterministic
@@ -119,7 +120,8 @@ def test_serialize_then_parse_round_trips_every_field() -> None:
          ManifestPart(2, "b.parquet", 7, 120)],
         export_family="orders_fam", column_checksums=[{"name": "id", "checksum": "18446744073709551615"}],
         checksum_render="xxh3-64-sum-v2", checksum_key_column="id", row_hash={"columns": ["id"], "algo": "x"},
-        split_window={"key_column": "id", "lo": "0", "hi": "100"}, dagster_run_id="d-1",
+        split_window={"key_column": "id", "lo": "0", "hi": "100"}, orchestrator="Scheduler",
+        orchestrator_run_id="d-1",
     )
     back = parse_manifest(serialize_manifest(m))
     assert back == m
@@ -612,3 +614,17 @@ def test_split_unit_siblings_of_the_same_family_are_verified_and_not_untracked(
     assert v.passed and v.failures == [] and v.parts_verified == 2
     local_dest.delete("orders__u2_0.parquet")
     assert kinds(verify_at_destination(local_dest)) == ["part_missing"]
+
+
+def test_a_manifest_written_before_the_neutral_orchestrator_key_still_loads() -> None:
+    """tests/fixtures/manifest_before_orchestrator/manifest.json was serialized by the release
+    that named the run id key after the integration; it parses, the id lands in
+    `orchestrator_run_id` and the orchestrator's name comes from the old key."""
+    data = (Path(__file__).parent / "fixtures" / "manifest_before_orchestrator" / "manifest.json").read_bytes()
+    assert b'"orchestrator' not in data
+    back = parse_manifest(data)
+    assert (back.orchestrator, back.orchestrator_run_id) == ("Dagster", "6f1c2d3e-0000-4000-8000-00000000a11d")
+    assert back.row_count == 5 and back.parts[0].path == "orders_20260101_120000_123.parquet"
+    rewritten = json.loads(serialize_manifest(back))  # written again: the neutral keys only
+    assert rewritten["orchestrator_run_id"] == back.orchestrator_run_id and rewritten["orchestrator"] == "Dagster"
+    assert not [k for k in rewritten if k.endswith("_run_id") and k != "orchestrator_run_id"]

@@ -1,13 +1,13 @@
 """Partition keys of chunk windows: stable, sortable, `[A-Za-z0-9_.-]` only.
 
-A window's key is its identity everywhere outside the planner — the checkpoint, Dagster's
-dynamic partitions (`<export>_chunks`), logs. Two properties matter and are
+A window's key is its identity everywhere outside the planner — the checkpoint, an
+orchestrator's partitions (one per window), logs. Two properties matter and are
 property-tested (tests/chunks/test_chunk_windows.py):
 
 * **stable**: the key is a pure function of the window's bounds, so a grid-aligned range
   window keeps its key when the table grows;
 * **sortable**: within one plan, plain byte-wise string order of the keys equals window
-  order, so Dagster lists (and registers) partitions in ascending window order.
+  order, so an orchestrator lists (and registers) partitions in ascending window order.
 
 Formats:
 
@@ -31,7 +31,7 @@ unsigned), using three prefix-free classes whose first characters sort in class 
 
 Each class has a fixed width, so no encoding is a prefix of another and comparing two keys
 of the same plan compares `enc(lo)` first; windows never share a `lo`. A key never
-contains `...` (Dagster rejects that substring).
+contains `...` (orchestrators' partition key rules reject that substring).
 """
 
 from __future__ import annotations

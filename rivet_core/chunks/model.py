@@ -1,7 +1,7 @@
-"""The shapes of a chunk plan, shared by the planner, the checkpoint, the runners and Dagster.
+"""The shapes of a chunk plan, shared by the planner, the checkpoint, the runners and an orchestrator.
 
 Bounds are text so they round-trip through the state store (chunk_task.start_key /
-end_key) and through Dagster partition keys without loss:
+end_key) and through an orchestrator's partition keys without loss:
 
 | strategy | lo | hi | window SQL predicate |
 |---|---|---|---|

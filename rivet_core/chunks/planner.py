@@ -32,7 +32,7 @@ Strategy resolution, in order:
    bool and binary refused).
 5. Small-table fallback: a `table:` export whose row estimate is ≤ chunk_size and that
    sets none of chunk_count / chunk_by_days / chunk_checkpoint / chunk_by_key /
-   chunk_dense returns None (INFO log) — unless `allow_downgrade=False` (the Dagster
+   chunk_dense returns None (INFO log) — unless `allow_downgrade=False` (an orchestrator's
    planner: a partition set must not flip between "full" and "chunked").
 6. Probes and windows (see windows.py for the math): range/count/days run a NULL probe
    (`SELECT 1 … WHERE c IS NULL LIMIT 1`) and MIN/MAX probes; dense runs COUNT(*);

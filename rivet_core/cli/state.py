@@ -126,7 +126,7 @@ def state_reset_chunks(config_path: str, export_name: str | None, stuck: bool) -
 @click.option("--json", "as_json", is_flag=True)
 @guard
 def state_locks(config_path: str, export_name: str | None, as_json: bool) -> int:
-    """Show who holds export locks (a running export, or Dagster chunk workers)."""
+    """Show who holds export locks (a running export, or an orchestrator's chunk workers)."""
     rows = open_store(config_path).list_export_locks(export_name)
     if as_json:
         click.echo(json.dumps([{**r.__dict__, "stale": r.stale_reason()} for r in rows], indent=2))

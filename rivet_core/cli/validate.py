@@ -84,13 +84,13 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
                                  if when and export.mode == "time_window" and export.time_column else "")
             target = export_destination(config, export, sub_prefix=sub, create=False, now=when)
             verdict = verify_at_destination(target, depth=depth, export_name=export.name, run_id=run_id,
-                                            require_manifest=bool(sub), export=export)
+                                            require_manifest=bool(sub))
             codes.append(verdict.exit_code())
             label = export.name + (f" [{sub.rstrip('/')}]" if sub else "") + (f" run {run_id}" if run_id else "")
             results.append({"export_name": label, "resolved_prefix": target.uri,
                             "verification": verdict.to_dict()})
             continue
-        # A daily-partitioned export (written by the Dagster layer) has one manifest per day;
+        # A daily-partitioned export (an orchestrator's time partitions) has one manifest per day;
         # a partition_by export one per bucket under the prefix before its {partition} token.
         if export.partition_by:
             from rivet_core.pipeline.buckets import bucket_prefixes, bucket_targets, root_export
@@ -105,7 +105,7 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
                         f"{export.name} [{p.rstrip('/')}]", export.name)
                        for p in prefixes] or [(dest, export.name, export.name)]
         for target, label, expected_name in targets:
-            verdict = verify_at_destination(target, depth=depth, export_name=expected_name, export=export)
+            verdict = verify_at_destination(target, depth=depth, export_name=expected_name)
             codes.append(verdict.exit_code())
             results.append({"export_name": label, "resolved_prefix": target.uri,
                             "verification": verdict.to_dict()})

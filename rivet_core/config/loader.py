@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rivet_core.config.extended import config_model
 from rivet_core.config.messages import Problem, code_of, combine
 from rivet_core.config.models import RivetConfig
 from rivet_core.config.parse_errors import translate
@@ -91,10 +92,11 @@ def _check_top(data: Any, path: Path) -> dict[str, Any]:
 
 
 def _parse(data: dict[str, Any], path: Path) -> RivetConfig:
+    model = config_model()  # the core models + the registered integration blocks (blocks.py)
     try:
-        return RivetConfig.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
-        raise _fail(translate(RivetConfig, exc), path) from None
+        raise _fail(translate(model, exc), path) from None
     except RecursionError:
         raise ConfigError(f"config '{path}' is nested too deeply to be a Rivet config") from None
 

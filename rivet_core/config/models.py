@@ -11,22 +11,20 @@ connection URL) are methods here so nobody re-derives them differently.
 from __future__ import annotations
 
 import logging
-import re
-from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PrivateAttr,
-    field_validator,
     model_validator,
 )
 
+from rivet_core.config.blocks import BlockModel, config_blocks, unknown_block_hint
 from rivet_core.config.overrides import normalise_column_key, parse_column_override
+from rivet_core.config.scalars import Str
+from rivet_core.config.scalars import scalar_to_str as _scalar_to_str
 from rivet_core.config.sizes import parse_size
 from rivet_core.config.source_url import inline_url_password, resolve_source_url
 from rivet_core.config.tuning import ResolvedTuning, merged_tuning_error, resolve_tuning
@@ -38,32 +36,22 @@ if TYPE_CHECKING:  # annotations only: loading a config must not import pyarrow 
 log = logging.getLogger("rivet.config")
 
 
-def _scalar_to_str(value: Any) -> Any:
-    """YAML numbers become their source text in string fields (serde_yaml does the same)."""
-    if isinstance(value, bool):
-        return value
-    raw = getattr(value, "raw", None)
-    if isinstance(raw, str):
-        return raw
-    if isinstance(value, int | float):
-        return str(value)
-    return value
 
 
-#: A string field that also accepts a YAML number written without quotes.
-Str = Annotated[str, BeforeValidator(_scalar_to_str)]
-
-_DAGSTER_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+class _Strict(BlockModel):
+    """Base: unknown keys are errors; assignment stays unvalidated for speed (blocks.py)."""
 
 
-class _Strict(BaseModel):
-    """Base: unknown keys are errors; assignment stays unvalidated for speed."""
+class _CarriesBlocks:
+    """The top level and each export may carry integration blocks (blocks.py): the loader's
+    model has them as fields (extended.py); `integration(name)` reads one by name."""
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=False)
-
-    def explicit(self) -> dict[str, Any]:
-        """The fields the YAML actually set (defaults excluded)."""
-        return self.model_dump(exclude_unset=True)
+    def integration(self, name: str) -> Any:
+        """The parsed `<name>:` integration block here, or None when it is absent. Unknown
+        names (no integration registers them) are a ConfigError naming the known blocks."""
+        if name not in config_blocks():
+            raise ConfigError(f"no integration block `{name}`{unknown_block_hint(name)}")
+        return getattr(self, name, None)
 
 
 # --------------------------------------------------------------------------- tuning
@@ -254,254 +242,6 @@ class RetentionConfig(_Strict):
         return self
 
 
-class IcebergConfig(_Strict):
-    """`exports[].iceberg` — where a `table_format: iceberg` export registers its table
-    (docs/adr/0009-table-formats.md): pyiceberg's SQL catalog on a SQLAlchemy URL (SQLite or
-    PostgreSQL), created on first use. The table's files stay at the export's prefix (its
-    warehouse); the catalog holds only the pointer to the table's current metadata. Exactly
-    one of `catalog_url` / `catalog_url_env` (rivet_core/config/validate.py); the URL is a
-    credential and is redacted wherever it is shown."""
-
-    catalog_url: Str | None = None
-    catalog_url_env: Str | None = None
-    #: The catalog's name (the `catalog_name` column of pyiceberg's catalog tables): another
-    #: engine reading the same catalog database names it so.
-    catalog_name: Str = "rivet"
-    namespace: Str | None = None
-    #: The table's name in `namespace`; None: the export's name.
-    table: Str | None = None
-
-    def resolve_catalog_url(self) -> str:
-        """The catalog's SQLAlchemy URL, read from the environment now (run time, so an unset
-        variable is reported when the table is needed, not at load); its password is
-        registered for redaction. `postgresql://` means psycopg 3, the driver the core already
-        has (SQLAlchemy's bare `postgresql://` would ask for psycopg2)."""
-        import os
-
-        from rivet_core.redact import register_secret
-
-        url = self.catalog_url
-        if url is None and self.catalog_url_env:
-            url = os.environ.get(self.catalog_url_env)
-            if not url:
-                raise ConfigError(f"iceberg.catalog_url_env names env var '{self.catalog_url_env}', which is "
-                                  "not set — export it (e.g. sqlite:////var/lib/rivet/catalog.db)")
-        if not url:
-            raise ConfigError("iceberg: set catalog_url or catalog_url_env")
-        register_secret(inline_url_password(url))
-        for bare in ("postgresql://", "postgres://"):
-            if url.startswith(bare):
-                url = "postgresql+psycopg://" + url[len(bare):]
-        return url
-
-
-def _key_prefix_shape(value: Any) -> Any:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        parts = [value]
-    elif isinstance(value, list) and value:
-        parts = [_scalar_to_str(v) for v in value]
-    else:
-        raise ValueError("must be a string or a non-empty list of strings")
-    for part in parts:
-        if not isinstance(part, str) or not _DAGSTER_NAME.match(part):
-            raise ValueError(
-                f"key_prefix segment {part!r} is not a valid Dagster name — use letters, "
-                "digits and underscores only"
-            )
-    return value
-
-
-def _check_dagster_name(value: str | None, what: str) -> str | None:
-    if value is not None and not _DAGSTER_NAME.match(value):
-        raise ValueError(
-            f"{what} '{value}' is not a valid Dagster name — use letters, digits and "
-            "underscores only"
-        )
-    return value
-
-
-def _check_date(value: str | None) -> str | None:
-    if value is None:
-        return None
-    try:
-        date.fromisoformat(value)
-    except ValueError as exc:
-        raise ValueError(f"'{value}' is not a date — use YYYY-MM-DD, e.g. 2024-01-01") from exc
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
-        raise ValueError(f"'{value}' is not a date — use YYYY-MM-DD, e.g. 2024-01-01")
-    return value
-
-
-class _DagsterCommon(_Strict):
-    group: Str | None = None
-    key_prefix: Annotated[str | list[str] | None, BeforeValidator(_key_prefix_shape)] = None
-    pool: Str | None = None
-    schedule_status: Literal["RUNNING", "STOPPED"] | None = None
-    start_date: Str | None = None
-
-    @field_validator("group")
-    @classmethod
-    def _group_name(cls, value: str | None) -> str | None:
-        return _check_dagster_name(value, "group")
-
-    @field_validator("start_date")
-    @classmethod
-    def _start(cls, value: str | None) -> str | None:
-        return _check_date(value)
-
-    @property
-    def key_prefix_list(self) -> list[str]:
-        """`key_prefix` as a list of path segments (empty when unset)."""
-        if self.key_prefix is None:
-            return []
-        return [self.key_prefix] if isinstance(self.key_prefix, str) else list(self.key_prefix)
-
-
-class DagsterDefaults(_DagsterCommon):
-    """Top-level `dagster:` — defaults for every export's `dagster:` block."""
-
-
-class AutomationOnCron(_Strict):
-    """`automation_condition: {on_cron: "<cron>"}` — materialize once per cron tick, after
-    the asset's dependencies have updated since the tick."""
-
-    on_cron: Str
-
-    @field_validator("on_cron")
-    @classmethod
-    def _cron(cls, value: str) -> str:
-        return _check_cron(value, "automation_condition.on_cron")
-
-
-class FreshnessConfig(_Strict):
-    """`dagster.freshness` — the asset is stale (warn, then fail) when its last
-    materialization is older than this many minutes."""
-
-    fail_after_minutes: int = Field(ge=1, le=525_600)
-    warn_after_minutes: int | None = Field(default=None, ge=1, le=525_600)
-
-    @model_validator(mode="after")
-    def _order(self) -> FreshnessConfig:
-        if self.warn_after_minutes is not None and self.warn_after_minutes >= self.fail_after_minutes:
-            raise ValueError("freshness.warn_after_minutes must be less than fail_after_minutes")
-        return self
-
-
-def _check_cron(value: str, what: str) -> str:
-    fields = value.split()
-    if not (len(fields) == 5 or (len(fields) == 1 and value.startswith("@"))):
-        raise ValueError(
-            f"{what} '{value}' is not a cron expression — use five fields, "
-            "e.g. '0 3 * * *' (daily at 03:00), or @hourly/@daily/@weekly/@monthly"
-        )
-    return value
-
-
-class ExportDagsterConfig(_DagsterCommon):
-    """`exports[].dagster` — Dagster-only settings for one export's asset."""
-
-    #: Declarative automation instead of (not beside) `schedule`: `eager` (whenever the
-    #: source table asset updates, or the asset is missing), `on_missing` (once, when never
-    #: materialized), or `{on_cron: "<cron>"}`. Evaluated by Dagster's automation sensor.
-    automation_condition: Literal["eager", "on_missing"] | AutomationOnCron | None = None
-    freshness: FreshnessConfig | None = None
-    #: Chunked exports: `false` runs the whole checkpointed chunked run as one unpartitioned
-    #: asset (as `chunk_count`/`chunk_dense`/`keyset_incremental` exports always do) instead
-    #: of one partition per window.
-    chunk_partitions: bool = True
-    #: S3 destinations: the Dagster resource key of a `dagster_aws.s3.S3Resource` the
-    #: export's client comes from (default: one built from this destination's fields).
-    s3_resource_key: Str | None = None
-    #: GCS destinations: the key of a dagster-gcp `GCSResource` (or any resource whose
-    #: `get_client()` gives a `google.cloud.storage.Client`) the client comes from.
-    gcs_resource_key: Str | None = None
-    #: Azure destinations: the key of a dagster-azure `AzureBlobStorageResource` or
-    #: `ADLS2Resource` (a `BlobServiceClient`) the client comes from.
-    azure_resource_key: Str | None = None
-    #: Depth of the `manifest_verified` asset check (rivet_core/manifest/verify.py):
-    #: `light` (listing: presence, size, `_SUCCESS`), `sample` (+ listing MD5, untracked
-    #: objects), `full` (+ every part downloaded and re-read: content hash, row count,
-    #: per-column checksums).
-    verify_depth: Literal["light", "sample", "full"] = "sample"
-
-    schedule: Str | None = None
-    end_date: Str | None = None
-    timezone: Str | None = None
-    #: time_window exports: the partitions' granularity (keys and sub-prefixes in
-    #: docs/dagster-guide.md#time-partitions); boundaries are in `timezone` (default UTC).
-    partitions: Literal["hourly", "daily", "weekly", "monthly"] = "daily"
-    #: Chunked exports: how a backfill of many chunk partitions is split into runs.
-    #: `multi_run` (default): up to `max_partitions_per_run` windows per run, runs in parallel
-    #: (pool-limited). `single_run`: one run for a whole range — required by
-    #: `dagster asset materialize --partition-range` (a Dagster 1.13 rule).
-    backfill_policy: Literal["multi_run", "single_run"] = "multi_run"
-    max_partitions_per_run: int = Field(default=10, ge=1)
-    #: Chunked exports: at most this many runs per planner tick (each of up to
-    #: `max_partitions_per_run` windows); the rest wait in the planner's backlog for the next
-    #: ticks, so a table of thousands of windows never floods the run queue at once.
-    max_runs_per_tick: int = Field(default=20, ge=1)
-    #: Chunked exports: a cron; on each tick the planner re-exports every window (the way to
-    #: stay true to the source without a `change_column`, whose in-place updates are unseen).
-    refresh: Str | None = None
-
-    @field_validator("refresh")
-    @classmethod
-    def _refresh_cron(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        fields = value.split()
-        if not (len(fields) == 5 or (len(fields) == 1 and value.startswith("@"))):
-            raise ValueError(
-                f"refresh '{value}' is not a cron expression — use five fields, e.g. "
-                "'0 2 * * 0' (Sundays at 02:00), or @hourly/@daily/@weekly/@monthly"
-            )
-        return value
-
-    @field_validator("end_date")
-    @classmethod
-    def _end(cls, value: str | None) -> str | None:
-        return _check_date(value)
-
-    @field_validator("schedule")
-    @classmethod
-    def _cron(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        fields = value.split()
-        if not (len(fields) == 5 or (len(fields) == 1 and value.startswith("@"))):
-            raise ValueError(
-                f"schedule '{value}' is not a cron expression — use five fields, "
-                "e.g. '0 3 * * *' (daily at 03:00), or @hourly/@daily/@weekly/@monthly"
-            )
-        return value
-
-    @field_validator("timezone")
-    @classmethod
-    def _tz(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(
-                f"timezone '{value}' is not an IANA time zone — use e.g. 'UTC' or 'Europe/Berlin'"
-            ) from exc
-        return value
-
-    @model_validator(mode="after")
-    def _one_trigger(self) -> ExportDagsterConfig:
-        if self.schedule and self.automation_condition is not None:
-            raise ValueError(
-                "schedule and automation_condition both set — pick one: a cron `schedule` "
-                "(a schedule definition) or an `automation_condition` (evaluated by Dagster's "
-                "automation sensor)")
-        return self
-
-
 # --------------------------------------------------------------------------- export
 
 
@@ -521,7 +261,7 @@ _PROFILE_CODECS: dict[str, tuple[str, int | None]] = {
 _DEFAULT_LEVELS: dict[str, int] = {"zstd": 3, "gzip": 6}
 
 
-class ExportConfig(_Strict):
+class ExportConfig(_Strict, _CarriesBlocks):
     """One entry of `exports:` — what to read, how, and where to write it."""
 
     name: Str
@@ -556,11 +296,9 @@ class ExportConfig(_Strict):
     on_schema_drift: Literal["warn", "continue", "fail"] = "warn"
     shape_drift_warn_factor: float = Field(default=2.0, ge=0)
     parquet: ParquetConfig | None = None
-    #: Commit each run's Parquet parts as a Delta Lake or an Iceberg table at the prefix
+    #: Commit each run's Parquet parts as a Delta Lake table at the prefix
     #: (docs/adr/0009-table-formats.md); None: plain files, as before.
-    table_format: Literal["delta", "iceberg"] | None = None
-    #: `table_format: iceberg`: the catalog the table is registered in (IcebergConfig).
-    iceberg: IcebergConfig | None = None
+    table_format: Literal["delta"] | None = None
     #: `mode: incremental` + `table_format`: upsert on these key columns (an updated row
     #: replaces its old version) instead of appending.
     merge_on: list[Str] | None = None
@@ -594,7 +332,6 @@ class ExportConfig(_Strict):
     source_group: Str | None = None
     reconcile_required: bool | None = None
     target: Str | None = None
-    dagster: ExportDagsterConfig | None = None
 
     #: query_file contents, read (and `${k}`-substituted) by the loader.
     _query_file_text: str | None = PrivateAttr(default=None)
@@ -761,7 +498,7 @@ class NotificationsConfig(_Strict):
 # --------------------------------------------------------------------------- root
 
 
-class RivetConfig(_Strict):
+class RivetConfig(_Strict, _CarriesBlocks):
     """The whole `rivet.yaml`. `config_path`/`config_dir` are set by `load_config`."""
 
     source: SourceConfig
@@ -769,7 +506,6 @@ class RivetConfig(_Strict):
     notifications: NotificationsConfig | None = None
     parallel_exports: bool = False
     parallel_export_processes: bool = False
-    dagster: DagsterDefaults | None = None
     load: Any = None  # warehouse load (Rivet); ignored by extract commands
 
     _config_path: Path | None = PrivateAttr(default=None)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from rivet_core.config.blocks import unknown_block_hint
 from rivet_core.config.messages import describe_value, location
 from rivet_core.config.prescan import BRACE_HINT
 from rivet_core.config.suggest import suggest
@@ -78,6 +79,11 @@ def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | 
     return None
 
 
+def _carries_blocks(loc: tuple[Any, ...]) -> bool:
+    """True at the places an integration block may stand: the top level and one export."""
+    return loc == () or (len(loc) == 2 and loc[0] == "exports" and isinstance(loc[1], int))
+
+
 def _is_brace_value(value: Any) -> bool:
     """`path: {date}` parses as the mapping {date: None} — a sign of a missing quote."""
     return isinstance(value, dict) and bool(value) and all(v is None for v in value.values())
@@ -108,6 +114,8 @@ def _one(root: type[BaseModel], err: dict[str, Any]) -> str:
         hint = suggest(str(field), candidates) if isinstance(field, str) else None
         if hint:
             return f"{message}. Did you mean `{hint}`?"
+        if _carries_blocks(loc[:-1]) and isinstance(field, str):  # maybe an integration's block
+            return f"{message}{unknown_block_hint(field)}"
         if candidates and len(candidates) <= 16:
             return f"{message} — remove it (valid fields: {', '.join(candidates)})"
         return f"{message} — remove it (see docs for the valid fields)"

@@ -1,8 +1,10 @@
 """Manifest v1 data model: dataclasses, canonical serialization, hostile-input parsing.
 
 Field names and meaning follow Rivet's `manifest_version` 1 (docs/manifest.md) so a reader
-written for Rivet reads ours; `dagster_run_id` is our own optional addition (readers
-ignore unknown fields). `serialize_manifest` produces THE bytes that are written and
+written for Rivet reads ours; `orchestrator` and `orchestrator_run_id` are our own optional
+additions (readers ignore unknown fields). Manifests written before those names carried the
+run id under a key named after the integration (`<name>_run_id`); `parse_manifest` still
+reads that key (rivet_core/orchestrator.py). `serialize_manifest` produces THE bytes that are written and
 fingerprinted by `_SUCCESS` (M2): pretty JSON, 2-space indent, fields in schema order,
 optional fields omitted when None, trailing newline.
 
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import xxhash
 
 from rivet_core.errors import DataIntegrityError
+from rivet_core.orchestrator import RUN_ID_KEY, display_name, legacy_run_id_name
 
 if TYPE_CHECKING:  # annotations only: `rivet validate` reads manifests without pyarrow
     import pyarrow as pa
@@ -128,7 +131,9 @@ class Manifest:
     checksum_key_column: str | None = None
     row_hash: Mapping[str, Any] | None = None
     split_window: Mapping[str, Any] | None = None
-    dagster_run_id: str | None = None
+    #: The orchestrator that started the run (its display name) and its id for the run.
+    orchestrator: str | None = None
+    orchestrator_run_id: str | None = None
     #: `table_format:` exports: the table commit this manifest publishes
     #: ({format, uri, version, operation, files, rows}; rivet_core/tableformat/commit.py).
     table: Mapping[str, Any] | None = None
@@ -202,7 +207,8 @@ def manifest_to_dict(m: Manifest) -> dict[str, Any]:
         ("checksum_key_column", m.checksum_key_column),
         ("row_hash", None if m.row_hash is None else dict(m.row_hash)),
         ("split_window", None if m.split_window is None else dict(m.split_window)),
-        ("dagster_run_id", m.dagster_run_id),
+        ("orchestrator", m.orchestrator),
+        ("orchestrator_run_id", m.orchestrator_run_id),
         ("table", None if m.table is None else dict(m.table)),
     ])
 
@@ -341,6 +347,12 @@ def manifest_from_dict(o: Any) -> Manifest:
     if table is not None:
         _get(table, "format", "table", str)
         _uint(table, "version", "table")
+    orchestrator = _get(o, "orchestrator", w, str, required=False, nullable=True)
+    orchestrator_run_id = _get(o, RUN_ID_KEY, w, str, required=False, nullable=True)
+    legacy = next((k for k in o if legacy_run_id_name(k) is not None), None)
+    if orchestrator_run_id is None and legacy is not None:  # written before the neutral key
+        orchestrator_run_id = _get(o, legacy, w, str, required=False, nullable=True)
+        orchestrator = orchestrator or display_name(legacy_run_id_name(legacy) or legacy)
     return Manifest(
         manifest_version=_uint(o, "manifest_version", w, _U32),
         run_id=_get(o, "run_id", w, str),
@@ -365,7 +377,8 @@ def manifest_from_dict(o: Any) -> Manifest:
         checksum_key_column=_get(o, "checksum_key_column", w, str, required=False, nullable=True),
         row_hash=row_hash,
         split_window=split_window,
-        dagster_run_id=_get(o, "dagster_run_id", w, str, required=False, nullable=True),
+        orchestrator=orchestrator,
+        orchestrator_run_id=orchestrator_run_id,
         table=table,
     )
 

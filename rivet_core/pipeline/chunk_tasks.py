@@ -329,7 +329,7 @@ class ChunkTaskRun(ChunkedRun):
         if problem:
             raise ConfigError(problem)
         super().__init__(config, checkpointed_export(export),
-                         RunOptions(dagster_run_id=run_label, internal_retries=False, ledger=False),
+                         RunOptions(orchestrator_run_id=run_label, internal_retries=False, ledger=False),
                          state=state, notifications=notifications)
         self.words = words
         self.chunk_run: ChunkRunRow | None = None

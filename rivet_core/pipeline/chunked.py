@@ -209,7 +209,7 @@ class ChunkedRun(ExportRun):
             return
         with best_effort("run_status write", warn=self.summary.add_warning):  # the ledger is advisory
             self.state.finish_run(opened, "resumed")
-            self.state.begin_run(adopted, self.export.name, self.dest.uri, self.options.dagster_run_id)
+            self.state.begin_run(adopted, self.export.name, self.dest.uri, self.options.orchestrator_run_id)
         self.summary.run_id = adopted
         self.summary.journal.run_id = adopted
 

@@ -25,6 +25,7 @@ from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.destination import Destination, open_destination
 from rivet_core.errors import DataIntegrityError, best_effort
 from rivet_core.manifest import schema_fingerprint
+from rivet_core.orchestrator import accepts_legacy_run_id
 from rivet_core.pipeline.extract import StagedExtract, extract_to_staging
 from rivet_core.pipeline.facade.finalize import finalize_run
 from rivet_core.pipeline.facade.publish import publish_staged
@@ -47,7 +48,10 @@ log = logging.getLogger("rivet.run")
 @dataclass
 class RunOptions:
     validate: bool = False
-    dagster_run_id: str | None = None
+    #: The orchestrator's id for this run and its display name (rivet_core/orchestrator.py):
+    #: recorded in the manifest, the report, run_status and the export lock.
+    orchestrator_run_id: str | None = None
+    orchestrator: str | None = None
     window: DayWindow | None = None
     #: Retry transient source errors inside the run. An orchestrator turns this off and
     #: retries the step itself, so its retries are visible where it shows them.
@@ -83,6 +87,10 @@ class RunOptions:
     supersede_previous: bool = False
 
 
+# `RunOptions(<name>_run_id=…)`, the spelling before orchestrator_run_id, still works (deprecated).
+RunOptions.__init__ = accepts_legacy_run_id(RunOptions.__init__)  # type: ignore[method-assign]
+
+
 def staging_root(config: RivetConfig) -> Path:
     return config.config_dir / ".rivet" / "staging"
 
@@ -115,7 +123,8 @@ class ExportRun:
                 self.export_lock = self.state.acquire_export_lock(
                     export.name, mode=self.lock_mode,
                     window_label=self.options.window.label if self.options.window else None,
-                    dagster_run_id=self.options.dagster_run_id, config_hint=shlex.quote(str(config.config_path)))
+                    orchestrator_run_id=self.options.orchestrator_run_id,
+                    orchestrator=self.options.orchestrator, config_hint=shlex.quote(str(config.config_path)))
             cursor_run = export.mode == "incremental" and not self.options.window
             stored = (self.state.get_cursor(export.name)
                       if cursor_run and not self.options.full_refresh else None)
@@ -161,7 +170,8 @@ class ExportRun:
     def open_ledger(self) -> None:
         """The run's `run_status` row (advisory: a failed write is a warning)."""
         with best_effort("run_status write", warn=self.summary.add_warning):
-            self.state.begin_run(self.summary.run_id, self.export.name, self.dest.uri, self.options.dagster_run_id)
+            self.state.begin_run(self.summary.run_id, self.export.name, self.dest.uri,
+                                 self.options.orchestrator_run_id)
 
     # ------------------------------------------------------------------ phases
     def _new_summary(self) -> RunSummary:
@@ -170,7 +180,8 @@ class ExportRun:
                              format=export.format, compression=plan.writer_options.compression)
         summary.destination_kind, summary.destination_uri = self.dest.kind, self.dest.uri
         summary.tuning_profile = plan.tuning.profile
-        summary.dagster_run_id = self.options.dagster_run_id
+        summary.orchestrator_run_id = self.options.orchestrator_run_id
+        summary.orchestrator = self.options.orchestrator
         summary.partition_key = plan.window.label if plan.window else None
         summary.state_backed = True
         summary.journal.record(
@@ -189,8 +200,7 @@ class ExportRun:
             try:
                 claim_staging(self.staging_dir, run_id=self.staging_dir.name, export_name=self.export.name)
                 return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{attempt}",
-                                          progress=self.options.progress, reconcile=self.options.reconcile,
-                                          dest=self.dest)
+                                          progress=self.options.progress, reconcile=self.options.reconcile)
             except Exception as exc:  # error boundary: retried when transient, else re-raised
                 decision = classify_error(exc)
                 if not (decision.transient and self.options.internal_retries) \
@@ -293,11 +303,6 @@ class ExportRun:
     def close(self) -> None:
         """Remove this run's staging, release the export lock (idempotent), then the store if
         this run opened it. Every ending path — finalize, a refusal, an abandon — comes here."""
-        dest = getattr(self, "dest", None)
-        if dest is not None:  # parts uploaded while written but never published: abort them
-            with best_effort("early upload abort", logger=log,
-                             message=f"export '{self.export.name}': aborting unpublished uploads: {{reason}}"):
-                dest.cancel_early_uploads()
         staging = getattr(self, "staging_dir", None)  # unset when __init__ failed early
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)

@@ -89,7 +89,8 @@ class RunSummary:
     duration_ms: int = 0
     peak_rss_mb: int = 0
     report_path: str | None = None
-    dagster_run_id: str | None = None
+    orchestrator_run_id: str | None = None
+    orchestrator: str | None = None
     partition_key: str | None = None
     #: The manifest's `source.extraction.strategy` when the plan's own label does not tell it
     #: (a chunked run that pages a keyset writes `keyset`); None = derived from the plan.

@@ -129,7 +129,8 @@ class TimeRangeRun:
                                   format=export.format, compression=self.runs[0].summary.compression)
         self.summary.destination_kind, self.summary.destination_uri = self.dest.kind, self.dest.uri
         self.summary.partition_key = f"{self.windows[0].label}...{self.windows[-1].label}"
-        self.summary.dagster_run_id = options.dagster_run_id
+        self.summary.orchestrator_run_id = options.orchestrator_run_id
+        self.summary.orchestrator = options.orchestrator
         self.finalized = False
 
     @property

@@ -42,6 +42,7 @@ import sqlalchemy as sa
 import xxhash
 
 from rivet_core.errors import TransientError, best_effort
+from rivet_core.orchestrator import accepts_legacy_run_id
 from rivet_core.state._base import StoreBase
 from rivet_core.state.schema import export_lock
 
@@ -124,7 +125,9 @@ class LockHolder:
     mode: str
     export_name: str
     run_id: str | None
-    dagster_run_id: str | None
+    orchestrator_run_id: str | None
+    #: The orchestrator's display name (rivet_core/orchestrator.py); None for a CLI run.
+    orchestrator: str | None
     pid: int
     host: str
     process_start: str | None
@@ -143,8 +146,8 @@ class LockHolder:
 
     def describe(self) -> str:
         who = f"run {self.run_id}" if self.run_id else "a run"
-        if self.dagster_run_id:
-            who += f" (Dagster run {self.dagster_run_id})"
+        if self.orchestrator_run_id:
+            who += f" ({self.orchestrator or 'orchestrator'} run {self.orchestrator_run_id})"
         kind = "chunk worker " if self.mode == "shared" else ""
         return (f"{kind}{who}, pid {self.pid} on host {self.host}, started at {self.started_at}, "
                 f"last heartbeat {self.heartbeat_at}")
@@ -156,7 +159,8 @@ class ExportLocked(TransientError):
     code = "export_locked"
 
     def __init__(self, export_name: str, key: str, holder: LockHolder, config_hint: str = "…") -> None:
-        what = "a Dagster chunked run of it is in progress" if holder.mode == "shared" else "it is already running"
+        what = (f"a chunked run of it by {holder.orchestrator or 'an orchestrator'} is in progress"
+                if holder.mode == "shared" else "it is already running")
         scope = f" (time partition {key.split('@', 1)[1]})" if "@" in key else ""
         super().__init__(
             f"export '{export_name}'{scope} is locked: {what} — held by {holder.describe()}. "
@@ -254,9 +258,10 @@ class ExportLockStore(StoreBase):
             held = self.__dict__["_export_locks_held"] = {}
         return held
 
+    @accepts_legacy_run_id
     def acquire_export_lock(self, export_name: str, *, mode: str = "exclusive", window_label: str | None = None,
-                            run_id: str | None = None, dagster_run_id: str | None = None,
-                            config_hint: str = "…") -> ExportLockHandle:
+                            run_id: str | None = None, orchestrator_run_id: str | None = None,
+                            orchestrator: str | None = None, config_hint: str = "…") -> ExportLockHandle:
         """Take the lock or raise ExportLocked naming the live holder (stale holders are swept)."""
         if mode not in LOCK_MODES:
             raise ValueError(f"lock mode must be one of {LOCK_MODES}, got {mode!r}")
@@ -284,7 +289,7 @@ class ExportLockStore(StoreBase):
                 raise ExportLocked(export_name, key, (exclusive or blocking)[0], config_hint)
             conn.execute(export_lock.insert().values(
                 lock_key=key, token=token, mode=mode, export_name=export_name, run_id=run_id,
-                dagster_run_id=dagster_run_id, pid=pid, host=_host(), process_start=_process_start(pid),
+                orchestrator_run_id=orchestrator_run_id, orchestrator=orchestrator, pid=pid, host=_host(), process_start=_process_start(pid),
                 started_at=now.isoformat(), heartbeat_at=now.isoformat(),
                 expires_at=(now + timedelta(seconds=lease)).isoformat()))
         if mode == "exclusive":

@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from rivet_core.orchestrator import accepts_legacy_run_id
 from rivet_core.state._base import StoreBase, utc_now_text
 from rivet_core.state.schema import run_journal, run_status
 
@@ -27,14 +28,15 @@ class RunLedgerStore(StoreBase):
         with self.engine.begin() as conn:
             return [json.loads(raw) for raw in conn.execute(q).scalars()]
 
+    @accepts_legacy_run_id
     def begin_run(self, run_id: str, export_name: str, prefix: str | None,
-                  dagster_run_id: str | None = None) -> None:
+                  orchestrator_run_id: str | None = None) -> None:
         now = utc_now_text()
         with self.engine.begin() as conn:
             conn.execute(run_status.delete().where(run_status.c.run_id == run_id))
             conn.execute(run_status.insert().values(
                 run_id=run_id, export_name=export_name, prefix=prefix, status="running",
-                started_at=now, finished_at=None, dagster_run_id=dagster_run_id))
+                started_at=now, finished_at=None, orchestrator_run_id=orchestrator_run_id))
 
     def finish_run(self, run_id: str, status: str) -> None:
         with self.engine.begin() as conn:
@@ -46,10 +48,11 @@ class RunLedgerStore(StoreBase):
             row = conn.execute(sa.select(run_status).where(run_status.c.run_id == run_id)).mappings().first()
         return dict(row) if row else None
 
-    def core_reported_failure(self, dagster_run_id: str) -> bool:
+    @accepts_legacy_run_id
+    def core_reported_failure(self, orchestrator_run_id: str) -> bool:
         """True when the engine itself finalized a failed run for this orchestrator run (and so
         already sent its notification)."""
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(run_status.c.run_id).where(
-                (run_status.c.dagster_run_id == dagster_run_id) & (run_status.c.status == "failed"))).first()
+                (run_status.c.orchestrator_run_id == orchestrator_run_id) & (run_status.c.status == "failed"))).first()
         return row is not None

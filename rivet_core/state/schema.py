@@ -21,8 +21,6 @@ sort the same on either backend. The tables and their writers:
 
 from __future__ import annotations
 
-import functools
-
 import sqlalchemy as sa
 
 metadata = sa.MetaData()
@@ -87,12 +85,16 @@ export_metrics = sa.Table(
     sa.Column("cursor_min", sa.Text),
     sa.Column("cursor_max", sa.Text),
     sa.Column("rivet_version", sa.Text),
-    sa.Column("dagster_run_id", sa.Text),
+    sa.Column("orchestrator_run_id", sa.Text),
     # v4: `rivet run --reconcile` — the source COUNT(*) in the export's snapshot, and the verdict.
     sa.Column("source_count", sa.BigInteger),
     sa.Column("reconciled", sa.Boolean),
     sa.Index("idx_export_metrics_export", "export_name", "id"),
-    # At most one in-flight projection per run (reference v21): `partial_indexes()`.
+    # At most one in-flight projection per run (reference v21).
+    sa.Index(
+        "export_metrics_one_running_per_run", "run_id", unique=True,
+        sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'"),
+    ),
 )
 
 export_schema = sa.Table(
@@ -119,7 +121,7 @@ run_status = sa.Table(
     sa.Column("status", sa.Text, nullable=False),
     sa.Column("started_at", sa.Text, nullable=False),
     sa.Column("finished_at", sa.Text),
-    sa.Column("dagster_run_id", sa.Text),
+    sa.Column("orchestrator_run_id", sa.Text),
     sa.Index("idx_run_status_prefix", "prefix"),
 )
 
@@ -165,8 +167,11 @@ chunk_run = sa.Table(
     sa.Column("updated_at", sa.Text, nullable=False),
     _one_of("status", CHUNK_RUN_STATUSES, "ck_chunk_run_status"),
     sa.Index("idx_chunk_run_export_status", "export_name", "status"),
-    # The database, not a pre-check, enforces one in-progress run per export (reference v15):
-    # `partial_indexes()`.
+    # The database, not a pre-check, enforces one in-progress run per export (reference v15).
+    sa.Index(
+        "idx_chunk_run_one_inprogress", "export_name", unique=True,
+        sqlite_where=sa.text("status = 'in_progress'"), postgresql_where=sa.text("status = 'in_progress'"),
+    ),
 )
 
 chunk_task = sa.Table(
@@ -196,26 +201,6 @@ chunk_task = sa.Table(
 #: Tables created by migration 2.
 V2_TABLES = (chunk_run, chunk_task)
 
-
-@functools.cache
-def partial_indexes() -> tuple[sa.Index, sa.Index]:
-    """The two partial unique indexes: one `running` export_metrics row per run, one
-    `in_progress` chunk run per export (state/chunks.py). Built on first call and
-    attached to their tables, so the migrations that create those tables create them too.
-
-    Not built at import: the `sqlite_where` / `postgresql_where` arguments make SQLAlchemy
-    import both dialect packages (27 modules, PostgreSQL's with its asyncpg/pg8000/psycopg2
-    drivers) to validate them, and every `rivet` process imports this module while only a
-    migration needs the indexes (tests/test_startup.py). Cached: a second construction would
-    attach a duplicate index to the table."""
-    return (
-        sa.Index("export_metrics_one_running_per_run", export_metrics.c.run_id, unique=True,
-                 sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'")),
-        sa.Index("idx_chunk_run_one_inprogress", chunk_run.c.export_name, unique=True,
-                 sqlite_where=sa.text("status = 'in_progress'"),
-                 postgresql_where=sa.text("status = 'in_progress'")),
-    )
-
 # ---------------------------------------------------------------- v3: export locks
 #: One row per holder of an export's run lock (state/locks.py): an exclusive CLI run, or each
 #: shared worker of an orchestrated chunked export. Timestamps are RFC3339 UTC text like the rest.
@@ -226,7 +211,8 @@ export_lock = sa.Table(
     sa.Column("mode", sa.Text, nullable=False),
     sa.Column("export_name", sa.Text, nullable=False),
     sa.Column("run_id", sa.Text),
-    sa.Column("dagster_run_id", sa.Text),
+    sa.Column("orchestrator_run_id", sa.Text),
+    sa.Column("orchestrator", sa.Text),
     sa.Column("pid", sa.Integer, nullable=False),
     sa.Column("host", sa.Text, nullable=False),
     sa.Column("process_start", sa.Text),
@@ -242,3 +228,7 @@ V3_TABLES = (export_lock,)
 V3_CHUNK_TASK_COLUMNS = ("worker_pid", "worker_host")
 #: v4: nullable export_metrics columns (`--reconcile`).
 V4_EXPORT_METRICS_COLUMNS = ("source_count", "reconciled")
+#: v5: the tables whose orchestrator run id column was named after an integration
+#: (`<name>_run_id`) before it became `orchestrator_run_id` (rivet_core/orchestrator.py);
+#: export_lock also gains `orchestrator`, the display name its refusal message shows.
+V5_RUN_ID_TABLES = ("export_metrics", "run_status", "export_lock")

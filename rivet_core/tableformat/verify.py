@@ -1,8 +1,7 @@
-"""Verify a manifest's `table` block against the Delta table it names (an Iceberg table:
-iceberg_verify.py, which `check_table` dispatches to).
+"""Verify a manifest's `table` block against the Delta table it names.
 
-`rivet validate`, the finalize facade's validation and the Dagster `manifest_verified`
-check all go through `rivet_core/manifest/verify.py`, which calls `check_table` when the
+`rivet validate`, the finalize facade's validation and an integration's manifest check
+all go through `rivet_core/manifest/verify.py`, which calls `check_table` when the
 manifest names a table. A prefix is consistent when:
 
 - the manifest's table is the one at this prefix (its root, or the root above a time
@@ -37,18 +36,13 @@ def _mismatch(detail: str) -> Finding:
     return "table_mismatch", {"detail": detail}
 
 
-def check_table(dest: Destination, manifest: Manifest, listing: list[ObjectInfo] | None,
-                export: Any = None) -> tuple[list[Finding], set[str]]:
+def check_table(dest: Destination, manifest: Manifest, listing: list[ObjectInfo] | None) -> tuple[
+        list[Finding], set[str]]:
     """Findings for `manifest.table` at `dest`, and the keys (relative to `dest`) of the table's
-    files and log, which verification must not call untracked. `export`: the export's config,
-    which an Iceberg table needs (its catalog; iceberg_verify.py)."""
+    files and log, which verification must not call untracked."""
     block = dict(manifest.table or {})
-    if block.get("format") == "iceberg":
-        from rivet_core.tableformat.iceberg_verify import check_iceberg
-
-        return check_iceberg(dest, manifest, listing, export)
     if block.get("format") != "delta":
-        return [_mismatch(f"manifest names a '{block.get('format')}' table; this build reads delta and iceberg")], set()
+        return [_mismatch(f"manifest names a '{block.get('format')}' table; this build reads delta only")], set()
     try:
         from deltalake import DeltaTable
 

@@ -288,7 +288,7 @@ def test_a_crashed_partition_is_taken_over_by_its_next_materialization_and_the_m
 
     manifest = assert_destination_equals_source(target, orders_550)
     assert manifest["row_count"] == INITIAL_ROWS and manifest["run_id"] == run.run_id
-    assert manifest["dagster_run_id"] == finalized.run_id
+    assert manifest["orchestrator_run_id"] == finalized.run_id
     quarantined = [k for k in target.view(EXPORT).keys() if k.startswith(f"_quarantine/{run.run_id}/")]
     assert f"_quarantine/{run.run_id}/{crashed_part[0]}" in quarantined  # moved aside, never deleted
     assert len(quarantined) == 2  # the crashed attempt of window 3 and window 1's first attempt

@@ -103,7 +103,7 @@ def test_materialize_customers_publishes_the_whole_table(demo_copy: Demo) -> Non
     source = demo_copy.query("SELECT id, name, email FROM customers ORDER BY id")
     assert len(source) == 200
     assert manifest["row_count"] == len(source)
-    assert manifest["dagster_run_id"] == run_id
+    assert manifest["orchestrator_run_id"] == run_id
     got = sorted(zip(*(table.column(c).to_pylist() for c in ("id", "name", "email")), strict=True))
     assert got == source
     recorded_materialization(demo_copy, "customers", run_id)
@@ -118,7 +118,7 @@ def test_materialize_orders_publishes_every_order_with_exact_decimals(demo_copy:
     source = demo_copy.query("SELECT id, amount FROM orders ORDER BY id")
     assert len(source) == 500
     assert manifest["row_count"] == len(source)
-    assert manifest["dagster_run_id"] == run_id
+    assert manifest["orchestrator_run_id"] == run_id
     assert table.schema.field("amount").type == pa.decimal128(12, 2)
     got = sorted(zip(table.column("id").to_pylist(), table.column("amount").to_pylist(), strict=True))
     assert got == [(i, Decimal(str(a))) for i, a in source]
@@ -135,7 +135,7 @@ def test_materialize_yesterdays_events_partition(demo_copy: Demo) -> None:
     prefix = demo_copy.dir / "output" / "events" / f"created_at={today.isoformat()}"
     manifest, table = published(prefix)
     assert manifest["format"] == "csv"
-    assert manifest["dagster_run_id"] == run_id
+    assert manifest["orchestrator_run_id"] == run_id
     source = [r[0] for r in demo_copy.query(
         "SELECT id FROM events WHERE created_at >= ? AND created_at < ? ORDER BY id",
         (today.isoformat(), (today + timedelta(days=1)).isoformat()))]

@@ -57,7 +57,7 @@ def test_a_full_export_publishes_every_source_row_and_reports_it_in_the_material
     assert [c.name for c in m["dagster/column_schema"].columns] == table.column_names
     assert m["destination"] == view.uri
     assert m["rivet_run_id"] == manifest["run_id"]
-    assert manifest["dagster_run_id"] == result.run_id
+    assert manifest["orchestrator_run_id"] == result.run_id
     sizes = view.keys()
     assert m["parts"] == len(manifest["parts"]) >= 1
     assert m["bytes"] == sum(sizes[p["path"]] for p in manifest["parts"])
@@ -85,7 +85,7 @@ def test_a_full_export_publishes_every_source_row_and_reports_it_in_the_material
     assert isinstance(mat.metadata["run_report"], dg.MarkdownMetadataValue)
     assert m["run_report"] == Path(m["run_report_path"]).read_text()
     assert f"# Rivet run: `{manifest['run_id']}`" in m["run_report"] and "**SUCCESS**" in m["run_report"]
-    assert (report["run_id"], report["dagster_run_id"]) == (manifest["run_id"], result.run_id)
+    assert (report["run_id"], report["orchestrator_run_id"]) == (manifest["run_id"], result.run_id)
 
 
 def test_an_incremental_export_materialized_twice_publishes_only_the_new_rows_the_second_time(
@@ -110,7 +110,7 @@ def test_an_incremental_export_materialized_twice_publishes_only_the_new_rows_th
     m2 = meta(materialization(second))
 
     current = view.current_manifest()
-    assert current["dagster_run_id"] == second.run_id and current["run_id"] == m2["rivet_run_id"]
+    assert current["orchestrator_run_id"] == second.run_id and current["run_id"] == m2["rivet_run_id"]
     new_part_rows = id_amounts(view.parts_table([current]))
     assert new_part_rows == source_rows(orders_pg, f"updated_at > '{high1.isoformat()}'")
     assert set(new_part_rows) == set(range(1000, 1025)) | {7}
@@ -120,7 +120,7 @@ def test_an_incremental_export_materialized_twice_publishes_only_the_new_rows_th
     assert ts(m2["cursor_high"]) == db_exec(orders_pg, "SELECT max(updated_at) FROM orders")[0][0]
 
     manifests = view.success_manifests()
-    assert {m["dagster_run_id"] for m in manifests} == {first.run_id, second.run_id}
+    assert {m["orchestrator_run_id"] for m in manifests} == {first.run_id, second.run_id}
     everything = view.parts_table(manifests)
     assert set(everything.column("id").to_pylist()) == set(source_rows(orders_pg))
     assert everything.num_rows == ROWS + 25 + 1  # id 7 was delivered again after its update
@@ -148,7 +148,7 @@ def test_a_daily_export_writes_each_partition_to_its_own_prefix_and_a_rerun_repl
     for day in days:
         sub = f"created_at={day}/"
         manifest = view.current_manifest(sub)
-        assert manifest["status"] == "success" and manifest["dagster_run_id"] == results[day].run_id, day
+        assert manifest["status"] == "success" and manifest["orchestrator_run_id"] == results[day].run_id, day
         expected = source_rows(orders_pg, day_where(day))
         assert id_amounts(view.parts_table([manifest], sub)) == expected, day
         # Only the current parts are visible at the prefix: superseded ones were moved aside.
@@ -161,7 +161,7 @@ def test_a_daily_export_writes_each_partition_to_its_own_prefix_and_a_rerun_repl
         assert materialization(results[day]).partition == day
         assert m["destination"] == view.uri + sub
         report = json.loads(Path(m["run_report_path"]).with_name("summary.json").read_text())
-        assert (report["dagster_run_id"], report["partition_key"]) == (results[day].run_id, day)
+        assert (report["orchestrator_run_id"], report["partition_key"]) == (results[day].run_id, day)
 
     ids = {d: set(source_rows(orders_pg, day_where(d))) for d in days}
     assert 144 in ids["2026-03-02"] and 143 in ids["2026-03-01"]  # the midnight row belongs to its day

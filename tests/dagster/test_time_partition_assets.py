@@ -236,7 +236,7 @@ def test_a_single_run_backfill_reads_the_source_once_and_publishes_each_partitio
         ids = partition_ids(view, sub)
         assert set(ids) == source_ids(events_pg, column, day, nxt), day
         manifest = view.current_manifest(sub)
-        assert manifest["dagster_run_id"] == result.run_id
+        assert manifest["orchestrator_run_id"] == result.run_id
         runs.add(manifest["run_id"])
         # Each partition's materialization carries its own numbers, not the range's total.
         mat = next(e.materialization for e in mats if e.materialization.partition == day)
@@ -245,7 +245,7 @@ def test_a_single_run_backfill_reads_the_source_once_and_publishes_each_partitio
         assert m["rivet_run_id"] == manifest["run_id"] and m["destination"] == view.uri + sub, day
         assert m["parts"] == len(manifest["parts"]), day
         report = json.loads(Path(m["run_report_path"]).with_name("summary.json").read_text())
-        assert (report["run_id"], report["partition_key"], report["dagster_run_id"]) == (
+        assert (report["run_id"], report["partition_key"], report["orchestrator_run_id"]) == (
             manifest["run_id"], day, result.run_id), day
         every += ids
     assert len(runs) == len(RANGE_DAYS)  # one rivet run (report, metrics row) per partition

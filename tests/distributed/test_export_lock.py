@@ -240,11 +240,15 @@ def test_chunk_workers_share_the_lock_but_exclude_a_cli_run_and_vice_versa(
     config = _sqlite_source(tmp_path)
     store = StateStore.open(config)
     try:
-        a = store.acquire_export_lock("items", mode="shared", dagster_run_id="dg-1")
-        b = store.acquire_export_lock("items", mode="shared", dagster_run_id="dg-2")  # workers coexist
+        a = store.acquire_export_lock("items", mode="shared", orchestrator_run_id="dg-1", orchestrator="Dagster")
+        with pytest.warns(DeprecationWarning, match="`dagster_run_id=` is deprecated"):  # the old keyword
+            b = store.acquire_export_lock("items", mode="shared", dagster_run_id="dg-2")  # workers coexist
+        assert {(h.orchestrator, h.orchestrator_run_id) for h in store.list_export_locks()} == {
+            ("Dagster", "dg-1"), ("Dagster", "dg-2")}
         refused = rivet("run", "-c", str(config))
         assert refused.returncode == 2
-        assert "a Dagster chunked run of it is in progress" in refused.stderr and "dg-1" in refused.stderr
+        assert "a chunked run of it by Dagster is in progress" in refused.stderr
+        assert "(Dagster run dg-1)" in refused.stderr
         a.release()
         b.release()
         b.release()  # idempotent

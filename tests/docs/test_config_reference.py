@@ -1,5 +1,7 @@
 """docs/config-reference.md cannot go stale: it documents exactly the fields of the pydantic
-models in rivet_core/config/models.py, block by block, with their real defaults.
+models in rivet_core/config/models.py and of the integration blocks registered with them
+(rivet_dagster/config_block.py, through rivet_core/config/extended.py), block by block, with
+their real defaults.
 
 The reference has one section per YAML block, headed by the block's path in backticks
 (`source`, `exports[].destination`, …; the root is `rivet.yaml`; a heading may name several
@@ -20,7 +22,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from rivet_core.config.models import RivetConfig
+from rivet_core.config.blocks import config_blocks
+from rivet_core.config.extended import config_model
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "config-reference.md"
 _HEADING = re.compile(r"^#{2,4} `")
@@ -55,7 +58,8 @@ def blocks() -> dict[str, type[BaseModel]]:
                 child = (name if path == "rivet.yaml" else f"{path}.{name}") + ("[]" if is_list else "")
                 walk(child, sub)
 
-    walk("rivet.yaml", RivetConfig)
+    assert "dagster" in config_blocks(), "the `dagster` block is not registered — reinstall the package (entry points)"
+    walk("rivet.yaml", config_model())
     return out
 
 
@@ -129,7 +133,8 @@ def test_required_fields_are_marked_required() -> None:
 
 CODE = [*sorted((REFERENCE.parents[1] / "rivet_core").rglob("*.py")),
         *sorted((REFERENCE.parents[1] / "rivet_dagster").rglob("*.py"))]
-MODELS = REFERENCE.parents[1] / "rivet_core" / "config" / "models.py"
+MODELS = (REFERENCE.parents[1] / "rivet_core" / "config" / "models.py",
+          REFERENCE.parents[1] / "rivet_dagster" / "config_block.py")
 _IMPORT = re.compile(r"^\s*(from|import)\s")
 
 
@@ -138,7 +143,7 @@ def _reads(name: str) -> list[str]:
     `x.name`, `getattr(x, "name")` or `x.get("name")`."""
     use = re.compile(rf"\.{name}\b|(getattr|\.get)\([^)]*[\"']{name}[\"']")
     return [f"{path.relative_to(REFERENCE.parents[1])}:{number}: {line.strip()}"
-            for path in CODE if path != MODELS
+            for path in CODE if path not in MODELS
             for number, line in enumerate(path.read_text().splitlines(), start=1)
             if use.search(line) and not _IMPORT.match(line)]
 

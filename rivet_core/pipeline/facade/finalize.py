@@ -136,7 +136,8 @@ def build_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Ma
         format=export.format, compression=summary.compression,
         schema_fingerprint=summary.schema_fingerprint or "xxh3:0000000000000000",
         row_count=summary.committed_rows(), part_count=len(summary.manifest_parts),
-        parts=list(summary.manifest_parts), dagster_run_id=summary.dagster_run_id,
+        parts=list(summary.manifest_parts), orchestrator_run_id=summary.orchestrator_run_id,
+        orchestrator=summary.orchestrator,
         row_hash=row_hash_contract(plan), column_checksums=checks, checksum_render=render,
         table=summary.table_commit,
     )
@@ -242,13 +243,12 @@ def _commit_cursor(summary: RunSummary, state: StateStore) -> None:
         summary.add_warning("cursor not advanced; the next run re-exports from the previous cursor")
 
 
-def _validate(plan: UnitPlan, summary: RunSummary, dest: Destination) -> None:
+def _validate(summary: RunSummary, dest: Destination) -> None:
     if not dest.supports_manifest or not summary.manifest_written:
         return
     verdict = None
     with best_effort("validation", warn=summary.add_warning, message="validation could not run: {reason}"):
-        verdict = verify_at_destination(dest, depth="sample", export_name=summary.export_name,
-                                        export=plan.export)
+        verdict = verify_at_destination(dest, depth="sample", export_name=summary.export_name)
     if verdict is None:
         return
     summary.manifest_verification = verdict.to_dict()
@@ -272,7 +272,7 @@ def metric_row(plan: UnitPlan, summary: RunSummary) -> dict[str, Any]:
         batch_size=summary.batch_size, source_type=summary.source_engine or plan.engine,
         destination_type=summary.destination_kind, cursor_min=summary.cursor_low,
         cursor_max=summary.cursor_high, rivet_version=__version__,
-        dagster_run_id=summary.dagster_run_id, source_count=summary.source_row_count,
+        orchestrator_run_id=summary.orchestrator_run_id, source_count=summary.source_row_count,
         reconciled=summary.reconciled,
     )
 
@@ -292,7 +292,7 @@ def finalize_run(
     _write_manifest(plan, summary, dest, supersede_previous)
     _commit_cursor(summary, state)
     if validate:
-        _validate(plan, summary, dest)
+        _validate(summary, dest)
     apply_retention(plan, summary, state, dest, sweep_orphans=sweep_orphans)
     if defer_transient_notice and summary.exit_code == 2:
         summary.journal.record("NotificationDeferred", reason="transient failure; the caller retries it")
