@@ -207,7 +207,7 @@ def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = ""
         expected = bucket_targets(export, [sub_prefix])[0][2] if sub_prefix else export_name
         export = root_export(export)
     dest = export_destination(config, export, sub_prefix=sub_prefix, create=False)
-    return dest, verify_at_destination(dest, depth=depth, export_name=expected)
+    return dest, verify_at_destination(dest, depth=depth, export_name=expected, export=export)
 
 
 def partitioned_dataset_rows(config: RivetConfig, export: ExportConfig) -> int:
@@ -237,14 +237,17 @@ def scaffold_config(output: Path, *, source_env: str, schema: str | None = None,
     write_scaffold(InitOptions(source_env=source_env, schema=schema, table=table), output)
 
 
-def read_table(dest: Destination, sub_prefix: str = "") -> tuple[pa.Table, int] | None:
-    """(rows, table version) of the Delta table at `dest`'s prefix (a time partition's
+def read_table(dest: Destination, sub_prefix: str = "", export: ExportConfig | None = None) -> tuple[
+        pa.Table, int] | None:
+    """(rows, table version) of the table at `dest`'s prefix (a time partition's
     `sub_prefix`: only its files), None when there is no table yet — what a downstream
-    reader of a `table_format: delta` export sees (rivet_core/tableformat/read.py). Imported
-    on call: only table-format exports need deltalake."""
-    from rivet_core.tableformat.read import read_delta
+    reader of a `table_format:` export sees (rivet_core/tableformat/read.py). `export`: the
+    export's config, which an Iceberg table needs (its catalog); without it the prefix is
+    read as a Delta table. Imported on call: only table-format exports need deltalake or
+    pyiceberg."""
+    from rivet_core.tableformat.read import read_table_format
 
-    return read_delta(dest, sub_prefix)
+    return read_table_format(dest, sub_prefix, export)
 
 
 def ensure_demo_database(path: Path | None = None, *, reset: bool = False) -> Path:

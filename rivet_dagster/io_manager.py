@@ -121,10 +121,11 @@ def read_export(config: api.RivetConfig, export: api.ExportConfig, sub_prefix: s
                 *, latest_run_only: bool = False) -> pa.Table | None:
     """The export's dataset at a prefix (None when nothing was published): the parts the
     manifests of `api.dataset_manifests` list — for an incremental export every run since
-    its last full baseline, else the current manifest's. A `table_format: delta` export is
-    read as its table: the current version (a time partition: its files in it)."""
-    if export.table_format == "delta" and not latest_run_only:
-        found = api.read_table(api.export_destination(config, export, sub_prefix=sub_prefix), sub_prefix)
+    its last full baseline, else the current manifest's. A `table_format:` export (Delta or
+    Iceberg) is read as its table: the current version (a time partition: its files in it)."""
+    if export.table_format is not None and not latest_run_only:
+        found = api.read_table(api.export_destination(config, export, sub_prefix=sub_prefix), sub_prefix,
+                               export=export)
         return None if found is None else found[0]
     manifests = api.dataset_manifests(config, export, sub_prefix=sub_prefix, latest_run_only=latest_run_only)
     if not manifests:

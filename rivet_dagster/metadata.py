@@ -169,15 +169,25 @@ def numbers(rows: int, size_bytes: int, parts: int, duration_ms: int | None, *,
     return meta
 
 
+def table_name(export: api.ExportConfig) -> str:
+    """`dagster/table_name`: an Iceberg export's table as its catalog names it
+    (`<catalog>.<namespace>.<table>`), else the export's name."""
+    from rivet_dagster.naming import safe_name
+
+    block = export.iceberg
+    if export.table_format == "iceberg" and block is not None and block.namespace:
+        return f"{block.catalog_name}.{block.namespace}.{block.table or export.name}"
+    return safe_name(export.name)
+
+
 def standard_metadata(config: api.RivetConfig, export: api.ExportConfig, uri: str,
                       schema: pa.Schema | None, dataset_rows: int | None = None) -> dict[str, Any]:
     """Dagster's standard keys for a materialization: `dagster/uri` (credentials redacted),
     `dagster/table_name`, `dagster/column_schema`, `dagster/column_lineage` (1:1 to the
     source table's columns) and, when known, `dagster/row_count` = the dataset's size."""
     from rivet_dagster.lineage import column_lineage, source_table_key
-    from rivet_dagster.naming import safe_name
 
-    meta: dict[str, Any] = {"dagster/uri": api.redact_secrets(uri), "dagster/table_name": safe_name(export.name)}
+    meta: dict[str, Any] = {"dagster/uri": api.redact_secrets(uri), "dagster/table_name": table_name(export)}
     if schema is not None:
         meta["dagster/column_schema"] = column_schema(schema)
         lineage = column_lineage(source_table_key(config, export), schema.names)
@@ -218,6 +228,8 @@ def materialization_metadata(summary: api.RunSummary, schema: pa.Schema | None, 
         meta["table_format"] = str(summary.table_commit["format"])
         meta["table_version"] = dg.MetadataValue.int(int(summary.table_commit["version"]))
         meta["table_uri"] = dg.MetadataValue.url(str(summary.table_commit["uri"]))
+        if summary.table_commit.get("snapshot_id") is not None:  # Iceberg: the snapshot readers see
+            meta["table_snapshot_id"] = dg.MetadataValue.text(str(summary.table_commit["snapshot_id"]))
     if summary.cursor_column:
         meta["cursor_column"] = summary.cursor_column
         meta["cursor_low"] = summary.cursor_low or ""

@@ -14,6 +14,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import REPO, write_config
 
 #: Not needed to parse the command line, print help, or open the state store.
@@ -83,8 +85,10 @@ def test_api_keeps_exporting_the_destination_helpers() -> None:
 
 
 #: Never needed by `rivet run` of a Parquet export to a local destination (issue 16 items
-#: 2–3): pandas alone cost ~0.5 s of start-up and ~40 MB of peak RSS on that path.
-NOT_ON_RUN_PATH = ("pandas", "dagster", "duckdb", "boto3", "botocore", "google", "azure", "polars")
+#: 2–3): pandas alone cost ~0.5 s of start-up and ~40 MB of peak RSS on that path; SQLAlchemy's
+#: PostgreSQL dialect is for a PostgreSQL state store only (state/schema.py `partial_indexes`).
+NOT_ON_RUN_PATH = ("pandas", "dagster", "duckdb", "boto3", "botocore", "google", "azure", "polars",
+                   "sqlalchemy.dialects.postgresql")
 
 
 def test_a_parquet_export_imports_no_pandas_dagster_or_cloud_sdk(tmp_path: Path, pg_url: str) -> None:
@@ -103,6 +107,9 @@ def test_a_parquet_export_imports_no_pandas_dagster_or_cloud_sdk(tmp_path: Path,
     config = write_config(tmp_path, source_block(pg_url),
                           [{"name": "t", "table": "t", "mode": "full", "format": "parquet",
                             "destination": {"type": "local", "path": str(out)}}])
+    from rivet_core.state import StateStore
+
+    StateStore.open(config).close()  # an existing store, as on every run but the first
     code = textwrap.dedent(f"""
         import json, sys
         from rivet_core.cli import main
@@ -118,3 +125,101 @@ def test_a_parquet_export_imports_no_pandas_dagster_or_cloud_sdk(tmp_path: Path,
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
     [part] = data_files(out)
     assert sorted(pq.read_table(part).column("id").to_pylist()) == list(range(1, 501))
+
+
+# ------------------------------------------------------------ state store open (issue 16 item 3)
+
+def _statements_of_open(config: Path, state_url: str | None = None) -> list[str]:
+    """Every SQL statement `StateStore.open` sends, recorded on all engines (class-level event)."""
+    import sqlalchemy as sa
+
+    from rivet_core.state import StateStore
+
+    sent: list[str] = []
+
+    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        sent.append(" ".join(statement.split()))
+
+    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
+    try:
+        StateStore.open(config, state_url=state_url).close()
+    finally:
+        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+    return sent
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_opening_a_current_state_store_reads_its_version_once_and_nothing_else(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every `rivet` process opens the store; once it is at SCHEMA_VERSION, the open is one
+    SELECT — no table-existence reflection, no DDL, no advisory lock (state/migrations.py)."""
+    from rivet_core.state import SCHEMA_VERSION, schema
+
+    monkeypatch.delenv("RIVET_STATE_URL", raising=False)
+    url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
+    config = tmp_path / "rivet.yaml"
+    first = _statements_of_open(config, url)  # a new store: the whole ladder
+    assert any(s.startswith("CREATE TABLE") for s in first)
+    again = [s for s in _statements_of_open(config, url) if not s.upper().startswith(("PRAGMA", "BEGIN"))]
+    table = schema.schema_version.name
+    assert again == [f"SELECT max({table}.version) AS max_1 FROM {table}"], again
+    from rivet_core.state import StateStore
+
+    store = StateStore.open(config, state_url=url)
+    try:
+        with store.engine.connect() as conn:
+            import sqlalchemy as sa
+
+            assert conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar() == SCHEMA_VERSION
+    finally:
+        store.close()
+
+
+def _bare(sql: str) -> str:
+    """An index definition without the parentheses and casts PostgreSQL adds to it."""
+    return sql.replace("(", "").replace(")", "").replace("::text", "")
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_a_new_state_store_still_gets_its_partial_unique_indexes(
+        backend: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The two partial unique indexes are built on demand (schema.partial_indexes) rather than
+    at import; a store created by the migrations must have them, with their WHERE clause."""
+    import sqlalchemy as sa
+
+    from rivet_core.state import StateStore
+
+    monkeypatch.delenv("RIVET_STATE_URL", raising=False)
+    url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
+    store = StateStore.open(tmp_path / "rivet.yaml", state_url=url)
+    try:
+        with store.engine.connect() as conn:
+            if backend == "sqlite":
+                rows = conn.execute(sa.text("SELECT name, sql FROM sqlite_master WHERE type = 'index'")).all()
+            else:
+                rows = conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes")).all()
+        found = {name: " ".join(sql.split()) for name, sql in rows if sql}
+        assert "UNIQUE" in found["export_metrics_one_running_per_run"]
+        assert "status = 'running'" in _bare(found["export_metrics_one_running_per_run"])
+        assert "UNIQUE" in found["idx_chunk_run_one_inprogress"]
+        assert "status = 'in_progress'" in _bare(found["idx_chunk_run_one_inprogress"])
+    finally:
+        store.close()
+
+
+def test_a_sqlite_state_store_loads_no_postgresql_dialect(tmp_path: Path) -> None:
+    """Importing the state package and opening an existing SQLite store must not load
+    SQLAlchemy's PostgreSQL dialect (its package and drivers: 19 modules): index arguments
+    named for a dialect make SQLAlchemy import it (state/schema.py `partial_indexes`)."""
+    config = tmp_path / "rivet.yaml"
+    from rivet_core.state import StateStore
+
+    StateStore.open(config).close()  # created (and migrated) here, not in the probe
+    code = ("import sys\nfrom rivet_core.state import StateStore\n"
+            f"StateStore.open({str(config)!r}).close()\n"
+            "import json\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('sqlalchemy.dialects.'))))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr
+    loaded = json.loads(result.stdout.strip().splitlines()[-1])
+    assert loaded and all(m.startswith("sqlalchemy.dialects.sqlite") or m == "sqlalchemy.dialects._typing"
+                          for m in loaded), loaded

@@ -84,7 +84,7 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
                                  if when and export.mode == "time_window" and export.time_column else "")
             target = export_destination(config, export, sub_prefix=sub, create=False, now=when)
             verdict = verify_at_destination(target, depth=depth, export_name=export.name, run_id=run_id,
-                                            require_manifest=bool(sub))
+                                            require_manifest=bool(sub), export=export)
             codes.append(verdict.exit_code())
             label = export.name + (f" [{sub.rstrip('/')}]" if sub else "") + (f" run {run_id}" if run_id else "")
             results.append({"export_name": label, "resolved_prefix": target.uri,
@@ -105,7 +105,7 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
                         f"{export.name} [{p.rstrip('/')}]", export.name)
                        for p in prefixes] or [(dest, export.name, export.name)]
         for target, label, expected_name in targets:
-            verdict = verify_at_destination(target, depth=depth, export_name=expected_name)
+            verdict = verify_at_destination(target, depth=depth, export_name=expected_name, export=export)
             codes.append(verdict.exit_code())
             results.append({"export_name": label, "resolved_prefix": target.uri,
                             "verification": verdict.to_dict()})

@@ -242,6 +242,47 @@ class RetentionConfig(_Strict):
         return self
 
 
+class IcebergConfig(_Strict):
+    """`exports[].iceberg` — where a `table_format: iceberg` export registers its table
+    (docs/adr/0009-table-formats.md): pyiceberg's SQL catalog on a SQLAlchemy URL (SQLite or
+    PostgreSQL), created on first use. The table's files stay at the export's prefix (its
+    warehouse); the catalog holds only the pointer to the table's current metadata. Exactly
+    one of `catalog_url` / `catalog_url_env` (rivet_core/config/validate.py); the URL is a
+    credential and is redacted wherever it is shown."""
+
+    catalog_url: Str | None = None
+    catalog_url_env: Str | None = None
+    #: The catalog's name (the `catalog_name` column of pyiceberg's catalog tables): another
+    #: engine reading the same catalog database names it so.
+    catalog_name: Str = "rivet"
+    namespace: Str | None = None
+    #: The table's name in `namespace`; None: the export's name.
+    table: Str | None = None
+
+    def resolve_catalog_url(self) -> str:
+        """The catalog's SQLAlchemy URL, read from the environment now (run time, so an unset
+        variable is reported when the table is needed, not at load); its password is
+        registered for redaction. `postgresql://` means psycopg 3, the driver the core already
+        has (SQLAlchemy's bare `postgresql://` would ask for psycopg2)."""
+        import os
+
+        from rivet_core.redact import register_secret
+
+        url = self.catalog_url
+        if url is None and self.catalog_url_env:
+            url = os.environ.get(self.catalog_url_env)
+            if not url:
+                raise ConfigError(f"iceberg.catalog_url_env names env var '{self.catalog_url_env}', which is "
+                                  "not set — export it (e.g. sqlite:////var/lib/rivet/catalog.db)")
+        if not url:
+            raise ConfigError("iceberg: set catalog_url or catalog_url_env")
+        register_secret(inline_url_password(url))
+        for bare in ("postgresql://", "postgres://"):
+            if url.startswith(bare):
+                url = "postgresql+psycopg://" + url[len(bare):]
+        return url
+
+
 # --------------------------------------------------------------------------- export
 
 
@@ -296,9 +337,11 @@ class ExportConfig(_Strict, _CarriesBlocks):
     on_schema_drift: Literal["warn", "continue", "fail"] = "warn"
     shape_drift_warn_factor: float = Field(default=2.0, ge=0)
     parquet: ParquetConfig | None = None
-    #: Commit each run's Parquet parts as a Delta Lake table at the prefix
+    #: Commit each run's Parquet parts as a Delta Lake or an Iceberg table at the prefix
     #: (docs/adr/0009-table-formats.md); None: plain files, as before.
-    table_format: Literal["delta"] | None = None
+    table_format: Literal["delta", "iceberg"] | None = None
+    #: `table_format: iceberg`: the catalog the table is registered in (IcebergConfig).
+    iceberg: IcebergConfig | None = None
     #: `mode: incremental` + `table_format`: upsert on these key columns (an updated row
     #: replaces its old version) instead of appending.
     merge_on: list[Str] | None = None

@@ -144,6 +144,9 @@ class AzureDestination(Destination):
         self.account = spec.account_name or ""
         self.prefix = normalize_prefix(spec.prefix)
         self.endpoint = spec.endpoint
+        #: The resolved settings, for a client that reaches the same prefix its own way
+        #: (delta-rs for `table_format: delta`, rivet_core/tableformat/azure_store.py).
+        self.spec = spec
         self.uri = f"az://{self.container}/{self.prefix}"
         self.multipart_threshold = max(1, min(int(spec.multipart_threshold), MAX_SINGLE_PUT))
         self.chunksize = max(1024 * 1024, int(spec.multipart_chunksize))

@@ -109,6 +109,8 @@ class Destination(ABC):
     kind: str
     uri: str  # "file:///abs/dir/" | "s3://bucket/prefix/" | "gs://…" | "az://container/…" | "stdout"
     supports_manifest: bool = True
+    #: `begin_early_upload` overlaps the upload with the encoding (S3); the default does not.
+    supports_early_upload: bool = False
 
     @abstractmethod
     def write_file(self, local_path: Path, key: str, staged: Fingerprint | None = None) -> WriteResult:
@@ -146,6 +148,18 @@ class Destination(ABC):
         its `.rivet_doctor_probe` object and by retention for what it parked under
         `_quarantine/gc/` past the grace period (rivet_core/manifest/retention.py): a part
         still at its published key is never deleted (M9: quarantine first)."""
+
+    def begin_early_upload(self, key: str, path: Path) -> object | None:
+        """Start sending `path` to `key` while its writer is still appending to it, so the
+        upload overlaps the encoding; `write_file(path, key)` then completes it (nothing is
+        visible under `key` before). Returns an object with `advance(n)` / `seal(size)` /
+        `abort()` that the writer drives (rivet_core/format/base.py), or None when this
+        backend has nothing to gain (the default: the local backend links the finished file)."""
+        return None
+
+    def cancel_early_uploads(self) -> None:  # noqa: B027 - optional hook, default: none started
+        """Abort every early upload that `write_file` did not complete (a run that ended
+        before publishing them); nothing may appear under their keys."""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.uri}>"

@@ -6,8 +6,14 @@ Writes:
 * at or above it: an explicit multipart upload that reads the file sequentially, at most
   `MULTIPART_CONCURRENCY` chunks of `multipart_chunksize` uploading at once, each sent with its own
   `Content-MD5` and ETag check, and the final `<md5-of-md5s>-N` ETag checked too. Any
-  failure aborts the upload, so no partial object ever appears under the key.
-The whole-file MD5 and xxh3 are computed in the same single pass.
+  failure aborts the upload, so no partial object ever appears under the key. Each part's
+  body is a range of the file (rivet_core/destination/s3_multipart.py), not a copy in memory;
+* early (`begin_early_upload`): the same multipart upload started while the writer is still
+  appending to the part, completed only when `write_file` is called for it (the per-part
+  commit facade) and aborted by `cancel_early_uploads` when the run ends without publishing.
+The whole file's xxh3 is computed in the same single pass as the parts' MD5s and checked
+against the writer's fingerprint (the staged part's MD5 is then the writer's; a file without
+one gets its MD5 in that pass too).
 
 Client: credentials in the order explicit access/secret (+ session token) → `aws_profile`
 → boto3 default chain; `endpoint` → `endpoint_url` with path-style addressing (SeaweedFS,
@@ -23,12 +29,11 @@ set for connection failures, 5xx and throttling. Secrets are registered with
 from __future__ import annotations
 
 import base64
-import collections
-import contextlib
 import hashlib
 import math
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -50,15 +55,15 @@ from rivet_core.destination.checksums import (
 )
 from rivet_core.destination.errors import destination_error
 from rivet_core.destination.keys import check_key, check_list_prefix, normalize_prefix
+from rivet_core.destination.s3_multipart import MAX_PARTS, ChunkedUpload, EarlyUpload
 from rivet_core.errors import DestinationError
 from rivet_core.redact import register_secret
 
 MIN_PART_SIZE = 5 * 1024 * 1024  # S3 minimum for every part but the last
-MAX_PARTS = 10_000
 #: Parts of one multipart upload sent at the same time. One request at a time left the
 #: upload waiting on each round trip (the client hashes the next chunk meanwhile, the server
-#: stores the last); three keep both busy. Memory: at most this many chunks
-#: (`multipart_chunksize`, 16 MiB by default) in flight plus the one being read.
+#: stores the last); three keep both busy. Memory: a part's body is a range of the staged
+#: file, read as it is sent, so parts in flight hold socket buffers, not 16 MiB chunks.
 MULTIPART_CONCURRENCY = 3
 MAX_COPY_OBJECT = 5 * 1024**3  # CopyObject limit; larger objects use a multipart copy
 
@@ -134,6 +139,7 @@ class S3Destination(Destination):
 
     kind = "s3"
     supports_manifest = True
+    supports_early_upload = True
 
     def __init__(self, spec: DestinationSpec, client: Any | None = None) -> None:
         if not spec.bucket:
@@ -155,6 +161,8 @@ class S3Destination(Destination):
         self.multipart_chunksize = max(MIN_PART_SIZE, int(spec.multipart_chunksize))
         self._client = client if client is not None else _make_client(spec)
         self._bucket_verified = False
+        self._early: dict[str, EarlyUpload] = {}
+        self._early_lock = threading.Lock()
 
     # -- error mapping ---------------------------------------------------------------
     def _where(self, key: str | None) -> str:
@@ -242,13 +250,14 @@ class S3Destination(Destination):
             )
         return WriteResult(key=key, size=fp.size, md5_b64=md5_b64, xxh3=fp.xxh3)
 
-    def _upload_part(self, key: str, full_key: str, upload_id: str, number: int, chunk: bytes,
+    def _upload_part(self, key: str, full_key: str, upload_id: str, number: int, body: Any,
                      digest: bytes) -> dict[str, Any]:
-        """One part of a multipart upload, sent with its Content-MD5 and its ETag checked."""
+        """One part of a multipart upload (`body`: bytes or a `FileRange`), sent with its
+        Content-MD5 and its ETag checked."""
         resp = self._call(
             f"upload part {number} of", key, "upload_part", Bucket=self.bucket, Key=full_key,
-            UploadId=upload_id, PartNumber=number, Body=chunk,
-            ContentMD5=base64.b64encode(digest).decode("ascii"), ContentLength=len(chunk),
+            UploadId=upload_id, PartNumber=number, Body=body,
+            ContentMD5=base64.b64encode(digest).decode("ascii"), ContentLength=len(body),
         )
         etag = _etag(resp.get("ETag"))
         if _HEX32.match(etag) and etag != digest.hex():
@@ -258,66 +267,60 @@ class S3Destination(Destination):
             )
         return {"ETag": resp.get("ETag"), "PartNumber": number}
 
-    def _multipart(self, fh: Any, key: str, size_hint: int, staged: Fingerprint | None = None) -> WriteResult:
-        """Stream `fh` as a multipart upload, `MULTIPART_CONCURRENCY` parts in flight: the file is
-        read (and fingerprinted) in order on this thread while earlier chunks upload, so at most
-        that many chunks plus the one being read are held in memory."""
-        from concurrent.futures import Future, ThreadPoolExecutor
-
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        chunksize = max(self.multipart_chunksize, math.ceil(size_hint / MAX_PARTS))
-        full_key = self.prefix + key
-        upload_id = self._call("start multipart upload of", key, "create_multipart_upload",
-                               Bucket=self.bucket, Key=full_key)["UploadId"]
-        fp = Fingerprinter()
-        parts: list[dict[str, Any]] = []
-        part_md5s: list[bytes] = []
-        in_flight: collections.deque[Future[dict[str, Any]]] = collections.deque()
-        pool = ThreadPoolExecutor(max_workers=MULTIPART_CONCURRENCY, thread_name_prefix="rivet-s3-part")
-        try:
-            while True:
-                chunk = fh.read(chunksize)
-                if not chunk and part_md5s:
-                    break
-                if len(part_md5s) >= MAX_PARTS:
-                    raise destination_error(f"'{key}' needs more than {MAX_PARTS} parts (file grew while uploading)")
-                fp.update(chunk)
-                digest = hashlib.md5(chunk, usedforsecurity=False).digest()
-                part_md5s.append(digest)
-                in_flight.append(pool.submit(self._upload_part, key, full_key, upload_id, len(part_md5s),
-                                             chunk, digest))
-                del chunk
-                if len(in_flight) >= MULTIPART_CONCURRENCY:
-                    parts.append(in_flight.popleft().result())  # in part order; raises its error
-                if fp.size == 0:
-                    break  # an empty file: one empty part is the whole object
-            while in_flight:
-                parts.append(in_flight.popleft().result())
-            check_staged(fp.result(), staged, f"for '{key}'")  # aborts the upload: nothing visible
-            resp = self._call(
-                "complete multipart upload of", key, "complete_multipart_upload", Bucket=self.bucket,
-                Key=full_key, UploadId=upload_id, MultipartUpload={"Parts": parts},
-            )
-        except BaseException:
-            pool.shutdown(wait=True, cancel_futures=True)  # no part may land after the abort
-            # The original error matters; an orphaned upload is invisible to readers.
-            with contextlib.suppress(ClientError, BotoCoreError):
-                self._client.abort_multipart_upload(Bucket=self.bucket, Key=full_key, UploadId=upload_id)
-            raise
-        finally:
-            pool.shutdown(wait=True)
+    def _check_multipart_etag(self, key: str, resp: dict[str, Any], part_md5s: list[bytes]) -> None:
+        """The completed object's `<md5-of-md5s>-N` ETag must match the parts we sent."""
         final = _MULTIPART_ETAG.match(_etag(resp.get("ETag")))
         expected = hashlib.md5(b"".join(part_md5s), usedforsecurity=False).hexdigest()
-        if final and (final.group(1) != expected or int(final.group(2)) != len(parts)):
+        if final and (final.group(1) != expected or int(final.group(2)) != len(part_md5s)):
             raise destination_error(
-                f"part '{key}' corrupted in transit (md5 {expected}-{len(parts)}≠{_etag(resp.get('ETag'))})",
+                f"part '{key}' corrupted in transit (md5 {expected}-{len(part_md5s)}≠{_etag(resp.get('ETag'))})",
                 transient=True,
             )
-        return WriteResult(key=key, size=fp.size, md5_b64=fp.md5_b64, xxh3=fp.xxh3)
+
+    def _multipart(self, fh: Any, key: str, size: int, staged: Fingerprint | None = None) -> WriteResult:
+        """Upload the finished file `fh` as a multipart upload, `MULTIPART_CONCURRENCY` parts in
+        flight, each part's body a range of the file (s3_multipart.py: no chunk is held in memory)."""
+        chunksize = max(self.multipart_chunksize, math.ceil(size / MAX_PARTS))
+        upload = ChunkedUpload(self, key, fh.fileno(), chunksize, MULTIPART_CONCURRENCY)
+        try:
+            if staged is None:
+                upload.whole_md5()
+            measured = upload.finish(size)
+            if os.fstat(fh.fileno()).st_size != size:
+                raise destination_error(f"'{key}': the staged file changed size while uploading")
+            return upload.complete(measured, staged)
+        except BaseException:
+            upload.abort()
+            raise
+
+    # -- early uploads (while the part is being written) ----------------------------------
+    def begin_early_upload(self, key: str, path: Path) -> EarlyUpload:
+        """Start uploading `path` to `key` while its writer appends to it; `write_file(path, key)`
+        completes it later (s3_multipart.py). Replaces (aborts) an earlier one for the key."""
+        check_key(key)
+        early = EarlyUpload(self, key, path, MULTIPART_CONCURRENCY)
+        with self._early_lock:
+            previous, self._early[key] = self._early.get(key), early
+        if previous is not None:
+            previous.abort()
+        return early
+
+    def cancel_early_uploads(self) -> None:
+        """Abort every early upload not completed by `write_file` (the run ended without
+        publishing them): nothing appears under their keys."""
+        with self._early_lock:
+            pending, self._early = list(self._early.values()), {}
+        for early in pending:
+            early.abort()
 
     def write_file(self, local_path: Path, key: str, staged: Fingerprint | None = None) -> WriteResult:
         check_key(key)
+        with self._early_lock:
+            early = self._early.pop(key, None)
+        if early is not None and not early.cancelled:  # an aborted one (a failed attempt) is void
+            result = early.complete(staged)
+            if result is not None:
+                return result  # below the multipart threshold: nothing was sent, PUT it below
         fh = open_staged(local_path, key)  # closed in finally
         try:
             size_hint = os.fstat(fh.fileno()).st_size
@@ -329,6 +332,7 @@ class S3Destination(Destination):
                     return self._put(data, key, fp, staged)
                 fh.seek(0)  # the file grew after stat; stream it instead
                 del data
+                size_hint = os.fstat(fh.fileno()).st_size
             return self._multipart(fh, key, size_hint, staged)
         except OSError as exc:
             raise destination_error(f"reading staged file '{local_path}' for '{key}' failed: {exc}") from exc

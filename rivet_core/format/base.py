@@ -23,7 +23,7 @@ import os
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 import pyarrow as pa
 
@@ -214,6 +214,14 @@ def conform_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(batch.columns, schema=schema)
 
 
+class PartUpload(Protocol):
+    """What a writer tells an early upload of its file (rivet_core/destination/s3_multipart.py)."""
+
+    def advance(self, flushed: int) -> None: ...
+    def seal(self, size: int) -> None: ...
+    def abort(self) -> None: ...
+
+
 class FormatWriter(ABC):
     """One output file being written. Not thread-safe; one writer per part.
 
@@ -242,6 +250,9 @@ class FormatWriter(ABC):
         self._closed = False
         self._file: BinaryIO | None = None
         self._hasher: AppendHasher | None = None
+        #: An early upload of this file (`Destination.begin_early_upload`), told the same
+        #: final byte counts as the hasher, sealed by `finish()`, aborted by `abort()`.
+        self.upload: PartUpload | None = None
 
     def _create_file(self) -> BinaryIO:
         """Create `path` as a NEW file (never reuse an existing inode, see module doc) and
@@ -259,9 +270,12 @@ class FormatWriter(ABC):
         return handle
 
     def _flushed(self, size: int) -> None:
-        """The first `size` bytes are on disk and final: let the hasher catch up."""
+        """The first `size` bytes are on disk and final: let the hasher (and an early
+        upload) catch up."""
         if self._hasher is not None:
             self._hasher.advance(size)
+        if self.upload is not None:
+            self.upload.advance(size)
 
     @abstractmethod
     def write_batch(self, batch: pa.RecordBatch) -> None:
@@ -305,6 +319,8 @@ class FormatWriter(ABC):
                 self._file.close()
         if self._hasher is not None:
             self._hasher.abort()
+        if self.upload is not None:
+            self.upload.abort()
         with contextlib.suppress(FileNotFoundError):
             self.path.unlink()
 
@@ -322,6 +338,8 @@ class FormatWriter(ABC):
         self._file.flush()
         size = self._file.tell()
         self._hasher.advance(size)  # hash the tail while fsync waits for the disk
+        if self.upload is not None:
+            self.upload.seal(size)  # and send it
         os.fsync(self._file.fileno())
         self._file.close()
         self.fingerprint = self._hasher.finish(size)

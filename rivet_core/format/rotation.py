@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from rivet_core.destination.checksums import Fingerprint
 from rivet_core.errors import ConfigError, RivetError
-from rivet_core.format.base import FormatWriter, WriterOptions, file_extension
+from rivet_core.format.base import FormatWriter, PartUpload, WriterOptions, file_extension
 from rivet_core.format.factory import open_writer
 
 
@@ -71,6 +71,7 @@ class PartRotator:
         schema: pa.Schema,
         options: WriterOptions,
         max_file_size: int | None,
+        early_upload: Callable[[str, Path], PartUpload | None] | None = None,
     ) -> None:
         if max_file_size is not None and max_file_size <= 0:
             raise ConfigError(f"max_file_size must be > 0 bytes, got {max_file_size}")
@@ -85,6 +86,10 @@ class PartRotator:
         self._done: list[StagedPart] = []  # finalised parts, staged names
         self._finished = False
         self._aborted = False
+        #: `early_upload(final_name, staged_path)` starts uploading a part while it is written
+        #: (`Destination.begin_early_upload`); see `_open`.
+        self.early_upload = early_upload
+        self._uploads: list[PartUpload] = []  # started for finished parts (aborted by abort())
 
     def _staged_path(self, index: int) -> Path:
         return self.staging_dir / f".{self.stem}_part{index}.{self.ext}.partial"
@@ -107,7 +112,7 @@ class PartRotator:
             return
         if self.max_file_size is None:
             if self._writer is None:
-                self._writer = open_writer(self._staged_path(len(self._done)), self.schema, self.options)
+                self._writer = self._open()
             self._writer.write_batch(batch)
             self.rows_written += batch.num_rows
             return
@@ -115,7 +120,7 @@ class PartRotator:
         offset = 0
         while offset < batch.num_rows:
             if self._writer is None:
-                self._writer = open_writer(self._staged_path(len(self._done)), self.schema, self.options)
+                self._writer = self._open()
                 self._writer.size_budget = self.max_file_size
             fit = self._writer.rows_that_fit(arrow_row_bytes)
             if fit == 0 and self._writer.rows_written:
@@ -127,6 +132,33 @@ class PartRotator:
             self.rows_written += take
             if self._writer.rows_that_fit(arrow_row_bytes) == 0:
                 self._close_current()
+
+    def _open(self) -> FormatWriter:
+        """A writer for the next part, with its early upload when the part's final name is
+        already certain: without `max_file_size` there is one part (`{stem}.{ext}`); with it,
+        part N ≥ 1 is `{stem}_part{N}` — and opening part 1 settles part 0's name, so part 0
+        (finished) starts uploading now, while part 1 is encoded."""
+        index = len(self._done)
+        writer = open_writer(self._staged_path(index), self.schema, self.options)
+        if self.early_upload is None:
+            return writer
+        try:
+            if self.max_file_size is None:
+                writer.upload = self.early_upload(f"{self.stem}.{self.ext}", writer.path)
+            elif index >= 1:
+                writer.upload = self.early_upload(f"{self.stem}_part{index}.{self.ext}", writer.path)
+                if index == 1:
+                    first = self._done[0]
+                    upload = self.early_upload(f"{self.stem}_part0.{self.ext}", first.path)
+                    if upload is not None:
+                        self._uploads.append(upload)
+                        upload.seal(first.size_bytes)
+        except BaseException:
+            writer.abort()
+            raise
+        if writer.upload is not None:
+            self._uploads.append(writer.upload)
+        return writer
 
     def _close_current(self) -> None:
         """I1: finalise the open part and remember it."""
@@ -175,6 +207,9 @@ class PartRotator:
         if self._writer is not None:
             self._writer.abort()
             self._writer = None
+        for upload in self._uploads:
+            upload.abort()
+        self._uploads = []
         for part in self._done:
             with contextlib.suppress(FileNotFoundError):
                 part.path.unlink()

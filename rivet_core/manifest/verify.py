@@ -464,14 +464,15 @@ def _finish(v: Verification) -> Verification:
 
 def verify_at_destination(dest: Destination, depth: str = "sample", *,
                           export_name: str | None = None, run_id: str | None = None,
-                          require_manifest: bool = False) -> Verification:
+                          require_manifest: bool = False, export: Any = None) -> Verification:
     """Verify the prefix `dest` points at; see the module docstring for the steps.
     `export_name`: the export the prefix belongs to (its manifest must name it); None skips
     that check (a prefix inspected without a config). `run_id` (`rivet validate --run-id`):
     verify that run's `manifest-<run>.json` copy instead of `manifest.json`; `_SUCCESS`
     belongs to the canonical manifest, so it only counts when it fingerprints this copy.
     `require_manifest` (or `run_id`): no manifest is `manifest_required_but_absent`, not a
-    legacy prefix."""
+    legacy prefix. `export`: the export's config, for a table whose catalog it names
+    (`table_format: iceberg`; rivet_core/tableformat/iceberg_verify.py)."""
     if depth not in DEPTHS:
         raise ConfigError(f"unknown verification depth {depth!r} — use one of {', '.join(DEPTHS)}")
     v = Verification(depth_level=depth)
@@ -544,7 +545,7 @@ def verify_at_destination(dest: Destination, depth: str = "sample", *,
     if manifest.table is not None and run_id is None:
         from rivet_core.tableformat.verify import check_table
 
-        table_findings, table_keys = check_table(dest, manifest, listing)
+        table_findings, table_keys = check_table(dest, manifest, listing, export)
         v.failures.extend(VerifyFailure(kind, fields) for kind, fields in table_findings)
         claimed |= table_keys
 

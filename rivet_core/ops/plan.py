@@ -64,6 +64,10 @@ def redacted_config(config: RivetConfig) -> dict[str, Any]:
     source.pop("password", None)
     if "url" in source:
         source["url"] = redact_url(source["url"])
+    for export in data.get("exports") or []:  # an Iceberg catalog URL may carry a password
+        block = export.get("iceberg") or {}
+        if "catalog_url" in block:
+            block["catalog_url"] = redact_url(block["catalog_url"])
     # Webhook URLs and headers are bearer credentials (a Slack hook URL *is* its secret).
     notes = data.get("notifications") or {}
     if "webhook_url" in (notes.get("slack") or {}):

@@ -14,19 +14,24 @@ anything is published. Nothing here touches the destination or the state store.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
-from rivet_core.format import PartRotator, StagedPart
+from rivet_core.destination import Destination
+from rivet_core.format import PartRotator, StagedPart, file_extension
+from rivet_core.format.base import PartUpload
 from rivet_core.format.meta_columns import add_meta_columns, meta_schema
+from rivet_core.manifest import data_key
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.governor import SourceGovernor
 from rivet_core.pipeline.malloc_arenas import release_free_memory
 from rivet_core.pipeline.memory_guard import MemoryGuard
+from rivet_core.pipeline.part_names import free_stem, part_stem
 from rivet_core.pipeline.quality import QualityTracker, quality_error
 from rivet_core.pipeline.row_estimate import estimate_for_progress
 from rivet_core.pipeline.run_reconcile import count_in_snapshot
@@ -51,6 +56,9 @@ class StagedExtract:
     #: `--reconcile`: the source COUNT(*) of the unit's query, taken in the same snapshot as
     #: the rows (None when not asked).
     source_row_count: int | None = None
+    #: The parts' name stem when they were uploaded while written (the publish step must use
+    #: the keys the uploads in flight have); None: the publish step names them.
+    part_stem: str | None = None
 
 
 def _strip(batch: pa.RecordBatch, names: tuple[str, ...]) -> pa.RecordBatch:
@@ -60,12 +68,30 @@ def _strip(batch: pa.RecordBatch, names: tuple[str, ...]) -> pa.RecordBatch:
     return batch.select(keep)
 
 
+def _early_uploads(dest: Destination | None, export_name: str, fmt: str
+                   ) -> tuple[str, Callable[[str, Path], PartUpload | None] | None]:
+    """The staged parts' name stem, and how to start a part's upload while it is written when
+    `dest` can (`Destination.begin_early_upload`: the upload overlaps the encoding; it is
+    completed by the publish step's `write_part_file`, never here)."""
+    if dest is None or not dest.supports_early_upload:
+        return "staged", None
+    ext = file_extension(fmt)
+    stem = free_stem(dest, part_stem(export_name), ext, None)
+
+    def begin(name: str, path: Path) -> PartUpload | None:
+        return cast("PartUpload | None", dest.begin_early_upload(data_key(name), path))
+    return stem, begin
+
+
 def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
-                       progress: ProgressTracker | None = None, *, reconcile: bool = False) -> StagedExtract:
+                       progress: ProgressTracker | None = None, *, reconcile: bool = False,
+                       dest: Destination | None = None) -> StagedExtract:
     """Run the unit's query into staged part files; raise on a failed quality gate.
     `progress` (optional) is told the running totals once per batch. `reconcile`: once the
     stream is drained, count the same query (same WHERE, same parameters) on the same
-    session — one snapshot, so rows committed meanwhile are in neither (run_reconcile.py)."""
+    session — one snapshot, so rows committed meanwhile are in neither (run_reconcile.py).
+    `dest` (optional): the destination, when its parts may start uploading while they are
+    written (S3); nothing becomes visible there before the publish step."""
     export = plan.export
     staging_dir.mkdir(parents=True, exist_ok=True)
     meta = export.meta_columns
@@ -84,8 +110,9 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
         out_schema = meta_schema(out_schema, exported_at is not None, row_hash)
         rows_per_batch = batch_rows(source_schema, plan.tuning)
         summary.batch_size = rows_per_batch
-        stem = "staged"
-        rotator = PartRotator(staging_dir, stem, out_schema, plan.writer_options, plan.max_file_size)
+        stem, early = _early_uploads(dest, export.name, export.format)
+        rotator = PartRotator(staging_dir, stem, out_schema, plan.writer_options, plan.max_file_size,
+                              early_upload=early)
         tracker = QualityTracker(export.quality, out_schema) if export.quality else None
         governor = SourceGovernor(plan.tuning, src.pressure_probe)
         guard = MemoryGuard(plan.tuning, export.name)
@@ -131,9 +158,9 @@ def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
     if tracker is not None:
         summary.quality_passed = not failures
     if failures:
-        for p in parts:
-            p.path.unlink(missing_ok=True)
+        rotator.abort()  # deletes the parts and aborts their uploads in flight
         raise quality_error(export.name, failures)
     cursor_high = render_cursor_value(cursor_value, cursor_type) if cursor_value is not None else None
     return StagedExtract(parts=parts, schema=out_schema, rows=rows, cursor_high=cursor_high,
-                         quality_issues=issues, staging_dir=staging_dir, source_row_count=source_row_count)
+                         quality_issues=issues, staging_dir=staging_dir, source_row_count=source_row_count,
+                         part_stem=stem if early is not None else None)

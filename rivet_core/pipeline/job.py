@@ -200,7 +200,8 @@ class ExportRun:
             try:
                 claim_staging(self.staging_dir, run_id=self.staging_dir.name, export_name=self.export.name)
                 return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{attempt}",
-                                          progress=self.options.progress, reconcile=self.options.reconcile)
+                                          progress=self.options.progress, reconcile=self.options.reconcile,
+                                          dest=self.dest)
             except Exception as exc:  # error boundary: retried when transient, else re-raised
                 decision = classify_error(exc)
                 if not (decision.transient and self.options.internal_retries) \
@@ -303,6 +304,11 @@ class ExportRun:
     def close(self) -> None:
         """Remove this run's staging, release the export lock (idempotent), then the store if
         this run opened it. Every ending path — finalize, a refusal, an abandon — comes here."""
+        dest = getattr(self, "dest", None)
+        if dest is not None:  # parts uploaded while written but never published: abort them
+            with best_effort("early upload abort", logger=log,
+                             message=f"export '{self.export.name}': aborting unpublished uploads: {{reason}}"):
+                dest.cancel_early_uploads()
         staging = getattr(self, "staging_dir", None)  # unset when __init__ failed early
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from rivet_core.state._base import StoreBase, utc_now_text
 from rivet_core.state.schema import export_metrics, file_log
@@ -61,6 +60,8 @@ class FileLogStore(StoreBase):
         row = dict(export_name=export_name, run_id=run_id, run_at=now, status="running",
                    duration_ms=0, retries=0, format=format, mode=mode)
         if conn.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert  # PostgreSQL stores only
+
             conn.execute(pg_insert(export_metrics).values(**row).on_conflict_do_nothing(
                 index_elements=[export_metrics.c.run_id], index_where=export_metrics.c.status == "running"))
         elif conn.execute(sa.select(export_metrics.c.id).where(running)).first() is None:

@@ -22,6 +22,7 @@ _ADVISORY_KEY = 0x72697665745F6D69  # "rivet_mi"
 
 
 def _v1_create_core_tables(conn: sa.Connection) -> None:
+    schema.partial_indexes()  # attached to export_metrics: created with it
     for table in schema.V1_TABLES:
         table.create(conn, checkfirst=True)
 
@@ -29,6 +30,7 @@ def _v1_create_core_tables(conn: sa.Connection) -> None:
 def _v2_create_chunk_checkpoint_tables(conn: sa.Connection) -> None:
     """chunk_run + chunk_task (issue 4), with the partial unique index that allows one
     in-progress run per export. New tables, so there are no duplicate rows to demote."""
+    schema.partial_indexes()  # attached to chunk_run: created with it
     for table in schema.V2_TABLES:
         table.create(conn, checkfirst=True)
 
@@ -95,8 +97,24 @@ MIGRATIONS: list[tuple[int, Callable[[sa.Connection], None]]] = [
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
+def current_version(engine: sa.Engine) -> int | None:
+    """The store's applied version, read without DDL or reflection; None when there is no
+    readable `schema_version` table yet (a new store: the full ladder runs)."""
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar()
+    except sa.exc.DBAPIError:
+        return None  # no table yet (or unreachable: the ladder below reports it)
+
+
 def migrate(engine: sa.Engine) -> int:
-    """Bring the database to SCHEMA_VERSION; returns the version reached."""
+    """Bring the database to SCHEMA_VERSION; returns the version reached.
+
+    Every `rivet` process opens the store, and nearly always it is already current: one
+    SELECT settles that, without the ladder's table-existence checks (`create(checkfirst)`
+    reflection) and, on PostgreSQL, without the advisory lock (tests/test_startup.py)."""
+    if current_version(engine) == SCHEMA_VERSION:
+        return SCHEMA_VERSION
     with engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _ADVISORY_KEY - (1 << 63)})

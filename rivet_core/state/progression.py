@@ -6,7 +6,6 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from rivet_core.state._base import StoreBase, utc_now_text
 from rivet_core.state.schema import export_progression
@@ -28,6 +27,8 @@ def _locked_row(conn: sa.Connection, export_name: str) -> sa.RowMapping | None:
     FOR UPDATE makes the read-compare-write atomic (no lost update); SQLite's BEGIN IMMEDIATE
     already serializes the whole transaction."""
     if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as pg_insert  # PostgreSQL stores only
+
         conn.execute(pg_insert(export_progression).values(export_name=export_name).on_conflict_do_nothing(
             index_elements=[export_progression.c.export_name]))
     return conn.execute(sa.select(export_progression).where(

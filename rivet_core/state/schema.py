@@ -21,6 +21,8 @@ sort the same on either backend. The tables and their writers:
 
 from __future__ import annotations
 
+import functools
+
 import sqlalchemy as sa
 
 metadata = sa.MetaData()
@@ -90,11 +92,7 @@ export_metrics = sa.Table(
     sa.Column("source_count", sa.BigInteger),
     sa.Column("reconciled", sa.Boolean),
     sa.Index("idx_export_metrics_export", "export_name", "id"),
-    # At most one in-flight projection per run (reference v21).
-    sa.Index(
-        "export_metrics_one_running_per_run", "run_id", unique=True,
-        sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'"),
-    ),
+    # At most one in-flight projection per run (reference v21): `partial_indexes()`.
 )
 
 export_schema = sa.Table(
@@ -167,11 +165,8 @@ chunk_run = sa.Table(
     sa.Column("updated_at", sa.Text, nullable=False),
     _one_of("status", CHUNK_RUN_STATUSES, "ck_chunk_run_status"),
     sa.Index("idx_chunk_run_export_status", "export_name", "status"),
-    # The database, not a pre-check, enforces one in-progress run per export (reference v15).
-    sa.Index(
-        "idx_chunk_run_one_inprogress", "export_name", unique=True,
-        sqlite_where=sa.text("status = 'in_progress'"), postgresql_where=sa.text("status = 'in_progress'"),
-    ),
+    # The database, not a pre-check, enforces one in-progress run per export (reference v15):
+    # `partial_indexes()`.
 )
 
 chunk_task = sa.Table(
@@ -200,6 +195,26 @@ chunk_task = sa.Table(
 
 #: Tables created by migration 2.
 V2_TABLES = (chunk_run, chunk_task)
+
+
+@functools.cache
+def partial_indexes() -> tuple[sa.Index, sa.Index]:
+    """The two partial unique indexes: one `running` export_metrics row per run, one
+    `in_progress` chunk run per export (state/chunks.py). Built on first call and
+    attached to their tables, so the migrations that create those tables create them too.
+
+    Not built at import: the `sqlite_where` / `postgresql_where` arguments make SQLAlchemy
+    import both dialect packages (27 modules, PostgreSQL's with its asyncpg/pg8000/psycopg2
+    drivers) to validate them, and every `rivet` process imports this module while only a
+    migration needs the indexes (tests/test_startup.py). Cached: a second construction would
+    attach a duplicate index to the table."""
+    return (
+        sa.Index("export_metrics_one_running_per_run", export_metrics.c.run_id, unique=True,
+                 sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'")),
+        sa.Index("idx_chunk_run_one_inprogress", chunk_run.c.export_name, unique=True,
+                 sqlite_where=sa.text("status = 'in_progress'"),
+                 postgresql_where=sa.text("status = 'in_progress'")),
+    )
 
 # ---------------------------------------------------------------- v3: export locks
 #: One row per holder of an export's run lock (state/locks.py): an exclusive CLI run, or each

@@ -86,4 +86,14 @@ def location_of(dest: Destination, sub: str) -> TableLocation:
             options["AWS_PROFILE"] = spec.aws_profile
         return TableLocation(uri=f"s3://{spec.bucket}/{prefix}".rstrip("/"), storage_options=options,
                              sub_prefix=sub)
-    raise ValueError(f"table_format: delta needs a local or s3 destination, not '{dest.kind}'")
+    from rivet_core.destination.azure import AzureDestination
+
+    if isinstance(dest, AzureDestination):
+        from rivet_core.tableformat.azure_store import azure_options
+
+        prefix = dest.prefix or ""
+        if sub and prefix.endswith(sub):
+            prefix = prefix[: -len(sub)]
+        return TableLocation(uri=f"az://{dest.container}/{prefix}".rstrip("/"),
+                             storage_options=azure_options(dest.spec), sub_prefix=sub)
+    raise ValueError(f"table_format: delta needs a local, s3 or azure destination, not '{dest.kind}'")

@@ -6,10 +6,22 @@ partition's `<col>=<key>/`: the rows a reader of the table sees for that window.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pyarrow.dataset as pads
 
 from rivet_core.destination import Destination
+
+
+def read_table_format(dest: Destination, sub_prefix: str = "", export: Any = None) -> tuple[pa.Table, int] | None:
+    """The one entry point (api.read_table): an Iceberg export's table through its catalog
+    (iceberg_read.py; `export` names the catalog), else the Delta table at the prefix."""
+    if export is not None and getattr(export, "table_format", None) == "iceberg":
+        from rivet_core.tableformat.iceberg_read import read_iceberg
+
+        return read_iceberg(dest, export, sub_prefix)
+    return read_delta(dest, sub_prefix)
 
 
 def read_delta(dest: Destination, sub_prefix: str = "") -> tuple[pa.Table, int] | None:

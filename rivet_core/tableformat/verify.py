@@ -1,4 +1,5 @@
-"""Verify a manifest's `table` block against the Delta table it names.
+"""Verify a manifest's `table` block against the Delta table it names (an Iceberg table:
+iceberg_verify.py, which `check_table` dispatches to).
 
 `rivet validate`, the finalize facade's validation and an integration's manifest check
 all go through `rivet_core/manifest/verify.py`, which calls `check_table` when the
@@ -36,13 +37,18 @@ def _mismatch(detail: str) -> Finding:
     return "table_mismatch", {"detail": detail}
 
 
-def check_table(dest: Destination, manifest: Manifest, listing: list[ObjectInfo] | None) -> tuple[
-        list[Finding], set[str]]:
+def check_table(dest: Destination, manifest: Manifest, listing: list[ObjectInfo] | None,
+                export: Any = None) -> tuple[list[Finding], set[str]]:
     """Findings for `manifest.table` at `dest`, and the keys (relative to `dest`) of the table's
-    files and log, which verification must not call untracked."""
+    files and log, which verification must not call untracked. `export`: the export's config,
+    which an Iceberg table needs (its catalog; iceberg_verify.py)."""
     block = dict(manifest.table or {})
+    if block.get("format") == "iceberg":
+        from rivet_core.tableformat.iceberg_verify import check_iceberg
+
+        return check_iceberg(dest, manifest, listing, export)
     if block.get("format") != "delta":
-        return [_mismatch(f"manifest names a '{block.get('format')}' table; this build reads delta only")], set()
+        return [_mismatch(f"manifest names a '{block.get('format')}' table; this build reads delta and iceberg")], set()
     try:
         from deltalake import DeltaTable
 

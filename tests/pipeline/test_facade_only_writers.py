@@ -16,7 +16,8 @@ How a write is recognised (no import of the scanned code, so nothing runs):
 - an assignment to `.schema_changed` / `.schema_changes` / `.schema_gate`;
 - a table commit: `commit_table` (rivet_core/tableformat/) outside the finalize facade, or a
   delta-rs writer (`create_write_transaction`, `create_table_with_add_actions`,
-  `write_deltalake`) outside rivet_core/tableformat/.
+  `write_deltalake`) or a pyiceberg one (`create_table_transaction`, `add_files`,
+  `commit_transaction`) outside rivet_core/tableformat/.
 
 The writers' own definitions (the state store, the manifest package) are their home and are
 not scanned for the rule that names them. The scanner is tested on planted violations, so a
@@ -73,7 +74,7 @@ DRIFT_VERDICT = Rule("drift verdict", frozenset(), ("rivet_core/pipeline/facade/
 #: rivet_core/tableformat/ and nothing else may commit to a table.
 TABLE_COMMIT = Rule("table commit",
                     frozenset({"commit_table", "create_write_transaction", "create_table_with_add_actions",
-                               "write_deltalake"}),
+                               "write_deltalake", "create_table_transaction", "add_files", "commit_transaction"}),
                     ("rivet_core/pipeline/facade/finalize.py",), ("rivet_core/tableformat/",))
 RULES = (FILE_LOG, CURSOR, PROGRESSION, METRICS, MANIFEST, STATE_TABLE, DRIFT_VERDICT, TABLE_COMMIT)
 
@@ -253,6 +254,7 @@ PLANTED = [
                      "    commit_table(p, s, d)\n", 4),
     ("table commit", "def f(table, actions, schema):\n    table.create_write_transaction(actions, 'append', schema)\n", 2),
     ("table commit", "from deltalake import write_deltalake\n\ndef f(uri, data):\n    write_deltalake(uri, data)\n", 4),
+    ("table commit", "def f(tx, paths):\n    tx.add_files(paths)\n    return None\n", 2),
     ("drift verdict", "def f(summary):\n    summary.schema_gate, x = 'checked', 1\n", 2),
 ]
 

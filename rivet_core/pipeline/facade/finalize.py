@@ -243,12 +243,13 @@ def _commit_cursor(summary: RunSummary, state: StateStore) -> None:
         summary.add_warning("cursor not advanced; the next run re-exports from the previous cursor")
 
 
-def _validate(summary: RunSummary, dest: Destination) -> None:
+def _validate(plan: UnitPlan, summary: RunSummary, dest: Destination) -> None:
     if not dest.supports_manifest or not summary.manifest_written:
         return
     verdict = None
     with best_effort("validation", warn=summary.add_warning, message="validation could not run: {reason}"):
-        verdict = verify_at_destination(dest, depth="sample", export_name=summary.export_name)
+        verdict = verify_at_destination(dest, depth="sample", export_name=summary.export_name,
+                                        export=plan.export)
     if verdict is None:
         return
     summary.manifest_verification = verdict.to_dict()
@@ -292,7 +293,7 @@ def finalize_run(
     _write_manifest(plan, summary, dest, supersede_previous)
     _commit_cursor(summary, state)
     if validate:
-        _validate(summary, dest)
+        _validate(plan, summary, dest)
     apply_retention(plan, summary, state, dest, sweep_orphans=sweep_orphans)
     if defer_transient_notice and summary.exit_code == 2:
         summary.journal.record("NotificationDeferred", reason="transient failure; the caller retries it")

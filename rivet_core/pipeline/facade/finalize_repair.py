@@ -125,7 +125,7 @@ def finalize_repair(
     if summary.manifest_written:
         _supersede(summary, state, dest, chunk_run_id, windows)
     if validate:
-        _validate(summary, dest)
+        _validate(plan, summary, dest)
     record_outcome(plan, summary, state, report_root)
     return summary
 

@@ -6,37 +6,27 @@ schema, so `on_schema_drift: fail` publishes nothing. Each staged part goes thro
 (`{export}_{YYYYMMDD_HHMMSS_mmm}.{ext}`, `_part{N}` when rotated) and land under the
 prefix's `data/` folder (`artifacts.data_key`, docs/adr/0007-readable-layout-and-retention.md);
 if that key already exists at the destination (two runs in the same millisecond) a short
-random suffix is added, so no run ever overwrites another run's part.
+random suffix is added, so no run ever overwrites another run's part (part_names.py). A
+destination that uploaded the parts while they were written (`Destination.begin_early_upload`)
+had its stem chosen when the extract started (`StagedExtract.part_stem`): `write_part_file`
+then completes the upload in flight — the same step, the same order.
 """
 
 from __future__ import annotations
-
-import secrets
-from datetime import UTC, datetime
 
 from rivet_core.destination import Destination
 from rivet_core.format import file_extension
 from rivet_core.manifest import data_key
 from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.facade.commit import PartKind, record_part, write_part_file
+from rivet_core.pipeline.part_names import free_stem, part_names, part_stem
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.state import StateStore
 from rivet_core.unit.resolve import UnitPlan
 
 
-def part_stem(export_name: str, now: datetime | None = None) -> str:
-    now = now or datetime.now(UTC)
-    return f"{export_name}_{now.strftime('%Y%m%d_%H%M%S')}_{now.microsecond // 1000:03d}"
-
-
 def _part_keys(dest: Destination, stem: str, ext: str, n: int) -> list[str]:
-    def names(s: str) -> list[str]:
-        return [data_key(f"{s}.{ext}")] if n == 1 else [data_key(f"{s}_part{i}.{ext}") for i in range(n)]
-
-    keys = names(stem)
-    if dest.supports_manifest and any(dest.head(k) is not None for k in keys):
-        keys = names(f"{stem}_{secrets.token_hex(3)}")
-    return keys
+    return [data_key(name) for name in part_names(free_stem(dest, stem, ext, n), ext, n)]
 
 
 def publish_staged(plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination,
@@ -44,8 +34,11 @@ def publish_staged(plan: UnitPlan, summary: RunSummary, state: StateStore, dest:
     """Write and record every staged part (see module docstring)."""
     if summary.schema_gate is None:
         raise RuntimeError("publish_staged called before the schema-drift gate ran")
-    keys = _part_keys(dest, part_stem(plan.export.name), file_extension(plan.export.format),
-                      len(staged.parts))
+    ext = file_extension(plan.export.format)
+    if staged.part_stem is not None:  # chosen (and checked free) when the extract started
+        keys = [data_key(name) for name in part_names(staged.part_stem, ext, len(staged.parts))]
+    else:
+        keys = _part_keys(dest, part_stem(plan.export.name), ext, len(staged.parts))
     for index, (part, key) in enumerate(zip(staged.parts, keys, strict=True)):
         record = write_part_file(dest, part, key)
         is_last = index == len(staged.parts) - 1
