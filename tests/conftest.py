@@ -94,6 +94,7 @@ def mysql_url() -> Iterator[str]:
         conn = pymysql.connect(
             host=u.hostname, port=u.port or 3306, user=urllib.parse.unquote(u.username or "root"),
             password=urllib.parse.unquote(u.password or ""), autocommit=True, connect_timeout=10,
+            ssl_disabled=True,  # the test server has no TLS (tests/helpers.py mysql_connect says why)
         )
     except pymysql.err.OperationalError as exc:
         pytest.fail(f"cannot reach MariaDB at TEST_MYSQL_DSN: {exc}", pytrace=False)

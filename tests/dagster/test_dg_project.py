@@ -73,7 +73,8 @@ def test_dg_lists_the_component_and_loads_two_instances_beside_the_users_own_ass
         f"source: {{type: sqlite, url: 'sqlite:///{project / SHOP / 'data' / 'shop.db'}'}}\n"
         "exports:\n  - name: customers_copy\n    table: customers\n    mode: full\n    format: csv\n"
         f"    destination: {{type: local, path: '{project / 'out2' / 'customers_copy'}'}}\n")
-    assert "All definitions loaded successfully" in dg(project, "check", "defs").stdout + dg(project, "check", "defs").stderr
+    checked = dg(project, "check", "defs")
+    assert "All definitions loaded successfully" in checked.stdout + checked.stderr
 
     assets = {a["asset_key"]: a for a in listed_defs(project)["assets"]}
     assert {"shop/customers", "shop/orders", "events_area/customers_copy", "sqlite/shop/customers",

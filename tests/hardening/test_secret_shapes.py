@@ -205,7 +205,7 @@ def _set_password(admin_url: str, user: str, password: str) -> None:
     u = urllib.parse.urlsplit(admin_url)
     conn = pymysql.connect(host=u.hostname, port=u.port, user=urllib.parse.unquote(u.username or ""),
                            password=urllib.parse.unquote(u.password or ""), charset="utf8mb4",
-                           autocommit=True)
+                           autocommit=True, ssl_disabled=True)
     try:
         with conn.cursor() as cur:
             cur.execute(f"ALTER USER '{user}'@'127.0.0.1' IDENTIFIED BY %s", (password,))
