@@ -30,7 +30,7 @@ def identifier(export: ExportConfig) -> tuple[str, str]:
 
 
 def table_name(export: ExportConfig) -> str:
-    """`namespace.table`, as the manifest and the Dagster metadata name it."""
+    """`namespace.table`, as the manifest and an integration's metadata name it."""
     return ".".join(identifier(export))
 
 

@@ -1,4 +1,4 @@
-"""Read an export's Iceberg table back (the Dagster IO manager's `load_input`, examples).
+"""Read an export's Iceberg table back (an integration's downstream loader, examples).
 
 The catalog's current snapshot, or — for a time partition — that snapshot's data files
 under the partition's `<col>=<key>/`: the rows a reader of the table sees for that window

@@ -2,7 +2,7 @@
 
 The catalog says which metadata file is the table's current one, so this check needs the
 export's `iceberg:` block (its catalog URL); `rivet validate -c`, the finalize facade and the
-Dagster check pass the export. A prefix is consistent when:
+integration's manifest check pass the export. A prefix is consistent when:
 
 - the catalog's table lives at this prefix (its root, or the root above a time
   partition's `<col>=<key>/`);
