@@ -378,7 +378,15 @@ def _table_format_errors(exp: ExportConfig, label: str) -> list[str]:
     elif exp.destination.type not in where:
         errors.append(f"{label}: table_format: {exp.table_format} writes to {', '.join(where[:-1])} or "
                       f"{where[-1]} destinations, not {exp.destination.type}")
-    if exp.retention is not None:
+    if exp.retention is not None and exp.table_format == "delta":
+        # A Delta retention would be a vacuum, not rivet's gc (docs/adr/0009-table-formats.md).
+        errors.append(f"{label}: retention: is not supported with table_format: delta — rivet's gc moves the "
+                      "parts of older runs, which the table's older versions (and an incremental export's "
+                      "current one) still reference; remove retention and vacuum the table instead: "
+                      "deltalake.DeltaTable(<table uri>).vacuum(retention_hours=<N>, dry_run=False) deletes "
+                      "the files the table stopped referencing more than N hours ago (rivet validate accepts "
+                      "its commits)")
+    elif exp.retention is not None:
         errors.append(f"{label}: retention: moves parts the {exp.table_format} table may still reference — "
                       "remove it (compact and vacuum the table with its own tools)")
     if exp.merge_on is not None:

@@ -27,6 +27,11 @@ from rivet_core.destination import Destination, ObjectInfo
 from rivet_core.manifest.model import Manifest
 from rivet_core.redact import redact_secrets
 
+#: Commits another writer may make without changing the table's rows or files: a VACUUM
+#: (delta-rs logs a START and an END commit) deletes only files no current version
+#: references — what the ADR tells users to run in place of `retention:`.
+MAINTENANCE = frozenset({"VACUUM START", "VACUUM END"})
+
 #: Operations whose commit referenced the manifest's parts as the table's files.
 REFERENCING = frozenset({"create", "overwrite", "append", "replace_partition"})
 
@@ -81,7 +86,8 @@ def check_table(dest: Destination, manifest: Manifest, listing: list[ObjectInfo]
         findings.append(_mismatch(f"table version {recorded} was committed by run '{made_by}', "
                                   f"not by the manifest's run '{manifest.run_id}'"))
     foreign = sorted(v for v, h in history.items()
-                     if v > recorded and h.get("rivet_export") != manifest.export_name)
+                     if v > recorded and h.get("rivet_export") != manifest.export_name
+                     and h.get("operation") not in MAINTENANCE)
     if foreign:
         findings.append(_mismatch(f"table version(s) {foreign} after the manifest's {recorded} were not made by "
                                   f"export '{manifest.export_name}' — another writer changed the table"))

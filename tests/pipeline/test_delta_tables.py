@@ -338,6 +338,26 @@ def test_two_concurrent_runs_of_one_export_never_corrupt_the_table(tmp_path, pg_
     assert _rows(where) == _source(pg_url)
 
 
+def test_a_vacuum_in_place_of_retention_deletes_superseded_parts_and_validate_still_passes(tmp_path, pg_url):
+    """`retention:` is refused with a Delta table; the message sends users to delta-rs's
+    VACUUM, whose two commits (START, END) are not another writer's changes."""
+    where = {"dest": {"type": "local", "path": "out"}, "uri": str(tmp_path / "out"), "options": {}, "s3": None}
+    _items(pg_url)
+    _insert(pg_url, range(1, 31))
+    refused = rivet("run", "-c", str(_config(tmp_path, pg_url, where, retention={"keep_runs": 1})))
+    assert refused.returncode != 0 and ".vacuum(retention_hours=" in refused.stderr
+    config = _config(tmp_path, pg_url, where)
+    _run(config)
+    first_parts = {p["path"] for p in _manifest(where)["parts"]}
+    _run(config)
+    deleted = _table(where).vacuum(retention_hours=0, dry_run=False, enforce_retention_duration=False)
+    assert set(deleted) == first_parts  # the first run's parts: no longer referenced
+    assert not any((Path(where["uri"]) / p).exists() for p in first_parts)
+    assert _rows(where) == _source(pg_url)
+    verdict = rivet("validate", "-c", str(config))
+    assert verdict.returncode == 0, verdict.stdout + verdict.stderr
+
+
 def test_validate_fails_when_the_table_no_longer_matches_the_manifest(tmp_path, pg_url):
     where = {"dest": {"type": "local", "path": "out"}, "uri": str(tmp_path / "out"), "options": {}, "s3": None}
     _items(pg_url)
