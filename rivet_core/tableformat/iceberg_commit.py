@@ -109,6 +109,13 @@ class IcebergCommitter:
                 table = catalog.load_table(identifier(self.export))
             except NoSuchTableError:
                 table = None
+            except Exception as exc:  # error boundary: the catalog row outlived its metadata
+                from rivet_core.redact import redact_secrets
+
+                raise TableCommitError(
+                    f"export '{self.export.name}': the catalog names the table {table_name(self.export)}, but its "
+                    f"metadata cannot be read ({redact_secrets(exc)}) — if the export's prefix was removed, drop the "
+                    "table from the catalog (pyiceberg: catalog.drop_table) and run again") from None
             if table is None:
                 tx = catalog.create_table_transaction(
                     identifier(self.export), schema=schema, location=self.root,

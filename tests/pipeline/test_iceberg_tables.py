@@ -221,6 +221,21 @@ def test_a_new_column_evolves_the_table_and_fail_stops_before_any_commit(tmp_pat
     assert [r["note"] for r in _rows(where)] == [f"n{i}" for i in range(1, 21)]
 
 
+def test_a_catalog_row_whose_metadata_is_gone_fails_the_run_before_its_manifest(tmp_path, pg_url):
+    import shutil
+
+    where = _local(tmp_path)
+    _items(pg_url)
+    _insert(pg_url, range(1, 11))
+    config = _config(tmp_path, pg_url, where)
+    _run(config)
+    manifest = (where["root"] / "manifest.json").read_bytes()
+    shutil.rmtree(where["root"] / "metadata")  # someone removed the table's files, not its catalog row
+    failed = api.run_export(api.load_config(config), "items")
+    assert failed.status == "failed" and "drop the table from the catalog" in failed.error_message
+    assert (where["root"] / "manifest.json").read_bytes() == manifest  # nothing published
+
+
 def test_config_refuses_what_an_iceberg_table_cannot_do(tmp_path, pg_url):
     local = {"type": "local", "path": "out"}
     bad = write_config(tmp_path, source_block(pg_url), [
