@@ -9,7 +9,8 @@ profile (`rivet_core/config/tuning.py`).
 Two halves, kept apart so the rule can be property-tested without a server:
 
 - **The rule** (pure): `pressure_of(sample, limits)` turns one `PressureSample` into a
-  pressure in [0, 1] — the worst of its signals, each mapped linearly from its "idle"
+  pressure in [0, 1] — the worst of its signals (sessions running now, sessions busy within
+  the last second, replica lag, the export's own fetch latency), each mapped linearly from its "idle"
   threshold (0) to its "busy" threshold (1) — and `delay_ms(pressure, limits)` maps pressure
   onto [floor, ceiling]. Both are monotone: more active sessions, more replica lag or a
   slower fetch never shorten the pause; no pressure gives the floor (0 ms for `balanced`).
@@ -74,6 +75,11 @@ class GovernorLimits:
     active_busy: int = 16
     #: Sessions waiting on locks/IO count double: they are the ones an export makes worse.
     waiting_weight: float = 2.0
+    #: Sessions that ran a statement within the last second (`PressureSample.recent`): an
+    #: application busy with short statements. Starts higher than `active_idle`: a few
+    #: clients polling now and then are not a load to yield to.
+    recent_idle: int = 3
+    recent_busy: int = 16
     lag_idle_s: float = 5.0
     lag_busy_s: float = 60.0
     latency_idle: float = 3.0
@@ -101,6 +107,7 @@ def pressure_of(sample: PressureSample, limits: GovernorLimits) -> float:
         load = sample.active + (limits.waiting_weight - 1.0) * (sample.waiting or 0)
     return max(
         _ramp(load, limits.active_idle, limits.active_busy),
+        _ramp(sample.recent, limits.recent_idle, limits.recent_busy),
         _ramp(sample.replica_lag_s, limits.lag_idle_s, limits.lag_busy_s),
         _ramp(sample.latency_ratio, limits.latency_idle, limits.latency_busy),
     )
@@ -126,6 +133,7 @@ class GovernorStats:
     samples: int = 0
     pressure_max: float = 0.0
     active_max: int | None = None
+    recent_max: int | None = None
     lag_max_s: float | None = None
     latency_ratio_max: float | None = None
     probe_error: str | None = None
@@ -138,7 +146,7 @@ class GovernorStats:
             "batches": self.batches, "pauses": self.pauses,
             "throttled_s": round(self.throttled_ms / 1000.0, 3), "samples": self.samples,
             "pressure_max": round(self.pressure_max, 3), "active_max": self.active_max,
-            "replica_lag_max_s": self.lag_max_s, "latency_ratio_max": self.latency_ratio_max,
+            "recent_max": self.recent_max, "replica_lag_max_s": self.lag_max_s, "latency_ratio_max": self.latency_ratio_max,
             "probe_error": self.probe_error, "decisions": list(self.decisions),
         }
 
@@ -267,7 +275,7 @@ class SourceGovernor:
             # Pacing is advisory: a failing probe is dropped (it logs why) and the export goes on.
             with best_effort("pressure probe sample", warn=self._drop_probe, message="{kind}: {reason}"):
                 sample = probe.sample()
-        return PressureSample(active=sample.active, waiting=sample.waiting,
+        return PressureSample(active=sample.active, waiting=sample.waiting, recent=sample.recent,
                               threads_running=sample.threads_running,
                               replica_lag_s=sample.replica_lag_s, latency_ratio=self.latency_ratio())
 
@@ -278,12 +286,13 @@ class SourceGovernor:
         st.samples += 1
         st.pressure_max = max(st.pressure_max, pressure)
         st.active_max = _max(st.active_max, sample.active)
+        st.recent_max = _max(st.recent_max, sample.recent)
         st.lag_max_s = _max(st.lag_max_s, sample.replica_lag_s)
         st.latency_ratio_max = _max(st.latency_ratio_max, sample.latency_ratio)
         if len(st.decisions) < MAX_RECORDED_DECISIONS:
             st.decisions.append({
                 "batch": st.batches, "pressure": round(pressure, 3), "delay_ms": round(self._delay_ms, 1),
-                "active": sample.active, "waiting": sample.waiting,
+                "active": sample.active, "waiting": sample.waiting, "recent": sample.recent,
                 "threads_running": sample.threads_running, "replica_lag_s": sample.replica_lag_s,
                 "latency_ratio": sample.latency_ratio,
             })

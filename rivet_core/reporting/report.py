@@ -86,6 +86,8 @@ def governor_lines(governor: dict[str, Any] | None) -> list[str]:
             f"{governor['samples']} pressure sample(s), max pressure {governor['pressure_max']}")
     if governor.get("active_max") is not None:
         line += f", max active sessions {governor['active_max']}"
+    if governor.get("recent_max") is not None:
+        line += f", max sessions busy within the last second {governor['recent_max']}"
     if governor.get("probe_error"):
         line += f"; probe unavailable: {governor['probe_error']}"
     return [line]

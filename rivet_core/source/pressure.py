@@ -24,11 +24,16 @@ class PressureSample:
     export's own connection and the probe's excluded). `waiting`: those of them waiting on a
     lock or I/O (PostgreSQL). `threads_running`: MySQL/MariaDB `Threads_running`, server-wide
     (recorded; the decision uses the per-database `active`, see mysql/pressure.py).
+    `recent`: other sessions of the export's database that ran a statement within the last
+    second (running now or finished since) — what a snapshot of `active` misses under an
+    OLTP load of millisecond statements, where few are running at any instant although the
+    application is busy all the time (docs/benchmarks.md, governor section).
     `replica_lag_s`: replay lag when the source is a replica. `latency_ratio`: the governor's
     own seconds per row over the run's baseline (filled in by the loop)."""
 
     active: int | None = None
     waiting: int | None = None
+    recent: int | None = None
     threads_running: int | None = None
     replica_lag_s: float | None = None
     latency_ratio: float | None = None

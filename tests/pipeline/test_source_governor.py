@@ -1,12 +1,15 @@
 """The adaptive source governor (rivet_core/pipeline/governor.py), judged by its own recorded
 decisions, never by the wall clock: its rule is bounded and monotone (property test); on an
 idle source the default profile never pauses; under a real concurrent load on the export's
-database (PostgreSQL sessions in pg_sleep, MariaDB sessions in SLEEP) it backs off; an
+database (PostgreSQL sessions in pg_sleep, MariaDB sessions in SLEEP) it backs off, and so it
+does under an OLTP load of millisecond point updates that a snapshot of running sessions
+misses (the `recent` signal); an
 explicit `throttle_ms` pauses exactly as configured; and the exported data equals the source
 (re-read with pyarrow) whatever the pacing."""
 
 from __future__ import annotations
 
+import json
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -35,6 +38,7 @@ signals = st.builds(
     PressureSample,
     active=st.none() | st.integers(0, 200),
     waiting=st.none() | st.integers(0, 200),
+    recent=st.none() | st.integers(0, 200),
     replica_lag_s=st.none() | st.floats(0, 10_000, allow_nan=False),
     latency_ratio=st.none() | st.floats(0, 1_000, allow_nan=False),
 )
@@ -59,12 +63,15 @@ def test_an_idle_source_gets_the_floor(lim: GovernorLimits, active: int | None, 
 
 
 @given(sample=signals, lim=limits, more_active=st.integers(0, 50), more_waiting=st.integers(0, 50),
-       more_lag=st.floats(0, 500, allow_nan=False), more_ratio=st.floats(0, 50, allow_nan=False))
+       more_recent=st.integers(0, 50), more_lag=st.floats(0, 500, allow_nan=False),
+       more_ratio=st.floats(0, 50, allow_nan=False))
 def test_more_pressure_never_shortens_the_pause(sample: PressureSample, lim: GovernorLimits, more_active: int,
-                                                more_waiting: int, more_lag: float, more_ratio: float) -> None:
+                                                more_waiting: int, more_recent: int, more_lag: float,
+                                                more_ratio: float) -> None:
     worse = PressureSample(
         active=None if sample.active is None else sample.active + more_active,
         waiting=None if sample.waiting is None else sample.waiting + min(more_waiting, more_active),
+        recent=None if sample.recent is None else sample.recent + more_recent,
         replica_lag_s=None if sample.replica_lag_s is None else sample.replica_lag_s + more_lag,
         latency_ratio=None if sample.latency_ratio is None else sample.latency_ratio + more_ratio)
     assert delay_ms(pressure_of(worse, lim), lim) >= delay_ms(pressure_of(sample, lim), lim)
@@ -196,7 +203,7 @@ def test_on_an_idle_source_the_default_profile_never_pauses(tmp_path: Path, load
     assert governor["probe_error"] is None
     assert governor["samples"] >= 1 and governor["batches"] >= ROWS // 1_000
     assert governor["active_max"] == 0
-    assert [d["delay_ms"] for d in governor["decisions"]] == [0.0] * len(governor["decisions"])
+    assert [d["delay_ms"] for d in governor["decisions"]] == [0.0] * len(governor["decisions"]), json.dumps(governor["decisions"])
     assert (governor["pauses"], governor["throttled_s"], governor["pressure_max"]) == (0, 0.0, 0.0)
     _exported_equals_source(tmp_path, loaded_url)
 
@@ -222,3 +229,74 @@ def test_an_explicit_throttle_ms_pauses_exactly_as_configured(tmp_path: Path, pg
     assert (governor["mode"], governor["samples"]) == ("fixed", 0)
     assert (governor["pauses"], governor["throttled_s"]) == (batches, round(batches * 7 / 1000, 3))
     _exported_equals_source(tmp_path, pg_url)
+
+
+@contextmanager
+def oltp_clients(url: str, clients: int = LOAD_SESSIONS) -> Iterator[None]:
+    """`clients` connections each running indexed point UPDATEs on another table back to back
+    (autocommit) until the block ends — the benchmark's OLTP (benchmarks/governor_oltp.py) in
+    small. Every client has committed at least once before the block's body runs."""
+    mysql = url.startswith("mysql")
+    setup = _mysql_conn(url) if mysql else psycopg.connect(url, autocommit=True)
+    cur = setup.cursor()
+    cur.execute("CREATE TABLE counters (id INT PRIMARY KEY, n BIGINT NOT NULL)")
+    cur.executemany("INSERT INTO counters VALUES (%s, 0)", [(k,) for k in range(1, 65)])
+    cur.close()
+    setup.close()
+    stop = threading.Event()
+    started = threading.Barrier(clients + 1)
+    errors: list[BaseException] = []
+
+    def client(i: int) -> None:
+        conn = _mysql_conn(url) if mysql else psycopg.connect(url, autocommit=True)
+        try:
+            first = True
+            while first or not stop.is_set():
+                key = 1 + (i * 8 + 1) % 64
+                if mysql:
+                    with conn.cursor() as cur:
+                        cur.execute("UPDATE counters SET n = n + 1 WHERE id = %s", (key,))
+                else:
+                    conn.execute("UPDATE counters SET n = n + 1 WHERE id = %s", (key,))
+                if first:
+                    first = False
+                    started.wait()
+        except BaseException as exc:  # noqa: BLE001 - reported by the block
+            errors.append(exc)
+            started.abort()
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    started.wait()
+    try:
+        yield
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=60)
+    assert not errors, errors
+
+
+def test_under_an_oltp_load_of_short_statements_the_recent_signal_backs_off(tmp_path: Path, loaded_url: str) -> None:
+    """Point updates last ~1 ms: at the instant of a sample few of the clients are running one
+    (`active`), but all of them ran one within the last second (`recent`). The recorded
+    decisions show the governor paused because of `recent`: each decision's pressure is
+    recomputed from its recorded signals with and without it."""
+    with oltp_clients(loaded_url):
+        governor = _run(tmp_path, loaded_url, {"throttle_ceiling_ms": 50}).governor
+    assert governor is not None and governor["mode"] == "adaptive" and governor["probe_error"] is None
+    lim = GovernorLimits(floor_ms=0, ceiling_ms=50)
+    assert governor["recent_max"] > lim.recent_idle
+    driven = []
+    for d in governor["decisions"]:
+        signals = {k: d[k] for k in ("active", "waiting", "replica_lag_s", "latency_ratio")}
+        with_recent = pressure_of(PressureSample(**signals, recent=d["recent"]), lim)
+        assert d["pressure"] == round(with_recent, 3)
+        if with_recent > pressure_of(PressureSample(**signals), lim) and d["delay_ms"] > 0:
+            driven.append(d)
+    assert driven, governor["decisions"]
+    assert governor["pauses"] >= 1 and governor["throttled_s"] > 0
+    _exported_equals_source(tmp_path, loaded_url)

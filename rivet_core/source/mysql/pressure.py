@@ -2,7 +2,9 @@
 
 What is counted:
 - **MySQL/MariaDB**: `information_schema.PROCESSLIST` threads of the current database that are
-  not idle (`Sleep`), minus the export's and the probe's; `Threads_running` (SHOW GLOBAL STATUS)
+  not idle (`Sleep`), minus the export's and the probe's (`recent`: those plus the idle ones
+  whose `TIME` — seconds in their current state — is 0, i.e. clients issuing statements back
+  to back); `Threads_running` (SHOW GLOBAL STATUS)
   is recorded as well. It is server-wide, so it is not what the decision reads: the sessions an
   export slows down are its database's application, and a shared server's other databases
   (or other tenants' batch jobs) would otherwise throttle an export whose application is idle.
@@ -20,9 +22,12 @@ from typing import Any
 from rivet_core.source.pressure import PROBE_TIMEOUT_S, PressureSample
 
 _MYSQL_SQL = """
-SELECT COUNT(*), COALESCE(SUM(STATE LIKE '%%lock%%'), 0)
+SELECT COALESCE(SUM(COMMAND <> 'Sleep'), 0),
+       COALESCE(SUM(COMMAND <> 'Sleep' AND STATE LIKE '%%lock%%'), 0),
+       COUNT(*)
 FROM information_schema.PROCESSLIST
-WHERE DB = DATABASE() AND COMMAND NOT IN ('Sleep', 'Daemon', 'Binlog Dump', 'Killed')
+WHERE DB = DATABASE() AND COMMAND NOT IN ('Daemon', 'Binlog Dump', 'Killed')
+  AND (COMMAND <> 'Sleep' OR TIME = 0)
   AND ID <> CONNECTION_ID() AND ID <> %s
 """
 
@@ -42,10 +47,10 @@ class MySQLPressureProbe:
     def sample(self) -> PressureSample:
         with self._conn.cursor() as cur:
             cur.execute(_MYSQL_SQL, (self._export_thread,))
-            active, waiting = cur.fetchone()
+            active, waiting, recent = cur.fetchone()
             cur.execute("SHOW GLOBAL STATUS LIKE 'Threads_running'")
             row = cur.fetchone()
-        return PressureSample(active=int(active), waiting=int(waiting),
+        return PressureSample(active=int(active), waiting=int(waiting), recent=int(recent),
                               threads_running=int(row[1]) if row else None)
 
     def close(self) -> None:

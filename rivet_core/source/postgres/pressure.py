@@ -3,7 +3,9 @@
 What is counted:
 - **PostgreSQL**: `pg_stat_activity` rows of the current database that are `active` client
   backends, minus the export's own backend and the probe's (`waiting`: those among them
-  waiting on a lock, a lightweight lock, I/O or a buffer pin); on a replica
+  waiting on a lock, a lightweight lock, I/O or a buffer pin; `recent`: client backends
+  whose state changed within the last second — active now, or idle for less than a second,
+  i.e. clients issuing statements back to back); on a replica
   (`pg_is_in_recovery()`) the replay lag `now() - pg_last_xact_replay_timestamp()`, taken as
   0 when everything received is replayed (an idle primary does not make a replica "late").
   Without `pg_read_all_stats` other roles' sessions show no `state` and are not counted; the
@@ -24,6 +26,8 @@ _PG_SQL = """
 SELECT count(*) FILTER (WHERE state = 'active'),
        count(*) FILTER (WHERE state = 'active'
                         AND wait_event_type IN ('Lock', 'LWLock', 'IO', 'BufferPin')),
+       count(*) FILTER (WHERE state = 'active'
+                        OR state_change > clock_timestamp() - interval '1 second'),
        pg_is_in_recovery(),
        CASE WHEN NOT pg_is_in_recovery() THEN NULL
             WHEN pg_last_wal_receive_lsn() IS NOT NULL
@@ -47,8 +51,8 @@ class PgPressureProbe:
     def sample(self) -> PressureSample:
         row = self._conn.execute(_PG_SQL, (self._export_pid,)).fetchone()
         assert row is not None  # an aggregate always returns one row
-        active, waiting, _, lag = row
-        return PressureSample(active=int(active), waiting=int(waiting),
+        active, waiting, recent, _, lag = row
+        return PressureSample(active=int(active), waiting=int(waiting), recent=int(recent),
                               replica_lag_s=None if lag is None else round(float(lag), 3))
 
     def close(self) -> None:
