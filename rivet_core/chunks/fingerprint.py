@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rivet_core.chunks.model import ChunkWindow
+from rivet_core.source.dialect import dialect_of
 from rivet_core.source.query import (
     BASE_ALIAS,
     SupportsQuoteIdent,
@@ -75,7 +76,7 @@ def _dialect_name(dialect: SupportsQuoteIdent) -> str:
 
 
 def _as_text(dialect: SupportsQuoteIdent, expr: str) -> str:
-    return f"CAST({expr} AS CHAR)" if _dialect_name(dialect) == "mysql" else f"CAST({expr} AS TEXT)"
+    return dialect_of(_dialect_name(dialect)).text_cast(expr)
 
 
 def fingerprint_queries(
@@ -111,10 +112,7 @@ def _range_query(dialect: SupportsQuoteIdent, base_sql: str, column: str, size: 
         raise ValueError(f"chunk size must be >= 1, got {size}")
     quote = param_safe_quoter(dialect, with_params=False)
     c = f"{BASE_ALIAS}.{quote(column)}"
-    if _dialect_name(dialect) == "sqlite":
-        bucket = f"({c} - ((({c} % {size}) + {size}) % {size}))"
-    else:
-        bucket = f"({c} - MOD(MOD({c}, {size}) + {size}, {size}))"
+    bucket = dialect_of(_dialect_name(dialect)).bucket_floor(c, size)
     keys: dict[int, str] = {}
     for w in windows:
         if w.lo is None or w.hi is None:

@@ -13,8 +13,8 @@ Strategy resolution, in order:
 1. Static rules (also checked at load time): `chunk_by_key` excludes chunk_column /
    chunk_dense / chunk_by_days / chunk_count; `chunk_by_key` and `chunk_size_memory_mb`
    need the `table:` shortcut; counts and sizes ≥ 1.
-2. `table:` exports are introspected from the catalog (columns, NOT NULL, single-column
-   PRIMARY/UNIQUE keys, row estimate, average row bytes). `chunk_size_memory_mb` sizes
+2. `table:` exports are introspected from the catalog (`rivet_core.catalog.table_info`:
+   columns, NOT NULL, single-column PRIMARY/UNIQUE keys, row estimate, average row bytes). `chunk_size_memory_mb` sizes
    windows as `mb·2^20 / avg_row_bytes` (PG: `pg_relation_size / reltuples`; MySQL:
    `avg_row_length`; fallback 512 B) clamped to [10,000, 5,000,000].
 3. The shape: `chunk_by_key` → keyset; `chunk_dense` → dense; `chunk_by_days` → days;
@@ -44,8 +44,8 @@ Strategy resolution, in order:
    sparse range plan"; no estimate and ≥ 1,000 windows → WARN.
 
 Row estimates are catalog statistics only (PG `pg_class.reltuples`, MySQL
-`information_schema.tables.table_rows`) — never a COUNT(*) — and only for `table:`
-exports; an estimate of 0 (never analyzed, or InnoDB stats not yet computed) counts as
+`information_schema.tables.table_rows`, SQLite `sqlite_stat1` after ANALYZE — all read by
+`rivet_core/catalog/tables.py`) — never a COUNT(*) — and only for `table:` exports; an estimate of 0 (never analyzed, or InnoDB stats not yet computed) counts as
 unknown, so a stale zero can neither refuse a plan nor downgrade a big table.
 
 Dense determinism: ROW_NUMBER() over ties numbers the tied rows arbitrarily, and each
@@ -73,6 +73,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from rivet_core.catalog import TableInfo, table_info
 from rivet_core.chunks.model import ChunkPlan, ChunkWindow
 from rivet_core.chunks.windows import (
     MAX_WINDOWS,
@@ -100,33 +101,6 @@ MEMORY_CHUNK_MIN, MEMORY_CHUNK_MAX = 10_000, 5_000_000
 FALLBACK_ROW_BYTES = 512
 _BIG_CHUNK_BYTES = 512 * 2**20
 _STRATEGY_HINT = "chunk_column, chunk_by_key, chunk_dense, chunk_by_days or chunk_count"
-#: PostgreSQL types without a default btree ordering: dense tie-breakers compare them as text.
-_PG_UNORDERED = {"json", "xml", "point", "line", "lseg", "box", "path", "polygon", "circle"}
-
-
-@dataclass
-class TableInfo:
-    """What the catalog says about a `table:` export's table."""
-
-    columns: list[str]
-    not_null: set[str]
-    #: Primary key columns in key order (empty when there is none).
-    primary_key: tuple[str, ...]
-    #: Single-column, non-partial PRIMARY/UNIQUE keys (primary key first).
-    unique: list[str]
-    row_estimate: int | None
-    avg_row_bytes: float | None
-    case_insensitive: bool = False
-
-    def find(self, column: str) -> str | None:
-        """The catalog spelling of `column` (MySQL column names are case-insensitive)."""
-        if column in self.columns:
-            return column
-        if self.case_insensitive:
-            for name in self.columns:
-                if name.lower() == column.lower():
-                    return name
-        return None
 
 
 @dataclass(frozen=True)
@@ -637,7 +611,7 @@ def _dense_order(ctx: _Ctx, column: str) -> tuple[tuple[str, ...], tuple[str, ..
             continue
         order.append(fld.name)
         native = (fld.metadata or {}).get(NATIVE_TYPE_KEY, b"").decode("utf-8", "replace")
-        if ctx.session.engine == "postgres" and native.removesuffix("[]") in _PG_UNORDERED:
+        if ctx.session.dialect.orders_as_text(native):
             as_text.append(fld.name)
     if ctx.info is None:
         log.info("%s: chunk_dense on a query orders ties by every column (%s) so the row "
@@ -706,7 +680,6 @@ def sample_boundaries(session: SourceSession, base: str, key: str, size: int, *,
     `CAST(k AS CHAR)`.
     """
     quote = session.quote_ident
-    as_text = "CHAR" if session.engine == "mysql" else "TEXT"
     k = f"{_ALIAS}.{quote(key)}"
     params: list[Any] = []
     where = ""
@@ -717,14 +690,14 @@ def sample_boundaries(session: SourceSession, base: str, key: str, size: int, *,
         body = base.replace("%", "%%")
         k = k.replace("%", "%%")
     sql = (
-        f"SELECT _rivet_s.k FROM (SELECT CAST({k} AS {as_text}) AS k, "
+        f"SELECT _rivet_s.k FROM (SELECT {session.dialect.text_cast(k)} AS k, "
         f"ROW_NUMBER() OVER (ORDER BY {k}) AS rn FROM ({body}) AS {_ALIAS}{where}) AS _rivet_s "
         f"WHERE MOD(_rivet_s.rn, {int(size)}) = 0 ORDER BY _rivet_s.rn"
     )
     return [str(row[0]) for row in fetch_rows(session, sql, params)]
 
 
-# --------------------------------------------------------------------------- catalog
+# --------------------------------------------------------------------------- small reads
 
 
 def fetch_rows(session: SourceSession, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
@@ -734,104 +707,3 @@ def fetch_rows(session: SourceSession, sql: str, params: Sequence[Any] = ()) -> 
     for batch in session.stream(sql, params, schema, 10_000):
         rows.extend(zip(*(column.to_pylist() for column in batch.columns), strict=True))
     return rows
-
-
-def _positive(value: Any) -> float | None:
-    if value is None:
-        return None
-    number = float(value)
-    return number if number > 0 and math.isfinite(number) else None
-
-
-def table_info(session: SourceSession, table_parts: tuple[str | None, str]) -> TableInfo:
-    """Columns, NOT NULL, keys and statistics of a `table:` export's table."""
-    schema, name = table_parts
-    if session.engine == "postgres":
-        return _pg_table_info(session, f"{schema}.{name}" if schema else name)
-    if session.engine == "mysql":
-        return _mysql_table_info(session, schema, name)
-    return _sqlite_table_info(session, name)
-
-
-def _pg_table_info(session: SourceSession, regclass: str) -> TableInfo:
-    columns = fetch_rows(session, (
-        "SELECT a.attname::text, a.attnotnull FROM pg_catalog.pg_attribute a "
-        "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
-        "ORDER BY a.attnum"), [regclass])
-    keys = fetch_rows(session, (
-        "SELECT a.attname::text, i.indisprimary, i.indnkeyatts FROM pg_catalog.pg_index i "
-        "JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] "
-        "WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND i.indisvalid "
-        "AND i.indpred IS NULL AND i.indexprs IS NULL "
-        "ORDER BY i.indisprimary DESC, a.attnum"), [regclass])
-    pk_rows = fetch_rows(session, (
-        "SELECT a.attname::text FROM pg_catalog.pg_index i "
-        "JOIN LATERAL unnest(i.indkey[0:i.indnkeyatts - 1]) WITH ORDINALITY AS k(attnum, n) "
-        "ON true JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
-        "WHERE i.indrelid = to_regclass(%s) AND i.indisprimary ORDER BY k.n"), [regclass])
-    stats = fetch_rows(session, (
-        "SELECT c.reltuples::float8, pg_relation_size(c.oid)::float8 FROM pg_catalog.pg_class c "
-        "WHERE c.oid = to_regclass(%s)"), [regclass])
-    tuples, size = stats[0] if stats else (None, None)
-    estimate = _positive(tuples)
-    avg = (size / estimate) if estimate and _positive(size) else None
-    unique: list[str] = []
-    for column, _primary, nkey in keys:
-        if nkey == 1 and column not in unique:
-            unique.append(column)
-    return TableInfo(
-        columns=[c for c, _ in columns], not_null={c for c, nn in columns if nn},
-        primary_key=tuple(c for (c,) in pk_rows), unique=unique,
-        row_estimate=int(estimate) if estimate else None, avg_row_bytes=avg,
-    )
-
-
-def _mysql_table_info(session: SourceSession, schema: str | None, name: str) -> TableInfo:
-    where = "TABLE_SCHEMA = COALESCE(%s, DATABASE()) AND TABLE_NAME = %s"
-    columns = fetch_rows(session, (
-        f"SELECT COLUMN_NAME, IS_NULLABLE FROM information_schema.COLUMNS WHERE {where} "
-        "ORDER BY ORDINAL_POSITION"), [schema, name])
-    index_rows = fetch_rows(session, (
-        "SELECT INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS "
-        f"WHERE {where} AND NON_UNIQUE = 0 ORDER BY INDEX_NAME, SEQ_IN_INDEX"), [schema, name])
-    stats = fetch_rows(session, (
-        f"SELECT TABLE_ROWS, AVG_ROW_LENGTH FROM information_schema.TABLES WHERE {where}"),
-        [schema, name])
-    indexes: dict[str, list[tuple[str, Any]]] = {}
-    for index, column, sub_part in index_rows:
-        indexes.setdefault(str(index), []).append((str(column), sub_part))
-    primary = tuple(c for c, _ in indexes.get("PRIMARY", []))
-    unique: list[str] = []
-    for index in sorted(indexes, key=lambda n: (n != "PRIMARY", n)):
-        parts = indexes[index]
-        if len(parts) == 1 and parts[0][1] is None and parts[0][0] not in unique:
-            unique.append(parts[0][0])
-    rows, avg = stats[0] if stats else (None, None)
-    estimate = _positive(rows)
-    return TableInfo(
-        columns=[str(c) for c, _ in columns],
-        not_null={str(c) for c, nullable in columns if str(nullable).upper() == "NO"},
-        primary_key=primary, unique=unique,
-        row_estimate=int(estimate) if estimate else None, avg_row_bytes=_positive(avg),
-        case_insensitive=True,
-    )
-
-
-def _sqlite_table_info(session: SourceSession, name: str) -> TableInfo:
-    """SQLite (tests, demos): columns and keys from PRAGMAs; no row statistics."""
-    quoted = name.replace("'", "''")
-    columns = fetch_rows(session, (
-        f"SELECT name, \"notnull\", pk FROM pragma_table_info('{quoted}') ORDER BY cid"))
-    pk = tuple(str(c) for c, _, n in sorted(columns, key=lambda r: r[2]) if n)
-    unique: list[str] = []
-    if len(pk) == 1:
-        unique.append(pk[0])
-    for (index,) in fetch_rows(session, (
-            f"SELECT name FROM pragma_index_list('{quoted}') WHERE \"unique\" = 1 AND partial = 0")):
-        cols = fetch_rows(session, (
-            f"SELECT name FROM pragma_index_info('{str(index).replace(chr(39), chr(39) * 2)}')"))
-        if len(cols) == 1 and cols[0][0] is not None and cols[0][0] not in unique:
-            unique.append(str(cols[0][0]))
-    not_null = {str(c) for c, nn, n in columns if nn or (n and len(pk) == 1)}
-    return TableInfo(columns=[str(c) for c, _, _ in columns], not_null=not_null,
-                     primary_key=pk, unique=unique, row_estimate=None, avg_row_bytes=None)

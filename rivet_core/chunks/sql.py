@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rivet_core.chunks.model import ChunkPlan, ChunkWindow
+from rivet_core.source.dialect import dialect_of
 from rivet_core.source.query import (
     BASE_ALIAS,
     SupportsQuoteIdent,
@@ -48,8 +49,7 @@ def _order_term(dialect: SupportsQuoteIdent, quote: Callable[[str], str], column
                 as_text: bool) -> str:
     ref = f"{_INNER}.{quote(column)}"
     if as_text:
-        name = getattr(dialect, "name", getattr(dialect, "engine", ""))
-        return f"CAST({ref} AS CHAR)" if name == "mysql" else f"CAST({ref} AS TEXT)"
+        return dialect_of(str(getattr(dialect, "name", getattr(dialect, "engine", "")))).text_cast(ref)
     return ref
 
 

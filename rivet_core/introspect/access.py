@@ -8,7 +8,8 @@ EXPLAINs the export's own base query wrapped the way the modes wrap it — `SELE
 
 Small tables make planners prefer a sequential scan even when an index would do, which
 would make the answer depend on the table's size rather than on its indexes. The probe
-therefore asks each engine for its *index-capable* plan:
+therefore asks each engine's dialect (`SourceDialect.index_access`) for its
+*index-capable* plan:
 
 - PostgreSQL: `SET LOCAL enable_seqscan = off` for the EXPLAIN (restored afterwards), so
   a Seq Scan in the plan means no usable index exists;
@@ -19,21 +20,13 @@ therefore asks each engine for its *index-capable* plan:
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import Any
-
-from rivet_core.introspect.session import raw_query, raw_rows
+from rivet_core.introspect.session import raw_rows
 from rivet_core.source.base import SourceSession, strip_sql
+from rivet_core.source.dialect import IndexAccess
 
-_PG_INDEX_NODES = {"Index Scan", "Index Only Scan", "Bitmap Index Scan"}
-
-
-@dataclass(frozen=True)
-class AccessProbe:
-    #: True: the predicate can use an index; False: it cannot; None: could not tell.
-    index_used: bool | None
-    detail: str
+#: The answer: `index_used` True (the predicate can use an index), False (it cannot) or
+#: None (could not tell), and a `detail` for the report.
+AccessProbe = IndexAccess
 
 
 def probe_access(session: SourceSession, base_sql: str, column: str) -> AccessProbe:
@@ -49,54 +42,4 @@ def probe_access(session: SourceSession, base_sql: str, column: str) -> AccessPr
     value = sample[0][0]
     escaped = base.replace("%", "%%")
     sql = f"SELECT * FROM ({escaped}) AS _rivet WHERE {col.replace('%', '%%')} > %s"
-    if session.engine == "postgres":
-        return _pg(session, sql, value)
-    if session.engine == "mysql":
-        return _mysql(session, sql, value)
-    return _sqlite(session, sql, value)
-
-
-def _pg(session: SourceSession, sql: str, value: Any) -> AccessProbe:
-    raw_rows(session, "SET LOCAL enable_seqscan = off")
-    try:
-        rows = raw_rows(session, f"EXPLAIN (FORMAT JSON) {sql}", [value], tolerate=True)
-    finally:
-        raw_rows(session, "SET LOCAL enable_seqscan = on")
-    if not rows:
-        return AccessProbe(None, "EXPLAIN failed for the export's query")
-    doc = rows[0][0]
-    doc = json.loads(doc) if isinstance(doc, str) else doc
-    nodes = list(_pg_nodes(doc[0]["Plan"]))
-    used = [n for n in nodes if n.get("Node Type") in _PG_INDEX_NODES]
-    if used:
-        names = sorted({str(n.get("Index Name")) for n in used})
-        return AccessProbe(True, f"index scan ({', '.join(names)})")
-    scans = sorted({str(n.get("Relation Name")) for n in nodes if n.get("Node Type") == "Seq Scan"})
-    return AccessProbe(False, f"sequential scan of {', '.join(scans) or 'the query'} (no usable index)")
-
-
-def _pg_nodes(node: dict[str, Any]) -> Any:
-    yield node
-    for child in node.get("Plans", []) or []:
-        yield from _pg_nodes(child)
-
-
-def _mysql(session: SourceSession, sql: str, value: Any) -> AccessProbe:
-    result = raw_query(session, f"EXPLAIN {sql}", [value], tolerate=True)
-    if not result or "possible_keys" not in result[0]:
-        return AccessProbe(None, "EXPLAIN failed for the export's query")
-    names, rows = result
-    keys = {str(r[names.index("possible_keys")]) for r in rows if r[names.index("possible_keys")]}
-    if keys:
-        return AccessProbe(True, f"usable index ({', '.join(sorted(keys))})")
-    return AccessProbe(False, "full table scan (no usable index)")
-
-
-def _sqlite(session: SourceSession, sql: str, value: Any) -> AccessProbe:
-    rows = raw_rows(session, f"EXPLAIN QUERY PLAN {sql}", [value], tolerate=True)
-    if not rows:
-        return AccessProbe(None, "EXPLAIN QUERY PLAN failed for the export's query")
-    details = [str(r[-1]) for r in rows]
-    if any("USING" in d and ("INDEX" in d or "PRIMARY KEY" in d) for d in details):
-        return AccessProbe(True, "; ".join(details))
-    return AccessProbe(False, "; ".join(details) + " (no usable index)")
+    return session.dialect.index_access(session, sql, value)

@@ -27,9 +27,9 @@ from rivet_core.chunks.planner import describe_chunking
 from rivet_core.config.models import ExportConfig
 from rivet_core.errors import RivetError
 from rivet_core.introspect.access import AccessProbe, probe_access
-from rivet_core.introspect.catalog import TableReport, describe_table
 from rivet_core.introspect.estimate import estimate_rows_in
 from rivet_core.introspect.fidelity import LOSSY, UNSUPPORTED, ColumnReport, column_reports
+from rivet_core.introspect.table_report import TableReport, describe_table
 from rivet_core.source.base import SourceSession
 from rivet_core.source.batching import estimate_row_bytes
 
@@ -98,7 +98,7 @@ def _diagnose(session: SourceSession, export: ExportConfig, diag: ExportDiagnosi
         diag.row_width_bytes = report.avg_row_bytes
     else:
         probed = session.probe_columns(export.resolved_query)  # every column, unmappable too
-        diag.columns = column_reports(session.engine, probed, overrides)
+        diag.columns = column_reports(session.dialect, probed, overrides)
         diag.row_estimate = estimate_rows_in(session, query=export.resolved_query)
     if diag.row_width_bytes is None:
         mapped = [pa.field(c.name, c.arrow_type) for c in diag.columns if c.arrow_type is not None]

@@ -19,14 +19,12 @@ Unknown is `None`, never a guess dressed up as a number.
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
-from typing import Any
 
+from rivet_core.catalog import row_estimate
 from rivet_core.config.models import SourceConfig
 from rivet_core.config.tuning import resolve_tuning
-from rivet_core.introspect.session import qualified, raw_query, raw_rows, split_table
+from rivet_core.introspect.session import qualified, raw_rows, split_table
 from rivet_core.source import open_source
 from rivet_core.source.base import SourceSession, strip_sql
 
@@ -55,7 +53,7 @@ def estimate_rows_in(session: SourceSession, *, table: str | None = None,
     """`estimate_rows` on an already open session (introspection reuses one snapshot)."""
     if table is not None:
         schema, name = split_table(table)
-        stats = catalog_estimate(session, schema, name)
+        stats = row_estimate(session, schema, name)  # rivet_core/catalog/tables.py
         if stats is not None:
             return stats
         counted = bounded_count(session, f"SELECT 1 FROM {qualified(session, schema, name)}", cap)
@@ -67,28 +65,10 @@ def estimate_rows_in(session: SourceSession, *, table: str | None = None,
     planned = explain_estimate(session, query)
     if planned is not None:
         return planned
-    if session.engine == "sqlite":  # no planner estimate at all; demos and tests only
+    if session.dialect.counts_queries:  # no planner estimate at all (SQLite: demos and tests)
         counted = bounded_count(session, query, cap)
         return counted if counted is not None and counted < cap else None
     return None
-
-
-def catalog_estimate(session: SourceSession, schema: str | None, name: str) -> int | None:
-    """The engine's table statistics, or None when there are none (never analyzed)."""
-    if session.engine == "postgres":
-        regclass = f"{qualified(session, schema, name)}"
-        rows = raw_rows(session, "SELECT c.reltuples::float8 FROM pg_catalog.pg_class c "
-                        "WHERE c.oid = to_regclass(%s)", [regclass])
-    elif session.engine == "mysql":
-        rows = raw_rows(session, "SELECT TABLE_ROWS FROM information_schema.TABLES "
-                        "WHERE TABLE_SCHEMA = COALESCE(%s, DATABASE()) AND TABLE_NAME = %s",
-                        [schema, name])
-    else:
-        rows = raw_rows(session, "SELECT stat FROM sqlite_master m JOIN sqlite_stat1 s "
-                        "ON s.tbl = m.name WHERE m.type = 'table' AND m.name = %s AND s.idx IS NULL",
-                        [name], tolerate=True)  # sqlite_stat1 exists only after ANALYZE
-        rows = [(str(r[0]).split()[0],) for r in rows or [] if r[0]]
-    return _positive_int(rows[0][0]) if rows else None
 
 
 def bounded_count(session: SourceSession, select_sql: str, cap: int) -> int | None:
@@ -100,27 +80,4 @@ def bounded_count(session: SourceSession, select_sql: str, cap: int) -> int | No
 
 def explain_estimate(session: SourceSession, query: str) -> int | None:
     """The planner's row estimate of `query` (PG `Plan Rows`; MySQL single-table `rows`)."""
-    sql = strip_sql(query)
-    if session.engine == "postgres":
-        rows = raw_rows(session, f"EXPLAIN (FORMAT JSON) {sql}", tolerate=True)
-        if not rows:
-            return None
-        doc: Any = rows[0][0]
-        doc = json.loads(doc) if isinstance(doc, str) else doc
-        return _positive_int(doc[0]["Plan"].get("Plan Rows"))
-    if session.engine == "mysql":
-        result = raw_query(session, f"EXPLAIN {sql}", tolerate=True)
-        if not result or len(result[1]) != 1 or "rows" not in result[0]:
-            return None  # joins / subqueries: the per-table rows do not add up to a result size
-        return _positive_int(result[1][0][result[0].index("rows")])
-    return None
-
-
-def _positive_int(value: Any) -> int | None:
-    if value is None:
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return int(number) if number > 0 and math.isfinite(number) else None
+    return session.dialect.explain_rows(session, strip_sql(query))

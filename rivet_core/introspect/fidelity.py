@@ -1,6 +1,6 @@
 """Type fidelity: how faithfully a source column survives the trip to Arrow.
 
-The mapping itself is the engine's (`rivet_core.source.types_*`); this module only grades
+The mapping itself is the engine's (`rivet_core/source/<engine>/types.py`); this module only grades
 its outcome, because a reviewer needs to know which columns to look at:
 
 - `exact`: every source value has exactly one Arrow value and back (ints, decimals with
@@ -10,7 +10,8 @@ its outcome, because a reviewer needs to know which columns to look at:
   to `decimal(38,18)` rounds digits beyond scale 18 and refuses values beyond precision),
   an override narrows the native type, SQLite had to guess an undeclared column's type
   from sampled values, or a SQLite declared type only gives NUMERIC affinity (bare
-  `NUMERIC` → float64, `UUID` → string: see `types_sqlite` for why each is not exact).
+  `NUMERIC` → float64, `UUID` → string: see rivet_core/source/sqlite/types.py for why each
+  is not exact; the engine's dialect gives the note, `SourceDialect.type_note`).
 - `unsupported`: no mapping and no override — `rivet run` fails before writing anything.
 """
 
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from rivet_core.source.base import SourceColumn
-from rivet_core.source.sqlite.types import sqlite_mapping
+from rivet_core.source.dialect import SourceDialect
 
 EXACT, LOSSY, UNSUPPORTED = "exact", "lossy", "unsupported"
 
@@ -54,7 +55,7 @@ def arrow_type_text(arrow_type: pa.DataType) -> str:
     return str(arrow_type)
 
 
-def grade(engine: str, column: SourceColumn, override: pa.DataType | None) -> tuple[str, str]:
+def grade(dialect: SourceDialect, column: SourceColumn, override: pa.DataType | None) -> tuple[str, str]:
     """(fidelity, note) of one column given its `columns:` override (if any)."""
     if override is not None:
         if column.arrow_type is None:
@@ -66,22 +67,19 @@ def grade(engine: str, column: SourceColumn, override: pa.DataType | None) -> tu
         return EXACT, "override matches the native mapping"
     if column.arrow_type is None:
         return UNSUPPORTED, column.unsupported_reason or "no Arrow mapping"
-    if engine == "sqlite":
-        if column.native_type == "untyped":
-            return LOSSY, "no declared type: inferred from sampled values"
-        mapping = sqlite_mapping(column.native_type)
-        if not mapping.exact:
-            return LOSSY, mapping.note
+    note = dialect.type_note(column.native_type)
+    if note is not None:
+        return LOSSY, note
     return EXACT, ""
 
 
-def column_reports(engine: str, columns: list[SourceColumn], overrides: Mapping[str, pa.DataType],
+def column_reports(dialect: SourceDialect, columns: list[SourceColumn], overrides: Mapping[str, pa.DataType],
                    indexed: set[str] | frozenset[str] = frozenset()) -> list[ColumnReport]:
     """Grade every probed column (overrides are matched by bare column name)."""
     out = []
     for column in columns:
         override = overrides.get(column.name)
-        fidelity, note = grade(engine, column, override)
+        fidelity, note = grade(dialect, column, override)
         out.append(ColumnReport(
             name=column.name, source_type=column.native_type,
             arrow_type=override if override is not None else column.arrow_type,

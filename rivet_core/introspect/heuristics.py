@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from rivet_core.introspect.catalog import TableReport
+    from rivet_core.introspect.table_report import TableReport
 
 SMALL_TABLE_ROWS = 100_000
 UNBOUNDED_DECIMAL = "decimal(38,18)"

@@ -3,8 +3,9 @@
 Introspection needs statements that are not plain SELECTs — `EXPLAIN …`, PRAGMAs, catalog
 reads whose result must not go through `describe` (MySQL wraps a probe in a derived table,
 PostgreSQL declares a cursor, and neither accepts EXPLAIN there). These helpers run them on
-the session's own connection, so they see the same snapshot and the same credentials as
-the export, and turn driver errors into the usual redacted `SourceError`/`TransientError`.
+the session's own connection (`SourceSession.catalog_query`), so they see the same
+snapshot and the same credentials as the export, and turn driver errors into the usual
+redacted `SourceError`/`TransientError`.
 
 `raw_rows(..., tolerate=True)` runs a statement that may legitimately fail (EXPLAIN of a
 user query the planner rejects): on PostgreSQL it is wrapped in a SAVEPOINT so the failure
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rivet_core.source.base import SourceSession, wrap_driver_error
+from rivet_core.source.base import SourceSession
 
 
 def raw_rows(session: SourceSession, sql: str, params: Sequence[Any] = (), *,
@@ -29,44 +30,13 @@ def raw_rows(session: SourceSession, sql: str, params: Sequence[Any] = (), *,
 def raw_query(session: SourceSession, sql: str, params: Sequence[Any] = (), *,
               tolerate: bool = False) -> tuple[list[str], list[tuple[Any, ...]]] | None:
     """(column names, rows) of `sql`; None only when `tolerate` and the statement failed."""
-    try:
-        return _run(session, sql, params, tolerate)
-    except Exception as exc:  # noqa: BLE001 - every driver's error type funnels here
-        if tolerate:
-            return None
-        raise wrap_driver_error(exc, f"{session.engine_label} error while reading the catalog") from exc
+    return session.catalog_query(sql, params, tolerate=tolerate)
 
 
 def raw_scalar(session: SourceSession, sql: str, params: Sequence[Any] = ()) -> Any:
     """First column of the first row of `sql` (None when there is no row)."""
     rows = raw_rows(session, sql, params)
     return rows[0][0] if rows else None
-
-
-def _run(session: SourceSession, sql: str, params: Sequence[Any],
-         tolerate: bool) -> tuple[list[str], list[tuple[Any, ...]]]:
-    conn = session.connection  # type: ignore[attr-defined]
-    if session.engine == "postgres":
-        if tolerate:
-            with conn.transaction():  # a SAVEPOINT inside the read transaction
-                return _fetch(conn.execute(sql, list(params) or None))
-        return _fetch(conn.execute(sql, list(params) or None))
-    if session.engine == "mysql":
-        with conn.cursor() as cur:
-            cur.execute(sql, list(params) or None)
-            return _fetch(cur)
-    from rivet_core.source.sqlite.session import translate_placeholders
-
-    cursor = conn.execute(translate_placeholders(sql), list(params)) if params else conn.execute(sql)
-    try:
-        return _fetch(cursor)
-    finally:
-        cursor.close()
-
-
-def _fetch(cursor: Any) -> tuple[list[str], list[tuple[Any, ...]]]:
-    names = [str(d[0]) for d in cursor.description or []]
-    return names, [tuple(r) for r in cursor.fetchall()] if cursor.description else []
 
 
 def split_table(table: str) -> tuple[str | None, str]:

@@ -181,6 +181,7 @@ def check_source(config: Any) -> Check:
     """Connect, authenticate and run `SELECT 1` against the config's source."""
     from rivet_core.config.tuning import resolve_tuning
     from rivet_core.source import open_source
+    from rivet_core.source.dialect import dialect_of
 
     source = config.source
     label = f"source ({ENGINE_LABELS.get(source.type, source.type)})"
@@ -196,7 +197,7 @@ def check_source(config: Any) -> Check:
             session.scalar("SELECT 1")
     except Exception as exc:  # error boundary: a [FAIL] line
         return _source_failure(label, source, url, exc)
-    if source.type == "sqlite":
+    if dialect_of(source.type).file_based:
         return Check(label, True, f"opened {url.split(':///', 1)[-1]} and ran SELECT 1")
     where, user, database = _url_where(url, source.type)
     return Check(label, True, f"connected to {where}" + (f"/{database}" if database else "")
@@ -204,11 +205,12 @@ def check_source(config: Any) -> Check:
 
 
 def _source_failure(label: str, source: Any, url: str, exc: BaseException) -> Check:
+    from rivet_core.source.dialect import dialect_of
     from rivet_core.source.retry import classify_error
 
     transient = classify_error(exc).transient
     engine = source.type
-    if engine == "sqlite":
+    if dialect_of(engine).file_based:
         problem, fix = _split(_message(exc))
         return Check(label, False, problem, fix or "check the SQLite path in the source URL and its permissions",
                      transient=transient)

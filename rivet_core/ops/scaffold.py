@@ -21,15 +21,17 @@ from typing import Any
 
 import yaml
 
+from rivet_core.catalog import list_tables
 from rivet_core.config.blocks import config_blocks
 from rivet_core.config.tuning import resolve_tuning
 from rivet_core.errors import ConfigError
-from rivet_core.introspect.catalog import TableReport, describe_table, list_tables
 from rivet_core.introspect.heuristics import SMALL_TABLE_ROWS, Suggestion, suggest
 from rivet_core.introspect.select import select_tables
 from rivet_core.introspect.session import split_table
+from rivet_core.introspect.table_report import TableReport, describe_table
 from rivet_core.redact import redact_url
 from rivet_core.source import engine_of, open_source
+from rivet_core.source.dialect import SourceDialect
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -102,11 +104,11 @@ def introspect(options: InitOptions) -> tuple[str, list[ScaffoldExport]]:
         for schema, name in targets:
             report = describe_table(session, schema, name)
             suggestion = suggest(report, small_rows=options.small_rows, chunk_size=options.chunk_size)
-            exports.append(_export_for(engine, session.quote_ident, report, suggestion, used))
+            exports.append(_export_for(session.dialect, report, suggestion, used))
     return engine, exports
 
 
-def _export_for(engine: str, quote: Any, report: TableReport, suggestion: Suggestion,
+def _export_for(dialect: SourceDialect, report: TableReport, suggestion: Suggestion,
                 used: set[str]) -> ScaffoldExport:
     base = re.sub(r"[^A-Za-z0-9_]", "_", report.name).strip("_") or "table"
     if base[0].isdigit():
@@ -115,12 +117,12 @@ def _export_for(engine: str, quote: Any, report: TableReport, suggestion: Sugges
     while name in used:
         name, n = f"{base}_{n}", n + 1
     used.add(name)
-    default_schema = engine == "sqlite" or report.schema in (None, "public")
+    default_schema = dialect.schema_is_default(report.schema)
     parts = [report.name] if default_schema else [report.schema or "", report.name]
     if all(_IDENT.match(p) for p in parts):
         return ScaffoldExport(name, report, suggestion, ".".join(parts))
     # `table:` accepts plain identifiers only; other names are read through a query.
-    query = "SELECT * FROM " + ".".join(quote(p) for p in parts)
+    query = "SELECT * FROM " + ".".join(dialect.quote_ident(p) for p in parts)
     notes = []
     if suggestion.mode == "chunked" and "chunk_by_key" in suggestion.fields:
         suggestion = Suggestion("full", reason=suggestion.reason, overrides=suggestion.overrides,

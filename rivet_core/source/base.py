@@ -32,6 +32,7 @@ from rivet_core.source.batching import Converter, make_converter, rows_to_batch
 from rivet_core.source.retry import classify_error
 
 if TYPE_CHECKING:
+    from rivet_core.source.dialect import RawResult, SourceDialect
     from rivet_core.source.pressure import PressureProbe
 
 NATIVE_TYPE_KEY = b"rivet.native_type"
@@ -94,6 +95,8 @@ class SourceSession:
 
     engine: str = ""
     engine_label: ClassVar[str] = ""
+    #: The engine's SQL and rules for the layers above (rivet_core/source/dialect.py).
+    dialect: ClassVar[SourceDialect]
 
     def __init__(self, url: str, tuning: ResolvedTuning) -> None:
         self._url = url
@@ -280,6 +283,25 @@ class SourceSession:
         self._require_open()
         with self.driver_errors("running a probe query"):
             return self._scalar(strip_sql(sql), params)
+
+    def catalog_query(self, sql: str, params: Sequence[Any] = (), *,
+                      tolerate: bool = False) -> RawResult | None:
+        """(column names, rows) of a statement the streaming path cannot run — `EXPLAIN`,
+        PRAGMAs, catalog reads whose result must not go through `describe` (MySQL wraps a
+        probe in a derived table, PostgreSQL declares a cursor, and neither accepts EXPLAIN
+        there) — on this session's own connection, so it sees the same snapshot.
+
+        `tolerate=True` is for a statement that may legitimately fail (EXPLAIN of a user
+        query the planner rejects): PostgreSQL wraps it in a SAVEPOINT so the failure does
+        not abort the snapshot transaction, and the failure returns None instead of raising.
+        """
+        self._require_open()
+        try:
+            return self.dialect.raw_fetch(self.connection, sql, params, tolerate)  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - every driver's error type funnels here
+            if tolerate:
+                return None
+            raise wrap_driver_error(exc, f"{self.engine_label} error while reading the catalog") from exc
 
     # --- helpers ------------------------------------------------------------------------
 

@@ -76,9 +76,11 @@ def source_url(engine: str, table: str, request: pytest.FixtureRequest, tmp_path
 
 def forbid_row_probes(session: SourceSession, base_sql: str,
                       monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Make any data probe fail the test; return the list of streamed (catalog) queries."""
+    """Make any data probe fail the test; return the list of catalog queries (run raw
+    through `catalog_query`, or streamed)."""
     streamed: list[str] = []
     real_stream = session.stream
+    real_catalog_query = session.catalog_query
 
     def no_scalar(sql: str, params: Any = ()) -> Any:
         pytest.fail(f"describe_chunking ran a probe query: {sql}")
@@ -90,8 +92,15 @@ def forbid_row_probes(session: SourceSession, base_sql: str,
         streamed.append(sql)
         return real_stream(sql, params, schema, batch_rows)
 
+    def catalog_reads(sql: str, params: Any = (), *, tolerate: bool = False) -> Any:
+        if base_sql in sql:
+            pytest.fail(f"describe_chunking read the table's rows: {sql}")
+        streamed.append(sql)
+        return real_catalog_query(sql, params, tolerate=tolerate)
+
     monkeypatch.setattr(session, "scalar", no_scalar)
     monkeypatch.setattr(session, "stream", catalog_only)
+    monkeypatch.setattr(session, "catalog_query", catalog_reads)
     return streamed
 
 

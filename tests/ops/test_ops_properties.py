@@ -11,10 +11,10 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rivet_core.introspect.catalog import IndexInfo, TableReport, cursor_candidates
 from rivet_core.introspect.fidelity import ColumnReport
 from rivet_core.introspect.heuristics import chunk_size_for, suggest
 from rivet_core.introspect.select import select_tables
+from rivet_core.introspect.table_report import IndexInfo, TableReport, cursor_candidates
 from rivet_core.ops.plan import parse_duration
 
 names = st.text(alphabet="abcxyz_01", min_size=1, max_size=6)

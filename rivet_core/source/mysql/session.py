@@ -39,6 +39,7 @@ from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_
 from rivet_core.source.mysql import binary as mysql_binary
 from rivet_core.source.mysql import raw as mysql_raw
 from rivet_core.source.mysql import wire
+from rivet_core.source.mysql.dialect import DIALECT
 from rivet_core.source.mysql.pressure import MySQLPressureProbe
 from rivet_core.source.mysql.types import _TEXTUAL, BINARY_CHARSET, MySQLField, mysql_column
 from rivet_core.source.query import quote_ident_mysql
@@ -129,6 +130,7 @@ class MySQLSession(SourceSession):
 
     engine = "mysql"
     engine_label = "MySQL"
+    dialect = DIALECT
 
     def __init__(self, url: str, tuning: ResolvedTuning) -> None:
         super().__init__(url, tuning)

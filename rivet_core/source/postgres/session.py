@@ -31,6 +31,7 @@ from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_
 from rivet_core.source.postgres import adbc as pg_adbc
 from rivet_core.source.postgres import binary as pg_binary
 from rivet_core.source.postgres.copy import READ_PATH_ENV, log, read_path_mode, render_sql
+from rivet_core.source.postgres.dialect import DIALECT
 from rivet_core.source.postgres.pressure import PgPressureProbe
 from rivet_core.source.postgres.types import CATALOG_SQL, PgTypeInfo, pg_column
 from rivet_core.source.query import quote_ident_pg
@@ -91,6 +92,7 @@ class PostgresSession(SourceSession):
 
     engine = "postgres"
     engine_label = "PG"
+    dialect = DIALECT
 
     def __init__(self, url: str, tuning: ResolvedTuning) -> None:
         super().__init__(normalize_pg_url(url), tuning)

@@ -36,6 +36,7 @@ from rivet_core.errors import ConfigError, SourceError
 from rivet_core.source.base import SourceColumn, SourceSession, wrap_driver_error
 from rivet_core.source.batching import Converter, make_converter, value_coercer
 from rivet_core.source.query import quote_ident_pg
+from rivet_core.source.sqlite.dialect import DIALECT
 from rivet_core.source.sqlite.types import (
     FLOAT_EXACT_INT,
     SQLiteMapping,
@@ -81,6 +82,7 @@ class SQLiteSession(SourceSession):
 
     engine = "sqlite"
     engine_label = "SQLite"
+    dialect = DIALECT
 
     def __init__(self, url: str, tuning: ResolvedTuning) -> None:
         super().__init__(url, tuning)
