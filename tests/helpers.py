@@ -65,6 +65,23 @@ def rivet_in_process(*args: str) -> Any:
         root.setLevel(level)
 
 
+def rivet_quick(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`rivet_in_process` with `env` applied for the call only, shaped like `rivet`'s result.
+    For commands that need no process of their own (no crash, no pause, no concurrency):
+    the same command without the ~2 s of CPU a fresh interpreter spends on imports."""
+    saved = {k: os.environ.get(k) for k in (env or {})}
+    os.environ.update(env or {})
+    try:
+        result = rivet_in_process(*args)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+
+
 def state_db(config: Path) -> sqlite3.Connection:
     return sqlite3.connect(config.parent / ".rivet_state.db")
 

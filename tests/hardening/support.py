@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import rivet_in_process
+from tests.helpers import rivet_quick
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -336,17 +336,6 @@ def s3_success_ids(client: Any, bucket: str, prefix: str, column: str = "id") ->
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`rivet_in_process` with `env` applied for the call only, shaped like `helpers.rivet`'s
-    result. For runs that need no process of their own (no crash, no pause): the same
-    command, without ~2 s of imports each time."""
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
-    try:
-        result = rivet_in_process(*args)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-    return subprocess.CompletedProcess(list(args), result.exit_code, result.stdout, result.stderr)
+    """The CLI in-process with `env` for the call only (tests/helpers.py rivet_quick): for
+    runs that need no process of their own (no crash, no pause)."""
+    return rivet_quick(*args, env=env)

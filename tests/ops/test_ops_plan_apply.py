@@ -6,7 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.helpers import cursor_of, db_exec, manifest_table, rivet, source_block, write_config
+from tests.helpers import cursor_of, db_exec, manifest_table, source_block, write_config
+from tests.helpers import rivet_quick as rivet  # no run here crashes or pauses: in-process
 
 PASSWORD = "pl4n-Secret-99"
 

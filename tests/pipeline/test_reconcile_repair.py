@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from rivet_core.manifest.layout import run_token
-from tests.helpers import db_exec, rivet, source_block, state_rows, write_config
+from tests.helpers import db_exec, source_block, state_rows, write_config
+from tests.helpers import rivet_quick as rivet  # no run here crashes or pauses: in-process
 
 
 @pytest.fixture(autouse=True)
