@@ -63,46 +63,27 @@ def test_other_platforms_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None
     assert malloc_arenas.limit_malloc_arenas() is False
 
 
-# The fixed mmap threshold: glibc raises its dynamic threshold to the size of a freed mmapped
-# block, after which buffers of a few MiB come from the arenas (kept and fragmented, the RSS
-# growth of issue 16 item 2). `mallinfo2().hblkhd` is the bytes glibc holds in mmapped blocks.
-MMAP_PROBE = r"""
-import ctypes, sys
+# Arrow's pool: jemalloc unless the user chose one (ARROW_DEFAULT_MEMORY_POOL), set before
+# pyarrow is imported (the variable is read when the default pool is first used).
+POOL_PROBE = r"""
+import sys
 sys.path.insert(0, {root!r})
 from rivet_core.pipeline.malloc_arenas import limit_malloc_arenas
 if {setup}:
     limit_malloc_arenas()
-class MallInfo2(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
-libc = ctypes.CDLL(None)
-libc.malloc.restype = ctypes.c_void_p
-libc.malloc.argtypes = [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
-libc.mallinfo2.restype = MallInfo2
-libc.free(libc.malloc(8 << 20))  # one large buffer freed: glibc's threshold would follow it
-block = libc.malloc(1 << 20)  # a reader-sized buffer
-print("mmapped", libc.mallinfo2().hblkhd >= 1 << 20)
 import pyarrow as pa
-print("pool", pa.default_memory_pool().backend_name)
+print(pa.default_memory_pool().backend_name)
 """
 
 
-def _probe_mmap(setup: bool, env: dict[str, str]) -> str:
+def _pool(setup: bool, env: dict[str, str]) -> str:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return subprocess.run([sys.executable, "-c", MMAP_PROBE.format(root=root, setup=setup)],
-                          capture_output=True, text=True, timeout=60, env=env, check=True).stdout
+    return subprocess.run([sys.executable, "-c", POOL_PROBE.format(root=root, setup=setup)],
+                          capture_output=True, text=True, timeout=60, env=env, check=True).stdout.strip()
 
 
-def test_buffers_above_the_fixed_threshold_stay_mmapped_and_arrow_uses_jemalloc() -> None:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "ARROW_DEFAULT_MEMORY_POOL")}
-    assert _probe_mmap(True, env).split() == ["mmapped", "True", "pool", "jemalloc"]
-    # Without the set-up: the 1 MiB buffer lands in an arena, Arrow keeps its own default.
-    assert _probe_mmap(False, env).split()[:2] == ["mmapped", "False"]
-
-
-def test_a_users_threshold_and_pool_are_not_overridden() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
-    env.update(MALLOC_MMAP_THRESHOLD_=str(16 << 20), ARROW_DEFAULT_MEMORY_POOL="system")
-    assert _probe_mmap(True, env).split() == ["mmapped", "False", "pool", "system"]
+def test_arrow_uses_jemalloc_and_a_users_pool_is_not_overridden() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "ARROW_DEFAULT_MEMORY_POOL")}
+    assert _pool(True, env) == "jemalloc"
+    assert _pool(False, env) != "jemalloc"  # pyarrow's own default (mimalloc)
+    assert _pool(True, {**env, "ARROW_DEFAULT_MEMORY_POOL": "system"}) == "system"

@@ -13,22 +13,14 @@ not affected.
 A user's own `MALLOC_ARENA_MAX` wins (glibc read it at start-up; we do not override it).
 Anything other than glibc on Linux: no-op.
 
-The same call also fixes the two things that made an export's peak RSS grow with the row
-count (issue 16 item 2) although its live data does not:
-
-- glibc's *dynamic* mmap threshold: a freed mmapped block raises the threshold to its size
-  (up to 32 MiB), so from the first freed batch on, the reader's 0.3–4 MiB column buffers
-  (Python bytes from the PG binary reader, rivet_core/source/postgres/_pgbinary.c) come from
-  the arenas, which keep freed memory and fragment. A fixed `M_MMAP_THRESHOLD` of 256 KiB
-  keeps every such buffer mmapped and returned to the OS when freed (a user's
-  `MALLOC_MMAP_THRESHOLD_` wins).
-- Arrow's pool: jemalloc (bundled with the Linux pyarrow wheels) instead of the mimalloc default
-  (the encoder's scratch and the Parquet writer's buffers; a user's
-  `ARROW_DEFAULT_MEMORY_POOL` wins).
-
-Measured on the bench `orders` table, 1 M rows (PostgreSQL, `rivet run`, GNU time peak
-RSS, one run each under load): 243 MB before; 229 MB with the fixed threshold; 224 MB with
-jemalloc; 208 MB with both (docs/benchmarks.md has the 500 k / 1 M / 5 M figures).
+The same call also makes jemalloc (bundled with the Linux pyarrow wheels) Arrow's default
+pool instead of mimalloc (the encoder's scratch and the Parquet writer's buffers); a user's
+`ARROW_DEFAULT_MEMORY_POOL` wins. Measured on the bench `orders` table (PostgreSQL, `rivet run`,
+GNU time peak RSS and user + system CPU, docs/benchmarks.md): 1 M rows 243 → 220 MB and
+6.8 → 6.2 CPU s; the 5 M-row peak 259 → 234 MB, 500 k → 5 M +8 % (was +12 %).
+Tried and not kept: a fixed 256 KiB glibc mmap threshold (`M_MMAP_THRESHOLD`, so the reader's
+0.3–4 MiB column buffers are always unmapped when freed) took another 10–25 MB off but cost
+1–2 s of system CPU per million rows (page faults), 17 % more client CPU at 5 M rows.
 """
 
 from __future__ import annotations
@@ -37,19 +29,16 @@ import ctypes
 import os
 import sys
 
-#: glibc's mallopt parameter numbers (malloc.h).
+#: glibc's mallopt parameter number for M_ARENA_MAX (malloc.h).
 _M_ARENA_MAX = -8
-_M_MMAP_THRESHOLD = -3
 DEFAULT_ARENAS = 2
-#: Allocations at least this large are mmapped (and unmapped on free) — fixed, not dynamic.
-MMAP_THRESHOLD = 256 * 1024
 
 _applied = False
 
 
 def limit_malloc_arenas(arenas: int = DEFAULT_ARENAS) -> bool:
-    """Cap the arenas, fix the mmap threshold and pick Arrow's pool (once per process, before
-    worker threads start; see the module docstring); True if the arena cap was applied."""
+    """Cap the arenas and pick Arrow's pool (once per process, before worker threads start;
+    see the module docstring); True if the arena cap was applied."""
     global _applied
     if _applied:
         return False
@@ -64,8 +53,6 @@ def limit_malloc_arenas(arenas: int = DEFAULT_ARENAS) -> bool:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
-    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
-        mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
     if "MALLOC_ARENA_MAX" in os.environ:
         return False
     _applied = mallopt(_M_ARENA_MAX, arenas) == 1
