@@ -19,11 +19,13 @@ from typing import Any
 _LAZY = {
     "RivetExportsComponent": "rivet_dagster.component",
     "build_definitions": "rivet_dagster.factory",
+    "enable_event_batching": "rivet_dagster.event_batching",
     "export_partitions_def": "rivet_dagster.partitions",
     "__version__": "rivet_core.api",
 }
 
-__all__ = ["RivetExportsComponent", "__version__", "build_definitions", "export_partitions_def"]
+__all__ = ["RivetExportsComponent", "__version__", "build_definitions", "enable_event_batching",
+           "export_partitions_def"]
 
 
 def __getattr__(name: str) -> Any:

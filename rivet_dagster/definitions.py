@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from rivet_core import api
+from rivet_dagster.event_batching import enable_event_batching
 from rivet_dagster.executors import executor_from_env
 from rivet_dagster.factory import build_definitions
 
@@ -31,4 +32,7 @@ def config_path_from_env() -> Path:
 # process: cap glibc malloc arenas before export threads start (rivet_core/pipeline/malloc_arenas.py).
 # `build_definitions` itself never changes the process of a code location that embeds it.
 api.limit_malloc_arenas()
+# …and store a ranged chunk run's window materializations in one event-log write
+# (rivet_dagster/event_batching.py).
+enable_event_batching()
 defs = build_definitions(config_path_from_env(), executor=executor_from_env(), notify_run_failures=True)

@@ -35,7 +35,10 @@ def dg(project: Path, *args: str, env: dict[str, str] | None = None, bin_dir: Pa
        check: bool = True) -> subprocess.CompletedProcess[str]:
     """`dg <args>` in `project`, with the project's src/ importable (as an editable install of
     the project would make it) and a throwaway DAGSTER_HOME."""
-    full_env = {**os.environ, "PYTHONPATH": str(project / "src"), "NO_COLOR": "1",
+    # The project's src/ first, then the caller's PYTHONPATH (a worktree's checkout over the
+    # shared editable install).
+    path = os.pathsep.join(p for p in (str(project / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    full_env = {**os.environ, "PYTHONPATH": path, "NO_COLOR": "1",
                 "DAGSTER_HOME": str(project / ".dagster_home"), **(env or {})}
     (project / ".dagster_home").mkdir(exist_ok=True)
     proc = subprocess.run([str(bin_dir / "dg"), *args], cwd=project, env=full_env, capture_output=True,
@@ -98,6 +101,29 @@ def test_dg_launch_materializes_the_exports_and_the_users_asset_and_the_files_eq
         assert manifest["status"] == "success" and (out / name / "_SUCCESS").is_file()
         ids = sorted(i for p in manifest["parts"] for i in pq.read_table(out / name / p["path"])["id"].to_pylist())
         assert ids == expected, name
+
+
+def test_the_example_project_builds_its_definitions_once_per_process(
+        project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dagster calls a `@dg.definitions` function each time it reconstructs the repository
+    (six times in one `dg launch`); the example builds them once per process
+    (docs/dagster-guide.md, "What a run costs")."""
+    import importlib
+
+    def unload() -> None:
+        for name in [m for m in sys.modules if m == "shop_pipeline" or m.startswith("shop_pipeline.")]:
+            del sys.modules[name]
+
+    monkeypatch.syspath_prepend(str(project / "src"))
+    unload()
+    try:
+        defs = importlib.import_module("shop_pipeline.definitions").defs
+        first = defs()
+        assert defs() is first
+        assert {"shop/customers", "shop/orders", "revenue_by_customer"} <= {
+            k.to_user_string() for k in first.resolve_all_asset_keys()}
+    finally:
+        unload()  # the copy's modules leave with the test
 
 
 def test_dg_scaffold_defs_writes_a_component_and_a_starter_config_that_loads(project: Path) -> None:

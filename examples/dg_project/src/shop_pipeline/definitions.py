@@ -1,13 +1,23 @@
+import functools
 from pathlib import Path
 
 import dagster as dg
 
+from rivet_dagster import enable_event_batching
+
+# A ranged chunk run stores its window materializations in one event-log write
+# (DAGSTER_EVENT_BATCH_SIZE; rivet_dagster/event_batching.py).
+enable_event_batching()
+
 
 @dg.definitions
+@functools.cache
 def defs() -> dg.Definitions:
-    # Loads every component (defs/*/defs.yaml) and every module under defs/. Steps run inside
-    # their run's process (in_process): a rivet run is one step plus its checks, and Dagster's
-    # multiprocess default would start a second interpreter for it (docs/dagster-guide.md,
-    # "What a run costs").
+    # Loads every component (defs/*/defs.yaml) and every module under defs/. Built once per
+    # process: Dagster calls this function each time it reconstructs the repository (six times
+    # in one `dg launch`), and each call loads every component again and snapshots the schema
+    # of every installed component type — seconds each (docs/dagster-guide.md, "What a run
+    # costs"). Steps run inside their run's process (in_process): a rivet run is one step plus
+    # its checks, and Dagster's multiprocess default would start a second interpreter for it.
     return dg.Definitions.merge(dg.load_from_defs_folder(path_within_project=Path(__file__).parent),
                                 dg.Definitions(executor=dg.in_process_executor))
