@@ -25,7 +25,10 @@ Two halves, kept apart so the rule can be property-tested without a server:
   noise. Not cycle over baseline cycle: the batch that completes a row group carries its
   encode and would read as pressure every few dozen batches. So on a source that keeps up the
   ratio is ~0, and it reaches the idle threshold (3) only when each row waits three times
-  what a whole healthy cycle took. Every sample and the decision taken are recorded
+  what a whole healthy cycle took. Both times leave out what this process's threads spent
+  queued for a CPU (Linux `/proc/self/task/*/schedstat`, `runqueue_wait_s`): on a machine
+  whose cores are busy with other work, a starved reader thread would otherwise read as a
+  slow source and pace an idle one. Every sample and the decision taken are recorded
   (`GovernorStats`), so the run report, an orchestrator's metadata and the tests judge the
   governor by what it decided, never by the wall clock.
 
@@ -41,6 +44,7 @@ explicit `throttle_ms: 0`).
 from __future__ import annotations
 
 import logging
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -168,6 +172,25 @@ def limits_for(tuning: ResolvedTuning) -> GovernorLimits:
                           ceiling_ms=max(tuning.throttle_ceiling_ms, tuning.throttle_floor_ms))
 
 
+def runqueue_wait_s() -> float:
+    """Seconds this process's threads have spent runnable but waiting for a CPU, summed over
+    its threads (the second field of Linux's per-thread `schedstat`). 0.0 where the kernel
+    does not expose it (not Linux, or schedstats compiled out): the latency signal then
+    counts CPU starvation as waiting, as it did before this correction existed."""
+    total = 0
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat", "rb") as fh:
+                total += int(fh.read().split()[1])
+        except (OSError, IndexError, ValueError):  # the thread ended between listdir and open
+            continue
+    return total / 1e9
+
+
 class SourceGovernor:
     """Paces one export's read (see module doc). Call `start` before the first batch,
     `after_batch` once per batch written, and `close` at the end (closes the probe)."""
@@ -179,7 +202,8 @@ class SourceGovernor:
     def __init__(self, tuning: ResolvedTuning, open_probe: Callable[[], PressureProbe | None] | None = None,
                  *, sample_interval_s: float = 1.0, sample_every_batches: int = 1,
                  sleep: Callable[[float], None] = time.sleep,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 runqueue: Callable[[], float] = runqueue_wait_s) -> None:
         self.mode = mode_for(tuning)
         self.limits = limits_for(tuning)
         self.fixed_ms = tuning.throttle_ms if self.mode == "fixed" else 0
@@ -191,6 +215,8 @@ class SourceGovernor:
         self._interval = sample_interval_s
         self._every = max(1, sample_every_batches)
         self._sleep, self._clock = sleep, clock
+        # Only the adaptive mode reads latency; the others never pay for the /proc reads.
+        self._runqueue = runqueue if self.mode == "adaptive" else (lambda: 0.0)
         self._last_sample_at: float | None = None
         self._batches_since_sample = 0
         self._delay_ms = float(self.limits.floor_ms) if self.mode == "adaptive" else 0.0
@@ -198,11 +224,13 @@ class SourceGovernor:
         self._baseline: float | None = None
         self._recent: float | None = None  # EWMA of the per-row wait for the source
         self._resume_at = clock()
+        self._resume_queued = 0.0
         self._last_wait_s = 0.0
 
     def start(self) -> None:
         """The read starts now: the first batch's cycle is measured from here."""
         self._resume_at = self._clock()
+        self._resume_queued = self._runqueue()
 
     # ------------------------------------------------------------------ the loop
     def timed(self, batches: Iterator[_B]) -> Iterator[_B]:
@@ -211,12 +239,12 @@ class SourceGovernor:
         as iterating it directly would."""
         try:
             while True:
-                t0 = self._clock()
+                t0, q0 = self._clock(), self._runqueue()
                 try:
                     batch = next(batches)
                 except StopIteration:
                     return
-                self._last_wait_s = self._clock() - t0
+                self._last_wait_s = _unqueued(self._clock() - t0, self._runqueue() - q0)
                 yield batch
         finally:
             close = getattr(batches, "close", None)
@@ -232,7 +260,8 @@ class SourceGovernor:
             self._pause(self.fixed_ms)
             return
         now = self._clock()
-        self._observe_latency(rows, now - self._resume_at, self._last_wait_s)
+        cycle_s = _unqueued(now - self._resume_at, self._runqueue() - self._resume_queued)
+        self._observe_latency(rows, cycle_s, self._last_wait_s)
         self._batches_since_sample += 1
         due = self._last_sample_at is None or (now - self._last_sample_at >= self._interval
                                                and self._batches_since_sample >= self._every)
@@ -242,6 +271,7 @@ class SourceGovernor:
             self._decide(self._sample())
         self._pause(self._delay_ms)
         self._resume_at = self._clock()
+        self._resume_queued = self._runqueue()
 
     def _pause(self, ms: float) -> None:
         if ms <= 0:
@@ -321,3 +351,9 @@ class SourceGovernor:
         if probe is not None:
             with best_effort("close the pressure probe", logger=log):  # the export is done; moot
                 probe.close()
+
+
+def _unqueued(elapsed_s: float, queued_s: float) -> float:
+    """`elapsed_s` without the CPU-queue time of the same interval, never below zero (the
+    queue time is summed over threads, so it can exceed the wall of the interval)."""
+    return max(0.0, elapsed_s - max(0.0, queued_s))
