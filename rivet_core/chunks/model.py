@@ -1,4 +1,4 @@
-"""The shapes of a chunk plan, shared by the planner, the checkpoint, the runners and an orchestrator.
+"""The shapes of a chunk layout, shared by the layout code, the checkpoint, the runners and an orchestrator.
 
 Bounds are text so they round-trip through the state store (chunk_task.start_key /
 end_key) and through an orchestrator's partition keys without loss:
@@ -30,7 +30,7 @@ class ChunkWindow:
 
 
 @dataclass(frozen=True)
-class ChunkPlan:
+class ChunkLayout:
     export_name: str
     strategy: str  # "range" | "count" | "dense" | "days" | "keyset"
     column: str
@@ -42,7 +42,7 @@ class ChunkPlan:
     row_estimate: int | None = None
     warnings: tuple[str, ...] = field(default_factory=tuple)
     #: dense: the whole ORDER BY of ROW_NUMBER() — `column`, then tie-breakers that make
-    #: the numbering deterministic across separate queries (see planner.py).
+    #: the numbering deterministic across separate queries (see layout.py).
     order_by: tuple[str, ...] = ()
     #: dense: the subset of `order_by` compared as text (PostgreSQL types without a btree
     #: ordering, e.g. json).

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rivet_core.chunks.model import ChunkPlan, ChunkWindow
+from rivet_core.chunks.model import ChunkLayout, ChunkWindow
 from rivet_core.source.dialect import dialect_of
 from rivet_core.source.query import (
     BASE_ALIAS,
@@ -54,7 +54,7 @@ def _order_term(dialect: SupportsQuoteIdent, quote: Callable[[str], str], column
 
 
 def window_query(
-    dialect: SupportsQuoteIdent | str, base_sql: str, plan: ChunkPlan, window: ChunkWindow
+    dialect: SupportsQuoteIdent | str, base_sql: str, plan: ChunkLayout, window: ChunkWindow
 ) -> tuple[str, list[Any]]:
     """The SQL (with `%s` placeholders) and params that read exactly `window`."""
     dialect = _resolve(dialect)
@@ -103,14 +103,14 @@ def window_query(
 
 
 def window_count_query(
-    dialect: SupportsQuoteIdent | str, base_sql: str, plan: ChunkPlan, window: ChunkWindow
+    dialect: SupportsQuoteIdent | str, base_sql: str, plan: ChunkLayout, window: ChunkWindow
 ) -> tuple[str, list[Any]]:
     """`SELECT COUNT(*) FROM (<window sql>) AS _rc` — the source side of reconcile."""
     sql, params = window_query(dialect, base_sql, plan, window)
     return f"SELECT COUNT(*) FROM ({sql}) AS _rc", params
 
 
-def probe_window(plan: ChunkPlan) -> ChunkWindow:
+def probe_window(plan: ChunkLayout) -> ChunkWindow:
     """A window whose SQL is valid for `plan` even when it has no windows (empty source).
 
     Use it to describe the output schema: the plan's first window if any, else a dummy

@@ -7,7 +7,7 @@ users' scripts) can rely on them. Features we parse but do not implement (CDC) a
 rejected here with a "not supported yet" message; `partition_by`'s rules live in
 partition_by.py. Chunked
 rules that need the source (key types, statistics) are checked at plan time by
-`rivet_core.chunks.planner`.
+`rivet_core.chunks.layout`.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from rivet_core.chunks.planner import describe_chunking
+from rivet_core.chunks.strategy import describe_chunking
 from rivet_core.config.models import ExportConfig
 from rivet_core.errors import RivetError
 from rivet_core.introspect.access import AccessProbe, probe_access

@@ -91,9 +91,9 @@ def cursor_snapshot(state: Any, export: ExportConfig) -> dict[str, Any]:
 
 def chunk_section(session: SourceSession, export: ExportConfig) -> dict[str, Any]:
     """The chunk planner's windows for a chunked export (None plan = small-table full run)."""
-    from rivet_core.chunks.planner import plan_chunks
+    from rivet_core.chunks.layout import lay_out_windows
 
-    plan = plan_chunks(session, export, base_sql=export.resolved_query, table_parts=export.table_parts)
+    plan = lay_out_windows(session, export, base_sql=export.resolved_query, table_parts=export.table_parts)
     if plan is None:
         return {"strategy": "full (small-table fallback)", "windows": [], "plan_hash": None}
     return {

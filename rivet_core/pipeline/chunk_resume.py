@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from rivet_core.chunks import ChunkPlan
+from rivet_core.chunks import ChunkLayout
 from rivet_core.destination.checksums import Fingerprinter
 from rivet_core.errors import ConfigError, DestinationError, best_effort
 from rivet_core.manifest import SUCCESS_KEY, quarantine_object
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("rivet.resume")
 
 
-def checkpoint_to_resume(run: ExportRun, chunk_plan: ChunkPlan) -> str:
+def checkpoint_to_resume(run: ExportRun, chunk_plan: ChunkLayout) -> str:
     """The run_id of the in-progress chunk run that `run` may resume (step 1 of the module
     docstring), or a ConfigError naming the command to run instead."""
     export, cfg = run.export, run.config.config_path

@@ -60,14 +60,15 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import xxhash
 
-from rivet_core.chunks import ChunkPlan, ChunkWindow
+from rivet_core.chunks import ChunkLayout, ChunkWindow
 from rivet_core.chunks.fingerprint import (
     EMPTY,
     WindowFingerprint,
     fingerprint_queries,
     read_fingerprints,
 )
-from rivet_core.chunks.planner import column_type, fetch_rows, plan_chunks
+from rivet_core.chunks.layout import lay_out_windows
+from rivet_core.chunks.probes import column_type, fetch_rows
 from rivet_core.chunks.sql import probe_window, window_count_query, window_query
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, DataIntegrityError, RivetError, best_effort
@@ -334,12 +335,12 @@ class ChunkTaskRun(ChunkedRun):
         self.words = words
         self.chunk_run: ChunkRunRow | None = None
 
-    def plan_grid(self) -> ChunkPlan:
+    def plan_grid(self) -> ChunkLayout:
         chunk_plan = self.plan_windows(allow_downgrade=False)
         assert chunk_plan is not None  # allow_downgrade=False always plans
         return chunk_plan
 
-    def plan_windows(self, *, allow_downgrade: bool = True) -> ChunkPlan | None:
+    def plan_windows(self, *, allow_downgrade: bool = True) -> ChunkLayout | None:
         """As `ChunkedRun.plan_windows`, except that a keyset export whose checkpoint already
         holds its windows reuses their boundaries instead of sampling new ones: a keyset
         plan's windows never change once registered (the open last window absorbs appended
@@ -353,7 +354,7 @@ class ChunkTaskRun(ChunkedRun):
         plan_hash, boundaries = stored
         self.keyset_low = None  # keyset_incremental is a CLI mode (chunk_task_problem)
         with open_source(self.plan.source_url, self.plan.tuning) as src:
-            chunk_plan = plan_chunks(src, self.export, base_sql=self.plan.base_query, table_parts=self.plan.table_hint,
+            chunk_plan = lay_out_windows(src, self.export, base_sql=self.plan.base_query, table_parts=self.plan.table_hint,
                                      allow_downgrade=False, keyset_boundaries=boundaries)
             if chunk_plan is None or chunk_plan.strategy != "keyset" or chunk_plan.plan_hash != plan_hash:
                 chunk_plan = None
@@ -384,13 +385,13 @@ class ChunkTaskRun(ChunkedRun):
             return None
         return run.plan_hash, [t.end_key for t in tasks[:-1] if t.end_key is not None]
 
-    def refuse_changed(self, found: ChunkRunRow, chunk_plan: ChunkPlan) -> None:
+    def refuse_changed(self, found: ChunkRunRow, chunk_plan: ChunkLayout) -> None:
         if found.plan_hash != chunk_plan.plan_hash:
             raise ChunkPlanChanged({"export": self.export.name, "plan_hash": chunk_plan.plan_hash,
                                     "run_id": found.run_id, "run_plan_hash": found.plan_hash,
                                     "config": str(self.config.config_path)}, words=self.words)
 
-    def new_windows(self, chunk_plan: ChunkPlan, tasks: Sequence[ChunkTaskRow]) -> list[ChunkWindow]:
+    def new_windows(self, chunk_plan: ChunkLayout, tasks: Sequence[ChunkTaskRow]) -> list[ChunkWindow]:
         """Planned windows that are not tasks yet (grid strategies only), renumbered after the
         highest existing chunk_index so indices stay unique when the table's minimum moved."""
         if not tasks:
@@ -402,7 +403,7 @@ class ChunkTaskRun(ChunkedRun):
         top = max(t.chunk_index for t in tasks)
         return [ChunkWindow(top + 1 + i, w.lo, w.hi, w.key) for i, w in enumerate(fresh)]
 
-    def continued_run(self, chunk_plan: ChunkPlan) -> ChunkRunRow | None:
+    def continued_run(self, chunk_plan: ChunkLayout) -> ChunkRunRow | None:
         """The finalized chunk run a new one continues: the export's latest, if it completed
         with the same plan hash (else the new run starts with every window pending)."""
         previous = self.state.get_latest_chunk_run(self.export.name)
@@ -410,7 +411,7 @@ class ChunkTaskRun(ChunkedRun):
             return previous
         return None
 
-    def open_chunk_run(self, chunk_plan: ChunkPlan, *, extra: Sequence[ChunkWindow] = (),
+    def open_chunk_run(self, chunk_plan: ChunkLayout, *, extra: Sequence[ChunkWindow] = (),
                        carry_completed: bool = True) -> tuple[ChunkRunRow, bool]:
         """Open the in-progress chunk run, continuing `continued_run` with `extra` windows
         appended; returns (run, fresh). A concurrent opener's run wins the race.
@@ -443,7 +444,7 @@ class ChunkTaskRun(ChunkedRun):
         assert found is not None
         return found, not carry
 
-    def in_progress(self, chunk_plan: ChunkPlan) -> ChunkRunRow:
+    def in_progress(self, chunk_plan: ChunkLayout) -> ChunkRunRow:
         """The in-progress chunk run, opened (continuing the last one) when there is none."""
         found = self.state.find_in_progress_chunk_run(self.export.name)
         if found is not None:
@@ -458,12 +459,12 @@ class ChunkTaskRun(ChunkedRun):
         self.summary.run_id = run_id
         self.summary.journal.run_id = run_id
 
-    def source_count(self, chunk_plan: ChunkPlan, window: ChunkWindow) -> int:
+    def source_count(self, chunk_plan: ChunkLayout, window: ChunkWindow) -> int:
         sql, params = window_count_query(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan, window)
         with open_source(self.plan.source_url, self.plan.tuning) as src:
             return int(src.scalar(sql, params))
 
-    def fingerprints_of(self, chunk_plan: ChunkPlan, windows: Sequence[ChunkWindow]) -> dict[str, WindowFingerprint]:
+    def fingerprints_of(self, chunk_plan: ChunkLayout, windows: Sequence[ChunkWindow]) -> dict[str, WindowFingerprint]:
         """What each window holds at the source now (COUNT, MAX(change_column)): one
         grouped query for all of them (rivet_core/chunks/fingerprint.py). Every window is in
         the result; an empty one has rows 0."""
@@ -605,7 +606,7 @@ def _unpublished(run: ChunkTaskRun, previous: ChunkRunRow) -> str | None:
     return "its finalize never finished (no outcome in the run ledger, no live run of the export)"
 
 
-def _changed(run: ChunkTaskRun, chunk_plan: ChunkPlan, completed: Sequence[ChunkTaskRow],
+def _changed(run: ChunkTaskRun, chunk_plan: ChunkLayout, completed: Sequence[ChunkTaskRow],
              recorded: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """(refill: key → token, marks: key → attempt mark, drifted keys) of the completed
     windows that changed at the source (see `plan_chunk_tasks`)."""

@@ -3,7 +3,7 @@
 `ChunkedRun` extends the single-unit `ExportRun` (same summary, journal, run ledger,
 schema-drift facade and finalize sequence) with a different middle:
 
-1. plan the windows against the source (`rivet_core.chunks.planner`); a small table
+1. plan the windows against the source (`rivet_core.chunks.layout`); a small table
    without an explicit shape falls back to a full export;
 2. the schema-drift gate runs on a scan-free type probe BEFORE any window is written;
 3. with `chunk_checkpoint: true`, the windows become `chunk_task` rows of a `chunk_run`
@@ -36,8 +36,8 @@ from datetime import UTC, datetime
 
 import pyarrow as pa
 
-from rivet_core.chunks import ChunkPlan, ChunkWindow
-from rivet_core.chunks.planner import plan_chunks
+from rivet_core.chunks import ChunkLayout, ChunkWindow
+from rivet_core.chunks.layout import lay_out_windows
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, probe_window, window_query
 from rivet_core.errors import DataIntegrityError, RivetError, best_effort, exit_code_for
 from rivet_core.format.meta_columns import meta_schema
@@ -74,7 +74,7 @@ class ChunkedRun(ExportRun):
         super().__init__(config, export, options, **kwargs)
         self.checkpoint = bool(export.chunk_checkpoint)
         self.lock = threading.Lock()
-        self.chunk_plan: ChunkPlan | None = None
+        self.chunk_plan: ChunkLayout | None = None
         self.keyset_low: str | None = None
         #: (max key, arrow type) of every window exported by this process (keyset_incremental).
         self.window_maxima: list[tuple[object, pa.DataType]] = []
@@ -82,14 +82,14 @@ class ChunkedRun(ExportRun):
         self.window_errors: list[tuple[int, BaseException]] = []
 
     # ----------------------------------------------------------------- planning
-    def plan_windows(self, *, allow_downgrade: bool = True) -> ChunkPlan | None:
+    def plan_windows(self, *, allow_downgrade: bool = True) -> ChunkLayout | None:
         """Plan the windows (one source snapshot) and the output schema. `allow_downgrade=False`
         (planning chunk tasks, chunk_tasks.py) never falls back to a full export: a set of window tasks must not
         flip between "full" and "chunked"."""
         self.keyset_low = (self.state.get_cursor(self.export.name)
                            if self.export.keyset_incremental else None)
         with open_source(self.plan.source_url, self.plan.tuning) as src:
-            chunk_plan = plan_chunks(src, self.export, base_sql=self.plan.base_query,
+            chunk_plan = lay_out_windows(src, self.export, base_sql=self.plan.base_query,
                                      table_parts=self.plan.table_hint, keyset_after=self.keyset_low,
                                      allow_downgrade=allow_downgrade)
             if chunk_plan is None:
@@ -168,7 +168,7 @@ class ChunkedRun(ExportRun):
     def _max_attempts(self) -> int:
         return max(1, self.export.chunk_max_attempts or self.plan.tuning.max_retries + 1)
 
-    def _run_checkpointed(self, chunk_plan: ChunkPlan) -> None:
+    def _run_checkpointed(self, chunk_plan: ChunkLayout) -> None:
         state, export = self.state, self.export
         if self.options.resume:
             run_id = checkpoint_to_resume(self, chunk_plan)
@@ -255,7 +255,7 @@ class ChunkedRun(ExportRun):
 
         self._run_workers(worker)
 
-    def _drain_in_memory(self, chunk_plan: ChunkPlan) -> None:
+    def _drain_in_memory(self, chunk_plan: ChunkLayout) -> None:
         ctx = self.window_context(self.summary.run_id, read_slots=self._workers())
         pending = list(chunk_plan.windows)
         if self.options.progress is not None:

@@ -38,7 +38,7 @@ from rivet_core.pipeline.run_reconcile import count_in_snapshot
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.source import batch_rows, last_cursor_in_batch, open_source, render_cursor_value
-from rivet_core.unit.resolve import UnitPlan, calendar_window_params
+from rivet_core.unit.resolve import ResolvedUnit, calendar_window_params
 
 log = logging.getLogger("rivet.extract")
 
@@ -83,7 +83,7 @@ def _early_uploads(dest: Destination | None, export_name: str, fmt: str
     return stem, begin
 
 
-def extract_to_staging(plan: UnitPlan, summary: RunSummary, staging_dir: Path,
+def extract_to_staging(plan: ResolvedUnit, summary: RunSummary, staging_dir: Path,
                        progress: ProgressTracker | None = None, *, reconcile: bool = False,
                        dest: Destination | None = None) -> StagedExtract:
     """Run the unit's query into staged part files; raise on a failed quality gate.

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
     from rivet_core.pipeline.summary import RunSummary
     from rivet_core.state import StateStore
-    from rivet_core.unit.resolve import UnitPlan
+    from rivet_core.unit.resolve import ResolvedUnit
 
 log = logging.getLogger("rivet.gc")
 
@@ -164,7 +164,7 @@ def gc_prefix(dest: Destination, export: ExportConfig, policy: RetentionPolicy, 
     return report
 
 
-def apply_retention(plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination, *,
+def apply_retention(plan: ResolvedUnit, summary: RunSummary, state: StateStore, dest: Destination, *,
                     sweep_orphans: bool) -> None:
     """The finalize sequence's retention step (module docstring). Never raises."""
     block = plan.export.retention

@@ -40,7 +40,7 @@ from rivet_core.source import backoff_ms, classify_error
 from rivet_core.state import ExportLockHandle, StateStore
 from rivet_core.state.writable import assert_writable
 from rivet_core.tableformat.types import refuse_unholdable
-from rivet_core.unit.resolve import DayWindow, UnitPlan, plan_unit
+from rivet_core.unit.resolve import DayWindow, ResolvedUnit, resolve_unit
 
 log = logging.getLogger("rivet.run")
 
@@ -128,7 +128,7 @@ class ExportRun:
             cursor_run = export.mode == "incremental" and not self.options.window
             stored = (self.state.get_cursor(export.name)
                       if cursor_run and not self.options.full_refresh else None)
-            self.plan: UnitPlan = plan_unit(config, export, stored_cursor=stored, window=self.options.window)
+            self.plan: ResolvedUnit = resolve_unit(config, export, stored_cursor=stored, window=self.options.window)
             self.dest: Destination = open_destination(self.plan.dest_spec, config.config_dir)
             if cursor_run and stored is None and not self.options.full_refresh:
                 # No cursor: a first run, a reset, or a LOST state store (lost_cursor.py).
@@ -137,7 +137,7 @@ class ExportRun:
                 if adopted is not None:
                     log.warning("export '%s': continuing from the destination manifest's cursor_high %r "
                                 "(--from-manifest)", export.name, adopted)
-                    self.plan = plan_unit(config, export, stored_cursor=adopted, window=self.options.window)
+                    self.plan = resolve_unit(config, export, stored_cursor=adopted, window=self.options.window)
         except BaseException:
             self.close()
             raise

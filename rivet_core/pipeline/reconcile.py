@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rivet_core import __version__
-from rivet_core.chunks import ChunkPlan, ChunkWindow
+from rivet_core.chunks import ChunkLayout, ChunkWindow
 from rivet_core.chunks.sql import window_count_query
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import (
@@ -101,7 +101,7 @@ def _chunked_run(config: RivetConfig, export: ExportConfig, *, read_only: bool =
     return cls(config, export, RunOptions(ledger=False), notifications=None)
 
 
-def _plan_for(run: Any, run_row: Any, tasks: list) -> ChunkPlan:
+def _plan_for(run: Any, run_row: Any, tasks: list) -> ChunkLayout:
     plan = run.plan_windows()
     if plan is None:
         raise ConfigError(f"export '{run.export.name}': the table is now planned as a full export; "

@@ -17,7 +17,7 @@ from rivet_core.redact import redact_secrets
 
 if TYPE_CHECKING:
     from rivet_core.pipeline.summary import RunSummary
-    from rivet_core.unit.resolve import UnitPlan
+    from rivet_core.unit.resolve import ResolvedUnit
 
 _BADGES = {"success": "SUCCESS", "failed": "FAILED", "running": "INTERRUPTED", "skipped": "SKIPPED"}
 
@@ -27,7 +27,7 @@ def report_dir(report_root: Path, run_id: str) -> Path:
     return report_root / ".rivet" / "runs" / safe
 
 
-def report_dict(summary: RunSummary, plan: UnitPlan) -> dict[str, Any]:
+def report_dict(summary: RunSummary, plan: ResolvedUnit) -> dict[str, Any]:
     validation = None
     if summary.validated is not None:
         validation = {"passed": summary.validated, "manifest": summary.manifest_verification}
@@ -153,7 +153,7 @@ def render_markdown(report: dict[str, Any], config_path: str | None) -> str:
     return redact_secrets("\n".join(lines) + "\n")
 
 
-def write_run_report(summary: RunSummary, plan: UnitPlan, report_root: Path,
+def write_run_report(summary: RunSummary, plan: ResolvedUnit, report_root: Path,
                      config_path: str | None = None) -> Path:
     """Write summary.json and summary.md; return the markdown path."""
     out = report_dir(report_root, summary.run_id)

@@ -20,15 +20,19 @@ import importlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from rivet_core.errors import ConfigError
 
-if TYPE_CHECKING:
-    from rivet_core.source.base import SourceSession
-
 #: (column names, rows) of one raw statement.
 RawResult = tuple[list[str], list[tuple[Any, ...]]]
+
+
+class CatalogSession(Protocol):
+    """What a dialect needs of the open session (a `SourceSession` is one)."""
+
+    def catalog_query(self, sql: str, params: Sequence[Any] = (), *,
+                      tolerate: bool = False) -> RawResult | None: ...
 
 
 @dataclass(frozen=True)
@@ -104,32 +108,32 @@ class SourceDialect(Protocol):
         """Run one statement on the driver connection (the session's catalog_query)."""
         ...
 
-    def table_keys(self, session: SourceSession, schema: str | None, name: str) -> TableKeys:
+    def table_keys(self, session: CatalogSession, schema: str | None, name: str) -> TableKeys:
         """Columns, NOT NULL and keys of the table (names as written in SQL)."""
         ...
 
-    def table_stats(self, session: SourceSession, schema: str | None, name: str, *,
+    def table_stats(self, session: CatalogSession, schema: str | None, name: str, *,
                     exact_names: bool) -> TableStats:
         """Row estimate and average row bytes from the catalog statistics. `exact_names`:
         the names are the catalog's own spelling (quoted), not as written in SQL."""
         ...
 
-    def table_exists(self, session: SourceSession, schema: str | None, name: str) -> bool:
+    def table_exists(self, session: CatalogSession, schema: str | None, name: str) -> bool:
         ...
 
-    def list_tables(self, session: SourceSession, schema: str | None) -> list[str]:
+    def list_tables(self, session: CatalogSession, schema: str | None) -> list[str]:
         ...
 
-    def list_indexes(self, session: SourceSession, schema: str | None,
+    def list_indexes(self, session: CatalogSession, schema: str | None,
                      name: str) -> list[tuple[str, tuple[str, ...], bool]]:
         """(index name, key columns in order, unique) of every index of the table."""
         ...
 
-    def explain_rows(self, session: SourceSession, sql: str) -> int | None:
+    def explain_rows(self, session: CatalogSession, sql: str) -> int | None:
         """The planner's row estimate of `sql` (None when the engine has none)."""
         ...
 
-    def index_access(self, session: SourceSession, sql: str, value: Any) -> IndexAccess:
+    def index_access(self, session: CatalogSession, sql: str, value: Any) -> IndexAccess:
         """EXPLAIN `sql` (one `%s` bound to `value`) for its index-capable plan."""
         ...
 
@@ -152,7 +156,7 @@ def dialect_of(engine: str) -> SourceDialect:
     return importlib.import_module(module).DIALECT  # type: ignore[no-any-return]
 
 
-def catalog_rows(session: SourceSession, sql: str, params: Sequence[Any] = (), *,
+def catalog_rows(session: CatalogSession, sql: str, params: Sequence[Any] = (), *,
                  tolerate: bool = False) -> list[tuple[Any, ...]] | None:
     """The rows of a catalog statement run on the session (None: tolerated failure)."""
     result = session.catalog_query(sql, params, tolerate=tolerate)

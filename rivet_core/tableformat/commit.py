@@ -46,7 +46,7 @@ from rivet_core.pipeline.summary import RunSummary
 from rivet_core.tableformat.errors import TableCommitError
 from rivet_core.tableformat.location import TableLocation, table_location
 from rivet_core.tableformat.types import delta_arrow_schema, table_type_errors
-from rivet_core.unit.resolve import UnitPlan
+from rivet_core.unit.resolve import ResolvedUnit
 
 #: commitInfo keys that mark a commit as made by an export's run (custom_metadata).
 RUN_KEY, EXPORT_KEY = "rivet_run_id", "rivet_export"
@@ -80,7 +80,7 @@ class TableCommit:
         return out
 
 
-def commit_table(plan: UnitPlan, summary: RunSummary, dest: Destination) -> TableCommit:
+def commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> TableCommit:
     """Commit the run's recorded parts to the export's table (module docstring). Raises on
     any failure, having committed nothing."""
     fmt = plan.export.table_format
@@ -96,7 +96,7 @@ def commit_table(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Tabl
     return DeltaCommitter(plan, summary, dest).commit()
 
 
-def operation_for(plan: UnitPlan) -> str:
+def operation_for(plan: ResolvedUnit) -> str:
     """The commit's kind for this run (module docstring table)."""
     export = plan.export
     if plan.window is not None:
@@ -130,7 +130,7 @@ def part_filesystem(loc: TableLocation) -> tuple[pafs.FileSystem, str]:
 class DeltaCommitter:
     """One run's Delta commit (see the module docstring)."""
 
-    def __init__(self, plan: UnitPlan, summary: RunSummary, dest: Destination) -> None:
+    def __init__(self, plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> None:
         self.plan, self.summary, self.dest = plan, summary, dest
         self.export = plan.export
         self.loc = table_location(plan, dest)

@@ -46,7 +46,7 @@ from rivet_core.tableformat.iceberg_catalog import (
 )
 from rivet_core.tableformat.location import table_location
 from rivet_core.tableformat.types import table_type_errors
-from rivet_core.unit.resolve import UnitPlan
+from rivet_core.unit.resolve import ResolvedUnit
 
 #: Snapshot-summary keys that mark a snapshot as made by an export's run (commit.py's names).
 RUN_KEY, EXPORT_KEY = "rivet_run_id", "rivet_export"
@@ -63,7 +63,7 @@ def table_arrow_schema(schema: pa.Schema) -> pa.Schema:
 class IcebergCommitter:
     """One run's Iceberg commit (see the module docstring)."""
 
-    def __init__(self, plan: UnitPlan, summary: RunSummary, dest: Destination, operation: str) -> None:
+    def __init__(self, plan: ResolvedUnit, summary: RunSummary, dest: Destination, operation: str) -> None:
         self.plan, self.summary, self.dest = plan, summary, dest
         self.export = plan.export
         self.loc = table_location(plan, dest)

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from rivet_core.destination import Destination
-from rivet_core.unit.resolve import UnitPlan
+from rivet_core.unit.resolve import ResolvedUnit
 
 #: A time partition's sub-prefix (plan.py): one `<column>=<key>/` segment.
 _PARTITION = re.compile(r"^[^/=]+=[A-Za-z0-9_.-]+/$")
@@ -31,14 +31,14 @@ class TableLocation:
         return f"TableLocation(uri={self.uri!r}, sub_prefix={self.sub_prefix!r})"
 
 
-def unit_sub_prefix(plan: UnitPlan) -> str:
+def unit_sub_prefix(plan: ResolvedUnit) -> str:
     """`<time_column>=<key>/` for a time partition (plan.py), else ''."""
     if plan.window is None or not plan.export.time_column:
         return ""
     return f"{plan.export.time_column}={plan.window.label}/"
 
 
-def table_location(plan: UnitPlan, dest: Destination) -> TableLocation:
+def table_location(plan: ResolvedUnit, dest: Destination) -> TableLocation:
     """The table of `plan`'s export, reached with the destination's own settings."""
     return location_of(dest, unit_sub_prefix(plan))
 

@@ -1,10 +1,11 @@
-"""Resolve an export into the plan of one export unit: SQL, params, destination, options.
+"""Resolve an export into one export unit (`ResolvedUnit`): SQL, params, destination, options.
 
 An *export unit* is what publishes one manifest: a whole `full` or `incremental` export,
 a `time_window` export, one day of a time-partitioned export (an orchestrator passes
-that day as `window`), or a whole chunked run (whose windows are planned separately by
-`rivet_core.chunks`). Planning is pure apart from
-reading the stored cursor, so an orchestrator and the CLI resolve exports identically.
+that day as `window`), or a whole chunked run (whose windows are laid out separately by
+`rivet_core.chunks`). Resolving is pure apart from reading the stored cursor, so an
+orchestrator and the CLI resolve exports identically. (The word "plan" belongs to
+`rivet plan` / `rivet apply`, rivet_core/ops/plan.py.)
 """
 
 from __future__ import annotations
@@ -85,7 +86,9 @@ def _utc(bound: date | datetime) -> datetime:
 
 
 @dataclass
-class UnitPlan:
+class ResolvedUnit:
+    """One export unit resolved from the config: what a runner executes and publishes."""
+
     export: ExportConfig
     engine: str
     source_url: str
@@ -211,7 +214,7 @@ def is_calendar_column(export: ExportConfig, schema: pa.Schema) -> bool:
     return index >= 0 and pa.types.is_date(schema.field(index).type)
 
 
-def calendar_window_params(plan: UnitPlan, schema: pa.Schema) -> list[Any] | None:
+def calendar_window_params(plan: ResolvedUnit, schema: pa.Schema) -> list[Any] | None:
     """A time partition on a DATE column compares it with the window's local dates (the
     New York day 2024-01-02 holds the rows dated 2024-01-02), not with its UTC instants cut
     to a date; None for any other column or plan (described `schema` decides)."""
@@ -243,11 +246,11 @@ def time_window_cutoff(days_window: int, now: datetime) -> datetime:
     return datetime(start.year, start.month, start.day, tzinfo=UTC)
 
 
-def plan_unit(
+def resolve_unit(
     config: RivetConfig, export: ExportConfig, *, stored_cursor: str | None,
     now: datetime | None = None, window: DayWindow | None = None,
-) -> UnitPlan:
-    """Build the plan of one export unit (see module docstring)."""
+) -> ResolvedUnit:
+    """Resolve one export unit (see module docstring)."""
     now = now or datetime.now(UTC)
     if export.mode not in ("full", "incremental", "time_window", "chunked"):
         raise ConfigError(f"export '{export.name}': mode '{export.mode}' is not supported yet "
@@ -273,7 +276,7 @@ def plan_unit(
     elif export.mode == "full":
         sql, strategy = base, "full"
     elif export.mode == "chunked":
-        # The unit of a chunked export is the whole run; its windows are planned by
+        # The unit of a chunked export is the whole run; its windows are laid out by
         # rivet_core.chunks against the source. `sql` is the base query, which is also
         # what a small table falls back to (a full export).
         sql, strategy = base, "chunked"
@@ -301,7 +304,7 @@ def plan_unit(
     if spec.kind == "stdout" and export.max_file_size_bytes:
         raise ConfigError(f"export '{export.name}': stdout destination cannot rotate parts "
                           "(max_file_size) — remove max_file_size or write to local/s3")
-    return UnitPlan(
+    return ResolvedUnit(
         export=export, engine=engine, source_url=url, tuning=export.resolved_tuning(config.source),
         strategy=strategy, sql=sql, params=list(params), cursor_column=cursor_column,
         cursor_low=cursor_low, strip_columns=strip, overrides=export.column_overrides(),

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from rivet_core.chunks.fingerprint import EMPTY, fingerprint_queries, read_fingerprints
-from rivet_core.chunks.model import ChunkPlan, ChunkWindow
-from rivet_core.chunks.planner import fetch_rows, sample_boundaries
+from rivet_core.chunks.model import ChunkLayout, ChunkWindow
+from rivet_core.chunks.probes import fetch_rows, sample_boundaries
 from rivet_core.chunks.sql import window_count_query, window_query
 from rivet_core.chunks.windows import day_windows, keyset_windows, range_windows
 from rivet_core.config.tuning import ResolvedTuning
@@ -60,7 +60,7 @@ def fingerprints(url: str, strategy: str, column: str, size: int, windows: list[
 def oracle(url: str, strategy: str, column: str, size: int, windows: list[ChunkWindow], change: str | None,
            base: str = "SELECT * FROM t") -> dict[str, tuple[int, Any]]:
     """(count, max change) of each window from its own window query."""
-    plan = ChunkPlan("t", strategy, column, size, tuple(windows), "0")
+    plan = ChunkLayout("t", strategy, column, size, tuple(windows), "0")
     out = {}
     with open_source(url, TUNING) as session:
         for w in windows:

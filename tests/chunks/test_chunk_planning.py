@@ -1,4 +1,4 @@
-"""Chunk planning against real PostgreSQL and MariaDB (rivet_core.chunks.planner + sql).
+"""Chunk planning against real PostgreSQL and MariaDB (rivet_core.chunks.layout + sql).
 
 Every "covers the source" test plans an export through a real `SourceSession`, runs every
 `window_query` back through the source, and compares the union of the windows with the
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from rivet_core.chunks.model import ChunkPlan
-from rivet_core.chunks.planner import plan_chunks
+from rivet_core.chunks.layout import lay_out_windows
+from rivet_core.chunks.model import ChunkLayout
 from rivet_core.chunks.sql import (
     DENSE_RN_COLUMN,
     probe_window,
@@ -52,20 +52,20 @@ def export(**fields: Any) -> ExportConfig:
                         destination={"type": "local", "path": "/tmp/unused"}, **fields)
 
 
-def plan_of(url: str, exp: ExportConfig, **kw: Any) -> ChunkPlan | None:
+def plan_of(url: str, exp: ExportConfig, **kw: Any) -> ChunkLayout | None:
     kw.setdefault("allow_downgrade", False)
     with open_source(url, TUNING) as session:
-        return plan_chunks(session, exp, base_sql=exp.resolved_query,
+        return lay_out_windows(session, exp, base_sql=exp.resolved_query,
                            table_parts=exp.table_parts, **kw)
 
 
-def must_plan(url: str, exp: ExportConfig, **kw: Any) -> ChunkPlan:
+def must_plan(url: str, exp: ExportConfig, **kw: Any) -> ChunkLayout:
     plan = plan_of(url, exp, **kw)
     assert plan is not None
     return plan
 
 
-def _read_window(session: Any, exp: ExportConfig, plan: ChunkPlan, window: Any,
+def _read_window(session: Any, exp: ExportConfig, plan: ChunkLayout, window: Any,
                  columns: tuple[str, ...]) -> list[Any]:
     sql, params = window_query(session, exp.resolved_query, plan, window)
     schema = session.describe(sql, params)
@@ -80,7 +80,7 @@ def _read_window(session: Any, exp: ExportConfig, plan: ChunkPlan, window: Any,
     return rows
 
 
-def read_windows(url: str, exp: ExportConfig, plan: ChunkPlan,
+def read_windows(url: str, exp: ExportConfig, plan: ChunkLayout,
                  columns: tuple[str, ...] = ("id",),
                  between: Callable[[], None] | None = None) -> list[list[Any]]:
     """Each window's rows (as the `columns` values) read back through the source.
@@ -515,5 +515,5 @@ def test_sqlite_sources_plan_range_dense_and_keyset_windows_too(tmp_path):
 def test_static_chunk_rules_fail_before_touching_the_source(fields, expected):
     exp = export(**fields)
     with pytest.raises(ConfigError) as info:
-        plan_chunks(None, exp, base_sql="SELECT * FROM t", table_parts=exp.table_parts)  # type: ignore[arg-type]
+        lay_out_windows(None, exp, base_sql="SELECT * FROM t", table_parts=exp.table_parts)  # type: ignore[arg-type]
     assert expected in str(info.value) and "export 'orders'" in str(info.value)

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from rivet_core.chunks.model import ChunkPlan, ChunkWindow
+from rivet_core.chunks.model import ChunkLayout, ChunkWindow
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, window_count_query, window_query
 from rivet_core.source.query import MYSQL, POSTGRES
 
 BASE = "SELECT * FROM t WHERE name LIKE 'a%';"
 
 
-def _plan(strategy: str, column: str = "id", **extra) -> ChunkPlan:
-    return ChunkPlan("e", strategy, column, 10, (), "0" * 16, **extra)
+def _plan(strategy: str, column: str = "id", **extra) -> ChunkLayout:
+    return ChunkLayout("e", strategy, column, 10, (), "0" * 16, **extra)
 
 
 def _w(lo: str | None, hi: str | None) -> ChunkWindow:

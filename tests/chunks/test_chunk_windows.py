@@ -20,7 +20,7 @@ from rivet_core.chunks.keys import (
     safe_column,
     window_key,
 )
-from rivet_core.chunks.model import ChunkPlan, ChunkWindow
+from rivet_core.chunks.model import ChunkLayout, ChunkWindow
 from rivet_core.chunks.windows import (
     EPOCH,
     count_window_size,
@@ -266,7 +266,7 @@ def test_plan_kind_labels_follow_the_reference():
     window = ChunkWindow(index=0, lo="1", hi="2", key="k")
 
     def plan(strategy, size, n=1):
-        return ChunkPlan("e", strategy, "c", size, (window,) * n, "0" * 16)
+        return ChunkLayout("e", strategy, "c", size, (window,) * n, "0" * 16)
 
     assert plan("range", 500).kind == "range_500"
     assert plan("count", 9, 4).kind == "count_4"

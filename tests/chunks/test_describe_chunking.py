@@ -1,7 +1,7 @@
 """`describe_chunking`: the planner's strategy resolution without touching the table's rows.
 
 `rivet check` reports a chunked export's shape through this function, so it must (a) agree
-with what `plan_chunks` will actually do and (b) never run a probe that reads the table —
+with what `lay_out_windows` will actually do and (b) never run a probe that reads the table —
 no NULL probe, MIN/MAX, COUNT(*) or keyset boundary scan — or `check` would cost as much
 as planning on a billion-row table. The spy below fails on any such query: every probe the
 planner runs goes through `session.scalar` (NULL/MIN/MAX/COUNT) or streams a query that
@@ -19,7 +19,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from rivet_core.chunks.planner import ChunkShape, describe_chunking, plan_chunks
+from rivet_core.chunks.layout import lay_out_windows
+from rivet_core.chunks.strategy import ChunkShape, describe_chunking
 from rivet_core.config.models import ExportConfig
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import ConfigError
@@ -125,7 +126,7 @@ def test_describe_chunking_resolves_the_shape_from_the_catalog_alone_and_matches
 
     # What `check` reports is what a run plans (the plan does run the probes).
     with open_source(url, TUNING) as session:
-        plan = plan_chunks(session, exp, base_sql=exp.resolved_query,
+        plan = lay_out_windows(session, exp, base_sql=exp.resolved_query,
                            table_parts=exp.table_parts, allow_downgrade=False)
     assert plan is not None
     assert (plan.strategy, plan.column, plan.size) == (

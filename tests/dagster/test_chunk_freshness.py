@@ -286,7 +286,7 @@ def test_new_uuid_keys_inside_old_keyset_windows_re_request_exactly_those_window
 
     # From here on the windows come from the checkpoint: no tick, partition run, reconcile
     # check or manifest scans the whole key again to sample boundaries it would not use.
-    monkeypatch.setattr("rivet_core.chunks.planner.sample_boundaries", no_scan)
+    monkeypatch.setattr("rivet_core.chunks.layout.sample_boundaries", no_scan)
 
     # 500 new random keys: they land all over the key space, i.e. inside old windows.
     rng = random.Random(14)

@@ -34,7 +34,7 @@ from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.runner import run_unit
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.state import StateStore
-from rivet_core.unit.resolve import plan_unit
+from rivet_core.unit.resolve import resolve_unit
 from tests.helpers import write_config
 
 REPAIR_ID = "items_repair_20260101T000000"
@@ -51,7 +51,7 @@ def delivered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     config = load_config(write_config(tmp_path, {"type": "sqlite", "url": f"sqlite:///{src}"}, [{
         "name": "items", "table": "items", "format": "parquet", "destination": {"type": "local", "path": "out"}}]))
     assert run_unit(config, config.exports[0], notifications=None).status == "success"
-    plan = plan_unit(config, config.exports[0], stored_cursor=None)
+    plan = resolve_unit(config, config.exports[0], stored_cursor=None)
     dest = open_destination(plan.dest_spec, config.config_dir)
     state = StateStore.open(config.config_path)
     found = read_manifest(dest)

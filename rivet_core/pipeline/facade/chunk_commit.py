@@ -30,7 +30,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rivet_core.chunks import ChunkPlan, ChunkWindow
+from rivet_core.chunks import ChunkLayout, ChunkWindow
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, window_query
 from rivet_core.destination import Destination
 from rivet_core.format import PartRotator, StagedPart, file_extension
@@ -44,7 +44,7 @@ from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.source import open_source
 from rivet_core.source.query import dialect_for
 from rivet_core.state import StateStore
-from rivet_core.unit.resolve import UnitPlan
+from rivet_core.unit.resolve import ResolvedUnit
 
 _ROTATED = re.compile(r"_p\d+(?=\.[A-Za-z0-9]+$)")
 
@@ -93,8 +93,8 @@ class WindowResult:
 class WindowContext:
     """What every window of one run shares (read-only across workers)."""
 
-    plan: UnitPlan
-    chunk_plan: ChunkPlan
+    plan: ResolvedUnit
+    chunk_plan: ChunkLayout
     schema: pa.Schema
     dest: Destination
     staging_dir: Path

@@ -62,7 +62,7 @@ from rivet_core.redact import redact_secrets
 from rivet_core.reporting.notify import RunNotice, send_notifications
 from rivet_core.reporting.report import write_run_report
 from rivet_core.state import StateStore
-from rivet_core.unit.resolve import UnitPlan
+from rivet_core.unit.resolve import ResolvedUnit
 
 log = logging.getLogger("rivet.finalize")
 
@@ -91,7 +91,7 @@ def resolve_status(summary: RunSummary, error: BaseException | None) -> None:
     summary.exit_code = exit_code_for(error)  # the one table (errors.py); S3 unreachable → 2
 
 
-def manifest_strategy(plan: UnitPlan, summary: RunSummary) -> str:
+def manifest_strategy(plan: ResolvedUnit, summary: RunSummary) -> str:
     """Rivet's `source.extraction.strategy` label: full | incremental | chunked | keyset |
     timewindow (a chunked run paging a keyset sets `summary.extraction_strategy`)."""
     if summary.extraction_strategy:
@@ -101,7 +101,7 @@ def manifest_strategy(plan: UnitPlan, summary: RunSummary) -> str:
     return normalize_strategy(plan.strategy)
 
 
-def row_hash_contract(plan: UnitPlan) -> dict[str, Any] | None:
+def row_hash_contract(plan: ResolvedUnit) -> dict[str, Any] | None:
     """The manifest's `row_hash`: what `_rivet_row_hash` covers when `meta_columns.row_hash`
     is on — the column, the coverage as configured (true = every data column, or the list)
     and the rendering's identity (format/meta_columns.py)."""
@@ -113,7 +113,7 @@ def row_hash_contract(plan: UnitPlan) -> dict[str, Any] | None:
             "render": ROW_HASH_CONTRACT}
 
 
-def build_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Manifest:
+def build_manifest(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> Manifest:
     export = plan.export
     schema_name, table_name = plan.table_hint or (None, export.name)
     extraction: dict[str, Any] = {"strategy": manifest_strategy(plan, summary),
@@ -143,7 +143,7 @@ def build_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Ma
     )
 
 
-def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination, supersede: bool = False) -> None:
+def _write_manifest(plan: ResolvedUnit, summary: RunSummary, dest: Destination, supersede: bool = False) -> None:
     if not dest.supports_manifest:
         return
     if summary.status == "skipped" and not summary.manifest_parts:
@@ -170,7 +170,7 @@ def _write_manifest(plan: UnitPlan, summary: RunSummary, dest: Destination, supe
             dest.write_bytes(serialize_manifest(manifest), run_manifest_key(summary.run_id))
 
 
-def _commit_table(plan: UnitPlan, summary: RunSummary, dest: Destination) -> None:
+def _commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> None:
     """The table commit of a `table_format:` export (rivet_core/tableformat/commit.py): after
     every part is recorded, before the manifest. A failure fails the run (no manifest, no
     cursor); a skipped or failed run commits nothing."""
@@ -194,7 +194,7 @@ def _commit_table(plan: UnitPlan, summary: RunSummary, dest: Destination) -> Non
     fault_point("after_table_commit")
 
 
-def _previous_manifest(plan: UnitPlan, dest: Destination) -> Manifest | None:
+def _previous_manifest(plan: ResolvedUnit, dest: Destination) -> Manifest | None:
     """For a window unit (a time partition) or a chunk-task finalize, the manifest this run
     is about to replace."""
     found = None  # an unreadable old manifest supersedes nothing
@@ -243,7 +243,7 @@ def _commit_cursor(summary: RunSummary, state: StateStore) -> None:
         summary.add_warning("cursor not advanced; the next run re-exports from the previous cursor")
 
 
-def _validate(plan: UnitPlan, summary: RunSummary, dest: Destination) -> None:
+def _validate(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> None:
     if not dest.supports_manifest or not summary.manifest_written:
         return
     verdict = None
@@ -259,7 +259,7 @@ def _validate(plan: UnitPlan, summary: RunSummary, dest: Destination) -> None:
         summary.exit_code = DataIntegrityError.exit_code
 
 
-def metric_row(plan: UnitPlan, summary: RunSummary) -> dict[str, Any]:
+def metric_row(plan: ResolvedUnit, summary: RunSummary) -> dict[str, Any]:
     return dict(
         export_name=summary.export_name, run_id=summary.run_id,
         run_at=summary.started_at.isoformat(), duration_ms=summary.duration_ms,
@@ -279,7 +279,7 @@ def metric_row(plan: UnitPlan, summary: RunSummary) -> dict[str, Any]:
 
 
 def finalize_run(
-    plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination, *,
+    plan: ResolvedUnit, summary: RunSummary, state: StateStore, dest: Destination, *,
     error: BaseException | None, validate: bool, notifications: Any, report_root: Path,
     supersede_previous: bool = False, defer_transient_notice: bool = False, sweep_orphans: bool = False,
 ) -> RunSummary:
@@ -314,7 +314,7 @@ def finalize_run(
 __all__ = ["finalize_run", "build_manifest", "metric_row", "resolve_status"]
 
 
-def record_outcome(plan: UnitPlan, summary: RunSummary, state: StateStore, report_root: Path) -> None:
+def record_outcome(plan: ResolvedUnit, summary: RunSummary, state: StateStore, report_root: Path) -> None:
     """The advisory tail every finalize path shares (a run's and a repair's): the journal's
     terminal RunCompleted (it carries the final status, a manifest gap included, and follows
     ValidationResult), the journal and the run ledger, the metrics row (I4: after the

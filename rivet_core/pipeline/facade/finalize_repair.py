@@ -49,7 +49,7 @@ from rivet_core.pipeline.facade.finalize import _validate, record_outcome, resol
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
 from rivet_core.state import StateStore
-from rivet_core.unit.resolve import UnitPlan
+from rivet_core.unit.resolve import ResolvedUnit
 
 log = logging.getLogger("rivet.finalize")
 
@@ -106,7 +106,7 @@ def repair_problems(previous: Manifest, summary: RunSummary, windows: list[Repai
 
 
 def finalize_repair(
-    plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination, *,
+    plan: ResolvedUnit, summary: RunSummary, state: StateStore, dest: Destination, *,
     previous: Manifest, chunk_run_id: str, windows: list[RepairedWindow], error: BaseException | None,
     report_root: Path, validate: bool = False,
 ) -> RunSummary:

@@ -22,14 +22,14 @@ from rivet_core.pipeline.facade.commit import PartKind, record_part, write_part_
 from rivet_core.pipeline.part_names import free_stem, part_names, part_stem
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.state import StateStore
-from rivet_core.unit.resolve import UnitPlan
+from rivet_core.unit.resolve import ResolvedUnit
 
 
 def _part_keys(dest: Destination, stem: str, ext: str, n: int) -> list[str]:
     return [data_key(name) for name in part_names(free_stem(dest, stem, ext, n), ext, n)]
 
 
-def publish_staged(plan: UnitPlan, summary: RunSummary, state: StateStore, dest: Destination,
+def publish_staged(plan: ResolvedUnit, summary: RunSummary, state: StateStore, dest: Destination,
                    staged: StagedExtract) -> None:
     """Write and record every staged part (see module docstring)."""
     if summary.schema_gate is None:

@@ -7,9 +7,10 @@ defaulting to the URL's database (`COALESCE(%s, DATABASE())`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rivet_core.source.dialect import (
+    CatalogSession,
     IndexAccess,
     RawResult,
     TableKeys,
@@ -20,9 +21,6 @@ from rivet_core.source.dialect import (
     positive_int,
 )
 from rivet_core.source.query import quote_ident_mysql
-
-if TYPE_CHECKING:
-    from rivet_core.source.base import SourceSession
 
 _WHERE = "TABLE_SCHEMA = COALESCE(%s, DATABASE()) AND TABLE_NAME = %s"
 
@@ -58,7 +56,7 @@ class MySQLDialect:
 
     # --- catalog --------------------------------------------------------------------------
 
-    def table_keys(self, session: SourceSession, schema: str | None, name: str) -> TableKeys:
+    def table_keys(self, session: CatalogSession, schema: str | None, name: str) -> TableKeys:
         columns = catalog_rows(session, (
             f"SELECT COLUMN_NAME, IS_NULLABLE FROM information_schema.COLUMNS WHERE {_WHERE} "
             "ORDER BY ORDINAL_POSITION"), [schema, name]) or []
@@ -80,7 +78,7 @@ class MySQLDialect:
             primary_key=primary, unique=unique, case_insensitive=True,
         )
 
-    def table_stats(self, session: SourceSession, schema: str | None, name: str, *,
+    def table_stats(self, session: CatalogSession, schema: str | None, name: str, *,
                     exact_names: bool) -> TableStats:
         stats = catalog_rows(session, (
             f"SELECT TABLE_ROWS, AVG_ROW_LENGTH FROM information_schema.TABLES WHERE {_WHERE}"),
@@ -89,17 +87,17 @@ class MySQLDialect:
         estimate = positive(rows)
         return TableStats(row_estimate=int(estimate) if estimate else None, avg_row_bytes=positive(avg))
 
-    def table_exists(self, session: SourceSession, schema: str | None, name: str) -> bool:
+    def table_exists(self, session: CatalogSession, schema: str | None, name: str) -> bool:
         return bool(catalog_rows(session, f"SELECT 1 FROM information_schema.TABLES WHERE {_WHERE}",
                                  [schema, name]))
 
-    def list_tables(self, session: SourceSession, schema: str | None) -> list[str]:
+    def list_tables(self, session: CatalogSession, schema: str | None) -> list[str]:
         rows = catalog_rows(session, "SELECT TABLE_NAME FROM information_schema.TABLES WHERE "
                             "TABLE_SCHEMA = COALESCE(%s, DATABASE()) AND TABLE_TYPE = 'BASE TABLE' "
                             "ORDER BY 1", [schema])
         return [str(r[0]) for r in rows or []]
 
-    def list_indexes(self, session: SourceSession, schema: str | None,
+    def list_indexes(self, session: CatalogSession, schema: str | None,
                      name: str) -> list[tuple[str, tuple[str, ...], bool]]:
         rows = catalog_rows(session, (
             "SELECT INDEX_NAME, COLUMN_NAME, NON_UNIQUE FROM information_schema.STATISTICS "
@@ -111,13 +109,13 @@ class MySQLDialect:
 
     # --- EXPLAIN --------------------------------------------------------------------------
 
-    def explain_rows(self, session: SourceSession, sql: str) -> int | None:
+    def explain_rows(self, session: CatalogSession, sql: str) -> int | None:
         result = session.catalog_query(f"EXPLAIN {sql}", tolerate=True)
         if not result or len(result[1]) != 1 or "rows" not in result[0]:
             return None  # joins / subqueries: the per-table rows do not add up to a result size
         return positive_int(result[1][0][result[0].index("rows")])
 
-    def index_access(self, session: SourceSession, sql: str, value: Any) -> IndexAccess:
+    def index_access(self, session: CatalogSession, sql: str, value: Any) -> IndexAccess:
         """`possible_keys` (indexes usable for the predicate) does not depend on the
         optimizer's cost choice, so a small table answers like a big one."""
         result = session.catalog_query(f"EXPLAIN {sql}", [value], tolerate=True)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rivet_core.source.dialect import (
+    CatalogSession,
     IndexAccess,
     RawResult,
     TableKeys,
@@ -22,9 +23,6 @@ from rivet_core.source.dialect import (
     positive_int,
 )
 from rivet_core.source.query import quote_ident_pg
-
-if TYPE_CHECKING:
-    from rivet_core.source.base import SourceSession
 
 #: Types without a default btree ordering: dense tie-breakers compare them as text.
 _UNORDERED = {"json", "xml", "point", "line", "lseg", "box", "path", "polygon", "circle"}
@@ -70,7 +68,7 @@ class PostgresDialect:
 
     # --- catalog --------------------------------------------------------------------------
 
-    def table_keys(self, session: SourceSession, schema: str | None, name: str) -> TableKeys:
+    def table_keys(self, session: CatalogSession, schema: str | None, name: str) -> TableKeys:
         regclass = _regclass(schema, name, exact_names=False)
         columns = catalog_rows(session, (
             "SELECT a.attname::text, a.attnotnull FROM pg_catalog.pg_attribute a "
@@ -94,7 +92,7 @@ class PostgresDialect:
         return TableKeys(columns=[c for c, _ in columns], not_null={c for c, nn in columns if nn},
                          primary_key=tuple(c for (c,) in pk_rows), unique=unique)
 
-    def table_stats(self, session: SourceSession, schema: str | None, name: str, *,
+    def table_stats(self, session: CatalogSession, schema: str | None, name: str, *,
                     exact_names: bool) -> TableStats:
         stats = catalog_rows(session, (
             "SELECT c.reltuples::float8, pg_relation_size(c.oid)::float8 FROM pg_catalog.pg_class c "
@@ -104,19 +102,19 @@ class PostgresDialect:
         avg = (size / estimate) if estimate and positive(size) else None
         return TableStats(row_estimate=int(estimate) if estimate else None, avg_row_bytes=avg)
 
-    def table_exists(self, session: SourceSession, schema: str | None, name: str) -> bool:
+    def table_exists(self, session: CatalogSession, schema: str | None, name: str) -> bool:
         rows = catalog_rows(session, "SELECT to_regclass(%s) IS NOT NULL",
                             [_regclass(schema, name, exact_names=True)])
         return bool(rows and rows[0][0])
 
-    def list_tables(self, session: SourceSession, schema: str | None) -> list[str]:
+    def list_tables(self, session: CatalogSession, schema: str | None) -> list[str]:
         rows = catalog_rows(session, "SELECT c.relname::text FROM pg_catalog.pg_class c JOIN "
                             "pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE "
                             "c.relkind IN ('r', 'p') AND NOT c.relispartition AND n.nspname = %s "
                             "ORDER BY 1", [schema or "public"])
         return [str(r[0]) for r in rows or []]
 
-    def list_indexes(self, session: SourceSession, schema: str | None,
+    def list_indexes(self, session: CatalogSession, schema: str | None,
                      name: str) -> list[tuple[str, tuple[str, ...], bool]]:
         rows = catalog_rows(session, (
             "SELECT ic.relname::text, a.attname::text, i.indisunique, k.n FROM pg_catalog.pg_index i "
@@ -132,7 +130,7 @@ class PostgresDialect:
 
     # --- EXPLAIN --------------------------------------------------------------------------
 
-    def explain_rows(self, session: SourceSession, sql: str) -> int | None:
+    def explain_rows(self, session: CatalogSession, sql: str) -> int | None:
         rows = catalog_rows(session, f"EXPLAIN (FORMAT JSON) {sql}", tolerate=True)
         if not rows:
             return None
@@ -140,7 +138,7 @@ class PostgresDialect:
         doc = json.loads(doc) if isinstance(doc, str) else doc
         return positive_int(doc[0]["Plan"].get("Plan Rows"))
 
-    def index_access(self, session: SourceSession, sql: str, value: Any) -> IndexAccess:
+    def index_access(self, session: CatalogSession, sql: str, value: Any) -> IndexAccess:
         """With `enable_seqscan = off` for the EXPLAIN (restored afterwards), a Seq Scan in
         the plan means no usable index exists, whatever the table's size."""
         catalog_rows(session, "SET LOCAL enable_seqscan = off")

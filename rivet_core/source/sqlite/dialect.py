@@ -6,10 +6,12 @@ only from `sqlite_stat1` (it exists after ANALYZE), and there is no planner row 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rivet_core.source.dialect import (
+    CatalogSession,
     IndexAccess,
     RawResult,
     TableKeys,
@@ -20,8 +22,12 @@ from rivet_core.source.dialect import (
 )
 from rivet_core.source.query import quote_ident_pg
 
-if TYPE_CHECKING:
-    from rivet_core.source.base import SourceSession
+_PLACEHOLDER = re.compile(r"%%|%s")
+
+
+def translate_placeholders(sql: str, replacement: str = "?") -> str:
+    """`%s` → `?` (or another token) and `%%` → `%`, the psycopg/PyMySQL escaping rule."""
+    return _PLACEHOLDER.sub(lambda m: "%" if m.group(0) == "%%" else replacement, sql)
 
 
 def _literal(text: str) -> str:
@@ -58,8 +64,6 @@ class SQLiteDialect:
 
     def raw_fetch(self, connection: Any, sql: str, params: Sequence[Any],
                   tolerate: bool) -> RawResult:
-        from rivet_core.source.sqlite.session import translate_placeholders
-
         cursor = connection.execute(translate_placeholders(sql), list(params)) if params else connection.execute(sql)
         try:
             return fetch_all(cursor)
@@ -68,7 +72,7 @@ class SQLiteDialect:
 
     # --- catalog --------------------------------------------------------------------------
 
-    def table_keys(self, session: SourceSession, schema: str | None, name: str) -> TableKeys:
+    def table_keys(self, session: CatalogSession, schema: str | None, name: str) -> TableKeys:
         quoted = _literal(name)
         columns = catalog_rows(session, (
             f"SELECT name, \"notnull\", pk FROM pragma_table_info({quoted}) ORDER BY cid")) or []
@@ -85,7 +89,7 @@ class SQLiteDialect:
         return TableKeys(columns=[str(c) for c, _, _ in columns], not_null=not_null,
                          primary_key=pk, unique=unique)
 
-    def table_stats(self, session: SourceSession, schema: str | None, name: str, *,
+    def table_stats(self, session: CatalogSession, schema: str | None, name: str, *,
                     exact_names: bool) -> TableStats:
         rows = catalog_rows(session, "SELECT stat FROM sqlite_master m JOIN sqlite_stat1 s "
                             "ON s.tbl = m.name WHERE m.type = 'table' AND m.name = %s AND s.idx IS NULL",
@@ -93,16 +97,16 @@ class SQLiteDialect:
         stats = [str(r[0]).split()[0] for r in rows or [] if r[0]]
         return TableStats(row_estimate=positive_int(stats[0]) if stats else None, avg_row_bytes=None)
 
-    def table_exists(self, session: SourceSession, schema: str | None, name: str) -> bool:
+    def table_exists(self, session: CatalogSession, schema: str | None, name: str) -> bool:
         return bool(catalog_rows(session, "SELECT 1 FROM sqlite_master WHERE type IN ('table', 'view') "
                                  "AND name = %s", [name]))
 
-    def list_tables(self, session: SourceSession, schema: str | None) -> list[str]:
+    def list_tables(self, session: CatalogSession, schema: str | None) -> list[str]:
         rows = catalog_rows(session, "SELECT name FROM sqlite_master WHERE type = 'table' AND "
                             r"name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY 1")
         return [str(r[0]) for r in rows or []]
 
-    def list_indexes(self, session: SourceSession, schema: str | None,
+    def list_indexes(self, session: CatalogSession, schema: str | None,
                      name: str) -> list[tuple[str, tuple[str, ...], bool]]:
         found: dict[str, tuple[list[str], bool]] = {}
         for index, unique in catalog_rows(session, "SELECT name, \"unique\" FROM pragma_index_list(%s)",
@@ -118,10 +122,10 @@ class SQLiteDialect:
 
     # --- EXPLAIN --------------------------------------------------------------------------
 
-    def explain_rows(self, session: SourceSession, sql: str) -> int | None:
+    def explain_rows(self, session: CatalogSession, sql: str) -> int | None:
         return None  # SQLite's planner gives no row estimate
 
-    def index_access(self, session: SourceSession, sql: str, value: Any) -> IndexAccess:
+    def index_access(self, session: CatalogSession, sql: str, value: Any) -> IndexAccess:
         """`EXPLAIN QUERY PLAN` says `SEARCH … USING … INDEX`/`PRIMARY KEY` or `SCAN`."""
         rows = catalog_rows(session, f"EXPLAIN QUERY PLAN {sql}", [value], tolerate=True)
         if not rows:

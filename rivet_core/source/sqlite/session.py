@@ -36,7 +36,7 @@ from rivet_core.errors import ConfigError, SourceError
 from rivet_core.source.base import SourceColumn, SourceSession, wrap_driver_error
 from rivet_core.source.batching import Converter, make_converter, value_coercer
 from rivet_core.source.query import quote_ident_pg
-from rivet_core.source.sqlite.dialect import DIALECT
+from rivet_core.source.sqlite.dialect import DIALECT, translate_placeholders
 from rivet_core.source.sqlite.types import (
     FLOAT_EXACT_INT,
     SQLiteMapping,
@@ -47,7 +47,6 @@ from rivet_core.source.sqlite.types import (
 
 _INFER_SAMPLE_ROWS = 1_000
 _ISO_T = re.compile(r"^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)$")
-_PLACEHOLDER = re.compile(r"%%|%s")
 _COERCE_FAILURES = (TypeError, ValueError, ArithmeticError, UnicodeDecodeError, SourceError)
 
 
@@ -62,11 +61,6 @@ def sqlite_path(url: str) -> str:
     if not path:
         raise ConfigError(f"SQLite URL '{url}' names no database file")
     return path
-
-
-def translate_placeholders(sql: str, replacement: str = "?") -> str:
-    """`%s` → `?` (or another token) and `%%` → `%`, the psycopg/PyMySQL escaping rule."""
-    return _PLACEHOLDER.sub(lambda m: "%" if m.group(0) == "%%" else replacement, sql)
 
 
 def _bind_value(value: Any) -> Any:
