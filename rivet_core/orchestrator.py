@@ -79,4 +79,16 @@ def accepts_legacy_run_id(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-__all__ = ["RUN_ID_KEY", "accepts_legacy_run_id", "display_name", "legacy_run_id", "legacy_run_id_name"]
+def legacy_run_id_attribute(obj: Any, name: str) -> Any:
+    """A `__getattr__` body: `obj.<name>_run_id`, the attribute's spelling before
+    `orchestrator_run_id`, reads `obj.orchestrator_run_id` with a DeprecationWarning; any other
+    missing attribute is an AttributeError as usual."""
+    if legacy_run_id_name(name) is None:
+        raise AttributeError(f"{type(obj).__name__!r} object has no attribute {name!r}")
+    warnings.warn(f"{type(obj).__name__}.{name} is deprecated — read {RUN_ID_KEY} (and orchestrator)",
+                  DeprecationWarning, stacklevel=3)
+    return obj.orchestrator_run_id
+
+
+__all__ = ["RUN_ID_KEY", "accepts_legacy_run_id", "display_name", "legacy_run_id", "legacy_run_id_attribute",
+           "legacy_run_id_name"]

@@ -52,7 +52,13 @@ from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.assets import describe, drift_result
 from rivet_dagster.chunk_words import dagster_chunk_problem, dagster_words
 from rivet_dagster.io_manager import PendingChunks, PendingManifest, chunk_failure
-from rivet_dagster.naming import asset_key, derived_name, manifest_asset_key, pool_name
+from rivet_dagster.naming import (
+    ORCHESTRATOR,
+    asset_key,
+    derived_name,
+    manifest_asset_key,
+    pool_name,
+)
 from rivet_dagster.partitions import chunk_partitions
 from rivet_dagster.store_clients import required_keys, with_store_clients
 
@@ -141,7 +147,8 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         exp = cfg.export(export_name)
         keys = list(context.partition_keys)
         what = f"chunk partition(s) {', '.join(keys)}"
-        run = api.ChunkWindowRun(cfg, exp, keys, run_label=context.run.run_id, words=dagster_words)
+        run = api.ChunkWindowRun(cfg, exp, keys, run_label=context.run.run_id, words=dagster_words,
+                                  orchestrator=ORCHESTRATOR)
         # Progress lines in the event log (rows, size, rate; no ETA: a partition is a slice).
         run.options.progress = progress = api.callback_tracker(cfg, exp, context.log.info, estimate=False)
         try:
@@ -186,7 +193,7 @@ def build_manifest_asset(config: api.RivetConfig, export: api.ExportConfig) -> d
     def _manifest(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
         run = api.ChunkFinalizeRun(cfg, cfg.export(export_name), run_label=context.run.run_id,
-                                    words=dagster_words)
+                                    words=dagster_words, orchestrator=ORCHESTRATOR)
         try:
             chunk_run = run.prepare()
         except Exception as exc:

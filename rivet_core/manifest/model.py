@@ -23,7 +23,12 @@ from typing import TYPE_CHECKING, Any
 import xxhash
 
 from rivet_core.errors import DataIntegrityError
-from rivet_core.orchestrator import RUN_ID_KEY, display_name, legacy_run_id_name
+from rivet_core.orchestrator import (
+    RUN_ID_KEY,
+    display_name,
+    legacy_run_id_attribute,
+    legacy_run_id_name,
+)
 
 if TYPE_CHECKING:  # annotations only: `rivet validate` reads manifests without pyarrow
     import pyarrow as pa
@@ -137,6 +142,10 @@ class Manifest:
     #: `table_format:` exports: the table commit this manifest publishes
     #: ({format, uri, version, operation, files, rows}; rivet_core/tableformat/commit.py).
     table: Mapping[str, Any] | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        """`manifest.<name>_run_id` (before `orchestrator_run_id`) still reads, deprecated."""
+        return legacy_run_id_attribute(self, name)
 
     def __post_init__(self) -> None:
         # Accept plain dicts/lists from builders; store typed, immutable values.

@@ -315,7 +315,8 @@ class ChunkTaskRun(ChunkedRun):
     """What planning, a window batch and the finalize share: planning without downgrade,
     and finding or opening the in-progress chunk run (module docstring).
 
-    `run_label` names the orchestrator's run (recorded with the run; a batch's worker).
+    `run_label` names the orchestrator's run (recorded with the run; a batch's worker), and
+    `orchestrator` the orchestrator (its display name in a lock refusal, rivet_core/orchestrator.py).
     `words` words the refusals for the orchestrator's users (`Wording`).
 
     Many workers export windows of one export at once by design, so they hold the export
@@ -325,12 +326,14 @@ class ChunkTaskRun(ChunkedRun):
     lock_mode = "shared"
 
     def __init__(self, config: RivetConfig, export: ExportConfig, *, run_label: str | None = None,
-                 state=None, notifications="config", words: Wording | None = None) -> None:  # noqa: ANN001
+                 state=None, notifications="config", words: Wording | None = None,  # noqa: ANN001
+                 orchestrator: str | None = None) -> None:
         problem = chunk_task_problem(export, words)
         if problem:
             raise ConfigError(problem)
         super().__init__(config, checkpointed_export(export),
-                         RunOptions(orchestrator_run_id=run_label, internal_retries=False, ledger=False),
+                         RunOptions(orchestrator_run_id=run_label, orchestrator=orchestrator,
+                                    internal_retries=False, ledger=False),
                          state=state, notifications=notifications)
         self.words = words
         self.chunk_run: ChunkRunRow | None = None
@@ -654,8 +657,10 @@ class ChunkWindowRun(ChunkTaskRun):
     """
 
     def __init__(self, config: RivetConfig, export: ExportConfig, window_keys: Sequence[str], *,
-                 run_label: str, state=None, words: Wording | None = None) -> None:  # noqa: ANN001
-        super().__init__(config, export, run_label=run_label, state=state, notifications=None, words=words)
+                 run_label: str, state=None, words: Wording | None = None,  # noqa: ANN001
+                 orchestrator: str | None = None) -> None:
+        super().__init__(config, export, run_label=run_label, state=state, notifications=None, words=words,
+                         orchestrator=orchestrator)
         self.window_keys = list(window_keys)
         self.worker = run_label
         self.claimed: list[_Claimed] = []
@@ -780,8 +785,10 @@ class ChunkFinalizeRun(ChunkTaskRun):
     supersedes_previous = True
 
     def __init__(self, config: RivetConfig, export: ExportConfig, *, run_label: str | None = None,
-                 state=None, notifications="config", words: Wording | None = None) -> None:  # noqa: ANN001
-        super().__init__(config, export, run_label=run_label, state=state, notifications=notifications, words=words)
+                 state=None, notifications="config", words: Wording | None = None,  # noqa: ANN001
+                 orchestrator: str | None = None) -> None:
+        super().__init__(config, export, run_label=run_label, state=state, notifications=notifications, words=words,
+                         orchestrator=orchestrator)
         self.windows_total = 0
 
     def prepare(self) -> ChunkRunRow:

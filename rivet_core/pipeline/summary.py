@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from rivet_core.errors import InvariantViolation
+from rivet_core.orchestrator import legacy_run_id_attribute
 from rivet_core.pipeline.journal import RunJournal
 
 log = logging.getLogger("rivet.run")
@@ -110,6 +111,11 @@ class RunSummary:
     repair_of: str | None = None
     warnings: list[str] = field(default_factory=list)
     journal: RunJournal = field(init=False)
+
+
+    def __getattr__(self, name: str) -> Any:
+        """`summary.<name>_run_id` (before `orchestrator_run_id`) still reads, deprecated."""
+        return legacy_run_id_attribute(self, name)
 
     def __post_init__(self) -> None:
         self.journal = RunJournal(self.run_id, self.export_name)

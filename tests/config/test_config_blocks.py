@@ -105,6 +105,10 @@ def test_the_old_run_id_keyword_still_runs_an_export_and_lands_in_the_neutral_fi
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_bytes())
     assert (manifest["orchestrator"], manifest["orchestrator_run_id"]) == ("Dagster", "dg-42")
     assert "dagster_run_id" not in manifest
+    with pytest.warns(DeprecationWarning, match="RunSummary.dagster_run_id is deprecated"):
+        assert summary.dagster_run_id == "dg-42"  # the old attribute still reads
+    with pytest.raises(AttributeError):
+        summary.no_such_field  # noqa: B018
     with pytest.warns(DeprecationWarning):
         options = api.RunOptions(dagster_run_id="dg-43")
     assert (options.orchestrator, options.orchestrator_run_id) == ("Dagster", "dg-43")
