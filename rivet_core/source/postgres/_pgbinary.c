@@ -53,6 +53,7 @@ typedef void (*freemem_fn)(void *ptr);
 #define KIND_BYTES 'y'     /* bytea */
 #define KIND_JSONB 'j'     /* jsonb: a version byte (1) then the text */
 #define KIND_UUID 'u'      /* 16 bytes */
+#define KIND_UUID_TEXT 'U' /* 16 bytes → the 36-character text form (a `columns:` string override) */
 #define KIND_NUMERIC 'n'   /* → decimal128(precision, scale) */
 
 /* ValueError("value", column, code) codes. */
@@ -165,7 +166,7 @@ static int wire_width(char kind) {
     case KIND_INT2: return 2;
     case KIND_INT4: case KIND_FLOAT4: case KIND_DATE: return 4;
     case KIND_INT8: case KIND_FLOAT8: case KIND_TIME: case KIND_TIMESTAMP: return 8;
-    case KIND_UUID: return 16;
+    case KIND_UUID: case KIND_UUID_TEXT: return 16;
     default: return -1;
     }
 }
@@ -279,7 +280,7 @@ static PyObject *decode(PyObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "decode: numeric needs 1 <= precision <= 38, 0 <= scale");
             goto done;
         }
-        if (!strchr("bhilfdDTSsyjun", cols[c].kind)) {
+        if (!strchr("bhilfdDTSsyjunU", cols[c].kind)) {
             PyErr_Format(PyExc_ValueError, "decode: unknown column kind %c", cols[c].kind);
             goto done;
         }
@@ -350,7 +351,8 @@ static PyObject *decode(PyObject *self, PyObject *args) {
                     continue;
                 }
                 if (fixed_width(cols[c].kind) < 0)
-                    cols[c].var_bytes += (cols[c].kind == KIND_JSONB) ? len - 1 : len;
+                    cols[c].var_bytes += (cols[c].kind == KIND_JSONB) ? len - 1
+                                         : (cols[c].kind == KIND_UUID_TEXT) ? 36 : len;
                 p += len;
             }
         }
@@ -457,6 +459,20 @@ static PyObject *decode(PyObject *self, PyObject *args) {
             case KIND_UUID:
                 memcpy(col->vals + r * 16, v, 16);
                 break;
+            case KIND_UUID_TEXT: { /* PostgreSQL's own text form: lower-case 8-4-4-4-12 */
+                static const char hex[] = "0123456789abcdef";
+                unsigned char *out = col->vdata + col->vpos;
+                for (int i = 0, o = 0; i < 16; i++) {
+                    if (i == 4 || i == 6 || i == 8 || i == 10)
+                        out[o++] = '-';
+                    out[o++] = (unsigned char)hex[v[i] >> 4];
+                    out[o++] = (unsigned char)hex[v[i] & 15];
+                }
+                col->vpos += 36;
+                int32_t end = (int32_t)col->vpos;
+                memcpy(col->vals + (r + 1) * 4, &end, 4);
+                break;
+            }
             case KIND_NUMERIC: {
                 int protocol = 0;
                 int rc = numeric_to_decimal(v, len, col->precision, col->scale, col->vals + r * 16, &protocol);

@@ -20,7 +20,8 @@ Semantics are those of the row path and of `adbc`:
 - Types: a column is eligible when its type (domains resolved) maps exactly onto the Arrow
   type `describe()` chose (`ineligible_reason`; also used by `adbc`): bool, int2/4/8,
   float4/8, date, time, timestamp[tz], text/varchar/bpchar/name, enum (sent as its label's
-  text), bytea, json/jsonb, uuid and
+  text), bytea, json/jsonb, uuid (also into a string, by a `columns:` override: the decoder
+  writes PostgreSQL's own text form, `_binary_ineligible` — a Delta table has no uuid) and
   numeric(p ≤ 38, s ≥ 0) → decimal128 computed exactly from the base-10000 digits. Values the
   other paths refuse are refused here with the same messages: dates and timestamps outside
   0001-01-01 .. 9999-12-31 (±infinity), `24:00:00`, numeric NaN/±Infinity, a numeric that
@@ -190,6 +191,19 @@ def _usable_on(conn: psycopg.Connection[Any]) -> str | None:
     return None
 
 
+def _uuid_as_text(field: pa.Field, info: PgTypeInfo) -> bool:
+    """A uuid column read into a string (a `columns:` override, e.g. for a Delta table, which
+    has no uuid type): the decoder writes PostgreSQL's own text form, as the row path would."""
+    return base_typname(info) == "uuid" and field.type == pa.string()
+
+
+def _binary_ineligible(field: pa.Field, live: SourceColumn, info: PgTypeInfo) -> str | None:
+    """`ineligible_reason`, plus the one override only this decoder can honour exactly."""
+    if _uuid_as_text(field, info):
+        return None
+    return ineligible_reason(field, live, info)
+
+
 def plan_binary(session: PgReadSession, probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
     """(use the binary path?, why) from the query's probed columns."""
     why = _usable_on(session.connection)
@@ -198,7 +212,7 @@ def plan_binary(session: PgReadSession, probed: Probed, schema: pa.Schema) -> tu
     encoding = session.connection.info.encoding
     if encoding not in ("utf-8", "utf8"):
         return False, f"client encoding is {encoding}, not UTF-8"
-    why = first_ineligible(schema, probed, ineligible_reason)
+    why = first_ineligible(schema, probed, _binary_ineligible)
     if why is not None:
         return False, why
     return True, f"all {len(schema)} column(s) have an exact binary form"
@@ -218,7 +232,8 @@ class _CopyOut:
         self._ptr = conn.pgconn.pgconn_ptr
         self._schema = schema
         self._max_value_mb = max_value_mb
-        self._kinds = "".join(_KINDS[base_typname(info)] for _, info in probed).encode()
+        self._kinds = "".join("U" if _uuid_as_text(field, info) else _KINDS[base_typname(info)]
+                              for field, (_, info) in zip(schema, probed, strict=True)).encode()
         self._precisions = [f.type.precision if pa.types.is_decimal(f.type) else 0 for f in schema]
         self._scales = [f.type.scale if pa.types.is_decimal(f.type) else 0 for f in schema]
         self.state = "open"  # open → ended (COPY data complete) | failed (libpq error)
