@@ -158,12 +158,17 @@ def _rivet_argv(mode: str) -> Callable[[RunCtx], list[str]]:
             "destination": (_s3_destination(ctx) if mode == "s3" else
                             {"type": "local", "path": str(ctx.out / "data")}),
         }
-        if mode in ("full", "s3", "delta"):
+        if mode in ("full", "s3", "delta", "iceberg"):
             export["mode"] = "full"
             if mode == "delta":  # the same parts, committed as a Delta table (docs/adr/0009-table-formats.md)
                 export["table_format"] = "delta"
                 if ctx.table == "orders":  # Delta has no uuid type: the override the gate names
                     export["columns"] = {"ext_id": "text"}
+            if mode == "iceberg":  # the same parts added to an Iceberg table (a SQLite catalog beside the config)
+                export["table_format"] = "iceberg"
+                export["iceberg"] = {"catalog_url": f"sqlite:///{ctx.out / 'cfg' / 'catalog.db'}", "namespace": "bench"}
+                if ctx.table == "orders":  # Iceberg v2 has no JSON type: the override the gate names
+                    export["columns"] = {"payload": "text"}
         else:
             export.update(mode="chunked", chunk_column="id", chunk_count=CHUNK_COUNT,
                           parallel=2 if mode == "par2" else 1)
@@ -221,6 +226,9 @@ METHODS: list[Method] = [
            _rivet_argv("s3"), writes=False, explicit=True),
     Method("rivet_full_delta", "rivet", ("pg", "mysql"),
            "rivet run, mode full, table_format delta, profile fast", _rivet_argv("delta"), explicit=True),
+    Method("rivet_full_iceberg", "rivet", ("pg", "mysql"),
+           "rivet run, mode full, table_format iceberg (SQLite catalog), profile fast", _rivet_argv("iceberg"),
+           explicit=True),
     Method("rivet_chunked_seq", "rivet", ("pg", "mysql"),
            f"rivet run, mode chunked ({CHUNK_COUNT} id windows), parallel 1, profile fast", _rivet_argv("seq")),
     Method("rivet_chunked_par2", "rivet", ("pg", "mysql"),
