@@ -244,6 +244,17 @@ def test_a_catalog_row_whose_metadata_is_gone_fails_the_run_before_its_manifest(
     assert (where["root"] / "manifest.json").read_bytes() == manifest  # nothing published
 
 
+def test_an_unreachable_catalog_fails_the_run_naming_it_without_its_password(tmp_path, pg_url):
+    where = _local(tmp_path)
+    where["iceberg"] = {"catalog_url": "postgresql://cat:hunter2secret@127.0.0.1:1/catalog", "namespace": "lake"}
+    _items(pg_url)
+    _insert(pg_url, range(1, 6))
+    failed = api.run_export(api.load_config(_config(tmp_path, pg_url, where)), "items")
+    assert failed.status == "failed" and "cannot open the Iceberg catalog 'rivet'" in failed.error_message
+    assert "hunter2secret" not in failed.error_message
+    assert not (where["root"] / "manifest.json").exists()  # no commit, no manifest
+
+
 def test_config_refuses_what_an_iceberg_table_cannot_do(tmp_path, pg_url):
     local = {"type": "local", "path": "out"}
     bad = write_config(tmp_path, source_block(pg_url), [
