@@ -68,12 +68,22 @@ def rivet_in_process(*args: str) -> Any:
 def rivet_quick(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """`rivet_in_process` with `env` applied for the call only, shaped like `rivet`'s result.
     For commands that need no process of their own (no crash, no pause, no concurrency):
-    the same command without the ~2 s of CPU a fresh interpreter spends on imports."""
+    the same command without the ~2 s of CPU a fresh interpreter spends on imports.
+
+    Like a process of its own, the call leaves no secret registered with the process-wide
+    redactor (rivet_core/redact.py): a password a command registered must not mask a later
+    command's or test's leak."""
+    from rivet_core import redact
+
+    with redact._lock:
+        registered = set(redact._registered)
     saved = {k: os.environ.get(k) for k in (env or {})}
     os.environ.update(env or {})
     try:
         result = rivet_in_process(*args)
     finally:
+        with redact._lock:
+            redact._registered.intersection_update(registered)
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
