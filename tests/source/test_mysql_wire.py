@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import ssl
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,30 @@ def test_no_module_but_the_adapter_names_pymysql_internals() -> None:
         if _PRIVATE.search(line.replace("self._result", ""))
     ]
     assert offenders == []
+
+
+def test_the_preferred_tls_mode_shares_one_context_and_loads_no_ca_store(
+        mysql_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PyMySQL builds `ssl.create_default_context()` (the system CA store, ~40 ms of CPU) for
+    every connection in the `preferred` mode, only to verify nothing. Our connections share
+    one unverified context instead, and still connect and answer."""
+    from rivet_core.source.mysql.session import mysql_connect as source_connect
+
+    def no_ca_store(*_a: Any, **_k: Any) -> Any:
+        raise AssertionError("a preferred-mode connection built a default context")
+
+    monkeypatch.setattr("ssl.create_default_context", no_ca_store)
+    first, second = source_connect(mysql_url), source_connect(mysql_url)
+    try:
+        assert first.ctx is second.ctx is wire.preferred_tls_context()
+        assert (first.ctx.verify_mode, first.ctx.check_hostname) == (ssl.CERT_NONE, False)
+        with first.cursor() as cur:
+            cur.execute("SELECT 41 + 1")
+            assert cur.fetchone() == (42,)
+    finally:
+        first.close()
+        second.close()
+    # A mode with its own context (rivet_core/source/tls.py) keeps it: PyMySQL uses it as given.
+    monkeypatch.undo()
+    args = {"host": "127.0.0.1", "ssl": ssl.create_default_context(), "defer_connect": True}
+    assert wire.connect(**args).ctx is args["ssl"]

@@ -91,7 +91,7 @@ def mysql_connect(url: str) -> pymysql.connections.Connection[Any]:
     args = mysql_connect_args(url)
     where = f"cannot connect to MySQL at {redact_url(url)}"
     try:
-        conn = pymysql.connect(**args)
+        conn = wire.connect(**args)
     except pymysql.err.MySQLError as exc:
         detail = redact_secrets(str(exc).strip())
         if is_tls_verify_failure(exc):

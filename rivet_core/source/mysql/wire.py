@@ -4,7 +4,8 @@ The binary (`binary.py`) and text (`raw.py`) read paths read row packets straigh
 connection's socket and send prepared-statement commands, which PyMySQL has no public API
 for: they need the buffered socket reader (`_rfile`), the packet sequence counter
 (`_next_seq_id`), `_read_packet`, `_execute_command`, `_force_close` and the read-timeout
-bookkeeping, and the session reads a cursor's column descriptors from `cursor._result`.
+bookkeeping, and the session reads a cursor's column descriptors from `cursor._result`;
+connections override `_create_ssl_ctx` for one shared `preferred`-mode TLS context.
 Those names are not a contract, so they are used here only, and only on a PyMySQL release
 whose minor version the tests have run against (`TESTED`). On any other release, or on a
 connection that lacks one of them, `unsupported_reason` says why and the session reads
@@ -16,6 +17,7 @@ tests/source/test_mysql_frame.py against the new release, then add its minor ver
 
 from __future__ import annotations
 
+import functools
 import ssl
 from typing import Any
 
@@ -49,6 +51,38 @@ def unsupported_reason(conn: Any) -> str | None:
     if getattr(conn, "_rfile", None) is None:
         return "the connection has no socket reader"
     return None
+
+
+@functools.cache
+def preferred_tls_context() -> ssl.SSLContext:
+    """The one context of MySQL's `preferred` TLS mode: encrypt when the server offers TLS,
+    verify nothing (what PyMySQL does with no `ssl` options). Shared by every connection
+    because PyMySQL builds a fresh `ssl.create_default_context()` per connection for this
+    mode, which loads the system CA store only to ignore it (`CERT_NONE`): ~40 ms of CPU per
+    connection on an idle machine."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+class _Connection(pymysql.connections.Connection):  # type: ignore[type-arg]
+    """PyMySQL's connection with one change: its `preferred` mode (PyMySQL calls
+    `_create_ssl_ctx({})` only for that mode) takes `preferred_tls_context()`. Every other
+    mode passes our own context (rivet_core/source/tls.py), which PyMySQL uses as given."""
+
+    def _create_ssl_ctx(self, sslp: Any) -> ssl.SSLContext:
+        if isinstance(sslp, dict) and not sslp:
+            return preferred_tls_context()
+        return super()._create_ssl_ctx(sslp)  # type: ignore[no-any-return]
+
+
+def connect(**args: Any) -> pymysql.connections.Connection[Any]:
+    """`pymysql.connect(**args)`, with the shared `preferred` TLS context on a tested PyMySQL
+    release (`TESTED`: `_create_ssl_ctx` is private); on another release, PyMySQL's own."""
+    if pymysql_version()[:2] in TESTED and hasattr(pymysql.connections.Connection, "_create_ssl_ctx"):
+        return _Connection(**args)
+    return pymysql.connect(**args)
 
 
 def result_of(cursor: Any) -> Any:
