@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from tests.helpers import cursor_of, manifest_ids, rivet, write_config
+from tests.helpers import cursor_of, manifest_ids, write_config
+from tests.helpers import rivet_quick as rivet  # no run here crashes or pauses: in-process
 
 
 def test_keyset_incremental_exports_only_keys_after_the_committed_high_water_key(tmp_path):
