@@ -22,7 +22,9 @@ import pyarrow.parquet as pq
 import pytest
 import xxhash
 
-from tests.helpers import cursor_of, db_exec, rivet, source_block, write_config
+from tests.helpers import cursor_of, db_exec, source_block, write_config
+from tests.helpers import rivet as rivet_process  # the stdout tests read a real process's stream
+from tests.helpers import rivet_quick as rivet  # the other runs neither crash nor pause: in-process
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -292,7 +294,7 @@ def test_a_stdout_csv_export_writes_exactly_the_csv_to_stdout_and_no_manifest(
     config = write_config(tmp_path, source_block(pg_url),
                           [_export("people", {"type": "stdout"}, format="csv")])
     before = set(os.listdir(tmp_path))
-    result = rivet("run", "-c", str(config))
+    result = rivet_process("run", "-c", str(config))
     assert result.returncode == 0, result.stderr
     assert "export people: SUCCESS" in result.stderr  # the summary goes to stderr
     rows = list(csv.reader(io.StringIO(result.stdout)))
@@ -309,13 +311,13 @@ def test_a_stdout_export_is_skipped_by_validate_and_refuses_json_that_would_corr
     db_exec(pg_url, "CREATE TABLE people AS SELECT g AS id FROM generate_series(1, 5) AS g")
     config = write_config(tmp_path, source_block(pg_url),
                           [_export("people", {"type": "stdout"}, format="csv")])
-    checked = rivet("validate", "-c", str(config), "--format", "json")
+    checked = rivet_process("validate", "-c", str(config), "--format", "json")
     assert checked.returncode == 0, checked.stderr
     doc = json.loads(checked.stdout)
     assert doc["exports"] == [] and doc["errors"] == []
     assert doc["warnings"] == [{"export_name": "people", "warning": "stdout destination has no manifest"}]
 
-    refused = rivet("run", "-c", str(config), "--json")
+    refused = rivet_process("run", "-c", str(config), "--json")
     assert refused.returncode == 1 and refused.stdout == ""
     [line] = refused.stderr.splitlines()
     assert line.startswith("Error: --json cannot be used with a stdout destination")
