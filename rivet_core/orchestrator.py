@@ -39,6 +39,18 @@ def legacy_run_id_name(key: str) -> str | None:
     return match.group(1)
 
 
+def legacy_run_id_key(orchestrator: str | None) -> str | None:
+    """The `<name>_run_id` key the manifest and the run report wrote before the neutral
+    names, for `orchestrator` (`Scheduler` → `scheduler_run_id`); None when there is no
+    orchestrator or its name cannot make such a key. Written beside `orchestrator_run_id`
+    for one release (docs/manifest.md) so readers of the JSON files that look for the old
+    key keep working while they move to the neutral one."""
+    if not orchestrator:
+        return None
+    key = f"{orchestrator.lower()}_run_id"
+    return key if legacy_run_id_name(key) is not None else None
+
+
 def display_name(name: str) -> str:
     """How a legacy key's orchestrator name is shown: `scheduler` → `Scheduler`."""
     return name[:1].upper() + name[1:]
@@ -91,4 +103,4 @@ def legacy_run_id_attribute(obj: Any, name: str) -> Any:
 
 
 __all__ = ["RUN_ID_KEY", "accepts_legacy_run_id", "display_name", "legacy_run_id", "legacy_run_id_attribute",
-           "legacy_run_id_name"]
+           "legacy_run_id_key", "legacy_run_id_name"]

@@ -625,6 +625,13 @@ def test_a_manifest_written_before_the_neutral_orchestrator_key_still_loads() ->
     back = parse_manifest(data)
     assert (back.orchestrator, back.orchestrator_run_id) == ("Dagster", "6f1c2d3e-0000-4000-8000-00000000a11d")
     assert back.row_count == 5 and back.parts[0].path == "orders_20260101_120000_123.parquet"
-    rewritten = json.loads(serialize_manifest(back))  # written again: the neutral keys only
+    rewritten = json.loads(serialize_manifest(back))  # written again: the neutral keys ...
     assert rewritten["orchestrator_run_id"] == back.orchestrator_run_id and rewritten["orchestrator"] == "Dagster"
-    assert not [k for k in rewritten if k.endswith("_run_id") and k != "orchestrator_run_id"]
+    # ... and, for one release, the old key with the same id (docs/manifest.md "Deprecated keys")
+    def old_keys(obj: dict[str, Any]) -> list[str]:
+        return [k for k in obj if k.endswith("_run_id") and k not in ("orchestrator_run_id", "run_id")]
+
+    legacy = old_keys(rewritten)
+    assert len(legacy) == 1 and legacy == old_keys(json.loads(data))
+    assert rewritten[legacy[0]] == back.orchestrator_run_id
+    assert parse_manifest(serialize_manifest(back)) == back  # the legacy key does not change what reads back

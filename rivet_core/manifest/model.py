@@ -27,6 +27,7 @@ from rivet_core.orchestrator import (
     RUN_ID_KEY,
     display_name,
     legacy_run_id_attribute,
+    legacy_run_id_key,
     legacy_run_id_name,
 )
 
@@ -218,6 +219,9 @@ def manifest_to_dict(m: Manifest) -> dict[str, Any]:
         ("split_window", None if m.split_window is None else dict(m.split_window)),
         ("orchestrator", m.orchestrator),
         ("orchestrator_run_id", m.orchestrator_run_id),
+        # The old key as well, for one release (docs/manifest.md "Deprecated keys").
+        *([(legacy, m.orchestrator_run_id)]
+          if (legacy := legacy_run_id_key(m.orchestrator)) and m.orchestrator_run_id else []),
         ("table", None if m.table is None else dict(m.table)),
     ])
 

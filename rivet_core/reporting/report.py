@@ -13,6 +13,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rivet_core.orchestrator import legacy_run_id_key
 from rivet_core.redact import redact_secrets
 
 if TYPE_CHECKING:
@@ -68,6 +69,9 @@ def report_dict(summary: RunSummary, plan: ResolvedUnit) -> dict[str, Any]:
         "error_message": summary.error_message,
         "orchestrator": summary.orchestrator,
         "orchestrator_run_id": summary.orchestrator_run_id,
+        # The old key as well, for one release (docs/manifest.md "Deprecated keys").
+        **({legacy: summary.orchestrator_run_id}
+           if (legacy := legacy_run_id_key(summary.orchestrator)) and summary.orchestrator_run_id else {}),
         "partition_key": summary.partition_key,
         "repair_of": summary.repair_of,
         "resumable": False,

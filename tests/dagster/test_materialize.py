@@ -58,6 +58,8 @@ def test_a_full_export_publishes_every_source_row_and_reports_it_in_the_material
     assert m["destination"] == view.uri
     assert m["rivet_run_id"] == manifest["run_id"]
     assert manifest["orchestrator_run_id"] == result.run_id
+    # the deprecated key, still written for one release (docs/manifest.md "Deprecated keys")
+    assert (manifest["orchestrator"], manifest["dagster_run_id"]) == ("Dagster", result.run_id)
     sizes = view.keys()
     assert m["parts"] == len(manifest["parts"]) >= 1
     assert m["bytes"] == sum(sizes[p["path"]] for p in manifest["parts"])
@@ -86,6 +88,7 @@ def test_a_full_export_publishes_every_source_row_and_reports_it_in_the_material
     assert m["run_report"] == Path(m["run_report_path"]).read_text()
     assert f"# Rivet run: `{manifest['run_id']}`" in m["run_report"] and "**SUCCESS**" in m["run_report"]
     assert (report["run_id"], report["orchestrator_run_id"]) == (manifest["run_id"], result.run_id)
+    assert report["dagster_run_id"] == result.run_id
 
 
 def test_an_incremental_export_materialized_twice_publishes_only_the_new_rows_the_second_time(
