@@ -18,7 +18,16 @@ import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 
 from rivet_dagster import build_definitions
-from tests.dagster.support import ROWS, Target, day_where, export_block, id_amounts, meta, orders_config, source_rows
+from tests.dagster.support import (
+    ROWS,
+    Target,
+    day_where,
+    export_block,
+    id_amounts,
+    meta,
+    orders_config,
+    source_rows,
+)
 from tests.helpers import db_exec
 
 
