@@ -33,11 +33,11 @@ import pytest
 from tests.helpers import (
     cursor_of,
     manifest_table,
-    rivet,
     source_block,
     success_manifests,
     write_config,
 )
+from tests.helpers import rivet_quick as rivet  # no run here crashes or pauses: in-process
 
 UTC = dt.UTC
 D = decimal.Decimal
