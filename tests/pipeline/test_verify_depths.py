@@ -32,7 +32,9 @@ from rivet_core.manifest.column_checksums import (
     parquet_sums,
     table_sums,
 )
-from tests.helpers import db_exec, rivet, source_block, state_rows, write_config
+from tests.helpers import db_exec, source_block, state_rows, write_config
+from tests.helpers import rivet as rivet_process  # the crash needs a process of its own
+from tests.helpers import rivet_quick as rivet  # the other runs neither crash nor pause: in-process
 
 ROWS = 240
 
@@ -262,7 +264,7 @@ def test_a_resumed_chunked_run_fingerprints_the_parts_it_keeps(tmp_path: Path, p
     _seed(pg_url)
     config = write_config(tmp_path, source_block(pg_url),
                           [_export(mode="chunked", chunk_column="id", chunk_size=50, chunk_checkpoint=True)])
-    crashed = rivet("run", "-c", str(config), env={"RIVET_TEST_PANIC_AT": "after_chunk_complete:2"})
+    crashed = rivet_process("run", "-c", str(config), env={"RIVET_TEST_PANIC_AT": "after_chunk_complete:2"})
     assert crashed.returncode != 0
     assert state_rows(config, "SELECT COUNT(*) FROM chunk_task WHERE status = 'completed'")[0][0] >= 1
     _run(config, "--resume")
