@@ -17,7 +17,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from rivet_core.state import SCHEMA_VERSION
-from tests.helpers import cursor_of, data_files, pg_exec, rivet, state_rows, write_config
+from tests.helpers import (
+    cursor_of,
+    data_files,
+    pg_exec,
+    rivet,
+    rivet_quick,
+    state_rows,
+    write_config,
+)
 
 EXPECTED_TABLES = {"rivet_schema_version", "export_state", "file_log", "export_metrics", "export_schema",
                    "run_journal", "run_status", "export_progression"}
@@ -172,10 +180,11 @@ def test_state_metrics_and_journal_commands_show_a_real_run(tmp_path, monkeypatc
     [part] = data_files(tmp_path / "out")
     c = str(config)
 
-    show = rivet("state", "show", "-c", c)
-    files = rivet("state", "files", "-c", c, "-e", "items", "--json")
-    metrics = rivet("metrics", "-c", c, "--json")
-    journal = rivet("journal", "-c", c, "-e", "items")
+    # the reads and resets below neither crash nor pause: in-process (tests/helpers.py)
+    show = rivet_quick("state", "show", "-c", c)
+    files = rivet_quick("state", "files", "-c", c, "-e", "items", "--json")
+    metrics = rivet_quick("metrics", "-c", c, "--json")
+    journal = rivet_quick("journal", "-c", c, "-e", "items")
     for proc in (show, files, metrics, journal):
         assert proc.returncode == 0, proc.stderr
 
@@ -194,13 +203,13 @@ def test_state_metrics_and_journal_commands_show_a_real_run(tmp_path, monkeypatc
     assert "FileWritten" in events
     assert f"file_name=data/{part.name}" in journal.stdout
 
-    reset = rivet("state", "reset", "-c", c, "-e", "items")
+    reset = rivet_quick("state", "reset", "-c", c, "-e", "items")
     assert reset.returncode == 0 and reset.stdout.strip() == "State reset for export 'items'"
     assert cursor_of(config, "items") is None
     assert state_rows(config, "SELECT COUNT(*) FROM export_progression") == [(0,)]
     assert state_rows(config, "SELECT COUNT(*) FROM file_log") == [(1,)]  # the ledger is history
 
-    unknown = rivet("state", "reset", "-c", c, "-e", "nope")
+    unknown = rivet_quick("state", "reset", "-c", c, "-e", "nope")
     assert unknown.returncode == 1
     assert "unknown export 'nope'; known exports: items, other" in unknown.stderr
 
@@ -209,7 +218,7 @@ def test_state_metrics_and_journal_commands_show_a_real_run(tmp_path, monkeypatc
 def test_state_commands_on_a_fresh_config_print_only_headers(tmp_path, monkeypatch, command):
     monkeypatch.delenv("RIVET_STATE_URL", raising=False)
     config = _incremental_config(tmp_path)
-    proc = rivet(*command, "-c", str(config))
+    proc = rivet_quick(*command, "-c", str(config))
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.strip().splitlines()) == 1
 
