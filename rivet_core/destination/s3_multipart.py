@@ -32,7 +32,7 @@ import io
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import xxhash
 
@@ -40,8 +40,25 @@ from rivet_core.destination.base import WriteResult
 from rivet_core.destination.checksums import CHUNK_SIZE, Fingerprint, StagedFileError, check_staged
 from rivet_core.destination.errors import destination_error
 
-if TYPE_CHECKING:
-    from rivet_core.destination.s3 import S3Destination
+
+class S3Destination(Protocol):
+    """What an upload needs of the S3 destination that owns it (rivet_core/destination/s3.py
+    `S3Destination`; named structurally so this module does not import the one that imports
+    it): its bucket and prefix, its size settings, its error-wrapping call, its part upload
+    and ETag check, and the boto3 client for an abort."""
+
+    bucket: str
+    prefix: str
+    multipart_threshold: int
+    multipart_chunksize: int
+    _client: Any
+
+    def _call(self, action: str, key: str | None, method: str, **kwargs: Any) -> Any: ...
+
+    def _upload_part(self, key: str, full_key: str, upload_id: str, number: int, body: Any,
+                     digest: bytes) -> dict[str, Any]: ...
+
+    def _check_multipart_etag(self, key: str, resp: dict[str, Any], part_md5s: list[bytes]) -> None: ...
 
 MAX_PARTS = 10_000
 #: Parts before the chunk size doubles, for a streamed file whose final size is unknown:

@@ -32,52 +32,23 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from rivet_core.destination import Destination
 from rivet_core.manifest import ManifestPart, read_manifest
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.tableformat.errors import TableCommitError
-from rivet_core.tableformat.location import TableLocation, table_location
+from rivet_core.tableformat.location import part_filesystem, table_location
+from rivet_core.tableformat.result import TableCommit
 from rivet_core.tableformat.types import delta_arrow_schema, table_type_errors
 from rivet_core.unit.resolve import ResolvedUnit
 
 #: commitInfo keys that mark a commit as made by an export's run (custom_metadata).
 RUN_KEY, EXPORT_KEY = "rivet_run_id", "rivet_export"
-
-
-@dataclass(frozen=True)
-class TableCommit:
-    """What the manifest records about the commit (its `table` block)."""
-
-    format: str
-    uri: str
-    #: Delta: the table version; Iceberg: the current snapshot's sequence number.
-    version: int
-    operation: str
-    #: Files the table's new version holds, and the rows they hold (its add actions).
-    files: int
-    rows: int
-    #: Iceberg: the current snapshot, the catalog's `namespace.table` and name, and the
-    #: metadata file the catalog points at after the commit.
-    snapshot_id: int | None = None
-    name: str | None = None
-    catalog: str | None = None
-    metadata_location: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"format": self.format, "uri": self.uri, "version": self.version,
-                               "operation": self.operation, "files": self.files, "rows": self.rows}
-        for key in ("snapshot_id", "name", "catalog", "metadata_location"):
-            if getattr(self, key) is not None:
-                out[key] = getattr(self, key)
-        return out
 
 
 def commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> TableCommit:
@@ -106,25 +77,6 @@ def operation_for(plan: ResolvedUnit) -> str:
     if export.mode == "time_window":
         return "replace_where"
     return "overwrite"
-
-
-def part_filesystem(loc: TableLocation) -> tuple[pafs.FileSystem, str]:
-    """A pyarrow filesystem over the table root and the root's path in it (reads footers and,
-    for MERGE / predicate overwrites, the parts' rows)."""
-    if loc.uri.startswith("s3://"):
-        o = loc.storage_options
-        endpoint = o.get("AWS_ENDPOINT_URL", "")
-        fs = pafs.S3FileSystem(
-            access_key=o.get("AWS_ACCESS_KEY_ID"), secret_key=o.get("AWS_SECRET_ACCESS_KEY"),
-            session_token=o.get("AWS_SESSION_TOKEN"), region=o.get("AWS_REGION"),
-            endpoint_override=endpoint.split("://", 1)[-1] or None,
-            scheme="http" if endpoint.startswith("http://") else "https")
-        return fs, loc.uri[len("s3://"):]
-    if loc.uri.startswith("az://"):
-        from rivet_core.tableformat.azure_store import azure_filesystem
-
-        return azure_filesystem(loc.uri, loc.storage_options)
-    return pafs.LocalFileSystem(), loc.uri
 
 
 class DeltaCommitter:

@@ -80,13 +80,13 @@ class IcebergCommitter:
         return f"{self.root}/{self.loc.sub_prefix}{part.path}"
 
     def _read(self, part: ManifestPart, columns: list[str] | None = None) -> pa.Table:
-        from rivet_core.tableformat.commit import part_filesystem
+        from rivet_core.tableformat.location import part_filesystem
 
         fs, root = part_filesystem(self.loc)
         return pq.read_table(f"{root}/{self.loc.sub_prefix}{part.path}", columns=columns, filesystem=fs)
 
     def part_schema(self) -> pa.Schema:
-        from rivet_core.tableformat.commit import part_filesystem
+        from rivet_core.tableformat.location import part_filesystem
 
         fs, root = part_filesystem(self.loc)
         schema = pq.read_schema(f"{root}/{self.loc.sub_prefix}{self.parts[0].path}", filesystem=fs)
@@ -165,7 +165,7 @@ class IcebergCommitter:
                 tx.delete(keys, snapshot_properties=self.props)
 
     def _result(self, table: Any, operation: str) -> Any:
-        from rivet_core.tableformat.commit import TableCommit
+        from rivet_core.tableformat.result import TableCommit
 
         snapshot = table.current_snapshot()
         summary = snapshot.summary.additional_properties if snapshot and snapshot.summary else {}

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rivet_core.destination import Destination
 from rivet_core.unit.resolve import ResolvedUnit
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
 
 #: A time partition's sub-prefix (plan.py): one `<column>=<key>/` segment.
 _PARTITION = re.compile(r"^[^/=]+=[A-Za-z0-9_.-]+/$")
@@ -97,3 +101,24 @@ def location_of(dest: Destination, sub: str) -> TableLocation:
         return TableLocation(uri=f"az://{dest.container}/{prefix}".rstrip("/"),
                              storage_options=azure_options(dest.spec), sub_prefix=sub)
     raise ValueError(f"table_format: delta needs a local, s3 or azure destination, not '{dest.kind}'")
+
+
+def part_filesystem(loc: TableLocation) -> tuple[pafs.FileSystem, str]:
+    """A pyarrow filesystem over the table root and the root's path in it (reads footers and,
+    for MERGE / predicate overwrites, the parts' rows)."""
+    import pyarrow.fs as pafs
+
+    if loc.uri.startswith("s3://"):
+        o = loc.storage_options
+        endpoint = o.get("AWS_ENDPOINT_URL", "")
+        fs = pafs.S3FileSystem(
+            access_key=o.get("AWS_ACCESS_KEY_ID"), secret_key=o.get("AWS_SECRET_ACCESS_KEY"),
+            session_token=o.get("AWS_SESSION_TOKEN"), region=o.get("AWS_REGION"),
+            endpoint_override=endpoint.split("://", 1)[-1] or None,
+            scheme="http" if endpoint.startswith("http://") else "https")
+        return fs, loc.uri[len("s3://"):]
+    if loc.uri.startswith("az://"):
+        from rivet_core.tableformat.azure_store import azure_filesystem
+
+        return azure_filesystem(loc.uri, loc.storage_options)
+    return pafs.LocalFileSystem(), loc.uri

@@ -29,8 +29,7 @@ def read_delta(dest: Destination, sub_prefix: str = "") -> tuple[pa.Table, int] 
     None when there is no table yet."""
     from deltalake import DeltaTable
 
-    from rivet_core.tableformat.commit import part_filesystem
-    from rivet_core.tableformat.location import location_of
+    from rivet_core.tableformat.location import location_of, part_filesystem
 
     loc = location_of(dest, sub_prefix)
     if not DeltaTable.is_deltatable(loc.uri, storage_options=loc.storage_options):
