@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
@@ -86,3 +87,58 @@ def test_the_word_scan_flags_a_mention_and_allows_only_the_install_hint(tmp_path
     (core / "word.py").write_text("\"\"\"Runs a Dagster asset.\"\"\"\nDAGSTER_RUN = 1\n")
     assert dagster_mentions(tmp_path) == ['rivet_core/word.py:1: """Runs a Dagster asset."""',
                                           "rivet_core/word.py:2: DAGSTER_RUN = 1"]
+
+
+def import_circles(graph: Any) -> list[list[str]]:
+    """The import circles of `graph` (grimp): its strongly connected components of more than
+    one module, each sorted. Every import counts — at module level, inside a function or
+    under TYPE_CHECKING — because each is a dependency a reader has to hold in mind."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:  # Tarjan's algorithm
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == module:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return circles
+
+
+def test_no_import_circles_in_the_packages_or_the_benchmarks() -> None:
+    """Issue 18 item 1: rivet_core, rivet_dagster and benchmarks import without a circle."""
+    import grimp
+
+    graph = grimp.build_graph("rivet_core", "rivet_dagster", "benchmarks")
+    assert import_circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_planted_circle() -> None:
+    import grimp
+
+    graph = grimp.ImportGraph()
+    for importer, imported in [("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.c", "p.d"), ("p.d", "p.e")]:
+        graph.add_import(importer=importer, imported=imported)
+    assert import_circles(graph) == [["p.a", "p.b", "p.c"]]
