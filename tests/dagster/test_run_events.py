@@ -69,13 +69,20 @@ class WriteRecorder:
         return [types.count("ASSET_MATERIALIZATION") for _, types in self.writes if "ASSET_MATERIALIZATION" in types]
 
 
-def test_the_code_location_turns_event_batching_on_and_keeps_a_deployments_choice(
+def test_loading_the_code_location_turns_event_batching_on_and_opens_no_instance(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, pg_url: str) -> None:
+    """Also: loading the code location never opens the Dagster instance, so it cannot race a
+    fresh SQLite instance's first migration (alembic "more than one head"; docs/dagster-guide.md)."""
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
     monkeypatch.setenv(EVENT_BATCH_SIZE_ENV, "placeholder")  # restored after the test
     monkeypatch.delenv(EVENT_BATCH_SIZE_ENV)
     monkeypatch.setenv("RIVET_CONFIG", str(orders_chunked(Target("local", tmp_path), pg_url)))
     module = importlib.reload(importlib.import_module("rivet_dagster.definitions"))  # as a code server loads it
     assert module.defs is not None and int(os.environ[EVENT_BATCH_SIZE_ENV]) >= 1000
+    module.defs.get_repository_def().get_all_jobs()  # resolved as the code server does
+    assert list(home.iterdir()) == []  # no instance storage created
     assert enable_event_batching({EVENT_BATCH_SIZE_ENV: "0"}) == "0"  # a deployment's own value wins
 
 
