@@ -2,12 +2,12 @@
 
 A chunk run of N windows ends its step with N `ASSET_MATERIALIZATION` events, one per
 partition: that is how Dagster tracks which partitions exist. Dagster stores them one at a
-time — on dagster-postgres an INSERT, a NOTIFY and an asset-index update per event, about a
-quarter of a second each on a loaded machine (32 windows: 7.5 s, docs/benchmarks.md, the
+time — on dagster-postgres an INSERT, a NOTIFY and an asset-index update per event, about 0.2 s
+each on a loaded machine (32 windows: 7.5 s, docs/benchmarks.md, the
 Dagster path) — unless `DAGSTER_EVENT_BATCH_SIZE` is set: then the materializations of one
 output (Dagster tags them with one batch id) reach the event log storage as one
 `store_event_batch` call, a single INSERT, and Dagster falls back to one-by-one writes if the
-batch fails. Other events are not affected.
+batch fails (Dagster's `handle_new_event`). Other events are not affected.
 
 The variable is read by the process that executes the step (the run worker), whenever it
 stores an event, so the code location sets it when it loads: the run worker loads it before
@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import MutableMapping
 
-#: Dagster's switch (dagster/_core/instance/utils.py): 0 or unset stores every event alone.
+#: Dagster's switch: 0 or unset stores every event alone.
 EVENT_BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"
 #: Events per write at most: above any run's window count (`rivet_dagster/chunked.py`
 #: `windows_per_run`: 1 M rows' worth of id windows, or `dagster.max_partitions_per_run`), so
