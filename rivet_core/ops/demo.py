@@ -17,7 +17,9 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-DEFAULT_PATH = Path(__file__).resolve().parent.parent / "examples" / "demo" / "shop.db"
+#: The database the demo config (examples/demo/rivet.yaml: `sqlite:///shop.db`, relative to
+#: the config) reads: the repository root is three levels above this file (rivet_core/ops/).
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "examples" / "demo" / "shop.db"
 _STATUSES = ("new", "paid", "shipped", "delivered", "cancelled")
 
 

@@ -60,6 +60,18 @@ def test_the_code_location_with_no_rivet_config_serves_the_shipped_demo(monkeypa
     dg.Definitions.validate_loadable(defs)
 
 
+def test_the_demo_database_is_made_where_the_demo_config_reads_it() -> None:
+    """`make demo` on a fresh checkout ensures the database at ops/demo.py's DEFAULT_PATH and
+    then runs examples/demo/rivet.yaml, which reads `sqlite:///shop.db` beside itself: the two
+    must be one file (the move of demo.py into rivet_core/ops/ once made them differ, so a
+    clean checkout built rivet_core/examples/demo/shop.db and the demo read nothing)."""
+    from rivet_core.ops.demo import DEFAULT_PATH
+
+    url = api.load_config(DEMO_CONFIG).source.url
+    assert url == "sqlite:///shop.db"
+    assert DEFAULT_PATH == (DEMO_CONFIG.resolve().parent / "shop.db")
+
+
 def test_the_demo_config_loads_and_every_demo_asset_materializes_from_a_temp_copy(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, instance: dg.DagsterInstance) -> None:
     from rivet_core.ops.demo import ensure_demo_database
