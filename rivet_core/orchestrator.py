@@ -51,6 +51,17 @@ def legacy_run_id_key(orchestrator: str | None) -> str | None:
     return key if legacy_run_id_name(key) is not None else None
 
 
+def with_legacy_run_id(fields: dict[str, Any]) -> dict[str, Any]:
+    """`fields` (a JSON object about to be written) plus, when it names an orchestrator and
+    its run id, the old `<name>_run_id` key with the same id — for one release, so readers of
+    our JSON files and `--json` outputs that look for the old key keep working while they
+    move to `orchestrator_run_id` (docs/manifest.md "Deprecated keys")."""
+    legacy = legacy_run_id_key(fields.get("orchestrator"))
+    if legacy is None or not fields.get(RUN_ID_KEY) or legacy in fields:
+        return fields
+    return {**fields, legacy: fields[RUN_ID_KEY]}
+
+
 def display_name(name: str) -> str:
     """How a legacy key's orchestrator name is shown: `scheduler` → `Scheduler`."""
     return name[:1].upper() + name[1:]
@@ -103,4 +114,4 @@ def legacy_run_id_attribute(obj: Any, name: str) -> Any:
 
 
 __all__ = ["RUN_ID_KEY", "accepts_legacy_run_id", "display_name", "legacy_run_id", "legacy_run_id_attribute",
-           "legacy_run_id_key", "legacy_run_id_name"]
+           "legacy_run_id_key", "legacy_run_id_name", "with_legacy_run_id"]

@@ -10,6 +10,7 @@ import click
 
 from rivet_core.cli.shared import config_option, guard, load, open_store
 from rivet_core.errors import RivetError
+from rivet_core.orchestrator import with_legacy_run_id
 
 
 @click.group()
@@ -129,7 +130,8 @@ def state_locks(config_path: str, export_name: str | None, as_json: bool) -> int
     """Show who holds export locks (a running export, or an orchestrator's chunk workers)."""
     rows = open_store(config_path).list_export_locks(export_name)
     if as_json:
-        click.echo(json.dumps([{**r.__dict__, "stale": r.stale_reason()} for r in rows], indent=2))
+        click.echo(json.dumps([with_legacy_run_id({**r.__dict__, "stale": r.stale_reason()}) for r in rows],
+                              indent=2))
         return 0
     if not rows:
         click.echo("no export is locked")
