@@ -104,7 +104,8 @@ def test_the_old_run_id_keyword_still_runs_an_export_and_lands_in_the_neutral_fi
     assert summary.status == "success" and (summary.orchestrator, summary.orchestrator_run_id) == ("Dagster", "dg-42")
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_bytes())
     assert (manifest["orchestrator"], manifest["orchestrator_run_id"]) == ("Dagster", "dg-42")
-    assert "dagster_run_id" not in manifest
+    # the old key too, for one release (docs/manifest.md "Deprecated keys"), with the same id
+    assert manifest["dagster_run_id"] == "dg-42"
     with pytest.warns(DeprecationWarning, match="RunSummary.dagster_run_id is deprecated"):
         assert summary.dagster_run_id == "dg-42"  # the old attribute still reads
     with pytest.raises(AttributeError):

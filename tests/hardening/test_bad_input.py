@@ -24,12 +24,12 @@ from hypothesis import strategies as st
 
 from rivet_core.config import load_config
 from rivet_core.errors import ConfigError
-from tests.hardening.support import rivet_in_process
 from tests.helpers import (
     data_files,
     db_exec,
     manifest_table,
     rivet,
+    rivet_in_process,
     source_block,
     success_manifests,
     write_config,
