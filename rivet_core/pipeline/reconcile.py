@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from rivet_core import __version__
@@ -41,7 +40,7 @@ from rivet_core.pipeline.facade.finalize_repair import RepairedWindow, finalize_
 from rivet_core.pipeline.facade.run_store import commit_verified_progression
 from rivet_core.pipeline.facade.schema_drift import check_schema_drift
 from rivet_core.pipeline.job import RunOptions
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
 from rivet_core.source import open_source
 from rivet_core.source.query import dialect_for
@@ -193,7 +192,9 @@ class RepairIncomplete(RivetError):
 
 def _repair_summary(run: Any, chunk_run_id: str) -> RunSummary:
     export, plan = run.export, run.plan
-    summary = RunSummary(run_id=f"{export.name}_repair_{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}",
+    # Milliseconds, as every run id (summary.new_run_id): two repairs in one second (a failed
+    # one and its retry) must not share an id, or their metrics and run rows would merge.
+    summary = RunSummary(run_id=new_run_id(f"{export.name}_repair"),
                          export_name=export.name, mode="repair", format=export.format,
                          compression=plan.writer_options.compression)
     summary.destination_kind, summary.destination_uri = run.dest.kind, run.dest.uri
