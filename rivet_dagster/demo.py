@@ -28,6 +28,9 @@ def _summarize(result, label: str, rows_out: list) -> bool:  # noqa: ANN001
     return bool(result.success)
 
 
+RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
+
+
 def _materialize_chunked(defs, instance, name: str, rows_out: list) -> bool:  # noqa: ANN001
     """What the daemon does for a chunked export: one planner tick (register the windows),
     a run per requested window, then `<export>_manifest` publishes the manifest."""
@@ -38,13 +41,25 @@ def _materialize_chunked(defs, instance, name: str, rows_out: list) -> bool:  # 
     for request in tick.dynamic_partitions_requests or []:
         if isinstance(request, dg.AddDynamicPartitionsRequest):
             instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    keys = [r.partition_key for r in tick.run_requests or [] if r.partition_key]
     ok = True
     job = defs.resolve_job_def(f"{name}_job")
-    for key in keys:
-        print(f"materializing {name} [{key}] …", flush=True)
-        ok &= _summarize(job.execute_in_process(instance=instance, partition_key=key, raise_on_error=False,
-                                                run_config=QUIET), f"{name} [{key}]", rows_out)
+    # The planner asks for one window per run, or for several as one ranged run (the
+    # partition-range tags, rivet_dagster/chunked.py `_batch_request`): run each as asked.
+    for request in tick.run_requests or []:
+        if request.job_name not in (None, job.name):
+            continue  # the manifest (and its checks) run below, after every window
+        tags = dict(request.tags or {})
+        start, end = tags.get(RANGE_START), tags.get(RANGE_END)
+        label = request.partition_key or (f"{start}…{end}" if start != end else start)
+        if not label:
+            continue
+        print(f"materializing {name} [{label}] …", flush=True)
+        result = (job.execute_in_process(instance=instance, partition_key=request.partition_key,
+                                         raise_on_error=False, run_config=QUIET)
+                  if request.partition_key else
+                  job.execute_in_process(instance=instance, tags={RANGE_START: start, RANGE_END: end},
+                                         raise_on_error=False, run_config=QUIET))
+        ok &= _summarize(result, f"{name} [{label}]", rows_out)
     print(f"materializing {name}_manifest …", flush=True)
     manifest_job = defs.resolve_job_def(f"{name}_manifest_job")
     ok &= _summarize(manifest_job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET),
