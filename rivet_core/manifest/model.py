@@ -27,8 +27,8 @@ from rivet_core.orchestrator import (
     RUN_ID_KEY,
     display_name,
     legacy_run_id_attribute,
-    legacy_run_id_key,
     legacy_run_id_name,
+    with_legacy_run_id,
 )
 
 if TYPE_CHECKING:  # annotations only: `rivet validate` reads manifests without pyarrow
@@ -187,7 +187,8 @@ def manifest_to_dict(m: Manifest) -> dict[str, Any]:
             ("source_row_count", e.source_row_count), ("window_start", e.window_start),
             ("window_end", e.window_end),
         ])
-    return _drop_none([
+    # with the old run-id key last, for one release (docs/manifest.md "Deprecated keys")
+    return with_legacy_run_id(_drop_none([
         ("manifest_version", m.manifest_version),
         ("run_id", m.run_id),
         ("export_name", m.export_name),
@@ -219,11 +220,8 @@ def manifest_to_dict(m: Manifest) -> dict[str, Any]:
         ("split_window", None if m.split_window is None else dict(m.split_window)),
         ("orchestrator", m.orchestrator),
         ("orchestrator_run_id", m.orchestrator_run_id),
-        # The old key as well, for one release (docs/manifest.md "Deprecated keys").
-        *([(legacy, m.orchestrator_run_id)]
-          if (legacy := legacy_run_id_key(m.orchestrator)) and m.orchestrator_run_id else []),
         ("table", None if m.table is None else dict(m.table)),
-    ])
+    ]))
 
 
 def _checks(checks: tuple[ColumnChecksum, ...]) -> list[dict[str, Any]]:

@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rivet_core.orchestrator import legacy_run_id_key
+from rivet_core.orchestrator import with_legacy_run_id
 from rivet_core.redact import redact_secrets
 
 if TYPE_CHECKING:
@@ -32,7 +32,8 @@ def report_dict(summary: RunSummary, plan: ResolvedUnit) -> dict[str, Any]:
     validation = None
     if summary.validated is not None:
         validation = {"passed": summary.validated, "manifest": summary.manifest_verification}
-    return {
+    # with the old run-id key as well, for one release (docs/manifest.md "Deprecated keys")
+    return with_legacy_run_id({
         "run_id": summary.run_id,
         "export_name": summary.export_name,
         "status": summary.status,
@@ -69,14 +70,11 @@ def report_dict(summary: RunSummary, plan: ResolvedUnit) -> dict[str, Any]:
         "error_message": summary.error_message,
         "orchestrator": summary.orchestrator,
         "orchestrator_run_id": summary.orchestrator_run_id,
-        # The old key as well, for one release (docs/manifest.md "Deprecated keys").
-        **({legacy: summary.orchestrator_run_id}
-           if (legacy := legacy_run_id_key(summary.orchestrator)) and summary.orchestrator_run_id else {}),
         "partition_key": summary.partition_key,
         "repair_of": summary.repair_of,
         "resumable": False,
         "resume_command": None,
-    }
+    })
 
 
 def governor_lines(governor: dict[str, Any] | None) -> list[str]:
