@@ -41,6 +41,7 @@ from rivet_dagster.metadata import (
     manifest_metadata,
     materialization_metadata,
     standard_metadata,
+    window_metadata,
 )
 from rivet_dagster.partitions import sub_prefix_for_key
 
@@ -196,6 +197,11 @@ class RivetIOManager(dg.ConfigurableIOManager):
         # From the run's creation in the asset body (claim, extract) to the commit: the plotted duration.
         elapsed = datetime.now(UTC) - run.summary.started_at
         context.add_output_metadata(chunk_metadata(run, results, int(elapsed.total_seconds() * 1000)))
+        # Each window's own rows, bytes and parts, scoped to its partition: Dagster lays
+        # partition-scoped metadata over the output's on that partition's materialization
+        # (one per window, also in a ranged run, whose single output covers them all).
+        for key, meta in window_metadata(run).items():
+            context.step_context.add_asset_metadata(meta, asset_key=context.asset_key, partition_key=key)
 
     def load_input(self, context: dg.InputContext) -> Any:
         upstream = context.upstream_output

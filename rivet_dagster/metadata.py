@@ -252,12 +252,17 @@ def governor_metadata(governor: dict[str, Any] | None) -> dict[str, dg.MetadataV
 
 
 def chunk_metadata(run: api.ChunkWindowRun, results: list[Any], duration_ms: int | None = None) -> dict[str, Any]:
-    """A chunk partition's materialization: its window(s), rows, parts, and the chunk run."""
+    """What every window of a chunk run's materializations shares: the run (its id, its
+    windows, its duration and rate) and the export's standard keys. A window's own figures
+    (rows, bytes, parts) are `window_metadata`: a ranged run materializes several partitions
+    from one output, and the run's totals on each would overstate every window."""
     rows = sum(r.rows for r in results)
-    records = [rec for r in results for rec in r.records]
     windows = [c.window for c in run.claimed]
-    meta: dict[str, Any] = numbers(rows, sum(rec.size_bytes for rec in records), len(records), duration_ms,
-                                   partition=True)
+    meta: dict[str, Any] = {}
+    if duration_ms is not None:
+        seconds = max(duration_ms, 1) / 1000.0
+        meta["duration_s"] = dg.MetadataValue.float(round(seconds, 3))
+        meta["rows_per_s"] = dg.MetadataValue.float(round(rows / seconds, 1))  # the run's rate
     meta.update({
         "destination": dg.MetadataValue.url(run.dest.uri),
         "chunk_run_id": run.run_id,
@@ -266,10 +271,26 @@ def chunk_metadata(run: api.ChunkWindowRun, results: list[Any], duration_ms: int
             "| partition | chunk | from | to | rows |\n|---|---:|---|---|---:|\n" + "\n".join(
                 f"| `{w.key}` | {w.index} | {w.lo if w.lo is not None else '−∞'} | "
                 f"{w.hi if w.hi is not None else '+∞'} | {r.rows} |" for w, r in zip(windows, results, strict=False))),
-        "parts_table": parts_table(records),
     })
     meta.update(standard_metadata(run.config, run.export, run.dest.uri, run.output_schema))
     return meta
+
+
+def window_metadata(run: api.ChunkWindowRun) -> dict[str, dict[str, Any]]:
+    """Per chunk partition key: what that window wrote — `dagster/partition_row_count`,
+    rows, bytes, parts and its parts table — for the partition-scoped metadata of its
+    materialization (a window without a result wrote nothing and gets no entry)."""
+    out: dict[str, dict[str, Any]] = {}
+    for claimed in run.claimed:
+        result = claimed.result
+        if result is None:
+            continue
+        records = list(result.records)
+        meta: dict[str, Any] = numbers(result.rows, sum(rec.size_bytes for rec in records), len(records), None,
+                                       partition=True)
+        meta["parts_table"] = parts_table(records)
+        out[claimed.window.key] = meta
+    return out
 
 
 def manifest_metadata(run: api.ChunkFinalizeRun, summary: api.RunSummary) -> dict[str, Any]:
