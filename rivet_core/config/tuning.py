@@ -45,6 +45,11 @@ class ResolvedTuning:
     #: The governor's pause on an idle source and under full pressure.
     throttle_floor_ms: int = 0
     throttle_ceiling_ms: int = 500
+    #: Under full pressure the governor pauses at least this many times the batch's own
+    #: read-and-write time (1: the export reads at most half the time; `safe` 3: a quarter).
+    #: A profile constant, not a config key: `throttle_ceiling_ms` alone cannot slow a batch
+    #: that takes seconds (docs/benchmarks.md "Source governor").
+    throttle_duty: float = 1.0
     statement_timeout_s: int = 300
     max_retries: int = 3
     retry_backoff_ms: int = 2_000
@@ -66,7 +71,7 @@ PROFILE_DEFAULTS: dict[str, ResolvedTuning] = {
     "balanced": ResolvedTuning(),
     "safe": ResolvedTuning(
         profile="safe", batch_size=2_000, batch_size_memory_mb=None, throttle_floor_ms=50,
-        throttle_ceiling_ms=2_000, statement_timeout_s=120, max_retries=10, retry_backoff_ms=5_000, lock_timeout_s=10,
+        throttle_ceiling_ms=2_000, throttle_duty=3.0, statement_timeout_s=120, max_retries=10, retry_backoff_ms=5_000, lock_timeout_s=10,
         memory_threshold_mb=2_048,
     ),
 }

@@ -12,8 +12,13 @@ Two halves, kept apart so the rule can be property-tested without a server:
   pressure in [0, 1] — the worst of its signals (sessions running now, sessions busy within
   the last second, replica lag, the export's own fetch latency), each mapped linearly from its "idle"
   threshold (0) to its "busy" threshold (1) — and `delay_ms(pressure, limits)` maps pressure
-  onto [floor, ceiling]. Both are monotone: more active sessions, more replica lag or a
-  slower fetch never shorten the pause; no pressure gives the floor (0 ms for `balanced`).
+  onto the floor plus pressure × the larger of (ceiling − floor) and `duty` × the batch's own
+  read-and-write time. The ceiling alone is milliseconds; a batch of the default profile can
+  take seconds, and a 500 ms pause after it leaves the source loaded ~90 % of the time
+  (docs/benchmarks.md "Source governor"), so under full pressure the pause also scales with
+  the batch: with `balanced`'s duty 1 the export then reads at most half the time, `safe`'s 3
+  a quarter. Both are monotone: more active sessions, more replica lag, a slower fetch or a
+  longer batch never shorten the pause; no pressure gives the floor (0 ms for `balanced`).
 - **The loop** (`SourceGovernor`): after each batch it may sample the source through a
   `PressureProbe` (a side connection opened by the source session, `rivet_core/source/
   pressure.py`; never the export's snapshot transaction, so the snapshot is untouched) at
@@ -75,6 +80,11 @@ class GovernorLimits:
 
     floor_ms: int = ResolvedTuning.throttle_floor_ms
     ceiling_ms: int = ResolvedTuning.throttle_ceiling_ms
+    #: Pause per second of the batch's own cycle under full pressure (see `delay_ms`).
+    duty: float = ResolvedTuning.throttle_duty
+    #: No single pause longer than this, however long the batch: the export's snapshot
+    #: stays open while it sleeps.
+    max_pause_ms: int = 60_000
     active_idle: int = 2
     active_busy: int = 16
     #: Sessions waiting on locks/IO count double: they are the ones an export makes worse.
@@ -93,6 +103,8 @@ class GovernorLimits:
         if not 0 <= self.floor_ms <= self.ceiling_ms:
             raise ValueError(f"governor floor {self.floor_ms} ms must be within [0, ceiling "
                              f"{self.ceiling_ms} ms]")
+        if self.duty < 0:
+            raise ValueError(f"governor duty {self.duty} must be ≥ 0")
 
 
 def _ramp(value: float | None, idle: float, busy: float) -> float:
@@ -117,10 +129,13 @@ def pressure_of(sample: PressureSample, limits: GovernorLimits) -> float:
     )
 
 
-def delay_ms(pressure: float, limits: GovernorLimits) -> float:
-    """Pause after a batch for `pressure`: floor at 0, ceiling at 1, linear between."""
+def delay_ms(pressure: float, limits: GovernorLimits, cycle_ms: float = 0.0) -> float:
+    """Pause after a batch whose read and write took `cycle_ms`, for `pressure`: the floor at
+    0; at 1 the floor plus the larger of (ceiling − floor) and `duty` × `cycle_ms`; linear
+    between; never beyond `max_pause_ms` (nor below the floor)."""
     p = min(max(pressure, 0.0), 1.0)
-    return limits.floor_ms + (limits.ceiling_ms - limits.floor_ms) * p
+    span = max(limits.ceiling_ms - limits.floor_ms, limits.duty * max(cycle_ms, 0.0))
+    return max(float(limits.floor_ms), min(limits.floor_ms + span * p, float(max(limits.max_pause_ms, limits.ceiling_ms))))
 
 
 @dataclass
@@ -130,6 +145,7 @@ class GovernorStats:
     mode: GovernorMode
     floor_ms: int = 0
     ceiling_ms: int = 0
+    duty: float = 0.0
     batches: int = 0
     #: Pauses taken (batches followed by a sleep) and their total, as decided (not measured).
     pauses: int = 0
@@ -146,7 +162,7 @@ class GovernorStats:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "mode": self.mode, "floor_ms": self.floor_ms, "ceiling_ms": self.ceiling_ms,
+            "mode": self.mode, "floor_ms": self.floor_ms, "ceiling_ms": self.ceiling_ms, "duty": self.duty,
             "batches": self.batches, "pauses": self.pauses,
             "throttled_s": round(self.throttled_ms / 1000.0, 3), "samples": self.samples,
             "pressure_max": round(self.pressure_max, 3), "active_max": self.active_max,
@@ -169,7 +185,8 @@ def mode_for(tuning: ResolvedTuning) -> GovernorMode:
 
 def limits_for(tuning: ResolvedTuning) -> GovernorLimits:
     return GovernorLimits(floor_ms=tuning.throttle_floor_ms,
-                          ceiling_ms=max(tuning.throttle_ceiling_ms, tuning.throttle_floor_ms))
+                          ceiling_ms=max(tuning.throttle_ceiling_ms, tuning.throttle_floor_ms),
+                          duty=tuning.throttle_duty)
 
 
 def runqueue_wait_s() -> float:
@@ -208,7 +225,8 @@ class SourceGovernor:
         self.limits = limits_for(tuning)
         self.fixed_ms = tuning.throttle_ms if self.mode == "fixed" else 0
         self.stats = GovernorStats(mode=self.mode, floor_ms=self.limits.floor_ms if self.mode == "adaptive" else 0,
-                                   ceiling_ms=self.limits.ceiling_ms if self.mode == "adaptive" else 0)
+                                   ceiling_ms=self.limits.ceiling_ms if self.mode == "adaptive" else 0,
+                                   duty=self.limits.duty if self.mode == "adaptive" else 0.0)
         self._open_probe = open_probe if self.mode == "adaptive" else None
         self._probe: PressureProbe | None = None
         self._probe_opened = False
@@ -219,7 +237,7 @@ class SourceGovernor:
         self._runqueue = runqueue if self.mode == "adaptive" else (lambda: 0.0)
         self._last_sample_at: float | None = None
         self._batches_since_sample = 0
-        self._delay_ms = float(self.limits.floor_ms) if self.mode == "adaptive" else 0.0
+        self._pressure = 0.0  # the last sample's; the pause is decided per batch from it
         self._per_row: list[float] = []
         self._baseline: float | None = None
         self._recent: float | None = None  # EWMA of the per-row wait for the source
@@ -268,8 +286,8 @@ class SourceGovernor:
         if due:
             self._last_sample_at = now
             self._batches_since_sample = 0
-            self._decide(self._sample())
-        self._pause(self._delay_ms)
+            self._decide(self._sample(), cycle_s)
+        self._pause(delay_ms(self._pressure, self.limits, cycle_s * 1000.0))
         self._resume_at = self._clock()
         self._resume_queued = self._runqueue()
 
@@ -309,9 +327,8 @@ class SourceGovernor:
                               threads_running=sample.threads_running,
                               replica_lag_s=sample.replica_lag_s, latency_ratio=self.latency_ratio())
 
-    def _decide(self, sample: PressureSample) -> None:
-        pressure = pressure_of(sample, self.limits)
-        self._delay_ms = delay_ms(pressure, self.limits)
+    def _decide(self, sample: PressureSample, cycle_s: float) -> None:
+        pressure = self._pressure = pressure_of(sample, self.limits)
         st = self.stats
         st.samples += 1
         st.pressure_max = max(st.pressure_max, pressure)
@@ -321,7 +338,8 @@ class SourceGovernor:
         st.latency_ratio_max = _max(st.latency_ratio_max, sample.latency_ratio)
         if len(st.decisions) < MAX_RECORDED_DECISIONS:
             st.decisions.append({
-                "batch": st.batches, "pressure": round(pressure, 3), "delay_ms": round(self._delay_ms, 1),
+                "batch": st.batches, "pressure": round(pressure, 3), "cycle_ms": round(cycle_s * 1000.0, 1),
+                "delay_ms": round(delay_ms(pressure, self.limits, cycle_s * 1000.0), 1),
                 "active": sample.active, "waiting": sample.waiting, "recent": sample.recent,
                 "threads_running": sample.threads_running, "replica_lag_s": sample.replica_lag_s,
                 "latency_ratio": sample.latency_ratio,

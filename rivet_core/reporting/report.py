@@ -84,7 +84,8 @@ def governor_lines(governor: dict[str, Any] | None) -> list[str]:
     if governor["mode"] == "fixed":
         return [f"- Throttle: fixed, {governor['pauses']} pause(s), {governor['throttled_s']} s"]
     line = (f"- Source governor: throttled {governor['throttled_s']} s in {governor['pauses']} pause(s) "
-            f"(floor {governor['floor_ms']} ms, ceiling {governor['ceiling_ms']} ms); "
+            f"(floor {governor['floor_ms']} ms, ceiling {governor['ceiling_ms']} ms"
+            + (f" or {governor['duty']}× the batch's time" if governor.get("duty") else "") + "); "
             f"{governor['samples']} pressure sample(s), max pressure {governor['pressure_max']}")
     if governor.get("active_max") is not None:
         line += f", max active sessions {governor['active_max']}"

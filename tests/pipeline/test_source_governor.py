@@ -50,7 +50,34 @@ limits = st.integers(0, 5_000).flatmap(
 def test_the_delay_stays_between_floor_and_ceiling(sample: PressureSample, lim: GovernorLimits) -> None:
     pressure = pressure_of(sample, lim)
     assert 0.0 <= pressure <= 1.0
-    assert lim.floor_ms <= delay_ms(pressure, lim) <= lim.ceiling_ms
+    assert lim.floor_ms <= delay_ms(pressure, lim) <= lim.ceiling_ms  # a batch of no duration
+
+
+cycles = st.floats(0, 600_000, allow_nan=False)
+
+
+@given(sample=signals, lim=limits, duty=st.floats(0, 5, allow_nan=False), cycle=cycles, longer=cycles)
+def test_a_longer_batch_never_shortens_the_pause_and_full_pressure_scales_with_it(
+        sample: PressureSample, lim: GovernorLimits, duty: float, cycle: float, longer: float) -> None:
+    """The ceiling is milliseconds, a default-profile batch can take seconds: under full
+    pressure the pause is also `duty` × the batch's own time (capped), so the export reads at
+    most 1/(1 + duty) of the time whatever its batch size."""
+    lim = GovernorLimits(floor_ms=lim.floor_ms, ceiling_ms=lim.ceiling_ms, duty=duty)
+    pressure = pressure_of(sample, lim)
+    short, long_ = delay_ms(pressure, lim, cycle), delay_ms(pressure, lim, cycle + longer)
+    assert lim.floor_ms <= short <= long_ <= max(lim.max_pause_ms, lim.ceiling_ms)
+    full = delay_ms(1.0, lim, cycle)
+    assert full >= min(lim.floor_ms + max(lim.ceiling_ms - lim.floor_ms, duty * cycle), lim.max_pause_ms)
+    assert delay_ms(0.0, lim, cycle) == lim.floor_ms  # no pressure: the floor, whatever the batch
+
+
+def test_the_profiles_read_at_most_half_or_a_quarter_of_the_time_under_full_pressure() -> None:
+    from rivet_core.pipeline.governor import limits_for
+
+    for profile, share in (("balanced", 0.5), ("safe", 0.25)):
+        lim = limits_for(resolve_tuning({"profile": profile}, None))
+        cycle = 4_000.0  # a 4 s batch: far beyond either ceiling
+        assert cycle / (cycle + delay_ms(1.0, lim, cycle)) <= share, profile
 
 
 @given(lim=limits, active=st.none() | st.integers(0, 2), lag=st.none() | st.floats(0, 5),
@@ -298,6 +325,10 @@ def test_under_an_oltp_load_of_short_statements_the_recent_signal_backs_off(tmp_
         if with_recent > pressure_of(PressureSample(**signals), lim) and d["delay_ms"] > 0:
             driven.append(d)
     assert driven, governor["decisions"]
+    # Each pause also scales with the batch it follows (`balanced`: duty 1).
+    assert governor["duty"] == lim.duty == 1.0
+    for d in driven:
+        assert d["delay_ms"] >= round(d["pressure"] * max(lim.ceiling_ms, d["cycle_ms"]), 1) - 0.1, d
     assert governor["pauses"] >= 1 and governor["throttled_s"] > 0
     _exported_equals_source(tmp_path, loaded_url)
 
