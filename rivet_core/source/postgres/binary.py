@@ -20,8 +20,9 @@ Semantics are those of the row path and of `adbc`:
 - Types: a column is eligible when its type (domains resolved) maps exactly onto the Arrow
   type `describe()` chose (`ineligible_reason`; also used by `adbc`): bool, int2/4/8,
   float4/8, date, time, timestamp[tz], text/varchar/bpchar/name, enum (sent as its label's
-  text), bytea, json/jsonb, uuid (also into a string, by a `columns:` override: the decoder
-  writes PostgreSQL's own text form, `_binary_ineligible` — a Delta table has no uuid) and
+  text), bytea, json/jsonb, uuid (uuid, json and jsonb also into a string, by a `columns:`
+  override: the decoder writes PostgreSQL's own text form, `_binary_ineligible` — a Delta
+  table has no uuid, an Iceberg table no JSON) and
   numeric(p ≤ 38, s ≥ 0) → decimal128 computed exactly from the base-10000 digits. Values the
   other paths refuse are refused here with the same messages: dates and timestamps outside
   0001-01-01 .. 9999-12-31 (±infinity), `24:00:00`, numeric NaN/±Infinity, a numeric that
@@ -191,15 +192,22 @@ def _usable_on(conn: psycopg.Connection[Any]) -> str | None:
     return None
 
 
-def _uuid_as_text(field: pa.Field, info: PgTypeInfo) -> bool:
-    """A uuid column read into a string (a `columns:` override, e.g. for a Delta table, which
-    has no uuid type): the decoder writes PostgreSQL's own text form, as the row path would."""
-    return base_typname(info) == "uuid" and field.type == pa.string()
+#: Source types a `columns:` override may read into a plain string on this path, and the
+#: decoder's kind for that: a uuid in PostgreSQL's own text form ('U'); json's text as sent;
+#: jsonb's text after its version byte ('j') — both exactly what `::text` returns. A Delta
+#: table has no uuid type and an Iceberg v2 table no JSON type, so these overrides are what
+#: the table-format gates name; without this they sent the whole query to the row path.
+_AS_TEXT_KINDS: dict[str, str] = {"uuid": "U", "json": "s", "jsonb": "j"}
+
+
+def _text_kind(field: pa.Field, info: PgTypeInfo) -> str | None:
+    """The decoder kind when this column is read into a string by override, else None."""
+    return _AS_TEXT_KINDS.get(base_typname(info)) if field.type == pa.string() else None
 
 
 def _binary_ineligible(field: pa.Field, live: SourceColumn, info: PgTypeInfo) -> str | None:
-    """`ineligible_reason`, plus the one override only this decoder can honour exactly."""
-    if _uuid_as_text(field, info):
+    """`ineligible_reason`, plus the overrides only this decoder can honour exactly."""
+    if _text_kind(field, info) is not None:
         return None
     return ineligible_reason(field, live, info)
 
@@ -232,7 +240,7 @@ class _CopyOut:
         self._ptr = conn.pgconn.pgconn_ptr
         self._schema = schema
         self._max_value_mb = max_value_mb
-        self._kinds = "".join("U" if _uuid_as_text(field, info) else _KINDS[base_typname(info)]
+        self._kinds = "".join(_text_kind(field, info) or _KINDS[base_typname(info)]
                               for field, (_, info) in zip(schema, probed, strict=True)).encode()
         self._precisions = [f.type.precision if pa.types.is_decimal(f.type) else 0 for f in schema]
         self._scales = [f.type.scale if pa.types.is_decimal(f.type) else 0 for f in schema]
