@@ -348,7 +348,7 @@ def _mode_errors(exp: ExportConfig, label: str) -> list[str]:
 
 
 #: The destinations each table format commits to (docs/adr/0009-table-formats.md).
-_TABLE_DESTINATIONS: dict[str, tuple[str, ...]] = {"delta": ("local", "s3", "azure"), "iceberg": ("local", "s3")}
+_TABLE_DESTINATIONS: dict[str, tuple[str, ...]] = {"delta": ("local", "s3", "azure"), "iceberg": ("local", "s3", "azure", "gcs")}
 
 
 def _table_format_errors(exp: ExportConfig, label: str) -> list[str]:

@@ -60,8 +60,9 @@ _SCOPES = ["https://www.googleapis.com/auth/devstorage.read_write"]
 _TRANSIENT_STATUS = {408, 429, 500, 502, 503, 504}
 
 
-def _credentials(spec: DestinationSpec) -> tuple[Any, str | None]:
-    """(credentials, project) in the order of the module docstring."""
+def gcs_credentials(spec: DestinationSpec) -> tuple[Any, str | None]:
+    """(credentials, project) in the order of the module docstring; the one resolution the
+    destination's client and a table format's file IO (tableformat/gcs_store.py) share."""
     from google.auth.credentials import AnonymousCredentials
 
     if spec.credentials_file:
@@ -100,7 +101,7 @@ def make_gcs_client(spec: DestinationSpec) -> Any:
     """The `google.cloud.storage.Client` a GCS destination uses (credentials as above)."""
     from google.cloud import storage
 
-    creds, project = _credentials(spec)
+    creds, project = gcs_credentials(spec)
     options = {"api_endpoint": spec.endpoint.rstrip("/")} if spec.endpoint else None
     return storage.Client(project=project or "rivet", credentials=creds, client_options=options)
 
@@ -179,6 +180,7 @@ class GCSDestination(Destination):
         if "/" in spec.bucket:
             raise destination_error(
                 f"GCS bucket name {spec.bucket!r} is invalid — put sub-paths in destination.prefix")
+        self.spec = spec  # a table format's file IO reaches the same bucket (tableformat/gcs_store.py)
         self.bucket_name = spec.bucket
         self.prefix = normalize_prefix(spec.prefix)
         self.endpoint = spec.endpoint

@@ -35,14 +35,33 @@ def table_name(export: ExportConfig) -> str:
 
 
 def location_uri(loc: TableLocation) -> str:
-    """The table's location as Iceberg metadata records it: `s3://bucket/prefix` or
-    `file:///abs/path` (a scheme every engine reading the catalog understands)."""
+    """The table's location as Iceberg metadata records it, in a form every engine reading
+    the catalog understands: `s3://bucket/prefix`, `gs://bucket/prefix`, `file:///abs/path`,
+    or for Azure `abfs[s]://container@account.dfs.core.windows.net/prefix` (Spark's and
+    Java Iceberg's ADLS form; `abfs` when the endpoint is plain http, as Azurite's is)."""
+    if loc.uri.startswith("az://"):
+        from rivet_core.tableformat.azure_store import ACCOUNT, ENDPOINT
+
+        account = loc.storage_options.get(ACCOUNT)
+        if not account:
+            raise TableCommitError("table_format: iceberg on azure needs destination.account_name (the table's "
+                                   "location names the account: abfss://<container>@<account>.dfs.core.windows.net)")
+        container, _, path = loc.uri[len("az://"):].partition("/")
+        scheme = "abfs" if loc.storage_options.get(ENDPOINT, "").startswith("http://") else "abfss"
+        return f"{scheme}://{container}@{account}.dfs.core.windows.net/{path}".rstrip("/")
     return loc.uri if "://" in loc.uri else "file://" + loc.uri
 
 
 def io_properties(loc: TableLocation) -> dict[str, str]:
     """pyiceberg FileIO properties from the destination's settings (location.py's
-    storage options: the same endpoint and credentials the parts were written with)."""
+    storage options: the same endpoint and credentials the parts were written with).
+    Azure and GCS go through iceberg_io.RivetFileIO, which builds Rivet's filesystems from
+    the options passed under `rivet.`."""
+    if loc.uri.startswith(("az://", "gs://")):
+        from rivet_core.tableformat.iceberg_io import PREFIX
+
+        return {"py-io-impl": "rivet_core.tableformat.iceberg_io.RivetFileIO",
+                **{PREFIX + k: v for k, v in loc.storage_options.items()}}
     props = {"py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO"}
     o = loc.storage_options
     for ours, theirs in (("AWS_ENDPOINT_URL", "s3.endpoint"), ("AWS_ACCESS_KEY_ID", "s3.access-key-id"),

@@ -53,7 +53,10 @@ def check_iceberg(dest: Destination, manifest: Manifest, listing: list[ObjectInf
         return [_read_error("the manifest names an Iceberg table but `pyiceberg` is not installed — "
                             "pip install 'rivet-dagster[iceberg]'")], set()
     uri = str(block.get("uri", ""))
-    sub = sub_prefix_of(dest, uri[len("file://"):] if uri.startswith("file://") else uri)
+    try:
+        sub = sub_prefix_of(dest, uri, render=location_uri)
+    except Exception as exc:  # error boundary: a destination the table's location cannot name
+        return [_read_error(f"cannot locate the Iceberg table {block.get('name')}: {redact_secrets(exc)}")], set()
     if sub is None:
         return [_mismatch(f"manifest names the table at {uri!r}, which is not this prefix's")], set()
     loc = location_of(dest, sub)

@@ -1,4 +1,4 @@
-"""Where an export's table lives and how delta-rs reaches it.
+"""Where an export's table lives and how delta-rs (or pyiceberg) reaches it.
 
 The table root is the export's prefix: `<prefix>/_delta_log/` next to `manifest.json`, and
 the table's files are the parts under `<prefix>/data/` (referenced, never copied). A time
@@ -9,6 +9,7 @@ one table at `<prefix>`, and its files carry that sub-prefix in their table path
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -47,11 +48,13 @@ def table_location(plan: ResolvedUnit, dest: Destination) -> TableLocation:
     return location_of(dest, unit_sub_prefix(plan))
 
 
-def sub_prefix_of(dest: Destination, table_uri: str) -> str | None:
+def sub_prefix_of(dest: Destination, table_uri: str,
+                  render: Callable[[TableLocation], str] = lambda loc: loc.uri) -> str | None:
     """The destination's path under the table at `table_uri` ('' at the root, `<col>=<key>/`
     for a time partition), or None when the destination is not that table's (a manifest
-    naming another table)."""
-    here = location_of(dest, "").uri.rstrip("/") + "/"
+    naming another table). `render` spells a location as the manifest does (an Iceberg
+    table records `file://`, `abfs://` URIs: iceberg_catalog.location_uri)."""
+    here = render(location_of(dest, "")).rstrip("/") + "/"
     root = table_uri.rstrip("/") + "/"
     if here == root:
         return ""
@@ -100,7 +103,17 @@ def location_of(dest: Destination, sub: str) -> TableLocation:
             prefix = prefix[: -len(sub)]
         return TableLocation(uri=f"az://{dest.container}/{prefix}".rstrip("/"),
                              storage_options=azure_options(dest.spec), sub_prefix=sub)
-    raise ValueError(f"table_format: delta needs a local, s3 or azure destination, not '{dest.kind}'")
+    from rivet_core.destination.gcs import GCSDestination
+
+    if isinstance(dest, GCSDestination):  # Iceberg only: config refuses Delta on GCS (validate.py)
+        from rivet_core.tableformat.gcs_store import gcs_options
+
+        prefix = dest.prefix or ""
+        if sub and prefix.endswith(sub):
+            prefix = prefix[: -len(sub)]
+        return TableLocation(uri=f"gs://{dest.bucket_name}/{prefix}".rstrip("/"),
+                             storage_options=gcs_options(dest.spec), sub_prefix=sub)
+    raise ValueError(f"a table format needs a local, s3, azure or gcs destination, not '{dest.kind}'")
 
 
 def part_filesystem(loc: TableLocation) -> tuple[pafs.FileSystem, str]:
@@ -121,4 +134,8 @@ def part_filesystem(loc: TableLocation) -> tuple[pafs.FileSystem, str]:
         from rivet_core.tableformat.azure_store import azure_filesystem
 
         return azure_filesystem(loc.uri, loc.storage_options)
+    if loc.uri.startswith("gs://"):
+        from rivet_core.tableformat.gcs_store import gcs_filesystem
+
+        return gcs_filesystem(loc.storage_options), loc.uri[len("gs://"):]
     return pafs.LocalFileSystem(), loc.uri

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,34 @@ def _source(db: Path) -> tuple[dict[str, dict[str, Any]], list[list[Any]]]:
     return by_status, [[c, r] for c, r in top]
 
 
+def _change_orders(db: Path) -> None:
+    """Between the example's two runs: two orders change, three arrive."""
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE orders SET amount = 9999.99, status = 'refunded', "
+                     "updated_at = '2099-01-01 00:00:00' WHERE id IN (1, 2)")
+        conn.execute("INSERT INTO orders (id, customer_id, status, amount, created_at, updated_at) "
+                     "SELECT id + 100000, customer_id, 'new', amount, created_at, '2099-01-02 00:00:00' "
+                     "FROM orders WHERE id <= 3")
+
+
+def _materialize_all(defs: dg.Definitions, instance: dg.DagsterInstance) -> dict[str, dict[str, Any]]:
+    """Every asset of the example, in-process; each one's materialization metadata."""
+    result = dg.materialize(list(defs.assets or []), resources=defs.resources, instance=instance,  # type: ignore[arg-type]
+                            raise_on_error=False)
+    assert result.success, [str(getattr(e.event_specific_data, "error", None) or e.message)
+                            for e in result.all_events if e.is_failure]
+    return _materialized(result)
+
+
+def _two_runs(example: Path, instance: dg.DagsterInstance) -> Iterator[tuple[int, dict[str, dict[str, Any]]]]:
+    """(0, metadata) of a first materialization of every asset, then (1, metadata) of a
+    second one after `_change_orders`."""
+    defs = _load_defs(example)
+    yield 0, _materialize_all(defs, instance)
+    _change_orders(example / "data" / "shop.db")
+    yield 1, _materialize_all(defs, instance)
+
+
 @pytest.fixture
 def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "delta_downstream"
@@ -63,21 +92,8 @@ def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_the_example_exports_a_delta_table_and_its_duckdb_assets_match_the_source(
         example: Path, instance: dg.DagsterInstance) -> None:
-    defs = _load_defs(example)
     db = example / "data" / "shop.db"
-    for version in (0, 1):
-        if version == 1:  # a second run: two orders change, three arrive
-            with sqlite3.connect(db) as conn:
-                conn.execute("UPDATE orders SET amount = 9999.99, status = 'refunded', "
-                             "updated_at = '2099-01-01 00:00:00' WHERE id IN (1, 2)")
-                conn.execute("INSERT INTO orders (id, customer_id, status, amount, created_at, updated_at) "
-                             "SELECT id + 100000, customer_id, 'new', amount, created_at, '2099-01-02 00:00:00' "
-                             "FROM orders WHERE id <= 3")
-        result = dg.materialize(list(defs.assets or []), resources=defs.resources, instance=instance,  # type: ignore[arg-type]
-                                raise_on_error=False)
-        assert result.success, [str(getattr(e.event_specific_data, "error", None) or e.message)
-                                for e in result.all_events if e.is_failure]
-        got = _materialized(result)
+    for version, got in _two_runs(example, instance):
         assert DeltaTable(str(example / "data" / "lake" / "orders")).version() == version
         assert got["orders"]["table_version"] == version
         by_status, top = _source(db)

@@ -1,0 +1,67 @@
+"""An Iceberg table on Google Cloud Storage: how pyarrow (pyiceberg's file IO) reaches the destination's prefix.
+
+The same bucket and credentials as the GCS destination (rivet_core/destination/gcs.py,
+`gcs_credentials`): a service-account `credentials_file`, else no credentials for
+`allow_anonymous` or a custom `endpoint` (an emulator), else the application default
+credentials. pyarrow's `GcsFileSystem` speaks the JSON API (the one fake-gcs-server
+serves, unlike the XML API delta-rs writes through — docs/adr/0009-table-formats.md), so
+the table's metadata, manifests and the parts' footers go through it.
+
+The options are plain strings (they travel as pyiceberg file-IO properties, iceberg_io.py)
+and hold no secret: the credentials file's path, never its key; a signed-in client's
+access token is fetched only when the filesystem is built.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from datetime import UTC, timedelta
+from typing import Any
+
+import pyarrow.fs as pafs
+
+#: Option names (TableLocation.storage_options of a GCS table).
+BUCKET, ENDPOINT, CREDENTIALS_FILE, ANONYMOUS = ("gcs_bucket", "gcs_endpoint", "gcs_credentials_file",
+                                                 "gcs_anonymous")
+#: The total retry budget of one request: the GCS destination's default (24 s × 5 attempts).
+_RETRY_BUDGET = timedelta(seconds=120)
+
+
+def gcs_options(spec: Any) -> dict[str, str]:
+    """The GCS destination spec as table-location options (no credential in them)."""
+    options = {BUCKET: spec.bucket or ""}
+    if spec.endpoint:
+        options[ENDPOINT] = spec.endpoint.rstrip("/")
+    if spec.credentials_file:
+        options[CREDENTIALS_FILE] = spec.credentials_file
+    if spec.allow_anonymous:
+        options[ANONYMOUS] = "true"
+    return options
+
+
+def gcs_filesystem(options: dict[str, str]) -> pafs.GcsFileSystem:
+    """A pyarrow filesystem over the bucket, signed as the destination's client would be."""
+    from google.auth.credentials import AnonymousCredentials
+
+    from rivet_core.destination.base import DestinationSpec
+    from rivet_core.destination.gcs import gcs_credentials
+
+    spec = DestinationSpec(kind="gcs", bucket=options.get(BUCKET), endpoint=options.get(ENDPOINT),
+                           credentials_file=options.get(CREDENTIALS_FILE),
+                           allow_anonymous=options.get(ANONYMOUS) == "true")
+    creds, project = gcs_credentials(spec)
+    kwargs: dict[str, Any] = {"retry_time_limit": _RETRY_BUDGET}
+    if isinstance(creds, AnonymousCredentials):
+        kwargs["anonymous"] = True
+    else:  # a service account or the default credentials: hand pyarrow a fresh token
+        from google.auth.transport.requests import Request
+
+        creds.refresh(Request())
+        kwargs["access_token"] = creds.token
+        kwargs["credential_token_expiration"] = creds.expiry.replace(tzinfo=UTC)
+        if project:
+            kwargs["project_id"] = project
+    if spec.endpoint:
+        parts = urllib.parse.urlsplit(spec.endpoint)
+        kwargs.update(endpoint_override=parts.netloc, scheme=parts.scheme or "https")
+    return pafs.GcsFileSystem(**kwargs)
