@@ -375,6 +375,11 @@ def _table_format_errors(exp: ExportConfig, label: str) -> list[str]:
                       "delta-rs writes a table through GCS's XML API, which the GCS test server "
                       "(fake-gcs-server) does not implement, so a commit there is untested; use a local, "
                       "s3 or azure destination, or drop table_format to write plain Parquet to GCS")
+    elif exp.table_format == "iceberg" and exp.destination.type == "azure" and not exp.destination.account_name:
+        # The table's location names the account (tableformat/iceberg_catalog.location_uri).
+        errors.append(f"{label}: table_format: iceberg on azure needs destination.account_name — the table's "
+                      "location is abfss://<container>@<account>.dfs.core.windows.net/<prefix>, which other "
+                      "Iceberg engines read")
     elif exp.destination.type not in where:
         errors.append(f"{label}: table_format: {exp.table_format} writes to {', '.join(where[:-1])} or "
                       f"{where[-1]} destinations, not {exp.destination.type}")

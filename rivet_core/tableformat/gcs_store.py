@@ -15,7 +15,7 @@ access token is fetched only when the filesystem is built.
 from __future__ import annotations
 
 import urllib.parse
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -58,7 +58,9 @@ def gcs_filesystem(options: dict[str, str]) -> pafs.GcsFileSystem:
 
         creds.refresh(Request())
         kwargs["access_token"] = creds.token
-        kwargs["credential_token_expiration"] = creds.expiry.replace(tzinfo=UTC)
+        # google-auth's expiry is naive UTC; a credential without one is given the usual hour
+        expiry = creds.expiry.replace(tzinfo=UTC) if creds.expiry else datetime.now(UTC) + timedelta(minutes=55)
+        kwargs["credential_token_expiration"] = expiry
         if project:
             kwargs["project_id"] = project
     if spec.endpoint:

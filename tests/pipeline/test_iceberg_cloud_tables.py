@@ -19,6 +19,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
 from rivet_core import api
@@ -135,3 +136,19 @@ def test_full_then_incremental_runs_commit_an_iceberg_table_on_the_cloud_and_val
     assert verdict.returncode == 3, verdict.stdout + verdict.stderr
     assert "is missing" in verdict.stdout + verdict.stderr
 
+
+
+def test_an_azure_iceberg_export_without_account_name_is_refused_at_load(tmp_path):
+    """The table's location names the account (abfss://<container>@<account>…), so a
+    destination reached by endpoint alone is refused before anything runs."""
+    from rivet_core.config import load_config
+    from rivet_core.errors import ConfigError
+
+    config = write_config(tmp_path, {"type": "sqlite", "url": "sqlite:///x.db"}, [
+        {"name": "items", "table": "items", "format": "parquet", "table_format": "iceberg",
+         "iceberg": {"catalog_url": "sqlite:///c.db", "namespace": "lake"},
+         "destination": {"type": "azure", "bucket": "c", "prefix": "p/", "endpoint": "http://127.0.0.1:1/acct",
+                         "allow_anonymous": True}}])
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    assert "table_format: iceberg on azure needs destination.account_name" in str(info.value)
