@@ -138,6 +138,27 @@ def test_full_then_incremental_runs_commit_an_iceberg_table_on_the_cloud_and_val
 
 
 
+def test_daily_partitions_of_one_cloud_table_each_replace_their_day_and_each_validates(tmp_path, pg_url, cloud):
+    """A time partition writes under `<prefix>updated_at=<day>/` and commits to the one table
+    at the prefix; validating a partition matches the manifest's table URI (abfs/gs) to the
+    partition's destination (tableformat/location.py sub_prefix_of)."""
+    from datetime import date
+
+    _items(pg_url)
+    _insert(pg_url, range(1, 11))
+    db_exec(pg_url, "INSERT INTO items SELECT id + 100, name, amount, updated_at + INTERVAL '1 day' FROM items")
+    config = _config(tmp_path, pg_url, cloud, mode="time_window", time_column="updated_at", days_window=3650)
+    cfg = api.load_config(config)
+    days = [api.DayWindow(start=date(2026, 3, d), end=date(2026, 3, d + 1)) for d in (1, 2)]
+    for day in days:
+        assert api.run_export(cfg, "items", window=day).status == "success"
+    db_exec(pg_url, "DELETE FROM items WHERE id <= 3")
+    assert api.run_export(cfg, "items", window=days[0]).status == "success"  # day 1 again, day 2 untouched
+    assert _scan(tmp_path, cloud) == _source(pg_url) == _sdk_rows(tmp_path, cloud)
+    for day in ("2026-03-01", "2026-03-02"):
+        _, verdict = api.verify_export(cfg, "items", sub_prefix=f"updated_at={day}/")
+        assert verdict.passed, (day, verdict.to_dict())
+
 def test_an_azure_iceberg_export_without_account_name_is_refused_at_load(tmp_path):
     """The table's location names the account (abfss://<container>@<account>…), so a
     destination reached by endpoint alone is refused before anything runs."""
