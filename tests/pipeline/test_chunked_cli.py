@@ -1,8 +1,9 @@
 """Chunked exports end to end through the real CLI (issue 4): crash/resume, failures,
 refusals, window edge cases, a property test, and part rotation inside a window.
 
-Every run is the real `rivet` CLI in a subprocess (crash tests kill it with SIGKILL through
-RIVET_TEST_PANIC_AT). The oracle never trusts the tool's counters: it reads the canonical
+A run armed with RIVET_TEST_PANIC_AT is the real `rivet` CLI in a subprocess (the fault point
+kills it with SIGKILL); every other command is the same CLI in-process (tests/helpers.py
+`rivet_quick`: no crash, no pause, no concurrency with the test — only ~2 s of imports saved). The oracle never trusts the tool's counters: it reads the canonical
 `manifest.json` of the prefix, re-reads every part it lists with pyarrow, and compares the
 rows with the source queried directly — every source row exactly once. The checkpoint is
 inspected in the SQLite state DB beside the config.
@@ -32,6 +33,7 @@ from tests.helpers import (
     db_exec,
     read_table,
     rivet,
+    rivet_quick,
     source_block,
     state_rows,
     write_config,
@@ -111,7 +113,11 @@ def config_for(tmp: Path, url: str, **fields: Any) -> Path:
 
 
 def run(config: Path, *args: str, **env: str):  # noqa: ANN201
-    return rivet("run", "-c", str(config), *args, env=env or None)
+    """`rivet run`: in a process of its own when a fault point is armed to kill it,
+    in-process otherwise (RIVET_TEST_ERROR_AT only raises, rivet_core/pipeline/faults.py)."""
+    if "RIVET_TEST_PANIC_AT" in env:
+        return rivet("run", "-c", str(config), *args, env=env)
+    return rivet_quick("run", "-c", str(config), *args, env=env or None)
 
 
 # ------------------------------------------------------------------------------ oracle
@@ -307,13 +313,13 @@ def test_a_plain_run_while_a_checkpoint_run_is_in_progress_is_refused_and_reset_
     assert f"rivet state reset-chunks -c {config} -e items" in refused.stderr
     assert not (out / "manifest.json").exists()
 
-    listing = rivet("state", "chunks", "-c", str(config), "-e", "items", "--json")
+    listing = rivet_quick("state", "chunks", "-c", str(config), "-e", "items", "--json")
     assert listing.returncode == 0, listing.stderr
     shown = json.loads(listing.stdout)
     assert shown["run"]["status"] == "in_progress"
     assert [t["status"] for t in shown["tasks"]][:3] == ["completed"] * 3
 
-    reset = rivet("state", "reset-chunks", "-c", str(config), "-e", "items")
+    reset = rivet_quick("state", "reset-chunks", "-c", str(config), "-e", "items")
     assert reset.returncode == 0, reset.stderr
     assert "Removed 1 chunk run(s)" in reset.stdout
     assert state_rows(config, "SELECT COUNT(*) FROM chunk_run") == [(0,)]
@@ -667,13 +673,13 @@ def test_property_crash_anywhere_then_resume_gives_the_source_exactly_once(case)
         config = config_for(tmp_path, url, chunk_size=size, parallel=parallel, chunk_checkpoint=True,
                             **SHAPES[shape])
         out = tmp_path / "out"
-        first = rivet("run", "-c", str(config), env={"RIVET_TEST_PANIC_AT": crash} if crash else None)
+        first = run(config, **({"RIVET_TEST_PANIC_AT": crash} if crash else {}))
         if crash is None:
             assert first.returncode == 0, first.stderr
         else:
             # A window that holds no row writes no part: after_chunk_file still fires for it.
             assert first.returncode == KILLED, first.stderr
-            resumed = rivet("run", "-c", str(config), "--resume")
+            resumed = run(config, "--resume")
             assert resumed.returncode == 0, resumed.stderr
         assert canonical_rows(out, ["id", "name"]) == sorted(((i, f"item {i}") for i in ids), key=repr)
         assert_no_untracked_parts(out)
