@@ -28,6 +28,7 @@ from tests.helpers import (
     manifest_ids,
     rivet,
     rivet_in_process,
+    rivet_quick,
     source_block,
     state_rows,
     write_config,
@@ -58,7 +59,7 @@ def items_export(**extra: Any) -> dict[str, Any]:
 
 def run_json(config: Path, *args: str, env: dict[str, str] | None = None):  # noqa: ANN201
     """`rivet run --json`; returns (completed process, the single run summary or None)."""
-    proc = rivet("run", "-c", str(config), "--json", *args, env=env)
+    proc = rivet_quick("run", "-c", str(config), "--json", *args, env=env)
     try:
         summary = json.loads(proc.stdout)["runs"][0]
     except (json.JSONDecodeError, KeyError, IndexError):
@@ -272,7 +273,7 @@ def test_a_failed_run_never_replaces_the_last_good_manifest(tmp_path, point):
     else:  # the part is durable but was never recorded
         assert not run_copy.exists() and logged == []
 
-    check = rivet("validate", "-c", str(config), "--format", "json")
+    check = rivet_quick("validate", "-c", str(config), "--format", "json")
     assert check.returncode == 0, check.stdout + check.stderr
     failures = json.loads(check.stdout)["exports"][0]["verification"]["failures"]
     assert [(f["kind"], f["key"]) for f in failures] == [("untracked_object", new_key)]
@@ -321,7 +322,7 @@ def test_a_multi_export_run_continues_past_failures_and_exits_with_the_most_seve
         if e["table"] is None:
             del e["table"]
     config = write_config(tmp_path, source_block(url), exports)
-    proc = rivet("run", "-c", str(config), "--json")
+    proc = rivet_quick("run", "-c", str(config), "--json")
 
     assert proc.returncode == 3, proc.stderr  # 3 (quality) outranks 1 (SQL error)
     runs = {r["export_name"]: r for r in json.loads(proc.stdout)["runs"]}

@@ -25,6 +25,7 @@ from tests.helpers import (
     manifest_ids,
     pg_exec,
     rivet,
+    rivet_quick,
     source_block,
     state_rows,
     write_config,
@@ -67,7 +68,7 @@ def test_day_buckets_on_local_read_back_as_a_hive_dataset(pg_url, tmp_path):
     _seed(pg_url)
     root = tmp_path / "out" / "ev"
     cfg = write_config(tmp_path, source_block(pg_url), [_export({"type": "local", "path": "out/ev/{partition}"})])
-    run = rivet("run", "-c", str(cfg), timeout=600)
+    run = rivet_quick("run", "-c", str(cfg))
     assert run.returncode == 0, run.stderr
     labels = ["2024-02-27", "2024-02-28", "2024-02-29", "2024-03-01", "2024-03-02", HIVE_NULL_PARTITION]
     assert sorted(p.name for p in root.iterdir()) == sorted(f"CreatedOn={x}" for x in labels)
@@ -88,13 +89,13 @@ def test_day_buckets_on_local_read_back_as_a_hive_dataset(pg_url, tmp_path):
     got = duckdb.sql(f"SELECT id, \"CreatedOn\" FROM read_parquet('{root}/*/data/*.parquet', "
                      "hive_partitioning=true) ORDER BY id").fetchall()
     assert got == [(i, d) for i, d, _, _ in source]
-    ok = rivet("validate", "-c", str(cfg), "--format", "json", timeout=600)
+    ok = rivet_quick("validate", "-c", str(cfg), "--format", "json")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     verdicts = json.loads(ok.stdout)["exports"]
     assert sorted(v["export_name"] for v in verdicts) == sorted(f"ev [CreatedOn={x}]" for x in labels)
     victim = data_files(root / "CreatedOn=2024-02-29")[0]
     victim.unlink()
-    bad = rivet("validate", "-c", str(cfg), "--format", "json", timeout=600)
+    bad = rivet_quick("validate", "-c", str(cfg), "--format", "json")
     assert bad.returncode != 0
     failed = [v for v in json.loads(bad.stdout)["exports"] if not v["verification"]["passed"]]
     assert [v["export_name"] for v in failed] == ["ev [CreatedOn=2024-02-29]"]
@@ -137,7 +138,7 @@ def test_timestamptz_buckets_on_each_cloud(pg_url, tmp_path, area):
     export = _export(area.destination("lake/ev/{partition}/"), partition_by="ts", partition_granularity=granularity,
                      format="csv", compression="none")
     cfg = write_config(tmp_path, source_block(pg_url), [export])
-    run = rivet("run", "-c", str(cfg), timeout=600)
+    run = rivet_quick("run", "-c", str(cfg))
     assert run.returncode == 0, run.stderr
     source = {i: t for i, _, t, _ in _source(pg_url)}
     labels = (["2023-12", "2024-01", "2024-02", "2024-03", "2024-04"] if granularity == "month"
@@ -152,7 +153,7 @@ def test_timestamptz_buckets_on_each_cloud(pg_url, tmp_path, area):
         assert ids == sorted(i for i, t in source.items() if bucket_of(t, granularity) == label), label
         seen += ids
     assert sorted(seen) == sorted(source)  # every row once, the NULL bucket included
-    ok = rivet("validate", "-c", str(cfg), timeout=600)
+    ok = rivet_quick("validate", "-c", str(cfg))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.count("PASSED") == len(labels)
 
@@ -173,13 +174,13 @@ def test_incremental_buckets_crash_then_rerun_keep_every_id_once(pg_url, tmp_pat
     crashed = rivet("run", "-c", str(cfg), env={"RIVET_TEST_PANIC_AT": "after_cursor_commit"}, timeout=600)
     assert crashed.returncode != 0
     assert [p.name for p in root.iterdir()] == ["CreatedOn=2024-02-27"]  # one bucket, then the kill
-    rerun = rivet("run", "-c", str(cfg), timeout=600)
+    rerun = rivet_quick("run", "-c", str(cfg))
     assert rerun.returncode == 0, rerun.stderr
     assert _bucket_ids(root) == list(range(1, 15))
     cursors = dict(state_rows(cfg, "SELECT export_name, last_cursor_value FROM export_state"))
     assert cursors["ev__2024-02-27"] == "10" and cursors["ev__null"] == "7"
     pg_exec(pg_url, "INSERT INTO ev VALUES (15, '2024-02-27', NULL, 'n'), (16, '2024-03-05', NULL, 'n')")
-    again = rivet("run", "-c", str(cfg), timeout=600)
+    again = rivet_quick("run", "-c", str(cfg))
     assert again.returncode == 0, again.stderr
     assert _bucket_ids(root) == list(range(1, 17))
     assert manifest_ids(root / "CreatedOn=2024-03-05") == [16]
@@ -196,7 +197,7 @@ def test_full_buckets_crash_mid_write_then_rerun_replace_each_bucket(pg_url, tmp
     assert crashed.returncode != 0
     assert not (root / "CreatedOn=2024-02-27" / "manifest.json").exists()
     for _ in range(2):
-        run = rivet("run", "-c", str(cfg), timeout=600)
+        run = rivet_quick("run", "-c", str(cfg))
         assert run.returncode == 0, run.stderr
     current = []
     for bucket in root.iterdir():
@@ -214,7 +215,7 @@ def test_a_column_that_is_not_a_date_fails_with_rivets_message(pg_url, tmp_path)
     _seed(pg_url)
     cfg = write_config(tmp_path, source_block(pg_url), [_export(
         {"type": "local", "path": "out/{partition}"}, partition_by="v")])
-    run = rivet("run", "-c", str(cfg), timeout=600)
+    run = rivet_quick("run", "-c", str(cfg))
     assert run.returncode == 1
     assert "could not parse partition min 'v1' from column 'v' as a date" in run.stderr
     assert not (tmp_path / "out").exists()
@@ -246,7 +247,7 @@ def test_chunked_month_buckets_on_mariadb(mysql_url, tmp_path):
     cfg = write_config(tmp_path, source_block(mysql_url), [_export(
         {"type": "local", "path": "out/ev/{partition}"}, partition_by="ts", partition_granularity="month",
         mode="chunked", chunk_column="id", chunk_size=2)])
-    run = rivet("run", "-c", str(cfg), timeout=600)
+    run = rivet_quick("run", "-c", str(cfg))
     assert run.returncode == 0, run.stderr
     labels = ["2024-01", "2024-02", "2024-03", "2024-04", HIVE_NULL_PARTITION]
     assert sorted(p.name for p in root.iterdir()) == sorted(f"ts={x}" for x in labels)
@@ -256,5 +257,5 @@ def test_chunked_month_buckets_on_mariadb(mysql_url, tmp_path):
     feb = json.loads((root / "ts=2024-02" / "manifest.json").read_text())
     assert len(feb["parts"]) > 1 and feb["source"]["extraction"]["strategy"] == "chunked"
     assert _bucket_ids(root) == [i for i, _ in rows]
-    ok = rivet("validate", "-c", str(cfg), timeout=600)
+    ok = rivet_quick("validate", "-c", str(cfg))
     assert ok.returncode == 0, ok.stdout + ok.stderr

@@ -25,7 +25,7 @@ from tests.helpers import (
     data_files,
     db_exec,
     manifest_ids,
-    rivet,
+    rivet_quick,
     source_block,
     state_rows,
     success_manifests,
@@ -104,7 +104,7 @@ def test_rows_committed_during_the_export_are_in_neither_the_rows_nor_the_count(
     assert result == {"source_count": 30, "exported_rows": 30, "matched": True}
 
     # The next run counts its own slice: the cursor range, not the table.
-    second = rivet("run", "-c", str(config), "--reconcile", "--json")
+    second = rivet_quick("run", "-c", str(config), "--reconcile", "--json")
     assert second.returncode == 0, second.stderr
     run2 = json.loads(second.stdout)["runs"][0]
     assert run2["source_row_count"] == 7 and run2["reconciled"] is True
@@ -127,7 +127,7 @@ def _widening_query(url: str) -> str:
 def test_a_count_that_differs_fails_the_run_before_anything_is_published(tmp_path, url):
     _insert(url, range(1, 201))
     config = _config(tmp_path, url, query=_widening_query(url))
-    result = rivet("run", "-c", str(config), "--reconcile", "--json")
+    result = rivet_quick("run", "-c", str(config), "--reconcile", "--json")
     assert result.returncode == 3, result.stderr
     run = json.loads(result.stdout)["runs"][0]
     assert run["status"] == "failed" and run["reconciled"] is False
@@ -146,7 +146,7 @@ def test_a_count_that_differs_fails_the_run_before_anything_is_published(tmp_pat
     assert report["reconciliation"]["exported_rows"] != source_count
 
     # Without --reconcile the same export publishes (the gate alone failed the run).
-    plain = rivet("run", "-c", str(config), "--json")
+    plain = rivet_quick("run", "-c", str(config), "--json")
     assert plain.returncode == 0, plain.stderr
     (manifest,) = success_manifests(out_dir)
     assert "source_row_count" not in manifest["source"]["extraction"]
@@ -157,7 +157,7 @@ def test_a_count_that_differs_fails_the_run_before_anything_is_published(tmp_pat
         (out_dir / "_SUCCESS").read_bytes()
     files = data_files(out_dir)
     _insert(url, range(201, 261))
-    again = rivet("run", "-c", str(config), "--reconcile", "--json")
+    again = rivet_quick("run", "-c", str(config), "--reconcile", "--json")
     assert again.returncode == 3, again.stderr
     assert cursor_of(config, "items") == cursor is not None
     assert (out_dir / "manifest.json").read_bytes() == canonical and (out_dir / "_SUCCESS").read_bytes() == marker
@@ -169,7 +169,7 @@ def test_a_chunked_run_counts_each_window_in_its_own_snapshot(tmp_path, url):
     config = write_config(tmp_path, source_block(url), [
         {"name": "items", "table": "items", "mode": "chunked", "chunk_column": "id", "chunk_size": 20,
          "chunk_checkpoint": True, "format": "parquet", "destination": {"type": "local", "path": "out"}}])
-    result = rivet("run", "-c", str(config), "--reconcile", "--json")
+    result = rivet_quick("run", "-c", str(config), "--reconcile", "--json")
     assert result.returncode == 0, result.stderr
     run = json.loads(result.stdout)["runs"][0]
     assert run["source_row_count"] == 50 and run["reconciled"] is True
@@ -186,7 +186,7 @@ def test_a_chunked_window_whose_count_differs_is_not_published(tmp_path, pg_url)
         {"name": "items", "query": _widening_query(pg_url), "mode": "chunked", "chunk_column": "id",
          "chunk_size": 100, "chunk_checkpoint": True, "format": "parquet",
          "destination": {"type": "local", "path": "out"}}])
-    result = rivet("run", "-c", str(config), "--reconcile", "--json")
+    result = rivet_quick("run", "-c", str(config), "--reconcile", "--json")
     assert result.returncode == 3, result.stderr
     run = json.loads(result.stdout)["runs"][0]
     assert run["status"] == "failed" and "reconcile mismatch in window" in run["error"]

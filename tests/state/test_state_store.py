@@ -100,7 +100,7 @@ def _incremental_config(tmp_path: Path, rows: int = 6) -> Path:
 
 
 def _run(config: Path, *args: str, env: dict[str, str] | None = None) -> dict:
-    proc = rivet("run", "-c", str(config), "-e", "items", "--json", *args, env=env)
+    proc = rivet_quick("run", "-c", str(config), "-e", "items", "--json", *args, env=env)
     assert proc.returncode == 0, proc.stderr
     return {**json.loads(proc.stdout)["runs"][0], "stderr": proc.stderr}
 
@@ -123,7 +123,7 @@ def test_a_run_with_rivet_state_url_keeps_cursor_files_and_metrics_in_postgresql
     assert pg_exec(pg_url, "SELECT last_committed_cursor FROM export_progression") == \
         [("2026-01-01T00:06:00.000000",)]
 
-    shown = rivet("state", "show", "-c", str(config), "--json", env=env)
+    shown = rivet_quick("state", "show", "-c", str(config), "--json", env=env)
     assert shown.returncode == 0, shown.stderr
     assert [(r["export_name"], r["last_cursor_value"]) for r in json.loads(shown.stdout)] == \
         [("items", "2026-01-01T00:06:00.000000")]
