@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import db_exec, rivet, source_block, write_config
+from tests.helpers import db_exec, source_block, write_config
+from tests.helpers import rivet_quick as rivet  # no process of its own needed
 from tests.ops.doctor_support import (  # noqa: F401 - fixtures
     PasswordRole,
     free_port,

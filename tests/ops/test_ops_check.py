@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import db_exec, rivet, source_block, write_config
+from tests.helpers import db_exec, source_block, write_config
+from tests.helpers import rivet_quick as rivet  # no process of its own needed
 
 
 def _export(name: str, table: str, **extra: object) -> dict:

@@ -32,7 +32,8 @@ from rivet_core.source import (
     render_cursor_value,
 )
 from rivet_core.source.sqlite.types import sqlite_mapping
-from tests.helpers import rivet, source_block, state_rows, write_config
+from tests.helpers import rivet_quick as rivet  # nothing here crashes or pauses
+from tests.helpers import source_block, state_rows, write_config
 
 TUNING = ResolvedTuning()
 
