@@ -251,6 +251,19 @@ def manifest_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
                                tags={"rivet/export": export.name, "rivet/config": str(config.config_path)})
 
 
+def publish_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
+    """The last batch and the manifest in one run: the chunk asset (the run's partition range
+    or key) and `<export>_manifest` with its checks. The manifest step depends on the chunk
+    step (its `deps`), so it starts only after every window of the run is committed and is
+    skipped when that step fails; it still refuses unless every window of the chunk run is
+    completed (I6). The planner requests it when its batch holds every window still to
+    export (`fold_manifest`): one run start-up fewer than a chunk run, then a manifest run."""
+    return dg.define_asset_job(derived_name(config, export, "publish_job"),
+                               selection=dg.AssetSelection.assets(asset_key(config, export),
+                                                                  manifest_asset_key(config, export)),
+                               tags={"rivet/export": export.name, "rivet/config": str(config.config_path)})
+
+
 def _sensor_status(config: api.RivetConfig, export: api.ExportConfig) -> dg.DefaultSensorStatus:
     status = (export.dagster.schedule_status if export.dagster and export.dagster.schedule_status else
               config.dagster.schedule_status if config.dagster and config.dagster.schedule_status else "STOPPED")
@@ -325,6 +338,22 @@ def plan_deferral(instance: dg.DagsterInstance, cursor: dict[str, Any], now: flo
     return None if ended else later
 
 
+def fold_manifest(tick: api.ChunkTaskPlan, batches: list[list[str]], outstanding: set[str],
+                  in_flight: int) -> bool:
+    """Whether the one batch of this tick is the chunk run's last, so its run can publish too.
+
+    True when this tick requests exactly one batch, that batch is every window still wanted
+    (nothing waits in the backlog or for another batch), no other run of the chunk run is
+    queued or running (`in_flight`: its windows would not be committed yet), and the windows
+    not completed are exactly the batch's pending ones (a refilled window is still completed
+    until it is exported again, `api.ChunkTaskPlan.refill`). A wrong True costs no data: the
+    manifest step refuses unless every window is completed (I6), and the planner then requests
+    the manifest on its own."""
+    if len(batches) != 1 or set(batches[0]) != outstanding or in_flight:
+        return False
+    return tick.not_completed == sum(k not in tick.refill for k in batches[0])
+
+
 def refresh_due(cron: str, timezone: str, last: float | None, now: datetime) -> tuple[float, bool]:
     """(the latest cron tick at `now`, whether it is a tick not handled yet). The first
     evaluation (`last` None) only records the tick: starting the planner re-exports nothing."""
@@ -347,6 +376,7 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
     partitions = chunk_partitions(config, export)
     chunk_key = asset_key(config, export)
     check_job = reconcile_job(config, export)
+    last_job = publish_job(config, export)
     dagster_cfg = export.dagster
     refresh = dagster_cfg.refresh if dagster_cfg else None
     timezone = (dagster_cfg.timezone if dagster_cfg and dagster_cfg.timezone else "UTC")
@@ -356,7 +386,7 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         raise api.ConfigError(f"export '{export_name}': dagster.refresh '{refresh}' is not a valid cron expression "
                               "(minute hour day-of-month month day-of-week, e.g. '0 2 * * 0')")
 
-    @dg.sensor(name=derived_name(config, export, "planner"), jobs=[chunk_job, finalize_job, check_job],
+    @dg.sensor(name=derived_name(config, export, "planner"), jobs=[chunk_job, finalize_job, check_job, last_job],
                minimum_interval_seconds=PLANNER_POLL_SECONDS, default_status=_sensor_status(config, export),
                description=f"Plans the chunk windows of `{export_name}` against the source, registers new "
                            "ones as partitions (ascending), requests ranged runs (up to "
@@ -366,7 +396,8 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
                            "COUNT, and MAX(change_column) when set)" + (f", re-exports every window on `{refresh}`"
                                                                          if refresh else "") +
                            ", runs the `reconcile` check when published windows drifted, and requests the "
-                           f"manifest once every window is done. Plans against the source every "
+                           "manifest once every window is done — in the same run as the last batch when that "
+                           f"batch holds every window still to export. Plans against the source every "
                            f"{PLANNER_INTERVAL_SECONDS} s, and as soon as the runs of a chunk run in progress "
                            "have ended.")
     def _planner(context: dg.SensorEvaluationContext) -> dg.SensorResult:
@@ -397,6 +428,7 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         requests: list[dg.RunRequest] = []
         backlog: list[str] = []
         outstanding: set[str] = set()
+        in_flight = 0
         if tick.run_id is not None:
             tags = {"rivet/export": export_name, "rivet/chunk_run": tick.run_id}
             # Windows wanted now, plus those an earlier tick of this chunk run left waiting —
@@ -411,8 +443,13 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
             wanted = {k for k in outstanding if stamps[k] not in done}
             order = [k for k in registered if k in current] + new_keys  # the partitions' order after this tick
             batches = window_batches(order, wanted, per_run)
+            in_flight = context.instance.get_runs_count(dg.RunsFilter(
+                tags={"rivet/chunk_run": tick.run_id}, statuses=_IN_FLIGHT)) if batches or tick.complete else 0
+            # The last batch carries the manifest and its checks (one run start-up fewer).
+            fold = fold_manifest(tick, batches, outstanding, in_flight)
             for batch in batches[:runs_per_tick]:
-                requests.append(_batch_request(chunk_job.name, tick, batch, cursor.get("refresh"), tags))
+                requests.append(_batch_request(last_job.name if fold else chunk_job.name, tick, batch,
+                                               cursor.get("refresh"), tags, publish=fold))
                 done.update(stamps[k] for k in batch)
             backlog = [k for batch in batches[runs_per_tick:] for k in batch]
             requested_stamps = sorted(done & set(stamps.values()))
@@ -420,8 +457,10 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
                 drift = ",".join(f"{k}={tick.refill[k]}" for k in tick.drifted)
                 requests.append(dg.RunRequest(job_name=check_job.name, tags=tags, run_key=(
                     f"{tick.run_id}:reconcile:{hashlib.sha256(drift.encode()).hexdigest()[:16]}")))
-            # The manifest waits for every window still wanted, requested in an earlier tick or not.
-            if tick.complete and not requests and not outstanding:
+            # The manifest waits for every window still wanted, requested in an earlier tick or not,
+            # and for the runs of the chunk run still going (a folded run finalizes it itself;
+            # should it fail, the plan after it ends requests the manifest on its own).
+            if tick.complete and not requests and not outstanding and not in_flight:
                 requests.append(dg.RunRequest(job_name=finalize_job.name, run_key=f"{tick.run_id}:manifest:{tick.stamp}",
                                               tags=tags))
             if backlog:
@@ -434,8 +473,10 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         cursor["backlog"] = backlog
         if not requests and not dynamic:
             return dg.SensorResult(cursor=json.dumps(cursor), skip_reason=(
-                f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize" if tick.run_id
-                else f"nothing changed: {len(tick.keys)} window(s) published and true to the source"))
+                f"nothing changed: {len(tick.keys)} window(s) published and true to the source" if not tick.run_id
+                else f"chunk run {tick.run_id}: every window is done; the manifest waits for {in_flight} run(s) "
+                     "of it still queued or running (one of them may publish it)" if tick.complete and in_flight
+                else f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize"))
         return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(cursor))
 
     return _planner
@@ -462,16 +503,19 @@ def window_batches(order: list[str], wanted: set[str], size: int) -> list[list[s
 
 
 def _batch_request(job_name: str, tick: api.ChunkTaskPlan, batch: list[str], refresh_tick: float | None,
-                   tags: dict[str, str]) -> dg.RunRequest:
+                   tags: dict[str, str], *, publish: bool = False) -> dg.RunRequest:
     """One run for `batch`: a single partition, or a partition range (one source session and
     one run start-up for up to `max_partitions_per_run` windows). Tag `rivet/windows` names
-    the windows, for people reading the run list and for tests."""
+    the windows, for people reading the run list and for tests. `publish`: the run also
+    materializes the manifest (`publish_job`); its run key says so (`+manifest`), so it never
+    collides with a plain request of the same windows."""
     tags = {**tags, "rivet/windows": ",".join(batch)}
+    suffix = "+manifest" if publish else ""
     if len(batch) == 1:
         return dg.RunRequest(job_name=job_name, partition_key=batch[0],
-                             run_key=_run_key(tick, batch[0], refresh_tick), tags=tags)
+                             run_key=_run_key(tick, batch[0], refresh_tick) + suffix, tags=tags)
     digest = hashlib.sha256("\n".join(_run_key(tick, k, refresh_tick) for k in batch).encode()).hexdigest()[:16]
-    return dg.RunRequest(job_name=job_name, run_key=f"{tick.run_id}:{batch[0]}..{batch[-1]}:{digest}", tags={
+    return dg.RunRequest(job_name=job_name, run_key=f"{tick.run_id}:{batch[0]}..{batch[-1]}:{digest}{suffix}", tags={
         **tags, "dagster/asset_partition_range_start": batch[0], "dagster/asset_partition_range_end": batch[-1]})
 
 

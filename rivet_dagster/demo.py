@@ -20,8 +20,11 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
 def _summarize(result, label: str, rows_out: list) -> bool:  # noqa: ANN001
-    rows = sum(int(e.materialization.metadata["rows"].value)  # what each run wrote
-               for e in result.get_asset_materialization_events() if "rows" in e.materialization.metadata)
+    events = [e for e in result.get_asset_materialization_events() if "rows" in e.materialization.metadata]
+    # What the run wrote: its windows' rows when it exported windows (a run that also published
+    # the manifest reports the whole dataset there too), else its one materialization's.
+    windows = [e for e in events if e.partition is not None]
+    rows = sum(int(e.materialization.metadata["rows"].value) for e in windows or events)
     checks = ", ".join(f"{e.check_name}={'PASS' if e.passed else 'FAIL'}"
                        for e in result.get_asset_check_evaluations())
     rows_out.append((label, "SUCCESS" if result.success else "FAILED", str(rows), checks))
@@ -33,7 +36,8 @@ RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_p
 
 def _materialize_chunked(defs, instance, name: str, rows_out: list) -> bool:  # noqa: ANN001
     """What the daemon does for a chunked export: one planner tick (register the windows),
-    a run per requested window, then `<export>_manifest` publishes the manifest."""
+    a run per request, then `<export>_manifest` publishes the manifest — unless the planner
+    folded it into its one batch's run (`<export>_publish_job`, rivet_dagster/chunked.py)."""
     import dagster as dg
 
     sensor = defs.resolve_sensor_def(f"{name}_planner")
@@ -41,29 +45,33 @@ def _materialize_chunked(defs, instance, name: str, rows_out: list) -> bool:  # 
     for request in tick.dynamic_partitions_requests or []:
         if isinstance(request, dg.AddDynamicPartitionsRequest):
             instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    ok = True
-    job = defs.resolve_job_def(f"{name}_job")
+    ok, published = True, False
+    window_jobs = (f"{name}_job", f"{name}_publish_job")
     # The planner asks for one window per run, or for several as one ranged run (the
     # partition-range tags, rivet_dagster/chunked.py `_batch_request`): run each as asked.
     for request in tick.run_requests or []:
-        if request.job_name not in (None, job.name):
+        if request.job_name not in window_jobs:
             continue  # the manifest (and its checks) run below, after every window
+        job = defs.resolve_job_def(request.job_name)
         tags = dict(request.tags or {})
         start, end = tags.get(RANGE_START), tags.get(RANGE_END)
         label = request.partition_key or (f"{start}…{end}" if start != end else start)
         if not label:
             continue
-        print(f"materializing {name} [{label}] …", flush=True)
+        print(f"materializing {name} [{label}]{' and its manifest' if job.name == window_jobs[1] else ''} …",
+              flush=True)
         result = (job.execute_in_process(instance=instance, partition_key=request.partition_key,
                                          raise_on_error=False, run_config=QUIET)
                   if request.partition_key else
                   job.execute_in_process(instance=instance, tags={RANGE_START: start, RANGE_END: end},
                                          raise_on_error=False, run_config=QUIET))
         ok &= _summarize(result, f"{name} [{label}]", rows_out)
-    print(f"materializing {name}_manifest …", flush=True)
-    manifest_job = defs.resolve_job_def(f"{name}_manifest_job")
-    ok &= _summarize(manifest_job.execute_in_process(instance=instance, raise_on_error=False, run_config=QUIET),
-                     f"{name}_manifest", rows_out)
+        published |= job.name == window_jobs[1]
+    if not published:
+        print(f"materializing {name}_manifest …", flush=True)
+        manifest_job = defs.resolve_job_def(f"{name}_manifest_job")
+        ok &= _summarize(manifest_job.execute_in_process(instance=instance, raise_on_error=False,
+                                                         run_config=QUIET), f"{name}_manifest", rows_out)
     return ok
 
 

@@ -6,7 +6,7 @@ request executed in-process, the sensor cursor threaded from tick to tick. Then 
 changes under the published dataset:
 
 - with `change_column`, an UPDATE of one row of window 0 → the next tick requests exactly
-  that window, then (once it is re-exported) exactly the manifest;
+  that window, in one run with the manifest (it is the only window to export);
 - keyset windows on uuid keys receive new keys → exactly the windows whose key range got
   them are re-requested, with the `reconcile` check (red until they are re-exported);
 - without `change_column`, `dagster.refresh` requests every window on its cron tick.
@@ -48,6 +48,8 @@ from tests.helpers import db_exec
 EXPORT = "orders_chunked"
 PARTITIONS = f"{EXPORT}_chunks"
 CHUNK_JOB, MANIFEST_JOB, RECONCILE_JOB = f"{EXPORT}_job", f"{EXPORT}_manifest_job", f"{EXPORT}_reconcile_job"
+#: The windows of a batch that holds every window still to export, and the manifest, in one run.
+PUBLISH_JOB = f"{EXPORT}_publish_job"
 PLANNER = f"{EXPORT}_planner"
 
 
@@ -88,10 +90,11 @@ class Planner:
         return result
 
     def run(self, result: dg.SensorResult, only: str | None = None) -> list[Any]:
-        """Execute the tick's run requests (those of job `only`), each as its own run."""
+        """Execute the tick's run requests (those of job `only`; CHUNK_JOB: every run that
+        exports windows, PUBLISH_JOB's included), each as its own run."""
         outcomes = []
         for request in result.run_requests or []:
-            if only is not None and request.job_name != only:
+            if only is not None and request.job_name not in ((CHUNK_JOB, PUBLISH_JOB) if only == CHUNK_JOB else (only,)):
                 continue
             kw: dict[str, Any] = {"tags": dict(request.tags)}
             if request.partition_key is not None:
@@ -103,21 +106,19 @@ class Planner:
 
     def publish_everything(self) -> dg.SensorResult:
         """Ticks and runs until the manifest is published and a tick finds nothing to do;
-        returns the first tick."""
+        returns the first tick (every window in one batch: one run, the manifest included)."""
         first = self.tick()
         assert requested(first) == sorted(requested(first)) and requested(first)
+        assert jobs(first) == [PUBLISH_JOB]
         self.run(first)
-        ready = self.tick()
-        assert jobs(ready) == [MANIFEST_JOB]
-        self.run(ready)
         assert_quiet(self.tick())
         return first
 
 
-def requested(result: dg.SensorResult, job: str = CHUNK_JOB) -> list[str | None]:
-    """The windows the tick's runs of `job` export, in request order (a ranged run names its
-    windows in tag `rivet/windows`)."""
-    return [k for r in result.run_requests or [] if r.job_name == job
+def requested(result: dg.SensorResult, job: str | None = None) -> list[str | None]:
+    """The windows the tick's runs of `job` (default: CHUNK_JOB and PUBLISH_JOB) export, in
+    request order (a ranged run names its windows in tag `rivet/windows`)."""
+    return [k for r in result.run_requests or [] if r.job_name in ((job,) if job else (CHUNK_JOB, PUBLISH_JOB))
             for k in (r.tags["rivet/windows"].split(",") if "rivet/windows" in r.tags else [r.partition_key])]
 
 
@@ -212,17 +213,15 @@ def test_an_updated_row_re_exports_exactly_its_window_then_the_manifest(
     later = "now()" if engine == "postgres" else "NOW(6)"
     db_exec(url, f"UPDATE orders SET amount = 4321.09, updated_at = {later} WHERE id = 42")
     changed = planner.tick()
-    assert [(r.job_name, r.partition_key) for r in changed.run_requests] == [(CHUNK_JOB, KEYS[0])]
-    assert not planner.tick().run_requests  # until it runs: not requested again
-    planner.run(changed)
+    # The only window to export: it goes with the manifest and its checks, in one run.
+    assert [(r.job_name, r.partition_key) for r in changed.run_requests] == [(PUBLISH_JOB, KEYS[0])]
+    assert not planner.tick().run_requests  # until it runs: not requested again, no manifest of its own
+    finalized = planner.run(changed)[0]
     rerun = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(EXPORT), asset_partitions=[KEYS[0]]), limit=1).records[0]
     fingerprint = rerun.asset_materialization.metadata[FINGERPRINT_METADATA].value
     assert rerun.asset_materialization.tags["dagster/data_version"] == fingerprint != recorded[KEYS[0]]
 
-    ready = planner.tick()  # window 0 re-exported: now the manifest, and nothing else
-    assert jobs(ready) == [MANIFEST_JOB]
-    finalized = planner.run(ready)[0]
     checks = check_evaluations(finalized)
     assert checks["manifest_verified"].passed and checks["reconcile"].passed
     assert_quiet(planner.tick())
@@ -299,6 +298,7 @@ def test_new_uuid_keys_inside_old_keyset_windows_re_request_exactly_those_window
     changed = planner.tick()
     assert requested(changed) == grown  # exactly the windows that got keys, in window order
     assert jobs(changed).count(RECONCILE_JOB) == 1 and MANIFEST_JOB not in jobs(changed)
+    folded = PUBLISH_JOB in jobs(changed)  # the grown windows make one batch when they are consecutive
 
     # The reconcile check, requested with them, is red while the published data misses rows.
     [check_run] = planner.run(changed, only=RECONCILE_JOB)
@@ -307,10 +307,12 @@ def test_new_uuid_keys_inside_old_keyset_windows_re_request_exactly_those_window
     assert all(k in red.metadata["mismatched_partitions"].value for k in grown)
     assert red.metadata["source_rows"].value - red.metadata["exported_rows"].value == 500
 
-    planner.run(changed, only=CHUNK_JOB)
-    ready = planner.tick()
-    assert jobs(ready) == [MANIFEST_JOB]
-    checks = check_evaluations(planner.run(ready)[0])
+    [last] = planner.run(changed, only=CHUNK_JOB)[-1:]
+    if not folded:  # several batches: the manifest comes on its own after the last
+        ready = planner.tick()
+        assert jobs(ready) == [MANIFEST_JOB]
+        [last] = planner.run(ready)
+    checks = check_evaluations(last)
     assert checks["reconcile"].passed and checks["manifest_verified"].passed
     assert_quiet(planner.tick())
 
@@ -340,13 +342,12 @@ def test_without_change_column_the_refresh_cron_re_exports_every_window_and_reco
                           (211, 'c2', 2.00, NULL, '2026-03-02', '2026-03-02'),
                           (212, 'c3', 3.00, NULL, '2026-03-02', '2026-03-02')""")
     missing = planner.tick()
-    assert requested(missing) == [key(200)] and jobs(missing).count(RECONCILE_JOB) == 1
+    assert requested(missing) == [key(200)] and jobs(missing) == sorted([PUBLISH_JOB, RECONCILE_JOB])
     [check_run] = planner.run(missing, only=RECONCILE_JOB)
     red = check_evaluations(check_run)["reconcile"]
     assert not red.passed and red.severity == dg.AssetCheckSeverity.ERROR
     assert key(200) in red.description and "| 100 | 97 |" in red.metadata["mismatched_partitions"].value
-    planner.run(missing, only=CHUNK_JOB)
-    planner.run(planner.tick())  # the manifest
+    planner.run(missing, only=CHUNK_JOB)  # the window and the manifest
     assert id_amounts(published(target)[1]) == source_rows(orders_pg)
     assert_quiet(planner.tick())
 
@@ -358,7 +359,7 @@ def test_without_change_column_the_refresh_cron_re_exports_every_window_and_reco
     # … until the refresh cron ticks: then every window is requested, once.
     stale_cursor = json.dumps({**json.loads(planner.cursor), "refresh": baseline - 86400})
     refresh = planner.tick(cursor=stale_cursor)
-    assert requested(refresh) == KEYS and MANIFEST_JOB not in jobs(refresh)
+    assert requested(refresh) == KEYS and jobs(refresh) == [PUBLISH_JOB]  # every window, then the manifest
     fresh_keys = {r.run_key for r in first_tick_requests}
     assert len(refresh.run_requests) == 1 and refresh.run_requests[0].run_key not in fresh_keys
     assert json.loads(planner.cursor)["refresh"] == baseline  # this tick is handled
@@ -367,9 +368,6 @@ def test_without_change_column_the_refresh_cron_re_exports_every_window_and_reco
     still = planner.tick()
     assert not requested(still) and MANIFEST_JOB not in jobs(still)  # not again, and no premature manifest
     planner.run(refresh)
-    ready = planner.tick()
-    assert jobs(ready) == [MANIFEST_JOB]
-    planner.run(ready)
     manifest, table = published(target)
     assert id_amounts(table) == source_rows(orders_pg) and id_amounts(table)[7] == Decimal("777.77")
     assert manifest["row_count"] == 550
@@ -383,7 +381,7 @@ def test_windows_materialized_in_one_ranged_run_record_one_fingerprint_each_and_
     config = orders_chunked(target, orders_pg, change_column="updated_at")
     defs = build_definitions(config)
     planner = Planner(defs, instance)
-    assert requested(planner.tick()) == KEYS
+    assert requested(planner.tick(), PUBLISH_JOB) == KEYS
     ranged = run_job(defs, CHUNK_JOB, instance, tags={"dagster/asset_partition_range_start": KEYS[0],
                                                       "dagster/asset_partition_range_end": KEYS[-1]})
     assert ranged.success
@@ -396,9 +394,8 @@ def test_windows_materialized_in_one_ranged_run_record_one_fingerprint_each_and_
 
     db_exec(orders_pg, "DELETE FROM orders WHERE id BETWEEN 300 AND 399")  # window 300 is now empty
     emptied = planner.tick()
-    assert requested(emptied) == [key(300)] and jobs(emptied).count(RECONCILE_JOB) == 1
-    planner.run(emptied, only=CHUNK_JOB)
-    planner.run(planner.tick())
+    assert requested(emptied) == [key(300)] and jobs(emptied) == sorted([PUBLISH_JOB, RECONCILE_JOB])
+    planner.run(emptied, only=CHUNK_JOB)  # the window and the manifest
     manifest, table = published(target)
     assert id_amounts(table) == source_rows(orders_pg) and manifest["row_count"] == 450
     assert not any(300 <= i <= 399 for i in table.column("id").to_pylist())
@@ -440,11 +437,8 @@ def test_day_windows_with_a_change_column_re_export_the_day_whose_row_was_update
 
     db_exec(orders_pg, "UPDATE orders SET amount = 1.23, updated_at = now() WHERE id = 300")  # on March 3rd
     changed = planner.tick()
-    assert [(r.job_name, r.partition_key) for r in changed.run_requests] == [(CHUNK_JOB, "2026-03-03_2026-03-04")]
+    assert [(r.job_name, r.partition_key) for r in changed.run_requests] == [(PUBLISH_JOB, "2026-03-03_2026-03-04")]
     planner.run(changed)
-    ready = planner.tick()
-    assert jobs(ready) == [MANIFEST_JOB]
-    planner.run(ready)
     assert_quiet(planner.tick())
     manifest, table = published(target)
     assert id_amounts(table) == source_rows(orders_pg) and id_amounts(table)[300] == Decimal("1.23")

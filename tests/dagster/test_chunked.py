@@ -46,6 +46,7 @@ from tests.helpers import REPO, db_exec
 EXPORT = "orders_chunked"
 PARTITIONS = f"{EXPORT}_chunks"
 CHUNK_JOB, MANIFEST_JOB, PLANNER = f"{EXPORT}_job", f"{EXPORT}_manifest_job", f"{EXPORT}_planner"
+PUBLISH_JOB = f"{EXPORT}_publish_job"  # a batch holding every window still to export, and the manifest
 INITIAL_ROWS = 550
 
 
@@ -103,10 +104,10 @@ def added_keys(result: dg.SensorResult) -> list[str]:
             for k in r.partition_keys]
 
 
-def requested(result: dg.SensorResult, job: str = CHUNK_JOB) -> list[str | None]:
-    """The windows the tick's runs of `job` export, in request order (a ranged run names its
-    windows in tag `rivet/windows`)."""
-    return [k for r in result.run_requests or [] if r.job_name == job
+def requested(result: dg.SensorResult, job: str | None = None) -> list[str | None]:
+    """The windows the tick's runs of `job` (default: CHUNK_JOB and PUBLISH_JOB) export, in
+    request order (a ranged run names its windows in tag `rivet/windows`)."""
+    return [k for r in result.run_requests or [] if r.job_name in ((job,) if job else (CHUNK_JOB, PUBLISH_JOB))
             for k in (r.tags["rivet/windows"].split(",") if "rivet/windows" in r.tags else [r.partition_key])]
 
 
@@ -191,8 +192,9 @@ def test_the_planner_registers_every_window_in_ascending_order_and_requests_them
     assert added_keys(first) == INITIAL_KEYS == sorted(INITIAL_KEYS)
     assert instance.get_dynamic_partitions(PARTITIONS) == INITIAL_KEYS  # insertion order = window order
     assert requested(first) == INITIAL_KEYS and requested(first, MANIFEST_JOB) == []
-    # Six consecutive windows, max_partitions_per_run 10: one ranged run.
+    # Six consecutive windows, max_partitions_per_run 10: one ranged run, which publishes too.
     [batch] = first.run_requests
+    assert batch.job_name == PUBLISH_JOB
     assert (batch.tags["dagster/asset_partition_range_start"], batch.tags["dagster/asset_partition_range_end"]) == (
         INITIAL_KEYS[0], INITIAL_KEYS[-1]) and batch.partition_key is None
     run, tasks = checkpoint(config)
@@ -334,7 +336,7 @@ def test_when_the_table_grows_the_planner_requests_only_the_new_windows_and_the_
     assert added_keys(grown) == new
     assert instance.get_dynamic_partitions(PARTITIONS) == INITIAL_KEYS + new
     assert requested(grown) == [key(500), *new]  # the half-full window 500..599 filled up
-    [batch] = [r for r in grown.run_requests if r.job_name == CHUNK_JOB]  # 500 (refilled), 600, 700: one range
+    [batch] = [r for r in grown.run_requests if r.job_name == PUBLISH_JOB]  # 500 (refilled), 600, 700: one range
     assert batch.run_key.startswith(f"{run_key_prefix(grown)}:{key(500)}..{key(700)}:")
     # Requested once: window 500 is still short of the source until the run happens, yet the
     # next tick asks for nothing (the cursor remembers the request and the fill it saw).

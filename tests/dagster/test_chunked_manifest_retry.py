@@ -25,8 +25,10 @@ from rivet_dagster import build_definitions
 from tests.dagster.support import Target, create_orders, id_amounts, run_job
 from tests.dagster.test_chunk_freshness import (
     CHUNK_JOB,
+    EXPORT,
     KEYS,
     MANIFEST_JOB,
+    PUBLISH_JOB,
     Planner,
     assert_quiet,
     chunk_run,
@@ -45,16 +47,15 @@ def test_a_manifest_refused_after_the_run_completed_is_requested_again_and_publi
     config = orders_chunked(target, pg_url)
     planner = Planner(build_definitions(config), instance)
     first = planner.tick()
-    assert requested(first) == KEYS
-    planner.run(first)
+    assert requested(first) == KEYS and jobs(first) == [PUBLISH_JOB]  # every window, then the manifest
 
     prefix = target.view("orders_chunked").root
     (prefix / "manifest.json").mkdir(parents=True)  # the destination refuses the manifest write
-    ready = planner.tick()
-    assert jobs(ready) == [MANIFEST_JOB]
-    request = ready.run_requests[0]
+    [request] = first.run_requests
     failed = run_job(planner.defs, request.job_name, instance, tags=dict(request.tags))
-    assert not failed.success
+    assert not failed.success  # the windows were committed; the manifest step failed
+    assert {e.partition for e in failed.get_asset_materialization_events()
+            if e.asset_key == dg.AssetKey(EXPORT)} == set(KEYS)
     completed_run, _ = chunk_run(config)
     assert completed_run.status == "completed"  # I6 happened; the manifest did not
     assert not (prefix / "_SUCCESS").exists()
@@ -63,7 +64,7 @@ def test_a_manifest_refused_after_the_run_completed_is_requested_again_and_publi
     again = planner.tick()
     # No window is exported again: only the manifest, under a new run key.
     assert jobs(again) == [MANIFEST_JOB] and not requested(again, CHUNK_JOB)
-    assert again.run_requests[0].run_key != ready.run_requests[0].run_key
+    assert again.run_requests[0].run_key != request.run_key
     reopened, tasks = chunk_run(config)
     assert reopened.run_id != completed_run.run_id
     assert all(t.status == "completed" for t in tasks.values()) and sorted(tasks) == KEYS

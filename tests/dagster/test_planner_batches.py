@@ -3,7 +3,8 @@
 A Dagster run costs seconds of start-up; a chunk window often less. So the planner asks for
 up to `dagster.max_partitions_per_run` consecutive windows per run (`window_batches`), and for
 at most `dagster.max_runs_per_tick` runs per tick — the rest wait in the sensor's cursor, and
-the manifest waits for them. The end state is checked against the source table re-read with
+the manifest waits for them (it goes in the last batch's run when that batch holds every
+window still to export: tests/dagster/test_chunked_fold.py). The end state is checked against the source table re-read with
 pyarrow, never against the planner's own counts.
 """
 
@@ -22,7 +23,7 @@ from rivet_dagster.chunked import ROWS_PER_RUN, window_batches, windows_per_run
 from tests.dagster.support import Target, create_orders, export_block, id_amounts, orders_config
 from tests.dagster.test_chunk_freshness import (
     KEYS,
-    MANIFEST_JOB,
+    PUBLISH_JOB,
     Planner,
     amounts,
     assert_quiet,
@@ -72,14 +73,10 @@ def test_windows_go_in_ranged_runs_capped_per_tick_and_the_manifest_waits_for_th
     assert json.loads(planner.cursor)["backlog"] == KEYS[4:]  # waiting for the next tick
     planner.run(first)
 
-    second = planner.tick()  # the backlog, and not yet the manifest although 4 windows are done
-    assert requested(second) == KEYS[4:] and MANIFEST_JOB not in jobs(second)
+    second = planner.tick()  # the backlog: the last batch, which publishes in the same run
+    assert requested(second) == KEYS[4:] and jobs(second) == [PUBLISH_JOB]
     assert json.loads(planner.cursor)["backlog"] == []
     planner.run(second)
-
-    ready = planner.tick()
-    assert jobs(ready) == [MANIFEST_JOB]
-    planner.run(ready)
     manifest, table = published(target)
     assert id_amounts(table) == amounts(pg_url) and manifest["row_count"] == 550  # each id once
     assert_quiet(planner.tick())
@@ -89,7 +86,7 @@ def test_between_plans_the_planner_polls_the_instance_and_plans_as_soon_as_the_r
         pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
     """The sensor is evaluated every PLANNER_POLL_SECONDS; it plans against the source only
     every PLANNER_INTERVAL_SECONDS, or — while a chunk run is exported — once that chunk run's
-    Dagster runs have all ended (the next batch, then the manifest, follow at once)."""
+    Dagster runs have all ended (the next batch, with the manifest, follows at once)."""
     create_orders(pg_url, rows=550)
     target = Target("local", tmp_path)
     config = orders_chunked(target, pg_url, dagster={"max_partitions_per_run": 4, "max_runs_per_tick": 1})
@@ -104,7 +101,7 @@ def test_between_plans_the_planner_polls_the_instance_and_plans_as_soon_as_the_r
     assert json.loads(planner.cursor)["planned_at"] == planned_at
 
     chunk_run_id = json.loads(planner.cursor)["run"]
-    other = dg.DagsterRun(job_name=MANIFEST_JOB, run_id="0" * 8 + "-0000-0000-0000-" + "0" * 12,
+    other = dg.DagsterRun(job_name="orders_chunked_manifest_job", run_id="0" * 8 + "-0000-0000-0000-" + "0" * 12,
                           status=dg.DagsterRunStatus.STARTED, tags={"rivet/chunk_run": chunk_run_id})
     instance.add_run(other)
     planner.run(first)
@@ -114,11 +111,9 @@ def test_between_plans_the_planner_polls_the_instance_and_plans_as_soon_as_the_r
 
     second = planner.tick(soon=True)  # the first run ended and none is in flight: plan now
     assert requested(second) == KEYS[4:] and json.loads(planner.cursor)["planned_at"] > planned_at
+    assert jobs(second) == [PUBLISH_JOB]  # the last batch and the manifest
     planner.run(second)
-    ready = planner.tick(soon=True)
-    assert jobs(ready) == [MANIFEST_JOB]
-    planner.run(ready)
-    assert_quiet(planner.tick(soon=True))  # the manifest run ended: one plan, published
+    assert_quiet(planner.tick(soon=True))  # the last run ended: one plan, published
     assert json.loads(planner.cursor)["in_progress"] is False
     idle = planner.tick(soon=True)  # published: the next plan waits for the interval
     assert not idle.run_requests and "next plan against the source" in idle.skip_reason.skip_message
