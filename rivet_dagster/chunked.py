@@ -24,7 +24,9 @@ A `mode: chunked` export becomes:
   every window on each `dagster.refresh` cron tick (cursor: the last tick handled),
   requests a run of the `reconcile` check when published windows drifted, and requests
   `<export>_manifest` once every window is completed (run key stamped with the windows'
-  attempts, so the same state is finalized once). Windows are requested in ranged runs of
+  attempts, so the same state is finalized once) — or, when one batch holds every window
+  still to export, requests that batch as a run of `<export>_publish_job`, which publishes
+  in the same run (`fold_manifest`: one run start-up fewer). Windows are requested in ranged runs of
   up to `dagster.max_partitions_per_run` consecutive windows (`window_batches`; unset, at
   least ROWS_PER_RUN rows' worth of id windows, `windows_per_run`): a run's start-up costs
   seconds, a window's export often less. At most `dagster.max_runs_per_tick`

@@ -6,8 +6,9 @@ Per export, by mode:
   `manifest_verified` check (checks.py), a job, and a schedule when `dagster.schedule`
   is set (automation.py);
 - `chunked` with stable windows (id ranges, days, keys): the partitioned chunk asset, the
-  `<export>_manifest` asset (carrying `manifest_verified` and `reconcile`), a job for each
-  and the `<export>_planner` sensor (chunked.py);
+  `<export>_manifest` asset (carrying `manifest_verified` and `reconcile`), a job for each,
+  `<export>_publish_job` (the last batch of windows and the manifest in one run) and the
+  `<export>_planner` sensor (chunked.py);
 - `chunked` whose windows cannot be partition keys (`chunk_count`, `chunk_dense`,
   `keyset_incremental`, or `dagster.chunk_partitions: false`): one asset that runs the
   whole checkpointed chunked run (chunked_run.py).

@@ -35,16 +35,22 @@ from tests.dagster.test_chunk_freshness import (
 from tests.helpers import db_exec
 
 
+def exported_550(pg_url: str, tmp_path: Path, instance: dg.DagsterInstance,
+                 **dagster: int) -> tuple[Target, Path, Planner]:
+    """550 source rows in six id windows of 100, exported to local disk; the planner to drive."""
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, pg_url, **({"dagster": dagster} if dagster else {}))
+    return target, config, Planner(build_definitions(config), instance)
+
+
 def materialized(result: dg.ExecuteInProcessResult) -> list[tuple[str, str | None]]:
     return sorted((e.asset_key.to_user_string(), e.partition) for e in result.get_asset_materialization_events())
 
 
 def test_one_batch_holding_every_window_publishes_in_the_same_run(
         pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
-    create_orders(pg_url, rows=550)
-    target = Target("local", tmp_path)
-    config = orders_chunked(target, pg_url)
-    planner = Planner(build_definitions(config), instance)
+    target, config, planner = exported_550(pg_url, tmp_path, instance)
 
     first = planner.tick()
     [request] = first.run_requests
@@ -70,10 +76,7 @@ def test_one_batch_holding_every_window_publishes_in_the_same_run(
 
 def test_a_multi_batch_export_gets_the_manifest_only_after_its_last_batch(
         pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
-    create_orders(pg_url, rows=550)
-    target = Target("local", tmp_path)
-    config = orders_chunked(target, pg_url, dagster={"max_partitions_per_run": 4})
-    planner = Planner(build_definitions(config), instance)
+    target, _, planner = exported_550(pg_url, tmp_path, instance, max_partitions_per_run=4)
 
     first = planner.tick()  # two batches in one tick: neither may publish
     assert jobs(first) == [CHUNK_JOB, CHUNK_JOB] and requested(first) == KEYS
@@ -88,10 +91,7 @@ def test_a_multi_batch_export_gets_the_manifest_only_after_its_last_batch(
 
 def test_a_failed_chunk_step_runs_no_manifest_step_and_publishes_nothing(
         pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
-    create_orders(pg_url, rows=550)
-    target = Target("local", tmp_path)
-    config = orders_chunked(target, pg_url)
-    planner = Planner(build_definitions(config), instance)
+    target, config, planner = exported_550(pg_url, tmp_path, instance)
     first = planner.tick()
     [request] = first.run_requests
     assert request.job_name == PUBLISH_JOB
@@ -116,10 +116,7 @@ def test_no_manifest_run_is_requested_while_a_run_of_the_chunk_run_is_in_flight(
         pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
     """A folded run publishes after its windows are committed: a plan in between (the
     interval passed) sees every window completed, yet must not request a second manifest."""
-    create_orders(pg_url, rows=550)
-    target = Target("local", tmp_path)
-    config = orders_chunked(target, pg_url)
-    planner = Planner(build_definitions(config), instance)
+    target, _, planner = exported_550(pg_url, tmp_path, instance)
     first = planner.tick()
     assert jobs(first) == [PUBLISH_JOB]
     # The folded run, between its chunk step and its manifest step: the windows are committed…

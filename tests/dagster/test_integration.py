@@ -58,7 +58,8 @@ def test_two_configs_and_the_users_own_assets_merge_into_one_code_location(tmp_p
     assert {"orders", "replica/orders", "replica/orders_chunked", "replica/orders_chunked_manifest",
             "revenue", "postgres/shopdb/public/orders"} <= keys
     jobs = {j.name for j in defs.resolve_all_job_defs()}
-    assert {"orders_job", "replica__orders_job", "replica__orders_chunked_job"} <= jobs
+    assert {"orders_job", "replica__orders_job", "replica__orders_chunked_job",
+            "replica__orders_chunked_publish_job"} <= jobs
     assert defs.resolve_sensor_def("replica__orders_chunked_planner") is not None
     # both configs' exports hang off the one source table asset
     graph = defs.resolve_asset_graph()
@@ -88,7 +89,7 @@ def test_an_export_name_with_a_space_loads_with_every_derived_name_sanitized(tmp
     keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
     assert {"big_orders", "chunky_orders", "chunky_orders_manifest"} <= keys
     assert defs.resolve_sensor_def("chunky_orders_planner") is not None
-    assert {"big_orders_job", "chunky_orders_job", "chunky_orders_manifest_job"} <= {
+    assert {"big_orders_job", "chunky_orders_job", "chunky_orders_manifest_job", "chunky_orders_publish_job"} <= {
         j.name for j in defs.resolve_all_job_defs()}
 
 
