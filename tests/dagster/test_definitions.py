@@ -120,7 +120,7 @@ def test_make_demo_materializes_the_chunked_demo_export_as_the_planner_asks(
     rows: list[tuple[str, str, str, str]] = []
     assert _materialize_chunked(defs, instance, "customers_chunked", rows), rows
     assert [status for _, status, _, _ in rows] == ["SUCCESS"] * len(rows) and rows
-    assert "manifest_verified=PASS" in rows[-1][3]  # the windows and the manifest, in one run
+    assert "manifest_verified=PASS" in rows[-1][3] and int(rows[0][2]) == 200  # one run; each window's rows once
     out = tmp_path / "output" / "customers_chunked"
     manifest = json.loads((out / "manifest.json").read_text())
     assert (out / "_SUCCESS").is_file()
