@@ -13,7 +13,10 @@ copy → _SUCCESS) → old objects moved to `_quarantine/<repair_id>/` (nothing 
 checkpoint → journal, run ledger, metrics row and run report, labelled as a repair. The
 repair first runs the schema-drift facade with policy `fail`, whatever the export's
 policy: a window re-exported with another schema would sit in a manifest whose other
-parts have the old one.
+parts have the old one. A `table_format:` export's table is committed by the same finalize
+path (one commit replacing the windows' files; rivet_core/tableformat/repair.py), and a
+table a repair cannot keep true (a keyset-incremental chunked export's) is refused here,
+before any window is re-exported.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from rivet_core.redact import redact_secrets
 from rivet_core.source import open_source
 from rivet_core.source.query import dialect_for
 from rivet_core.state import StateStore
+from rivet_core.tableformat.repair import repair_refusal
 
 
 @dataclass
@@ -241,6 +245,9 @@ def execute_repair(config: RivetConfig, export: ExportConfig, report: ReconcileR
         run_row = state.get_chunk_run(report.run_id)
         tasks = {t.chunk_index: t for t in state.list_chunk_tasks(report.run_id)}
         run.chunk_plan = _plan_for(run, run_row, list(tasks.values()))
+        refusal = repair_refusal(run.plan)  # before any window is re-exported
+        if refusal:
+            raise ConfigError(refusal)
         found = read_manifest(dest)
         if found is None:
             raise DataIntegrityError(f"export '{export.name}': no manifest.json at {dest.uri} to repair")

@@ -33,7 +33,7 @@ from rivet_core.redact import redact_secrets
 MAINTENANCE = frozenset({"VACUUM START", "VACUUM END"})
 
 #: Operations whose commit referenced the manifest's parts as the table's files.
-REFERENCING = frozenset({"create", "overwrite", "append", "replace_partition"})
+REFERENCING = frozenset({"create", "overwrite", "append", "replace_partition", "repair"})
 
 Finding = tuple[str, dict[str, Any]]
 

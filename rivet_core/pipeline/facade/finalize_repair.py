@@ -5,7 +5,8 @@ as NEW parts through the per-part facade (write_part_file → record_part). Ever
 that is `finalize_repair`, in one fixed order, like the end of an export run (finalize.py)
 and labelled as a repair (`summary.mode = "repair"`, `summary.repair_of` = the chunk run):
 
-    status → invariant check → manifest.json → manifest-<repair_id>.json → _SUCCESS
+    status → invariant check → table commit (table_format exports) → manifest.json
+    → manifest-<repair_id>.json → _SUCCESS
     → superseded parts to _quarantine/<repair_id>/ → checkpoint (tasks repaired)
     → validate (optional) → journal RunCompleted + run_status → metrics → report
 
@@ -21,6 +22,13 @@ How it differs from the finalize of an export run, and why:
   (otherwise its rows would be listed twice).
   A violation raises in tests (RIVET_STRICT_INVARIANTS=1); in production the repair fails
   and the manifest is left as it was.
+- The table commit (`table_format:` exports; rivet_core/tableformat/repair.py
+  `commit_repair`) makes the table's files the rewritten manifest's parts in ONE commit,
+  after the new parts are recorded and before the manifest, as in finalize.py; fault point
+  `after_table_commit` follows it. Its failure fails the repair before the manifest (nothing
+  quarantined or marked repaired; the table stays at its previous version). The commit is
+  idempotent, so a repair that crashed after it converges on the re-run. The manifest's
+  `table` block then names the new version/snapshot.
 - The manifest step is fatal, as for a run: if it cannot be written the repair fails,
   nothing is quarantined or marked repaired, and the old parts stay listed.
 - The checkpoint (`record_repaired_chunk`: the task's new rows and first file) follows the
@@ -46,6 +54,7 @@ from rivet_core.manifest import Manifest, quarantine_object
 from rivet_core.manifest.artifacts import write_manifest_files
 from rivet_core.manifest.column_checksums import run_level
 from rivet_core.pipeline.facade.finalize import _validate, record_outcome, resolve_status
+from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
 from rivet_core.state import StateStore
@@ -121,7 +130,10 @@ def finalize_repair(
         summary.error_message = redact_secrets("repair invariant violated, manifest not rewritten: "
                                                + "; ".join(problems))
     elif windows:
-        _write_manifest(summary, dest, previous, windows)
+        rewritten = repair_manifest(previous, summary, {path for w in windows for path in w.replaces})
+        rewritten = _commit_table(plan, summary, dest, rewritten)
+        if rewritten is not None:
+            _write_manifest(summary, dest, rewritten)
     if summary.manifest_written:
         _supersede(summary, state, dest, chunk_run_id, windows)
     if validate:
@@ -130,11 +142,33 @@ def finalize_repair(
     return summary
 
 
-def _write_manifest(summary: RunSummary, dest: Destination, previous: Manifest,
-                    windows: list[RepairedWindow]) -> None:
-    superseded = {path for w in windows for path in w.replaces}
+def _commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination,
+                  rewritten: Manifest) -> Manifest | None:
+    """The repair's table commit (module docstring): the manifest to write, its `table`
+    block naming the new version/snapshot (what a reader sees); None: the commit failed, so
+    no manifest."""
+    if plan.export.table_format is None:
+        return rewritten
+    from rivet_core.tableformat.repair import commit_repair
+
     try:
-        write_manifest_files(dest, repair_manifest(previous, summary, superseded))
+        commit = commit_repair(plan, summary, dest, list(rewritten.parts))
+    except Exception as exc:  # error boundary: fails the repair before the manifest
+        summary.status, summary.exit_code = "failed", getattr(exc, "exit_code", 1) or 1
+        summary.error_message = redact_secrets(f"table commit failed: {exc}")
+        log.error("export '%s': repair %s: %s — manifest not rewritten", summary.export_name, summary.run_id,
+                  summary.error_message)
+        return None
+    summary.table_commit = commit.to_dict()
+    summary.journal.record("TableCommitted", format=commit.format, version=commit.version,
+                           operation=commit.operation, files=commit.files, rows=commit.rows)
+    fault_point("after_table_commit")
+    return dataclasses.replace(rewritten, table=summary.table_commit)
+
+
+def _write_manifest(summary: RunSummary, dest: Destination, rewritten: Manifest) -> None:
+    try:
+        write_manifest_files(dest, rewritten)
         summary.manifest_written = True
     except Exception as exc:  # error boundary: fatal, as for a run — the old parts stay listed
         summary.status = "failed"
