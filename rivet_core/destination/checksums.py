@@ -14,11 +14,12 @@ import binascii
 import hashlib
 import os
 import re
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import xxhash
+
+from rivet_core.destination.file_follower import FileFollower
 
 CHUNK_SIZE = 1024 * 1024
 
@@ -82,7 +83,7 @@ def check_staged(measured: Fingerprint, staged: Fingerprint | None, what: str) -
         )
 
 
-class AppendHasher:
+class AppendHasher(FileFollower):
     """Fingerprints a file *while* a writer appends to it, on a background thread.
 
     Why: publishing a finished part used to read it back and hash it (MD5 + xxh3 ≈ 0.7 s
@@ -90,26 +91,17 @@ class AppendHasher:
     `advance(n)` whenever its first `n` bytes are flushed and final (Parquet and CSV
     writers only append), and the thread hashes up to there with `os.pread` on its own
     descriptor (page-cache reads, 1 MiB at a time; MD5 releases the GIL), overlapping with
-    encoding. `finish(size)` hashes the tail and returns the fingerprint.
+    encoding (the hand-off: rivet_core/destination/file_follower.py). `finish(size)` hashes
+    the tail and returns the fingerprint.
     """
 
-    def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        self._fp = Fingerprinter()
-        self._target = 0
-        self._closing = False
-        self._cancelled = False
-        self._error: BaseException | None = None
-        self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="rivet-part-hash", daemon=True)
-        self._thread.start()
+    thread_name = "rivet-part-hash"
 
-    def advance(self, flushed: int) -> None:
-        """The first `flushed` bytes of the file are final: hash them when convenient."""
-        with self._cond:
-            if flushed > self._target:
-                self._target = flushed
-                self._cond.notify()
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self._fp = Fingerprinter()
+        self._closing = False
+        self._start()
 
     def finish(self, size: int) -> Fingerprint:
         """Hash up to `size` (the finished file's length), stop the thread, return the result."""
@@ -118,7 +110,7 @@ class AppendHasher:
             self._closing = True
             self._cond.notify()
         self._thread.join()
-        os.close(self._fd)
+        self._close_fd()
         if self._error is not None:
             raise self._error
         result = self._fp.result()
@@ -128,32 +120,24 @@ class AppendHasher:
 
     def abort(self) -> None:
         """Stop without a result (the file is being deleted); safe to call repeatedly."""
-        with self._cond:
-            if self._cancelled:
-                return
-            self._cancelled = self._closing = True
-            self._cond.notify()
-        self._thread.join()
-        os.close(self._fd)
+        if self._cancel():
+            self._close_fd()
 
-    def _run(self) -> None:
+    def _follow(self) -> None:
         done = 0
-        try:
-            while True:
-                with self._cond:
-                    while done >= self._target and not self._closing:
-                        self._cond.wait()
-                    if self._cancelled or done >= self._target:
-                        return
-                    upto = self._target
-                while done < upto:
-                    chunk = os.pread(self._fd, min(CHUNK_SIZE, upto - done), done)
-                    if not chunk:
-                        raise StagedFileError(f"file ended at {done} bytes, {upto} were flushed")
-                    self._fp.update(chunk)
-                    done += len(chunk)
-        except BaseException as exc:  # error boundary: re-raised by finish() on the writer's thread
-            self._error = exc
+        while True:
+            with self._cond:
+                while done >= self._target and not self._closing and not self._cancelled:
+                    self._cond.wait()
+                if self._cancelled or done >= self._target:
+                    return
+                upto = self._target
+            while done < upto:
+                chunk = os.pread(self._fd, min(CHUNK_SIZE, upto - done), done)
+                if not chunk:
+                    raise StagedFileError(f"file ended at {done} bytes, {upto} were flushed")
+                self._fp.update(chunk)
+                done += len(chunk)
 
 
 def fingerprint_file(path: Path) -> tuple[str, str]:

@@ -30,7 +30,6 @@ import collections
 import hashlib
 import io
 import os
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Protocol
 
@@ -39,6 +38,7 @@ import xxhash
 from rivet_core.destination.base import WriteResult
 from rivet_core.destination.checksums import CHUNK_SIZE, Fingerprint, StagedFileError, check_staged
 from rivet_core.destination.errors import destination_error
+from rivet_core.destination.file_follower import FileFollower
 
 
 class S3Destination(Protocol):
@@ -203,31 +203,22 @@ class ChunkedUpload:
             pass
 
 
-class EarlyUpload:
-    """Upload a file to `key` while its writer appends to it (see the module docstring)."""
+class EarlyUpload(FileFollower):
+    """Upload a file to `key` while its writer appends to it (see the module docstring; the
+    hand-off with the writer: rivet_core/destination/file_follower.py)."""
+
+    thread_name = "rivet-s3-early"
 
     def __init__(self, dest: S3Destination, key: str, path: os.PathLike[str] | str, concurrency: int) -> None:
+        super().__init__(path)
         self.dest, self.key = dest, key
-        self._fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         self._concurrency = concurrency
-        self._target = 0
         self._size: int | None = None  # set by seal()
-        self._cancelled = False
         self._upload: ChunkedUpload | None = None
         self._measured: Fingerprint | None = None
-        self._error: BaseException | None = None
-        self._cond = threading.Condition()
-        self._thread = threading.Thread(target=self._run, name="rivet-s3-early", daemon=True)
-        self._thread.start()
+        self._start()
 
-    # -- the writer's side -------------------------------------------------------------
-    def advance(self, flushed: int) -> None:
-        """The first `flushed` bytes of the file are final."""
-        with self._cond:
-            if flushed > self._target:
-                self._target = flushed
-                self._cond.notify()
-
+    # -- the writer's side (and `advance`) ---------------------------------------------------
     def seal(self, size: int) -> None:
         """The file is finished at `size` bytes: upload the rest (does not wait)."""
         with self._cond:
@@ -266,24 +257,14 @@ class EarlyUpload:
 
     def abort(self) -> None:
         """Stop and abort the upload (the part is dropped); safe to call repeatedly."""
-        with self._cond:
-            if self._cancelled:
-                return
-            self._cancelled = True
-            self._cond.notify()
-        self._thread.join()
-        self._abort_upload()
-        self._close_fd()
+        if self._cancel():
+            self._abort_upload()
+            self._close_fd()
 
     def _abort_upload(self) -> None:
         upload, self._upload = self._upload, None
         if upload is not None:
             upload.abort()
-
-    def _close_fd(self) -> None:
-        fd, self._fd = self._fd, -1
-        if fd >= 0:
-            os.close(fd)
 
     def _started(self, final: int, sealed: bool) -> bool:
         """Start the multipart upload once the file is certain to need one."""
@@ -301,30 +282,27 @@ class EarlyUpload:
             return self._target >= self.dest.multipart_chunksize
         return self._target - upload.sent >= upload.next_chunk_len()
 
-    def _run(self) -> None:
-        try:
-            while True:
-                with self._cond:
-                    while not self._cancelled and self._size is None and not self._chunk_ready():
+    def _follow(self) -> None:
+        while True:
+            with self._cond:
+                while not self._cancelled and self._size is None and not self._chunk_ready():
+                    self._cond.wait()
+                if self._cancelled:
+                    return
+                final, size = self._target, self._size
+            if not self._started(final, size is not None):
+                if size is not None:
+                    return  # below the threshold: write_file will PUT it
+                with self._cond:  # wait for more bytes
+                    while not self._cancelled and self._size is None and self._target == final:
                         self._cond.wait()
-                    if self._cancelled:
-                        return
-                    final, size = self._target, self._size
-                if not self._started(final, size is not None):
-                    if size is not None:
-                        return  # below the threshold: write_file will PUT it
-                    with self._cond:  # wait for more bytes
-                        while not self._cancelled and self._size is None and self._target == final:
-                            self._cond.wait()
-                    continue
-                assert self._upload is not None
-                if size is None:
-                    self._upload.send_until(final)
-                    continue
-                self._measured = self._upload.finish(size)
-                return
-        except BaseException as exc:  # error boundary: re-raised by complete() on the publishing thread
-            self._error = exc
+                continue
+            assert self._upload is not None
+            if size is None:
+                self._upload.send_until(final)
+                continue
+            self._measured = self._upload.finish(size)
+            return
 
 
 def _with_md5(fd: int, measured: Fingerprint) -> Fingerprint:
