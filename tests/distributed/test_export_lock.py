@@ -5,7 +5,9 @@ message naming the export, the holder (pid, host, run id, start time) and the fi
 run finishes and moves the cursor exactly once. A lock left by a SIGKILLed run is recovered.
 Both on SQLite state (beside the config) and PostgreSQL state (RIVET_STATE_URL).
 
-Runs are held mid-flight with the `RIVET_TEST_PAUSE_AT` file barrier (faults.py), never sleeps.
+Runs are held mid-flight with the `RIVET_TEST_PAUSE_AT` file barrier (faults.py), never sleeps;
+the held run is a process of its own, the runs and commands beside it run in-process (tests/helpers.py
+`rivet_quick`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from tests.helpers import (
     REPO,
     db_exec,
     manifest_ids,
-    rivet,
+    rivet_quick,
     source_block,
     success_manifests,
     write_config,
@@ -144,7 +146,7 @@ def test_a_second_run_of_a_running_incremental_export_is_refused_naming_the_hold
     assert (holder.pid, holder.mode, holder.host) == (first.proc.pid, "exclusive", socket.gethostname())
     assert holder.run_id and holder.run_id.startswith("items_")
 
-    second = rivet("run", "-c", str(config), "--json", env=state_env)
+    second = rivet_quick("run", "-c", str(config), "--json", env=state_env)
     assert second.returncode == 2, second.stderr
     message = second.stderr
     for needle in ("export 'items'", "is locked", f"pid {first.proc.pid}", f"host {socket.gethostname()}",
@@ -166,7 +168,7 @@ def test_a_second_run_of_a_running_incremental_export_is_refused_naming_the_hold
     assert manifest_ids(tmp_path / "out") == list(range(1, ROWS + 1))  # no row twice
 
     _seed(source, ROWS + 1, ROWS + 5)  # the next run continues from the one committed cursor
-    third = rivet("run", "-c", str(config), "--json", env=state_env)
+    third = rivet_quick("run", "-c", str(config), "--json", env=state_env)
     assert third.returncode == 0, third.stderr
     assert json.loads(third.stdout)["runs"][0]["rows"] == 5
     assert manifest_ids(tmp_path / "out") == list(range(1, ROWS + 6))
@@ -181,10 +183,10 @@ def test_a_lock_left_by_a_sigkilled_run_is_recovered(tmp_path: Path, source: str
     victim.kill()  # SIGKILL: no finally, the lock row stays behind
     [stale] = _locks(config)
     assert stale.pid == victim.proc.pid and "is gone" in (stale.stale_reason() or "")
-    shown = rivet("state", "locks", "-c", str(config), env=state_env)
+    shown = rivet_quick("state", "locks", "-c", str(config), env=state_env)
     assert shown.returncode == 0 and "STALE" in shown.stdout and str(victim.proc.pid) in shown.stdout
 
-    rerun = rivet("run", "-c", str(config), "--json", env={**state_env, "RIVET_LOG": "WARNING"})
+    rerun = rivet_quick("run", "-c", str(config), "--json", env={**state_env, "RIVET_LOG": "WARNING"})
     assert rerun.returncode == 0, rerun.stderr
     assert "recovering a stale lock" in rerun.stderr
     assert json.loads(rerun.stdout)["runs"][0]["rows"] == ROWS
@@ -245,7 +247,7 @@ def test_chunk_workers_share_the_lock_but_exclude_a_cli_run_and_vice_versa(
             b = store.acquire_export_lock("items", mode="shared", dagster_run_id="dg-2")  # workers coexist
         assert {(h.orchestrator, h.orchestrator_run_id) for h in store.list_export_locks()} == {
             ("Dagster", "dg-1"), ("Dagster", "dg-2")}
-        refused = rivet("run", "-c", str(config))
+        refused = rivet_quick("run", "-c", str(config))
         assert refused.returncode == 2
         assert "a chunked run of it by Dagster is in progress" in refused.stderr
         assert "(Dagster run dg-1)" in refused.stderr
@@ -259,9 +261,9 @@ def test_chunk_workers_share_the_lock_but_exclude_a_cli_run_and_vice_versa(
         # a time partition is its own lock key: other partitions of the export are not blocked
         store.acquire_export_lock("items", mode="exclusive", window_label="2026-01-02").release()
         # a live holder on this host is not cleared without --force
-        cleared = rivet("state", "unlock", "-c", str(config), "-e", "items")
+        cleared = rivet_quick("state", "unlock", "-c", str(config), "-e", "items")
         assert cleared.returncode == 2 and "is locked" in cleared.stderr
-        forced = rivet("state", "unlock", "-c", str(config), "-e", "items", "--force")
+        forced = rivet_quick("state", "unlock", "-c", str(config), "-e", "items", "--force")
         assert forced.returncode == 0 and "Removed 1 lock(s)" in forced.stdout
         # the run whose lock was cleared can no longer move the cursor (conditional commit)
         with pytest.raises(ExportLockLost):
