@@ -99,13 +99,13 @@ def test_the_emulator_killed_mid_run_fails_cleanly_and_a_rerun_recovers_everythi
 
 def test_doctor_with_a_wrong_azure_key_names_the_variable_and_never_prints_the_key(tmp_path, pg_items, azure):
     config = _config(tmp_path, pg_items, azure.destination())
-    ok = rivet("doctor", "-c", str(config))
+    ok = cli("doctor", "-c", str(config))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert f"[OK] destination items: az://{azure.bucket}/{azure.prefix}" in ok.stdout
     assert azure.keys() == {}  # the probe object was deleted
 
     wrong = base64.b64encode(b"a-wrong-but-well-formed-account-key-" * 2).decode()
-    bad = rivet("doctor", "-c", str(config), env={AZURE_KEY_ENV: wrong})
+    bad = cli("doctor", "-c", str(config), env={AZURE_KEY_ENV: wrong})
     out = bad.stdout + bad.stderr
     assert bad.returncode != 0
     [line] = [ln for ln in bad.stdout.splitlines() if ln.startswith("[FAIL] destination items")]
@@ -119,7 +119,7 @@ def test_doctor_with_an_unusable_gcs_key_file_names_it_and_never_prints_the_key(
                         '"private_key": "-----BEGIN PRIVATE KEY-----\\nSECRET-KEY-BODY\\n-----END PRIVATE KEY-----\\n", '
                         '"token_uri": "http://127.0.0.1:9/token"}')
     config = _config(tmp_path, pg_items, gcs.destination(credentials_file="sa.json"))
-    bad = rivet("doctor", "-c", str(config))
+    bad = cli("doctor", "-c", str(config))
     out = bad.stdout + bad.stderr
     assert bad.returncode != 0
     [line] = [ln for ln in bad.stdout.splitlines() if ln.startswith("[FAIL] destination items")]
@@ -127,5 +127,5 @@ def test_doctor_with_an_unusable_gcs_key_file_names_it_and_never_prints_the_key(
     assert "SECRET-KEY-BODY" not in out
 
     config = _config(tmp_path, pg_items, gcs.destination())  # the emulator takes no credentials
-    ok = rivet("doctor", "-c", str(config))
+    ok = cli("doctor", "-c", str(config))
     assert ok.returncode == 0 and f"[OK] destination items: gs://{gcs.bucket}/{gcs.prefix}" in ok.stdout, ok.stdout

@@ -98,7 +98,7 @@ def test_a_killed_runs_staging_is_reported_by_doctor_and_removed_by_the_next_run
 
 def test_a_failed_run_removes_its_own_staging(tmp_path):
     config = _setup(tmp_path)
-    failed = rivet("run", "-c", str(config), "-e", "items", env={"RIVET_TEST_ERROR_AT": "after_source_read"})
+    failed = cli("run", "-c", str(config), "-e", "items", env={"RIVET_TEST_ERROR_AT": "after_source_read"})
     assert failed.returncode == 1, failed.stderr
     assert "injected fault at after_source_read" in failed.stderr
     assert _dirs(config) == {}

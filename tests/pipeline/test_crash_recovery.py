@@ -16,6 +16,7 @@ from tests.helpers import (
     db_exec,
     manifest_ids,
     rivet,
+    rivet_quick,
     source_block,
     state_rows,
     write_config,
@@ -74,7 +75,7 @@ def test_crash_at_each_fault_point_then_rerun_loses_nothing(tmp_path, source_url
     assert (out / "manifest.json").exists() == expected["manifest"]
     assert (out / "_SUCCESS").exists() == expected["manifest"]
 
-    rerun = rivet("run", "-c", str(config))
+    rerun = rivet_quick("run", "-c", str(config))  # the crashed run was the process
     assert rerun.returncode == 0, rerun.stderr
     # Each id exactly once across the success manifests: nothing lost, nothing listed twice.
     assert manifest_ids(out) == list(range(1, ROWS + 1))
@@ -85,7 +86,7 @@ def test_crash_at_each_fault_point_then_rerun_loses_nothing(tmp_path, source_url
 
     # New rows after recovery are picked up, and nothing before them is lost.
     _seed(source_url, ROWS + 1, ROWS + 3)
-    again = rivet("run", "-c", str(config), "--validate")
+    again = rivet_quick("run", "-c", str(config), "--validate")
     assert again.returncode == 0, again.stderr
     assert manifest_ids(out) == list(range(1, ROWS + 4))
     assert cursor_of(config, "items") == "2026-01-01T00:43:00.000000"
