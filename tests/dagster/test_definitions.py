@@ -22,7 +22,7 @@ from rivet_core import api
 from rivet_dagster import build_definitions
 from tests.dagster.e2e_demo import DEMO_CONFIG
 from tests.dagster.support import check_evaluations, materialization, run_job
-from tests.helpers import rivet
+from tests.helpers import rivet_quick as rivet  # in-process: the error text is what is compared
 
 PG = {"type": "postgres", "url": "postgresql://rivet@127.0.0.1:1/shopdb"}
 

@@ -93,7 +93,8 @@ def test_a_dagster_written_chunked_manifest_fingerprints_every_part_and_rivet_va
 
     from rivet_core.pipeline.facade.chunk_commit import is_own_part
     from tests.dagster.support import id_amounts, source_rows
-    from tests.helpers import db_exec, rivet
+    from tests.helpers import db_exec
+    from tests.helpers import rivet_quick as rivet
 
     config = chunked_config(target, orders_550)
     defs = build_definitions(config)
