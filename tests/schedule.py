@@ -28,11 +28,8 @@ SECONDS: dict[str, int] = {
     "tests/docs/test_docs_commands.py": 330,
     "tests/dagster/test_dg_project.py": 220,
     "tests/dagster/test_chunked.py": 150,
-    "tests/pipeline/test_chunked_cli.py": 150,
     "tests/distributed/test_distributed_chunks.py": 125,
-    "tests/source/test_mysql_read_paths.py": 120,
     "tests/hardening/test_faults_cloud.py": 120,
-    "tests/pipeline/test_incremental.py": 100,
     "tests/hardening/test_secret_shapes.py": 95,
     "tests/pipeline/test_verify_depths.py": 90,
     "tests/dagster/test_ui.py": 75,
@@ -42,10 +39,14 @@ SECONDS: dict[str, int] = {
     "tests/dagster/test_verify_depth.py": 50,
     "tests/dagster/test_time_partition_assets.py": 50,
     "tests/dagster/test_dagster_cli.py": 50,
-    "tests/pipeline/test_crash_recovery.py": 50,
     "tests/bench/test_harness.py": 40,
     "tests/dagster/test_integration.py": 40,
     "tests/dagster/test_s3_resource.py": 30,
+    # Estimates, not yet CI numbers: scaled from -n 0 runs before and after their `rivet`
+    # calls went in-process or their data shrank (150, 120 and 50 s in CI before).
+    "tests/pipeline/test_chunked_cli.py": 50,
+    "tests/source/test_mysql_read_paths.py": 30,
+    "tests/pipeline/test_crash_recovery.py": 30,
 }
 
 
