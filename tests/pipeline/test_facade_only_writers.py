@@ -14,7 +14,8 @@ How a write is recognised (no import of the scanned code, so nothing runs):
 - a state table written through SQLAlchemy (`file_log.insert()`, `sa.update(run_status)`,
   `pg_insert(export_state)`) or raw SQL text (`INSERT INTO file_log`);
 - an assignment to `.schema_changed` / `.schema_changes` / `.schema_gate`;
-- a table commit: `commit_table` (rivet_core/tableformat/) outside the finalize facade, or a
+- a table commit: `commit_table` / `commit_repair` (rivet_core/tableformat/) outside the finalize
+  facades (a run's, a repair's), or a
   delta-rs writer (`create_write_transaction`, `create_table_with_add_actions`,
   `write_deltalake`) or a pyiceberg one (`create_table_transaction`, `add_files`,
   `commit_transaction`) outside rivet_core/tableformat/.
@@ -73,9 +74,11 @@ DRIFT_VERDICT = Rule("drift verdict", frozenset(), ("rivet_core/pipeline/facade/
 #: parts and the manifest, docs/adr/0009-table-formats.md); the delta-rs writers live in
 #: rivet_core/tableformat/ and nothing else may commit to a table.
 TABLE_COMMIT = Rule("table commit",
-                    frozenset({"commit_table", "create_write_transaction", "create_table_with_add_actions",
-                               "write_deltalake", "create_table_transaction", "add_files", "commit_transaction"}),
-                    ("rivet_core/pipeline/facade/finalize.py",), ("rivet_core/tableformat/",))
+                    frozenset({"commit_table", "commit_repair", "create_write_transaction",
+                               "create_table_with_add_actions", "write_deltalake", "create_table_transaction",
+                               "add_files", "commit_transaction"}),
+                    ("rivet_core/pipeline/facade/finalize.py", "rivet_core/pipeline/facade/finalize_repair.py"),
+                    ("rivet_core/tableformat/",))
 RULES = (FILE_LOG, CURSOR, PROGRESSION, METRICS, MANIFEST, STATE_TABLE, DRIFT_VERDICT, TABLE_COMMIT)
 
 
@@ -252,6 +255,8 @@ PLANTED = [
     ("drift verdict", "def f(summary):\n    summary.schema_changed = False\n", 2),
     ("table commit", "from rivet_core.tableformat import commit_table\n\ndef f(p, s, d):\n"
                      "    commit_table(p, s, d)\n", 4),
+    ("table commit", "from rivet_core.tableformat.repair import commit_repair\n\ndef f(p, s, d, parts):\n"
+                     "    commit_repair(p, s, d, parts)\n", 4),
     ("table commit", "def f(table, actions, schema):\n    table.create_write_transaction(actions, 'append', schema)\n", 2),
     ("table commit", "from deltalake import write_deltalake\n\ndef f(uri, data):\n    write_deltalake(uri, data)\n", 4),
     ("table commit", "def f(tx, paths):\n    tx.add_files(paths)\n    return None\n", 2),
