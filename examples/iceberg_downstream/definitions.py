@@ -13,7 +13,6 @@
 Load it with `dagster dev -f definitions.py` (see rivet.yaml for the demo database).
 """
 
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -24,15 +23,14 @@ from pyiceberg.catalog.sql import SqlCatalog
 from rivet_dagster import build_definitions
 
 HERE = Path(__file__).resolve().parent
-#: rivet.yaml's iceberg.catalog_url_env; by default a SQLite catalog beside this file.
-CATALOG_ENV = "RIVET_EXAMPLE_ICEBERG_CATALOG"
-os.environ.setdefault(CATALOG_ENV, f"sqlite:///{HERE / 'data' / 'catalog.db'}")
+#: rivet.yaml's iceberg.catalog_url (`sqlite:///data/catalog.db`, relative to rivet.yaml's folder).
+CATALOG_URL = f"sqlite:///{HERE / 'data' / 'catalog.db'}"
 
 
 @dg.asset(deps=[dg.AssetKey("orders")], group_name="analytics")
 def revenue_by_status() -> dg.MaterializeResult:
     """Orders and revenue per status, straight from the Iceberg table's current snapshot."""
-    catalog = SqlCatalog("rivet", uri=os.environ[CATALOG_ENV])
+    catalog = SqlCatalog("rivet", uri=CATALOG_URL)
     try:
         table = catalog.load_table("shop.orders")
         snapshot = table.current_snapshot()

@@ -117,6 +117,9 @@ def load_config(
     cfg = _parse(data, config_path)
     cfg.config_path = config_path
     register_source_secrets(cfg.source)
+    for exp in cfg.exports:  # a relative SQLite catalog hangs off the config's folder (models.py)
+        if exp.iceberg is not None:
+            exp.iceberg._config_dir = config_path.parent
 
     errors: list[str] = list(config_errors(cfg))
     for exp in cfg.exports:

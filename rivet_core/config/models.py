@@ -258,6 +258,9 @@ class IcebergConfig(_Strict):
     namespace: Str | None = None
     #: The table's name in `namespace`; None: the export's name.
     table: Str | None = None
+    #: The config file's folder (set by `load_config`): a relative SQLite catalog path hangs
+    #: off it, as a relative local destination path does (rivet_core/destination/__init__.py).
+    _config_dir: Path | None = PrivateAttr(default=None)
 
     def resolve_catalog_url(self) -> str:
         """The catalog's SQLAlchemy URL, read from the environment now (run time, so an unset
@@ -277,10 +280,27 @@ class IcebergConfig(_Strict):
         if not url:
             raise ConfigError("iceberg: set catalog_url or catalog_url_env")
         register_secret(inline_url_password(url))
+        url = _anchor_sqlite(url, self._config_dir)
         for bare in ("postgresql://", "postgres://"):
             if url.startswith(bare):
                 url = "postgresql+psycopg://" + url[len(bare):]
         return url
+
+
+def _anchor_sqlite(url: str, config_dir: Path | None) -> str:
+    """`sqlite:///relative/catalog.db` → the file beside the config (`config_dir`; the
+    current directory when the config was not loaded from a file). An absolute path
+    (`sqlite:////abs/catalog.db`), `:memory:` and every other URL are returned as they are."""
+    prefix = "sqlite:///"
+    if not url.startswith(prefix) or config_dir is None:
+        return url
+    path, sep, query = url[len(prefix):].partition("?")
+    if not path or path.startswith("/") or path == ":memory:":
+        return url
+    import os
+
+    full = os.path.normpath(config_dir / Path(path).expanduser())
+    return f"{prefix}{full}" + (sep + query if sep else "")
 
 
 # --------------------------------------------------------------------------- export

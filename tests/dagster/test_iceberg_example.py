@@ -35,8 +35,7 @@ def example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "iceberg_downstream"
     shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns("data", ".rivet*", "__pycache__"))
     monkeypatch.setenv("RIVET_DEMO_ORDERS", "400")
-    # the copy's own catalog (definitions.py only sets it when unset)
-    monkeypatch.setenv("RIVET_EXAMPLE_ICEBERG_CATALOG", f"sqlite:///{root / 'data' / 'catalog.db'}")
+    # the copy's own catalog: rivet.yaml's relative sqlite:///data/catalog.db hangs off the copy
     ensure_demo_database(root / "data" / "shop.db")
     return root
 
