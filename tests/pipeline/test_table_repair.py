@@ -163,6 +163,7 @@ def test_a_crash_during_the_repair_leaves_a_whole_table_and_the_rerun_converges(
         assert _delta(where).version() == 0 and _table_rows(where) == first  # the previous version
     else:
         assert _table_rows(where) == _source(pg_url)  # the commit landed whole, never a part of it
+    _validate(config)  # the old manifest still verifies: a later version made by this export
     again = _repair(config)
     assert again.returncode == 0, again.stdout + again.stderr
     assert _table_rows(where) == _source(pg_url)
@@ -180,6 +181,7 @@ def test_an_iceberg_crash_after_the_table_commit_converges_on_the_rerun(tmp_path
                     env={"RIVET_TEST_PANIC_AT": "after_table_commit"})
     assert crashed.returncode != 0
     assert _table_rows(where) == _source(pg_url)
+    _validate(config)
     again = _repair(config)
     assert again.returncode == 0, again.stdout + again.stderr
     assert _table_rows(where) == _source(pg_url)
@@ -205,3 +207,24 @@ def test_a_keyset_incremental_table_export_is_refused_before_anything_is_written
     assert "--full-refresh" in refused.stdout + refused.stderr
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == before  # no part, no commit, no manifest
     assert _delta(where).version() == version and _manifest(where) == manifest
+
+
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_a_window_emptied_at_the_source_then_a_crash_after_the_commit_still_converges(tmp_path, pg_url, fmt):
+    """The re-run's commit has nothing left to change (the crashed commit already removed the
+    window's files and the window has no new part); it must still be a commit of the re-run,
+    so the manifest it writes names a version its own run made (tableformat/verify.py)."""
+    where = _local(tmp_path, fmt)
+    _seed(pg_url)
+    config = _config(tmp_path, pg_url, where)
+    assert quick("run", "-c", str(config)).returncode == 0
+    db_exec(pg_url, "DELETE FROM items WHERE id BETWEEN 51 AND 100")
+    crashed = rivet("repair", "-c", str(config), "-e", "items", "--execute",
+                    env={"RIVET_TEST_PANIC_AT": "after_table_commit"})
+    assert crashed.returncode != 0
+    assert _table_rows(where) == _source(pg_url)
+    again = _repair(config)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert _table_rows(where) == _source(pg_url)
+    _manifest_names_the_table(where)
+    _validate(config)
