@@ -121,15 +121,15 @@ class IcebergCommitter:
                     identifier(self.export), schema=schema, location=self.root,
                     properties={"write.data.path": f"{self.root}/{REWRITE_DIR}"})
                 tx.add_files([self.file_uri(p) for p in self.parts], snapshot_properties=self.props)
-                return self._result(tx.commit_transaction(), "create")
-            self._check_location(table)
+                return self.commit_result(tx.commit_transaction(), "create")
+            self.check_location(table)
             tx = table.transaction()
             self._evolve(tx, schema)
             self._stage(tx, table)
             tx.add_files([self.file_uri(p) for p in self.parts], snapshot_properties=self.props)
-            return self._result(tx.commit_transaction(), self.operation)
+            return self.commit_result(tx.commit_transaction(), self.operation)
 
-    def _check_location(self, table: Any) -> None:
+    def check_location(self, table: Any) -> None:
         if table.location().rstrip("/") != self.root.rstrip("/"):
             raise TableCommitError(
                 f"export '{self.export.name}': the catalog's table {table_name(self.export)} lives at "
@@ -164,7 +164,8 @@ class IcebergCommitter:
             if keys is not None:
                 tx.delete(keys, snapshot_properties=self.props)
 
-    def _result(self, table: Any, operation: str) -> Any:
+    def commit_result(self, table: Any, operation: str) -> Any:
+        """The `TableCommit` of `table` just committed (also the chunk repair's, tableformat/repair.py)."""
         from rivet_core.tableformat.result import TableCommit
 
         snapshot = table.current_snapshot()

@@ -110,7 +110,7 @@ def _iceberg_repair(plan: ResolvedUnit, summary: RunSummary, dest: Destination,
         except Exception as exc:  # error boundary: no table (or unreadable metadata) to repair
             raise TableCommitError(f"export '{plan.export.name}': the Iceberg table cannot be loaded to repair "
                                    f"({type(exc).__name__}) — re-run the whole export instead") from None
-        committer._check_location(table)
+        committer.check_location(table)
         wanted = {committer.file_uri(p) for p in parts}
         current = _files(table, table.current_snapshot())
         props: dict[str, Any] = {RUN_KEY: summary.run_id, EXPORT_KEY: plan.export.name}
@@ -123,7 +123,7 @@ def _iceberg_repair(plan: ResolvedUnit, summary: RunSummary, dest: Destination,
                     overwrite.delete_data_file(data_file)
         if new:
             tx.add_files(new, snapshot_properties=props)
-        result: TableCommit = committer._result(tx.commit_transaction(), OPERATION)
+        result: TableCommit = committer.commit_result(tx.commit_transaction(), OPERATION)
         return result
 
 
