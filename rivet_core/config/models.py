@@ -26,7 +26,7 @@ from rivet_core.config.overrides import normalise_column_key, parse_column_overr
 from rivet_core.config.scalars import Str
 from rivet_core.config.scalars import scalar_to_str as _scalar_to_str
 from rivet_core.config.sizes import parse_size
-from rivet_core.config.source_url import inline_url_password, resolve_source_url
+from rivet_core.config.source_url import inline_url_password, resolve_source_url, sqlite_url_beside
 from rivet_core.config.tuning import ResolvedTuning, merged_tuning_error, resolve_tuning
 from rivet_core.errors import ConfigError
 
@@ -280,27 +280,12 @@ class IcebergConfig(_Strict):
         if not url:
             raise ConfigError("iceberg: set catalog_url or catalog_url_env")
         register_secret(inline_url_password(url))
-        url = _anchor_sqlite(url, self._config_dir)
+        if self._config_dir is not None:  # a relative SQLite file sits beside the config
+            url = sqlite_url_beside(url, self._config_dir, "iceberg.catalog_url")
         for bare in ("postgresql://", "postgres://"):
             if url.startswith(bare):
                 url = "postgresql+psycopg://" + url[len(bare):]
         return url
-
-
-def _anchor_sqlite(url: str, config_dir: Path | None) -> str:
-    """`sqlite:///relative/catalog.db` → the file beside the config (`config_dir`; the
-    current directory when the config was not loaded from a file). An absolute path
-    (`sqlite:////abs/catalog.db`), `:memory:` and every other URL are returned as they are."""
-    prefix = "sqlite:///"
-    if not url.startswith(prefix) or config_dir is None:
-        return url
-    path, sep, query = url[len(prefix):].partition("?")
-    if not path or path.startswith("/") or path == ":memory:":
-        return url
-    import os
-
-    full = os.path.normpath(config_dir / Path(path).expanduser())
-    return f"{prefix}{full}" + (sep + query if sep else "")
 
 
 # --------------------------------------------------------------------------- export

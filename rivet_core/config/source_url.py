@@ -112,14 +112,16 @@ def scheme_problem(url: str, source_type: str, field: str) -> str | None:
     return None
 
 
-def _sqlite_url(rest: str, config_dir: Path) -> str:
-    """`rest` is everything after `sqlite://`; relative file paths hang off config_dir."""
+def _sqlite_url(rest: str, config_dir: Path, field: str = "source.url") -> str:
+    """`rest` is everything after `sqlite://`; relative file paths hang off config_dir.
+    Also the Iceberg SQL catalog's URL (`field` names it in the error), so a relative
+    database file means the same thing in both places."""
     if rest in ("", "/", "/:memory:"):
         return "sqlite://" + rest
     path_part, sep, query = rest.partition("?")
     if not path_part.startswith("/"):
         raise ConfigError(
-            "source.url: a SQLite URL needs three slashes before a relative path "
+            f"{field}: a SQLite URL needs three slashes before a relative path "
             "(sqlite:///data/app.db) or four before an absolute one (sqlite:////abs/app.db)"
         )
     file_path = Path(path_part[1:]).expanduser()
@@ -278,3 +280,10 @@ def _resolve_plain_url(source: SourceFields, config_dir: Path) -> str:
     port = source.port or DEFAULT_PORTS[source.type]
     scheme = "postgresql" if source.type == "postgres" else "mysql"
     return f"{scheme}://{userinfo}@{_host_for_url(source.host or '')}:{port}/{quote(source.database or '')}"
+
+
+def sqlite_url_beside(url: str, config_dir: Path, field: str) -> str:
+    """`url` with a relative SQLite file anchored at `config_dir` (`_sqlite_url`); any
+    other URL as it is."""
+    return _sqlite_url(url[len("sqlite://"):], config_dir, field) if url.startswith("sqlite://") else url
+

@@ -286,8 +286,12 @@ class SourceGovernor:
         if due:
             self._last_sample_at = now
             self._batches_since_sample = 0
-            self._decide(self._sample(), cycle_s)
-        self._pause(delay_ms(self._pressure, self.limits, cycle_s * 1000.0))
+            sample = self._sample()
+            self._pressure = pressure_of(sample, self.limits)
+        delay = delay_ms(self._pressure, self.limits, cycle_s * 1000.0)
+        if due:
+            self._record(sample, self._pressure, cycle_s, delay)
+        self._pause(delay)
         self._resume_at = self._clock()
         self._resume_queued = self._runqueue()
 
@@ -327,8 +331,8 @@ class SourceGovernor:
                               threads_running=sample.threads_running,
                               replica_lag_s=sample.replica_lag_s, latency_ratio=self.latency_ratio())
 
-    def _decide(self, sample: PressureSample, cycle_s: float) -> None:
-        pressure = self._pressure = pressure_of(sample, self.limits)
+    def _record(self, sample: PressureSample, pressure: float, cycle_s: float, delay: float) -> None:
+        """Count the sample and keep the decision taken on it (the stats' figures)."""
         st = self.stats
         st.samples += 1
         st.pressure_max = max(st.pressure_max, pressure)
@@ -339,7 +343,7 @@ class SourceGovernor:
         if len(st.decisions) < MAX_RECORDED_DECISIONS:
             st.decisions.append({
                 "batch": st.batches, "pressure": round(pressure, 3), "cycle_ms": round(cycle_s * 1000.0, 1),
-                "delay_ms": round(delay_ms(pressure, self.limits, cycle_s * 1000.0), 1),
+                "delay_ms": round(delay, 1),
                 "active": sample.active, "waiting": sample.waiting, "recent": sample.recent,
                 "threads_running": sample.threads_running, "replica_lag_s": sample.replica_lag_s,
                 "latency_ratio": sample.latency_ratio,

@@ -239,7 +239,7 @@ class IcebergCommitter:
             made = (snapshot.summary.additional_properties if snapshot.summary else {}).get(EXPORT_KEY)
             if made == self.export.name:
                 orphans |= _added_files(table, snapshot)
-        current = _files(table, table.current_snapshot())
+        current = snapshot_data_files(table, table.current_snapshot())
         still = [current[path] for path in orphans if path in current]
         if not still:
             return
@@ -269,7 +269,7 @@ def _ancestry(table: Any) -> list[Any]:
     return [] if current is None else list(ancestors_of(current, table.metadata))
 
 
-def _files(table: Any, snapshot: Any) -> dict[str, Any]:
+def snapshot_data_files(table: Any, snapshot: Any) -> dict[str, Any]:
     """path → DataFile of a snapshot's data files."""
     if snapshot is None:
         return {}
@@ -278,5 +278,5 @@ def _files(table: Any, snapshot: Any) -> dict[str, Any]:
 
 def _added_files(table: Any, snapshot: Any) -> dict[str, Any]:
     parent = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
-    before = _files(table, parent)
-    return {p: f for p, f in _files(table, snapshot).items() if p not in before}
+    before = snapshot_data_files(table, parent)
+    return {p: f for p, f in snapshot_data_files(table, snapshot).items() if p not in before}

@@ -99,7 +99,7 @@ def _iceberg_repair(plan: ResolvedUnit, summary: RunSummary, dest: Destination,
     not list, then `add_files` of its parts the table lacks — landing as one swap of the
     catalog's pointer."""
     from rivet_core.tableformat.iceberg_catalog import identifier, open_catalog
-    from rivet_core.tableformat.iceberg_commit import IcebergCommitter, _files
+    from rivet_core.tableformat.iceberg_commit import IcebergCommitter, snapshot_data_files
 
     committer = IcebergCommitter(plan, summary, dest, OPERATION)
     loc = table_location(plan, dest)
@@ -112,7 +112,7 @@ def _iceberg_repair(plan: ResolvedUnit, summary: RunSummary, dest: Destination,
                                    f"({type(exc).__name__}) — re-run the whole export instead") from None
         committer.check_location(table)
         wanted = {committer.file_uri(p) for p in parts}
-        current = _files(table, table.current_snapshot())
+        current = snapshot_data_files(table, table.current_snapshot())
         props: dict[str, Any] = {RUN_KEY: summary.run_id, EXPORT_KEY: plan.export.name}
         stale = [f for path, f in current.items() if path not in wanted]
         new = sorted(path for path in wanted if path not in current)

@@ -128,7 +128,18 @@ def _repair(config: Path, **kw: Any) -> Any:
     return quick("repair", "-c", str(config), "-e", "items", "--execute", "--format", "json", **kw)
 
 
+def _rerun_converges(config: Path, where: dict[str, Any], url: str) -> None:
+    """The repair re-run after a crash: it succeeds, the table equals the source, the manifest
+    names the table's version, and validate passes."""
+    again = _repair(config)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert _table_rows(where) == _source(url)
+    _manifest_names_the_table(where)
+    _validate(config)
+
+
 # ------------------------------------------------------------------------------ cases
+
 def test_a_repair_replaces_the_windows_files_in_one_table_commit(tmp_path, pg_url, where):
     _seed(pg_url)
     config = _config(tmp_path, pg_url, where)
@@ -164,11 +175,7 @@ def test_a_crash_during_the_repair_leaves_a_whole_table_and_the_rerun_converges(
     else:
         assert _table_rows(where) == _source(pg_url)  # the commit landed whole, never a part of it
     _validate(config)  # the old manifest still verifies: a later version made by this export
-    again = _repair(config)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert _table_rows(where) == _source(pg_url)
-    _manifest_names_the_table(where)
-    _validate(config)
+    _rerun_converges(config, where, pg_url)
 
 
 def test_an_iceberg_crash_after_the_table_commit_converges_on_the_rerun(tmp_path, pg_url):
@@ -182,11 +189,7 @@ def test_an_iceberg_crash_after_the_table_commit_converges_on_the_rerun(tmp_path
     assert crashed.returncode != 0
     assert _table_rows(where) == _source(pg_url)
     _validate(config)
-    again = _repair(config)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert _table_rows(where) == _source(pg_url)
-    _manifest_names_the_table(where)
-    _validate(config)
+    _rerun_converges(config, where, pg_url)
 
 
 def test_a_keyset_incremental_table_export_is_refused_before_anything_is_written(tmp_path, pg_url):
@@ -223,8 +226,4 @@ def test_a_window_emptied_at_the_source_then_a_crash_after_the_commit_still_conv
                     env={"RIVET_TEST_PANIC_AT": "after_table_commit"})
     assert crashed.returncode != 0
     assert _table_rows(where) == _source(pg_url)
-    again = _repair(config)
-    assert again.returncode == 0, again.stdout + again.stderr
-    assert _table_rows(where) == _source(pg_url)
-    _manifest_names_the_table(where)
-    _validate(config)
+    _rerun_converges(config, where, pg_url)

@@ -205,6 +205,18 @@ def test_an_empty_result_yields_no_batches(
     assert paths_used(caplog)[-1].startswith("PG read path: binary")
 
 
+def read_rows_then_auto(pg_url: str, sql: str, overrides: dict[str, pa.DataType],
+                        monkeypatch: pytest.MonkeyPatch) -> tuple[pa.Table, pa.Table]:
+    """`sql` read with `overrides` on the row path pinned, then on the path chosen by default."""
+    def read_with(path: str) -> pa.Table:
+        monkeypatch.setenv("RIVET_PG_READ_PATH", path)
+        with open_source(pg_url, TUNING) as session:
+            schema = session.describe(sql, [], overrides)
+            return pa.Table.from_batches(list(session.stream(sql, [], schema, 1000)), schema=schema)
+
+    return read_with("rows"), read_with("auto")
+
+
 def test_a_uuid_read_as_text_by_override_stays_on_the_binary_path(
     pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -219,14 +231,7 @@ def test_a_uuid_read_as_text_by_override_stays_on_the_binary_path(
     caplog.set_level(logging.INFO, logger="rivet.source")
     sql, overrides = "SELECT * FROM uu ORDER BY id", {"u": pa.string()}
 
-    def read_with(path: str) -> pa.Table:
-        monkeypatch.setenv("RIVET_PG_READ_PATH", path)
-        with open_source(pg_url, TUNING) as session:
-            schema = session.describe(sql, [], overrides)
-            return pa.Table.from_batches(list(session.stream(sql, [], schema, 1000)), schema=schema)
-
-    rows = read_with("rows")
-    binary = read_with("auto")
+    rows, binary = read_rows_then_auto(pg_url, sql, overrides, monkeypatch)
     assert paths_used(caplog)[-1].startswith("PG read path: binary"), paths_used(caplog)
     assert binary.schema.field("u").type == pa.string()
     assert_identical(binary, rows)
@@ -252,14 +257,7 @@ def test_json_and_jsonb_read_as_text_by_override_stay_on_the_binary_path(
     caplog.set_level(logging.INFO, logger="rivet.source")
     sql, overrides = "SELECT * FROM jj ORDER BY id", {"j": pa.string(), "b": pa.string()}
 
-    def read_with(path: str) -> pa.Table:
-        monkeypatch.setenv("RIVET_PG_READ_PATH", path)
-        with open_source(pg_url, TUNING) as session:
-            schema = session.describe(sql, [], overrides)
-            return pa.Table.from_batches(list(session.stream(sql, [], schema, 1000)), schema=schema)
-
-    rows = read_with("rows")
-    binary = read_with("auto")
+    rows, binary = read_rows_then_auto(pg_url, sql, overrides, monkeypatch)
     assert paths_used(caplog)[-1].startswith("PG read path: binary"), paths_used(caplog)
     assert binary.schema.field("j").type == binary.schema.field("b").type == pa.string()
     with psycopg.connect(pg_url) as conn:  # the oracle: PostgreSQL's own text rendering
