@@ -33,7 +33,11 @@ Two halves, kept apart so the rule can be property-tested without a server:
   what a whole healthy cycle took. Both times leave out what this process's threads spent
   queued for a CPU (Linux `/proc/self/task/*/schedstat`, `runqueue_wait_s`): on a machine
   whose cores are busy with other work, a starved reader thread would otherwise read as a
-  slow source and pace an idle one. Every sample and the decision taken are recorded
+  slow source and pace an idle one. The first time it sees pressure it
+  also lowers this process's CPU priority (nice + `cpu_nice`, `rivet_core/pipeline/
+  cpu_priority.py`) until the read ends: pauses spare the source's server, but while a batch
+  is read the export's encoder would otherwise take whole cores from a database it shares
+  them with. Every sample and the decision taken are recorded
   (`GovernorStats`), so the run report, an orchestrator's metadata and the tests judge the
   governor by what it decided, never by the wall clock.
 
@@ -58,6 +62,7 @@ from typing import Any, Literal, TypeVar
 
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import best_effort
+from rivet_core.pipeline.cpu_priority import hold_lowered_priority, release_lowered_priority
 from rivet_core.source.pressure import PressureProbe, PressureSample
 
 log = logging.getLogger("rivet.governor")
@@ -94,6 +99,8 @@ class GovernorLimits:
     #: clients polling now and then are not a load to yield to.
     recent_idle: int = 3
     recent_busy: int = 16
+    #: Nice increment for this process's threads once pressure is seen (0: never).
+    cpu_nice: int = 10
     lag_idle_s: float = 5.0
     lag_busy_s: float = 60.0
     latency_idle: float = 3.0
@@ -157,6 +164,10 @@ class GovernorStats:
     lag_max_s: float | None = None
     latency_ratio_max: float | None = None
     probe_error: str | None = None
+    #: The nice increment applied once pressure was seen (None: never lowered), and whether
+    #: the former priority was restored when the read ended (None: nothing to restore).
+    cpu_nice: int | None = None
+    cpu_restored: bool | None = None
     #: One entry per sample: {"batch", "pressure", "delay_ms", and the signals}; capped.
     decisions: list[dict[str, Any]] = field(default_factory=list)
 
@@ -167,7 +178,8 @@ class GovernorStats:
             "throttled_s": round(self.throttled_ms / 1000.0, 3), "samples": self.samples,
             "pressure_max": round(self.pressure_max, 3), "active_max": self.active_max,
             "recent_max": self.recent_max, "replica_lag_max_s": self.lag_max_s, "latency_ratio_max": self.latency_ratio_max,
-            "probe_error": self.probe_error, "decisions": list(self.decisions),
+            "probe_error": self.probe_error, "cpu_nice": self.cpu_nice, "cpu_restored": self.cpu_restored,
+            "decisions": list(self.decisions),
         }
 
 
@@ -220,7 +232,9 @@ class SourceGovernor:
                  *, sample_interval_s: float = 1.0, sample_every_batches: int = 1,
                  sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic,
-                 runqueue: Callable[[], float] = runqueue_wait_s) -> None:
+                 runqueue: Callable[[], float] = runqueue_wait_s,
+                 lower_priority: Callable[[int], bool] = hold_lowered_priority,
+                 restore_priority: Callable[[], bool] = release_lowered_priority) -> None:
         self.mode = mode_for(tuning)
         self.limits = limits_for(tuning)
         self.fixed_ms = tuning.throttle_ms if self.mode == "fixed" else 0
@@ -244,6 +258,8 @@ class SourceGovernor:
         self._resume_at = clock()
         self._resume_queued = 0.0
         self._last_wait_s = 0.0
+        self._lower_priority, self._restore_priority = lower_priority, restore_priority
+        self._holds_priority = False
 
     def start(self) -> None:
         """The read starts now: the first batch's cycle is measured from here."""
@@ -288,12 +304,22 @@ class SourceGovernor:
             self._batches_since_sample = 0
             sample = self._sample()
             self._pressure = pressure_of(sample, self.limits)
+            if self._pressure > 0:
+                self._yield_cpu()
         delay = delay_ms(self._pressure, self.limits, cycle_s * 1000.0)
         if due:
             self._record(sample, self._pressure, cycle_s, delay)
         self._pause(delay)
         self._resume_at = self._clock()
         self._resume_queued = self._runqueue()
+
+    def _yield_cpu(self) -> None:
+        """Lower the process's CPU priority once, on the first pressure seen (module doc)."""
+        if self._holds_priority or self.stats.cpu_nice is not None or self.limits.cpu_nice <= 0:
+            return
+        with best_effort("lower the export's CPU priority", logger=log):  # advisory, like the pauses
+            self._holds_priority = self._lower_priority(self.limits.cpu_nice)
+        self.stats.cpu_nice = self.limits.cpu_nice if self._holds_priority else 0
 
     def _pause(self, ms: float) -> None:
         if ms <= 0:
@@ -369,6 +395,11 @@ class SourceGovernor:
                 probe.close()
 
     def close(self) -> None:
+        if self._holds_priority:
+            self._holds_priority = False
+            self.stats.cpu_restored = False
+            with best_effort("restore the export's CPU priority", logger=log):
+                self.stats.cpu_restored = self._restore_priority()
         probe, self._probe = self._probe, None
         if probe is not None:
             with best_effort("close the pressure probe", logger=log):  # the export is done; moot

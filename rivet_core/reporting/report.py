@@ -91,6 +91,9 @@ def governor_lines(governor: dict[str, Any] | None) -> list[str]:
         line += f", max active sessions {governor['active_max']}"
     if governor.get("recent_max") is not None:
         line += f", max sessions busy within the last second {governor['recent_max']}"
+    if governor.get("cpu_nice"):
+        line += (f"; CPU priority lowered (nice +{governor['cpu_nice']}) once under pressure"
+                 + ("" if governor.get("cpu_restored") else ", kept until the process exits"))
     if governor.get("probe_error"):
         line += f"; probe unavailable: {governor['probe_error']}"
     return [line]

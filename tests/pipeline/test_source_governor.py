@@ -10,6 +10,7 @@ explicit `throttle_ms` pauses exactly as configured; and the exported data equal
 from __future__ import annotations
 
 import json
+import os
 import threading
 import urllib.parse
 from collections.abc import Iterator
@@ -232,6 +233,7 @@ def test_on_an_idle_source_the_default_profile_never_pauses(tmp_path: Path, load
     assert governor["active_max"] == 0
     assert [d["delay_ms"] for d in governor["decisions"]] == [0.0] * len(governor["decisions"]), json.dumps(governor["decisions"])
     assert (governor["pauses"], governor["throttled_s"], governor["pressure_max"]) == (0, 0.0, 0.0)
+    assert governor["cpu_nice"] is None  # no pressure, no CPU yield
     _exported_equals_source(tmp_path, loaded_url)
 
 
@@ -312,9 +314,15 @@ def test_under_an_oltp_load_of_short_statements_the_recent_signal_backs_off(tmp_
     (`active`), but all of them ran one within the last second (`recent`). The recorded
     decisions show the governor paused because of `recent`: each decision's pressure is
     recomputed from its recorded signals with and without it."""
+    nice_before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     with oltp_clients(loaded_url):
         governor = _run(tmp_path, loaded_url, {"throttle_ceiling_ms": 50}).governor
     assert governor is not None and governor["mode"] == "adaptive" and governor["probe_error"] is None
+    # Under pressure the export also yielded the CPU (rivet_core/pipeline/cpu_priority.py) and
+    # gave it back at the end of the read — the kernel's nice value of this thread says so.
+    assert governor["cpu_nice"] == 10
+    nice_after = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    assert nice_after == (nice_before if governor["cpu_restored"] else min(19, nice_before + 10))
     lim = GovernorLimits(floor_ms=0, ceiling_ms=50)
     assert governor["recent_max"] > lim.recent_idle
     driven = []
