@@ -223,3 +223,59 @@ def test_a_sqlite_state_store_loads_no_postgresql_dialect(tmp_path: Path) -> Non
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
     assert loaded and all(m.startswith("sqlalchemy.dialects.sqlite") or m == "sqlalchemy.dialects._typing"
                           for m in loaded), loaded
+
+
+# ------------------------------------------------- first source query before Arrow (issue 16 item 3)
+
+#: Probe run in a fresh interpreter: wraps psycopg's `execute` (the source's first statement,
+#: `SET LOCAL TimeZone`, goes through `Cursor.execute`) and records which heavy libraries
+#: were loaded when rivet sent it, then runs `rivet run` in-process.
+_FIRST_QUERY_PROBE = """
+import json, sys
+import psycopg
+
+seen = {{}}
+for cls in (psycopg.Cursor, psycopg.ServerCursor):
+    def execute(self, *args, _orig=cls.execute, **kwargs):
+        seen.setdefault("first_query", sorted(m for m in ("pyarrow", "numpy") if m in sys.modules))
+        return _orig(self, *args, **kwargs)
+    cls.execute = execute
+from rivet_core.cli import main
+try:
+    main(["run", "-c", {config!r}, "-e", "t"])
+except SystemExit as exc:
+    assert exc.code in (0, None), exc.code
+seen["exit"] = sorted(m for m in ("pyarrow", "numpy") if m in sys.modules)
+print(json.dumps(seen))
+"""
+
+
+def test_the_first_source_query_is_sent_before_pyarrow_is_imported(tmp_path: Path, pg_url: str) -> None:
+    """`rivet run` locks the export and connects before it handles an Arrow value, so Arrow
+    and NumPy (~150 modules, ~0.25 s of CPU) load after the source saw its first statement:
+    the modules on that path name them through rivet_core/lazy_modules.py. A module-level
+    `pa.int64()` (or an eager `import pyarrow`) on the path would import them up front."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.helpers import data_files, pg_exec, source_block
+
+    pg_exec(pg_url, "CREATE TABLE t (id bigint PRIMARY KEY, note text, amount numeric(12,2), at timestamptz)",
+            "INSERT INTO t SELECT g, 'n' || g, g / 100.0, now() FROM generate_series(1, 200) g")
+    out = tmp_path / "out"
+    config = write_config(tmp_path, source_block(pg_url),
+                          [{"name": "t", "table": "t", "mode": "full", "format": "parquet",
+                            "destination": {"type": "local", "path": str(out)}}])
+    from rivet_core.state import StateStore
+
+    StateStore.open(config).close()  # an existing store, as on every run but the first
+    result = subprocess.run([sys.executable, "-c", _FIRST_QUERY_PROBE.format(config=str(config))],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["first_query"] == [], seen  # nothing Arrow before the source's first statement
+    assert seen["exit"] == ["numpy", "pyarrow"], seen  # the probe saw the run write with Arrow
+    [part] = data_files(out)
+    table = pq.read_table(part)
+    assert sorted(table.column("id").to_pylist()) == list(range(1, 201))
+    assert table.column("amount").type == pa.decimal128(12, 2)

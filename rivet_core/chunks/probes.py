@@ -15,9 +15,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import pyarrow as pa
-
 from rivet_core.errors import ConfigError, SourceError, UnsupportedTypeError
+from rivet_core.lazy_modules import pa
 from rivet_core.source.base import NATIVE_TYPE_KEY, SourceSession
 
 #: Alias of the wrapped base query in every probe.

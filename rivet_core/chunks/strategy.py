@@ -12,12 +12,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-
 from rivet_core.catalog import TableInfo, table_info
 from rivet_core.chunks.probes import ALIAS, column_type
 from rivet_core.config.models import ExportConfig
 from rivet_core.errors import ConfigError
+from rivet_core.lazy_modules import pa
 from rivet_core.source.base import SourceSession
 
 log = logging.getLogger("rivet.chunks")

@@ -25,10 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
-import pyarrow as pa
-
 from rivet_core.destination.checksums import AppendHasher, Fingerprint
 from rivet_core.errors import ConfigError, RivetError
+from rivet_core.lazy_modules import pa
 
 FORMATS: tuple[str, ...] = ("parquet", "csv")
 COMPRESSIONS: tuple[str, ...] = ("zstd", "snappy", "gzip", "lz4", "none")

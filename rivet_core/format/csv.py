@@ -36,27 +36,32 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from rivet_core.errors import ConfigError
 from rivet_core.format.base import FormatWriter, WriterOptions, conform_batch
+from rivet_core.lazy_modules import np, pa, pc
 
 _SLICE_ROWS = 16_384
-_LSTR = pa.large_string()
+
+
+@functools.cache
+def _lstr() -> pa.DataType:
+    """large_string, made on first use (`pa` is lazy: rivet_core/lazy_modules.py)."""
+    return pa.large_string()
 
 
 @functools.cache
 def _text(value: str) -> pa.Scalar:
     """A large_string scalar, made on first use: building a scalar from a Python value makes
     pyarrow import pandas (~0.5 s, tens of MB), which a Parquet export never needs."""
-    return pa.scalar(value, _LSTR)
+    return pa.scalar(value, _lstr())
 _NEEDS_QUOTE = r'[,"\r\n]'
 
-_HEX = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
-#: byte value → its two lowercase hex digits.
-_HEX_TABLE = np.stack([_HEX[np.arange(256) >> 4], _HEX[np.arange(256) & 0xF]], axis=1)
+
+@functools.cache
+def _hex_table() -> np.ndarray:
+    """byte value → its two lowercase hex digits (made on first use: `np` is lazy)."""
+    hex_digits = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+    return np.stack([hex_digits[np.arange(256) >> 4], hex_digits[np.arange(256) & 0xF]], axis=1)
 
 
 # ---------------------------------------------------------------------------------------
@@ -129,27 +134,27 @@ def render_decimal(arr: pa.Array) -> pa.Array:
     """
     t = arr.type
     scale = t.scale
-    unscaled = arr.view(pa.decimal128(38, 0)).cast(_LSTR)
+    unscaled = arr.view(pa.decimal128(38, 0)).cast(_lstr())
     if scale == 0:
         return unscaled
     if scale < 0:
         zeros = "0" * (-scale)
-        padded = pc.binary_join_element_wise(unscaled, pa.scalar(zeros, _LSTR), _text(""))
+        padded = pc.binary_join_element_wise(unscaled, pa.scalar(zeros, _lstr()), _text(""))
         return pc.if_else(pc.equal(unscaled, "0"), unscaled, padded)
     negative = pc.starts_with(unscaled, "-")
     digits = pc.utf8_ltrim(unscaled, "-")
     digits = pc.utf8_lpad(digits, width=scale + 1, padding="0")
     int_part = pc.utf8_slice_codeunits(digits, start=0, stop=-scale)
     frac_part = pc.utf8_slice_codeunits(digits, start=-scale)
-    sign = pc.if_else(negative, pa.scalar("-", _LSTR), _text(""))
-    return pc.binary_join_element_wise(sign, int_part, pa.scalar(".", _LSTR), frac_part, _text(""))
+    sign = pc.if_else(negative, pa.scalar("-", _lstr()), _text(""))
+    return pc.binary_join_element_wise(sign, int_part, pa.scalar(".", _lstr()), frac_part, _text(""))
 
 
 def _with_nulls_of(source: pa.Array, rendered: pa.Array) -> pa.Array:
     """Re-apply `source`'s NULLs to a rendering that was built without a validity bitmap."""
     if source.null_count == 0:
         return rendered
-    return pc.if_else(pc.is_valid(source), rendered, pa.scalar(None, _LSTR))
+    return pc.if_else(pc.is_valid(source), rendered, pa.scalar(None, _lstr()))
 
 
 def render_hex(arr: pa.Array) -> pa.Array:
@@ -163,10 +168,10 @@ def render_hex(arr: pa.Array) -> pa.Array:
         data = np.empty(0, dtype=np.uint8)
     else:
         data = np.frombuffer(data_buf, dtype=np.uint8)[start:end]
-    hexed = _HEX_TABLE[data].reshape(-1)
+    hexed = _hex_table()[data].reshape(-1)
     new_offsets = (offsets - start) * 2
     out = pa.Array.from_buffers(
-        _LSTR, n, [None, pa.py_buffer(new_offsets.tobytes()), pa.py_buffer(hexed.tobytes())]
+        _lstr(), n, [None, pa.py_buffer(new_offsets.tobytes()), pa.py_buffer(hexed.tobytes())]
     )
     return _with_nulls_of(arr, out)
 
@@ -177,7 +182,7 @@ def render_uuid(arr: pa.Array) -> pa.Array:
     n = len(storage)
     buf = storage.buffers()[1]
     raw = np.frombuffer(buf, dtype=np.uint8)[storage.offset * 16 : (storage.offset + n) * 16]
-    hexed = _HEX_TABLE[raw].reshape(n, 32)
+    hexed = _hex_table()[raw].reshape(n, 32)
     dash = np.full((n, 1), ord("-"), dtype=np.uint8)
     text = np.concatenate(
         [hexed[:, 0:8], dash, hexed[:, 8:12], dash, hexed[:, 12:16], dash, hexed[:, 16:20], dash,
@@ -186,7 +191,7 @@ def render_uuid(arr: pa.Array) -> pa.Array:
     )
     offsets = np.arange(0, 36 * (n + 1), 36, dtype=np.int64)
     out = pa.Array.from_buffers(
-        _LSTR, n, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(text.tobytes())]
+        _lstr(), n, [None, pa.py_buffer(offsets.tobytes()), pa.py_buffer(text.tobytes())]
     )
     return _with_nulls_of(storage, out)
 
@@ -197,9 +202,9 @@ def _render_timestamp(arr: pa.Array) -> pa.Array:
     naive = arr.view(pa.timestamp(t.unit)) if t.tz is not None else arr
     if t.unit != unit:
         naive = naive.cast(pa.timestamp(unit))
-    text = pc.replace_substring(naive.cast(_LSTR), " ", "T", max_replacements=1)
+    text = pc.replace_substring(naive.cast(_lstr()), " ", "T", max_replacements=1)
     if t.tz is not None:
-        text = pc.binary_join_element_wise(text, pa.scalar("Z", _LSTR), _text(""))
+        text = pc.binary_join_element_wise(text, pa.scalar("Z", _lstr()), _text(""))
     return text
 
 
@@ -207,14 +212,14 @@ def _render_time(arr: pa.Array) -> pa.Array:
     t = arr.type
     if t.unit != "ns" and t != pa.time64("us"):
         arr = arr.cast(pa.time64("us"))
-    return arr.cast(_LSTR)
+    return arr.cast(_lstr())
 
 
 def _render_float(arr: pa.Array) -> pa.Array:
     if arr.type == pa.float16():
         arr = arr.cast(pa.float32())
-    text = arr.cast(_LSTR)
-    return pc.if_else(pc.is_nan(arr), pa.scalar("NaN", _LSTR), text)
+    text = arr.cast(_lstr())
+    return pc.if_else(pc.is_nan(arr), pa.scalar("NaN", _lstr()), text)
 
 
 def quote_strings(text: pa.Array) -> pa.Array:
@@ -230,7 +235,7 @@ def quote_strings(text: pa.Array) -> pa.Array:
 def _quote_empty(text: pa.Array) -> pa.Array:
     """A non-NULL value rendered as empty text (empty binary) is written `""`."""
     empty = pc.equal(pc.binary_length(text), 0)
-    return pc.if_else(empty, pa.scalar('""', _LSTR), text)
+    return pc.if_else(empty, pa.scalar('""', _lstr()), text)
 
 
 def render_cells(arr: pa.Array) -> pa.Array:
@@ -239,17 +244,17 @@ def render_cells(arr: pa.Array) -> pa.Array:
     if isinstance(t, pa.BaseExtensionType):
         if t.extension_name == "arrow.uuid":
             return render_uuid(arr)
-        return quote_strings(arr.storage.cast(_LSTR))  # arrow.json: its text
+        return quote_strings(arr.storage.cast(_lstr()))  # arrow.json: its text
     if pa.types.is_dictionary(t):
         return render_cells(arr.cast(t.value_type))
     if pa.types.is_null(t):
-        return pa.nulls(len(arr), _LSTR)
+        return pa.nulls(len(arr), _lstr())
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return quote_strings(arr.cast(_LSTR))
+        return quote_strings(arr.cast(_lstr()))
     if pa.types.is_boolean(t):
-        return pc.if_else(arr, pa.scalar("true", _LSTR), pa.scalar("false", _LSTR))
+        return pc.if_else(arr, pa.scalar("true", _lstr()), pa.scalar("false", _lstr()))
     if pa.types.is_integer(t):
-        return arr.cast(_LSTR)
+        return arr.cast(_lstr())
     if pa.types.is_floating(t):
         return _render_float(arr)
     if pa.types.is_decimal128(t):
@@ -259,9 +264,9 @@ def render_cells(arr: pa.Array) -> pa.Array:
     if pa.types.is_fixed_size_binary(t) and t.byte_width == 16:
         return render_uuid(arr)
     if pa.types.is_date64(t):
-        return arr.cast(pa.date32()).cast(_LSTR)
+        return arr.cast(pa.date32()).cast(_lstr())
     if pa.types.is_date32(t):
-        return arr.cast(_LSTR)
+        return arr.cast(_lstr())
     if pa.types.is_time(t):
         return _render_time(arr)
     if pa.types.is_timestamp(t):

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow as pa
-
 from rivet_core.errors import ConfigError
 from rivet_core.format.base import FORMATS, FormatWriter, WriterOptions
+from rivet_core.lazy_modules import pa
 
 
 def open_writer(path: Path, schema: pa.Schema, options: WriterOptions) -> FormatWriter:

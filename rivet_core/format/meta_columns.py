@@ -43,27 +43,34 @@ import struct
 import sys
 from datetime import UTC, datetime
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import xxhash
 
 from rivet_core.errors import ConfigError
 from rivet_core.format.csv import render_decimal
+from rivet_core.lazy_modules import np, pa, pc
 
 ROW_HASH_CONTRACT = "rivet-py-rowhash-v1"
 COL_EXPORTED_AT = "_rivet_exported_at"
 COL_ROW_HASH = "_rivet_row_hash"
-EXPORTED_AT_TYPE = pa.timestamp("us", "UTC")
 
-_LBIN = pa.large_binary()
+
+@functools.cache
+def exported_at_type() -> pa.DataType:
+    """The `_exported_at` column's type (made on first use: `pa` is lazy,
+    rivet_core/lazy_modules.py)."""
+    return pa.timestamp("us", "UTC")
+
+
+@functools.cache
+def _lbin() -> pa.DataType:
+    return pa.large_binary()
 
 
 @functools.cache
 def _bin(value: bytes) -> pa.Scalar:
     """A large_binary scalar, made on first use: building a scalar from a Python value makes
     pyarrow import pandas (~0.5 s, tens of MB), which an export without meta columns never needs."""
-    return pa.scalar(value, _LBIN)
+    return pa.scalar(value, _lbin())
 
 
 _U64_MASK = (1 << 64) - 1
@@ -125,7 +132,7 @@ def _reinterpret(arr: pa.Array, width: int) -> pa.Array:
     fsb = pa.FixedSizeBinaryArray.from_buffers(
         pa.binary(width), len(arr), [arr.buffers()[0], arr.buffers()[1]], offset=arr.offset
     )
-    return fsb.cast(_LBIN)
+    return fsb.cast(_lbin())
 
 
 def canonical_payloads(arr: pa.Array, column: str) -> pa.Array:
@@ -139,7 +146,7 @@ def canonical_payloads(arr: pa.Array, column: str) -> pa.Array:
     if pa.types.is_dictionary(t):
         return canonical_payloads(arr.cast(t.value_type), column)
     if pa.types.is_null(t):
-        return pa.nulls(len(arr), _LBIN)
+        return pa.nulls(len(arr), _lbin())
     if pa.types.is_boolean(t):
         return _reinterpret(arr.cast(pa.uint8()), 1)
     if pa.types.is_signed_integer(t):
@@ -151,13 +158,13 @@ def canonical_payloads(arr: pa.Array, column: str) -> pa.Array:
         wide = pc.if_else(pc.is_nan(wide), pa.scalar(float("nan")), wide)
         return _reinterpret(wide, 8)
     if pa.types.is_decimal128(t):
-        return render_decimal(arr).cast(_LBIN)
+        return render_decimal(arr).cast(_lbin())
     if pa.types.is_decimal256(t):
-        return pa.array([None if v is None else _plain_decimal(v) for v in arr.to_pylist()], _LBIN)
+        return pa.array([None if v is None else _plain_decimal(v) for v in arr.to_pylist()], _lbin())
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return arr.cast(_LBIN)
+        return arr.cast(_lbin())
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return arr.cast(_LBIN)
+        return arr.cast(_lbin())
     if pa.types.is_date64(t):
         arr = arr.cast(pa.date32())
     if pa.types.is_date32(t) or pa.types.is_date64(t):
@@ -187,7 +194,7 @@ def _list_payloads(arr: pa.Array, column: str) -> pa.Array:
     payloads = canonical_payloads(values, column)
     lengths = pc.binary_length(payloads).cast(pa.uint32())
     cells = pc.binary_join_element_wise(
-        pa.scalar(b"\x01", _LBIN), _reinterpret(lengths, 4), payloads, _bin(b"")
+        pa.scalar(b"\x01", _lbin()), _reinterpret(lengths, 4), payloads, _bin(b"")
     ).fill_null(_bin(b"\x00"))
     cell_list = cells.to_pylist()
     valid = arr.is_valid().to_pylist()
@@ -198,7 +205,7 @@ def _list_payloads(arr: pa.Array, column: str) -> pa.Array:
             continue
         lo, hi = int(offsets[i]) - base, int(offsets[i + 1]) - base
         out.append(struct.pack("<I", hi - lo) + b"".join(cell_list[lo:hi]))
-    return pa.array(out, _LBIN)
+    return pa.array(out, _lbin())
 
 
 def canonical_cells(arr: pa.Array, column: str) -> pa.Array:
@@ -206,7 +213,7 @@ def canonical_cells(arr: pa.Array, column: str) -> pa.Array:
     tag = type_tag(arr.type, column).encode("ascii")
     payloads = canonical_payloads(arr, column)
     lengths = pc.binary_length(payloads).cast(pa.uint32())
-    header = pa.scalar(bytes([len(tag)]) + tag, _LBIN)
+    header = pa.scalar(bytes([len(tag)]) + tag, _lbin())
     cells = pc.binary_join_element_wise(header, _reinterpret(lengths, 4), payloads, _bin(b""))
     return cells.fill_null(_bin(b"\x00"))
 
@@ -251,7 +258,7 @@ def meta_schema(schema: pa.Schema, exported_at: bool, row_hash: bool | list[str]
         type_tag(schema.field(name).type, name)
     fields = list(schema)
     if exported_at:
-        fields.append(pa.field(COL_EXPORTED_AT, EXPORTED_AT_TYPE, nullable=False))
+        fields.append(pa.field(COL_EXPORTED_AT, exported_at_type(), nullable=False))
     if row_hash is not False:
         fields.append(pa.field(COL_ROW_HASH, pa.int64(), nullable=False))
     return pa.schema(fields, metadata=schema.metadata)
@@ -264,7 +271,7 @@ def row_hashes(batch: pa.RecordBatch, columns: list[str]) -> pa.Array:
         return pa.array([], pa.int64())
     cells = [canonical_cells(batch.column(name), name) for name in columns]
     if not cells:
-        rows = pa.array([b""] * n, _LBIN)
+        rows = pa.array([b""] * n, _lbin())
     elif len(cells) == 1:
         rows = cells[0]
     else:
@@ -291,8 +298,8 @@ def add_meta_columns(
     if exported_at is not None:
         if exported_at.tzinfo is None:
             exported_at = exported_at.replace(tzinfo=UTC)
-        ts = pa.scalar(exported_at.astimezone(UTC), EXPORTED_AT_TYPE)
-        arrays.append(pa.array(np.full(batch.num_rows, ts.value, dtype=np.int64), EXPORTED_AT_TYPE))
+        ts = pa.scalar(exported_at.astimezone(UTC), exported_at_type())
+        arrays.append(pa.array(np.full(batch.num_rows, ts.value, dtype=np.int64), exported_at_type()))
     if row_hash is not False:
         arrays.append(row_hashes(batch, _hash_columns(batch.schema, row_hash)))
     return pa.RecordBatch.from_arrays(arrays, schema=schema)

@@ -27,12 +27,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-
 from rivet_core.destination.checksums import Fingerprint
 from rivet_core.errors import ConfigError, RivetError
 from rivet_core.format.base import FormatWriter, PartUpload, WriterOptions, file_extension
 from rivet_core.format.factory import open_writer
+from rivet_core.lazy_modules import pa
 
 
 @dataclass(frozen=True)

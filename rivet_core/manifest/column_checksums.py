@@ -37,10 +37,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import xxhash
+
+from rivet_core.lazy_modules import np, pa, pc
 
 CHECKSUM_RENDER = "rivet-colsum-v1"
 _MASK = (1 << 64) - 1

@@ -34,13 +34,12 @@ from collections.abc import Callable, Collection
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 
-import pyarrow as pa
-
 from rivet_core.chunks import ChunkLayout, ChunkWindow
 from rivet_core.chunks.layout import lay_out_windows
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, probe_window, window_query
 from rivet_core.errors import DataIntegrityError, RivetError, best_effort, exit_code_for
 from rivet_core.format.meta_columns import meta_schema
+from rivet_core.lazy_modules import pa
 from rivet_core.pipeline.chunk_resume import checkpoint_to_resume, prepare_resume
 from rivet_core.pipeline.chunk_withdraw import withdraw_windows
 from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window

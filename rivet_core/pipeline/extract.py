@@ -20,12 +20,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-import pyarrow as pa
-
 from rivet_core.destination import Destination
 from rivet_core.format import PartRotator, StagedPart, file_extension
 from rivet_core.format.base import PartUpload
 from rivet_core.format.meta_columns import add_meta_columns, meta_schema
+from rivet_core.lazy_modules import pa
 from rivet_core.manifest import data_key
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.governor import SourceGovernor

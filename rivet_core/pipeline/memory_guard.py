@@ -15,10 +15,9 @@ import logging
 import os
 import time
 
-import pyarrow as pa
-
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import DataIntegrityError
+from rivet_core.lazy_modules import pa
 
 log = logging.getLogger("rivet.memory")
 PAUSE_SECONDS = 5.0

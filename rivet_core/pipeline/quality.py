@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-import pyarrow as pa
 import xxhash
 
 from rivet_core.errors import DataIntegrityError
 from rivet_core.format.meta_columns import canonical_payloads, type_tag
+from rivet_core.lazy_modules import pa
 
 Severity = Literal["FAIL", "WARN"]
 

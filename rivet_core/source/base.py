@@ -23,10 +23,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import pyarrow as pa
-
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import RivetError, SourceError, TransientError, UnsupportedTypeError
+from rivet_core.lazy_modules import pa
 from rivet_core.redact import redact_secrets
 from rivet_core.source.batching import Converter, make_converter, rows_to_batch
 from rivet_core.source.retry import classify_error

@@ -21,13 +21,11 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from rivet_core.config.tuning import ResolvedTuning, batch_rows_for_memory
 from rivet_core.errors import SourceError, UnsupportedTypeError
+from rivet_core.lazy_modules import pa, pc
 
-Converter = Callable[[Sequence[Any]], pa.Array]
+Converter = Callable[[Sequence[Any]], "pa.Array"]
 
 _UTC = dt.UTC
 _EPOCH = dt.datetime(1970, 1, 1)
@@ -389,8 +387,11 @@ def _build(values: Sequence[Any], target: pa.DataType) -> pa.Array:
     return pa.array(values, type=target)
 
 
-_ARROW_FAILURES = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
-                   TypeError, ValueError, OverflowError)
+def _arrow_failures() -> tuple[type[BaseException], ...]:
+    """What a failed Arrow conversion raises (an `except` evaluates this only when something
+    was raised, so the lazy `pa` is not imported by defining it)."""
+    return (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
+            TypeError, ValueError, OverflowError)
 
 
 def make_converter(target: pa.DataType, column: str, *, direct: bool) -> Converter:
@@ -403,12 +404,12 @@ def make_converter(target: pa.DataType, column: str, *, direct: bool) -> Convert
         if direct:
             try:
                 return _build(values, target)
-            except _ARROW_FAILURES:
+            except _arrow_failures():
                 pass
         coerced = _coerce_column(values, target, column)
         try:
             return _build(coerced, target)
-        except _ARROW_FAILURES as exc:
+        except _arrow_failures() as exc:
             raise SourceError(
                 f"column '{column}': values cannot be stored as {target}: {exc} — fix the "
                 f"column override in rivet.yaml or cast the column in SQL"

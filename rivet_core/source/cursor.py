@@ -18,8 +18,7 @@ import math
 import uuid
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
+from rivet_core.lazy_modules import pa, pc
 
 _UTC = dt.UTC
 

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
-import pyarrow as pa
+from rivet_core.lazy_modules import pa
 
 _T = TypeVar("_T")
 _END = object()

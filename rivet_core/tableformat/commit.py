@@ -35,10 +35,8 @@ import time
 from datetime import datetime
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from rivet_core.destination import Destination
+from rivet_core.lazy_modules import pa, pq
 from rivet_core.manifest import ManifestPart, read_manifest
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.tableformat.errors import TableCommitError

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pyarrow as pa
-
 from rivet_core.errors import ConfigError
+from rivet_core.lazy_modules import pa
 
 
 def _storage(t: pa.DataType) -> pa.DataType:

@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-import pyarrow as pa
-
 from rivet_core.config import ExportConfig, RivetConfig, render_destination
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.destination import Destination, DestinationSpec, open_destination
 from rivet_core.errors import ConfigError
 from rivet_core.format import WriterOptions
 from rivet_core.format.base import DEFAULT_ROW_GROUP_ROWS
+from rivet_core.lazy_modules import pa
 from rivet_core.source import (
     build_incremental_query,
     build_time_range_query,

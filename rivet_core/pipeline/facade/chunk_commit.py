@@ -27,14 +27,12 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from rivet_core.chunks import ChunkLayout, ChunkWindow
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, window_query
 from rivet_core.destination import Destination
 from rivet_core.format import PartRotator, StagedPart, file_extension
 from rivet_core.format.meta_columns import add_meta_columns
+from rivet_core.lazy_modules import pa, pc
 from rivet_core.manifest import data_key, part_name
 from rivet_core.pipeline.facade.commit import PartKind, PartRecord, record_part, write_part_file
 from rivet_core.pipeline.faults import fault_point

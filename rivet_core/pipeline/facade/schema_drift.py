@@ -25,9 +25,8 @@ This module is the only writer of a run's drift verdict (`schema_changed`, `sche
 
 from __future__ import annotations
 
-import pyarrow as pa
-
 from rivet_core.errors import SchemaDriftError, best_effort
+from rivet_core.lazy_modules import pa
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.state import StateStore
 

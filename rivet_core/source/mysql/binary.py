@@ -27,18 +27,18 @@ Same semantics as `mysql_raw` (text protocol), which stays the fallback:
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
 import pymysql
 from pymysql import converters as pymysql_converters
 from pymysql.constants import COMMAND, FIELD_TYPE
 from pymysql.protocol import FieldDescriptorPacket
 
+from rivet_core.lazy_modules import np, pa
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import Converter, check_value_sizes
 from rivet_core.source.mysql.raw import (
@@ -216,7 +216,10 @@ def _days_from_civil(y: np.ndarray, m: np.ndarray, d: np.ndarray) -> np.ndarray:
     return era * 146097 + doe - 719468
 
 
-_DAYS_IN_MONTH = np.array([0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
+@functools.cache
+def _days_in_month() -> np.ndarray:
+    """Month (1..12) → its longest length; built on first use (`np` is lazy)."""
+    return np.array([0, 31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], dtype=np.int64)
 
 
 class _Temporal:
@@ -242,7 +245,7 @@ class _Temporal:
             return True
         leap = (self.year % 4 == 0) & ((self.year % 100 != 0) | (self.year % 400 == 0))
         month = np.clip(self.month, 0, 12)
-        dim = _DAYS_IN_MONTH[month] - ((month == 2) & ~leap)
+        dim = _days_in_month()[month] - ((month == 2) & ~leap)
         good = ((self.length != 0) & (self.year >= 1) & (self.month >= 1) & (self.month <= 12)
                 & (self.day >= 1) & (self.day <= dim) & (self.hour < 24) & (self.minute < 60)
                 & (self.second < 60) & (self.micro < 1_000_000))

@@ -40,13 +40,11 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 import pymysql
 from pymysql.constants import CR
 
 from rivet_core.errors import SourceError
+from rivet_core.lazy_modules import np, pa, pc
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import Converter, check_value_sizes
 from rivet_core.source.mysql.wire import Wire

@@ -28,12 +28,12 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import pyarrow as pa
 import pymysql
 import pymysql.cursors
 
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import ConfigError, SourceError
+from rivet_core.lazy_modules import pa
 from rivet_core.redact import redact_secrets, redact_url
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.mysql import binary as mysql_binary

@@ -13,10 +13,10 @@ the wire; the session passes the set of such (table, column) pairs so they map t
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-import pyarrow as pa
-
+from rivet_core.lazy_modules import pa
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.postgres.types import decimal_type
 
@@ -34,13 +34,18 @@ UNSIGNED_FLAG, ENUM_FLAG, SET_FLAG = 32, 256, 2048
 #: MySQL's decimals value meaning "not fixed" (floats, strings, some expressions).
 NOT_FIXED_DEC = 31
 
-_INTS: dict[int, tuple[str, pa.DataType, pa.DataType]] = {
-    TINY: ("tinyint", pa.int16(), pa.int16()),
-    SHORT: ("smallint", pa.int16(), pa.int32()),
-    INT24: ("mediumint", pa.int32(), pa.int64()),
-    LONG: ("int", pa.int32(), pa.int64()),
-    LONGLONG: ("bigint", pa.int64(), pa.uint64()),
-}
+@functools.cache
+def _ints() -> dict[int, tuple[str, pa.DataType, pa.DataType]]:
+    """Integer type code → (native name, signed type, unsigned type); built on first use
+    (`pa` is lazy: rivet_core/lazy_modules.py)."""
+    return {
+        TINY: ("tinyint", pa.int16(), pa.int16()),
+        SHORT: ("smallint", pa.int16(), pa.int32()),
+        INT24: ("mediumint", pa.int32(), pa.int64()),
+        LONG: ("int", pa.int32(), pa.int64()),
+        LONGLONG: ("bigint", pa.int64(), pa.uint64()),
+    }
+
 _TEXTUAL = {VARCHAR, VAR_STRING, STRING, TINY_BLOB, MEDIUM_BLOB, LONG_BLOB, BLOB}
 
 
@@ -89,8 +94,8 @@ def mysql_column(field: MySQLField, json_columns: frozenset[tuple[str, str]] = f
     suffix = " unsigned" if unsigned else ""
     if code == TINY and field.length == 1:
         return SourceColumn(name, "tinyint(1)" + suffix, pa.bool_(), direct=False)
-    if code in _INTS:
-        native, signed_type, unsigned_type = _INTS[code]
+    if code in _ints():
+        native, signed_type, unsigned_type = _ints()[code]
         return SourceColumn(name, native + suffix, unsigned_type if unsigned else signed_type)
     if code == FLOAT:
         return SourceColumn(name, "float", pa.float32())

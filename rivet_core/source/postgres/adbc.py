@@ -46,10 +46,8 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from rivet_core.errors import RivetError, best_effort
+from rivet_core.lazy_modules import pa, pc
 from rivet_core.redact import redact_secrets
 from rivet_core.source.base import SourceColumn, wrap_driver_error
 from rivet_core.source.batching import (

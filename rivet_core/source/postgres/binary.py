@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ctypes
 import decimal
+import functools
 import logging
 import os
 import re
@@ -50,9 +51,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import psycopg
-import pyarrow as pa
 
 from rivet_core.errors import SourceError, best_effort
+from rivet_core.lazy_modules import pa
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import check_value_sizes, split_batches, value_coercer
 from rivet_core.source.postgres.copy import (
@@ -75,14 +76,17 @@ log = logging.getLogger("rivet.source")
 
 #: PostgreSQL type name (domains resolved) → the Arrow type both binary paths produce, when
 #: that is exactly the type `types_pg` maps the column to; numeric is handled apart.
-EXACT_TYPES: dict[str, pa.DataType] = {
-    "bool": pa.bool_(), "int2": pa.int16(), "int4": pa.int32(), "int8": pa.int64(),
-    "float4": pa.float32(), "float8": pa.float64(), "date": pa.date32(),
-    "time": pa.time64("us"), "timestamp": pa.timestamp("us"),
-    "timestamptz": pa.timestamp("us", tz="UTC"), "text": pa.string(),
-    "varchar": pa.string(), "bpchar": pa.string(), "name": pa.string(),
-    "bytea": pa.binary(), "json": pa.json_(), "jsonb": pa.json_(), "uuid": pa.uuid(),
-}
+@functools.cache
+def exact_types() -> dict[str, pa.DataType]:
+    """Built on first use: `pa` is lazy (rivet_core/lazy_modules.py)."""
+    return {
+        "bool": pa.bool_(), "int2": pa.int16(), "int4": pa.int32(), "int8": pa.int64(),
+        "float4": pa.float32(), "float8": pa.float64(), "date": pa.date32(),
+        "time": pa.time64("us"), "timestamp": pa.timestamp("us"),
+        "timestamptz": pa.timestamp("us", tz="UTC"), "text": pa.string(),
+        "varchar": pa.string(), "bpchar": pa.string(), "name": pa.string(),
+        "bytea": pa.binary(), "json": pa.json_(), "jsonb": pa.json_(), "uuid": pa.uuid(),
+    }
 
 #: Type name → the decoder's column kind (`_pgbinary.c`).
 _KINDS: dict[str, str] = {
@@ -135,7 +139,7 @@ def ineligible_reason(field: pa.Field, live: SourceColumn, info: PgTypeInfo) -> 
         if pa.types.is_decimal128(field.type) and field.type.scale >= 0:
             return None
         return f"column '{field.name}' (numeric) needs {field.type}"
-    expected = EXACT_TYPES.get(typname)
+    expected = exact_types().get(typname)
     if expected is None or expected != field.type:
         return f"column '{field.name}' has type {typname}"
     return None
@@ -384,5 +388,5 @@ def stream_binary(
         out.finish(raise_errors=True)
 
 
-__all__ = ["EXACT_TYPES", "NO_TIME_24", "OUT_OF_RANGE", "base_typname", "ineligible_reason",
+__all__ = ["exact_types", "NO_TIME_24", "OUT_OF_RANGE", "base_typname", "ineligible_reason",
            "numeric_fit_error", "plan_binary", "range_error", "stream_binary"]

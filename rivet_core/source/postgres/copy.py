@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
-import pyarrow as pa
 
 from rivet_core.config.tuning import ResolvedTuning
+from rivet_core.lazy_modules import pa
 from rivet_core.source.base import SourceColumn, wrap_driver_error
 
 if TYPE_CHECKING:

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
-import pyarrow as pa
 from psycopg.conninfo import make_conninfo
 from psycopg.types.string import TextLoader
 
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import SourceError
+from rivet_core.lazy_modules import pa
 from rivet_core.redact import redact_secrets, redact_url
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
 from rivet_core.source.postgres import adbc as pg_adbc

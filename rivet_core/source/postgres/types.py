@@ -17,10 +17,10 @@ carry no typmod).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-import pyarrow as pa
-
+from rivet_core.lazy_modules import pa
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import uuid_object_converter
 
@@ -52,18 +52,22 @@ class PgTypeInfo:
     base_typname: str | None  # for domains
 
 
-_SIMPLE: dict[str, pa.DataType] = {
-    "bool": pa.bool_(),
-    "int2": pa.int16(), "int4": pa.int32(), "int8": pa.int64(), "oid": pa.int64(),
-    "float4": pa.float32(), "float8": pa.float64(),
-    "date": pa.date32(),
-    "time": pa.time64("us"),
-    "timestamp": pa.timestamp("us"),
-    "timestamptz": pa.timestamp("us", tz="UTC"),
-    "text": pa.string(), "varchar": pa.string(), "bpchar": pa.string(),
-    "name": pa.string(), "char": pa.string(), "citext": pa.string(),
-    "bytea": pa.binary(),
-}
+@functools.cache
+def _simple() -> dict[str, pa.DataType]:
+    """Built on first use: `pa` is lazy (rivet_core/lazy_modules.py)."""
+    return {
+        "bool": pa.bool_(),
+        "int2": pa.int16(), "int4": pa.int32(), "int8": pa.int64(), "oid": pa.int64(),
+        "float4": pa.float32(), "float8": pa.float64(),
+        "date": pa.date32(),
+        "time": pa.time64("us"),
+        "timestamp": pa.timestamp("us"),
+        "timestamptz": pa.timestamp("us", tz="UTC"),
+        "text": pa.string(), "varchar": pa.string(), "bpchar": pa.string(),
+        "name": pa.string(), "char": pa.string(), "citext": pa.string(),
+        "bytea": pa.binary(),
+    }
+
 
 #: Element types a 1-D array may have: the driver yields Python values Arrow takes as-is.
 _ARRAY_ELEMENTS = {
@@ -146,7 +150,7 @@ def _reason_for(typname: str, typtype: str) -> str:
 def _array_column(name: str, info: PgTypeInfo) -> SourceColumn:
     element = info.elem_typname or "?"
     if element in _ARRAY_ELEMENTS:
-        return SourceColumn(name, info.formatted, pa.list_(_SIMPLE[element]))
+        return SourceColumn(name, info.formatted, pa.list_(_simple()[element]))
     if element == "numeric":
         reason = (
             "numeric[] elements carry no precision — cast in SQL (col::text[] or "
@@ -169,8 +173,8 @@ def pg_column(name: str, typmod: int, info: PgTypeInfo) -> SourceColumn:
         return _array_column(name, info)
     if typname == "numeric":
         return _numeric_column(name, typmod, info.formatted)
-    if typname in _SIMPLE:
-        return SourceColumn(name, info.formatted, _SIMPLE[typname])
+    if typname in _simple():
+        return SourceColumn(name, info.formatted, _simple()[typname])
     if typname in ("json", "jsonb"):
         return SourceColumn(name, info.formatted, pa.json_(pa.string()), logical_type="json")
     if typname == "uuid":

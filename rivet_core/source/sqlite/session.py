@@ -29,10 +29,9 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-import pyarrow as pa
-
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import ConfigError, SourceError
+from rivet_core.lazy_modules import pa
 from rivet_core.source.base import SourceColumn, SourceSession, wrap_driver_error
 from rivet_core.source.batching import Converter, make_converter, value_coercer
 from rivet_core.source.query import quote_ident_pg

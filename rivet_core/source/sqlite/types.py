@@ -51,8 +51,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import pyarrow as pa
-
+from rivet_core.lazy_modules import pa
 from rivet_core.source.postgres.types import decimal_type
 
 _DECIMAL = re.compile(r"\b(?:DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\)")
