@@ -11,7 +11,8 @@ fresh `rivet run` process started through benchmarks/startup_phases.py. Per run:
     session in pg_stat_activity (polled every 5 ms while the run lasts) minus the moment the
     harness started the process (both the machine's wall clock): the server's view;
   * *first query*: wall time and the process's CPU time (user + system) when rivet sends its
-    first statement on the source connection, and how many modules were loaded by then;
+    first statement on the source connection, how many modules were loaded by then, and
+    whether pyarrow was among them;
     CPU time is the figure to compare on a shared machine, where a runnable process waits
     for a core and wall time grows with the load average;
   * *phases*: wall, CPU and modules imported between the marks of startup_phases.py (CLI
@@ -189,13 +190,15 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.repeat} runs each after one warm-up, median [all]; load average (1/5/15 min) "
           f"{' '.join(f'{x:.2f}' for x in load[0])} at start, {' '.join(f'{x:.2f}' for x in load[1])} at end.\n")
     print("| | first connection, server's clock (wall s) | first query (wall s) | first query (CPU s) "
-          "| modules imported at first query | `rivet run` wall (s) | `rivet run` CPU (s) |")
-    print("|---|---|---|---|---|---|---|")
+          "| modules imported at first query | pyarrow loaded at first query | `rivet run` wall (s) "
+          "| `rivet run` CPU (s) |")
+    print("|---|---|---|---|---|---|---|---|")
     for name, recs in runs.items():
         at_query = [r["marks"]["first query"] for r in recs if "first query" in r["marks"]]
         print(f"| {name} | {_med([r['first'] for r in recs if r['first'] is not None])} "
               f"| {_med([m['wall'] for m in at_query])} | {_med([m['cpu'] for m in at_query])} "
-              f"| {int(statistics.median(m['modules'] for m in at_query))} | {_med([r['wall'] for r in recs])} "
+              f"| {int(statistics.median(m['modules'] for m in at_query))} "
+              f"| {'yes' if any(m.get('arrow') for m in at_query) else 'no'} | {_med([r['wall'] for r in recs])} "
               f"| {_med([r['marks']['exit']['cpu'] for r in recs])} |")
     for name, recs in runs.items():
         print(f"\nPhases ({name}; median of the runs; CPU = user + system of the process):\n")

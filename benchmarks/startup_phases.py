@@ -8,7 +8,8 @@ process (`RIVET_STARTUP_T0`, epoch seconds) and this process's CPU time (user + 
 a loaded machine does not inflate the way it inflates wall time). The marks are hooked when
 their module is first imported (a `sys.meta_path` finder that wraps the loader), so the
 wrapper changes neither what the run path imports nor when. Only the standard library is
-imported here; the output is written at exit.
+imported here; the output is written at exit (an `atexit` handler, which the console
+entry's prompt exit runs too). Each mark also says whether pyarrow was loaded by then.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def mark(name: str, once: bool = True) -> None:
         return
     _SEEN.add(name)
     MARKS.append({"mark": name, "wall": time.time() - _T0, "cpu": time.process_time(),
-                  "modules": len(sys.modules)})
+                  "modules": len(sys.modules), "arrow": "pyarrow" in sys.modules})
 
 
 def _wrap(obj: Any, attr: str, before: str | None, after: str | None) -> None:
@@ -123,7 +124,10 @@ def main() -> None:
     mark("python up")
     sys.meta_path.insert(0, _PostImport())
     atexit.register(_write)
-    from rivet_core.cli import main as cli_main
+    try:  # the console script's entry (a prompt exit after the command), where the tree has it
+        from rivet_core.cli.entry import console as cli_main
+    except ImportError:  # a baseline from before rivet_core/cli/entry.py: the click group
+        from rivet_core.cli import main as cli_main
 
     mark("cli imported")
     sys.argv = ["rivet", *sys.argv[1:]]

@@ -86,9 +86,10 @@ def test_api_keeps_exporting_the_destination_helpers() -> None:
 
 #: Never needed by `rivet run` of a Parquet export to a local destination (issue 16 items
 #: 2–3): pandas alone cost ~0.5 s of start-up and ~40 MB of peak RSS on that path; SQLAlchemy's
-#: PostgreSQL dialect is for a PostgreSQL state store only (state/schema.py `partial_indexes`).
+#: PostgreSQL dialect is for a PostgreSQL state store only (state/schema.py `partial_indexes`);
+#: the chunked runner and its planning (11 modules) for `mode: chunked` only (pipeline/runner.py).
 NOT_ON_RUN_PATH = ("pandas", "dagster", "duckdb", "boto3", "botocore", "google", "azure", "polars",
-                   "sqlalchemy.dialects.postgresql")
+                   "sqlalchemy.dialects.postgresql", "rivet_core.pipeline.chunked", "rivet_core.chunks")
 
 
 def test_a_parquet_export_imports_no_pandas_dagster_or_cloud_sdk(tmp_path: Path, pg_url: str) -> None:

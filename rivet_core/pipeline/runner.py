@@ -2,7 +2,8 @@
 
 The CLI's single call (and `rivet_core.api`'s). Apart from job.py because the chunked
 runner (chunked.py) extends job.py's `ExportRun`: choosing between them in job.py made the
-base import its own subclass, a cycle.
+base import its own subclass, a cycle. The chunked runner (and the chunk planning under it)
+is imported only by a chunked export: the other modes never load it (issue 16 item 3).
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from rivet_core.config import ExportConfig, RivetConfig
-from rivet_core.pipeline.chunked import ChunkedRun
 from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.state import StateStore
@@ -21,5 +21,7 @@ def run_unit(config: RivetConfig, export: ExportConfig, options: RunOptions | No
     """Run one export unit end to end and return its summary. Run errors are reported in the
     summary (never raised); planning/config errors raise before anything is written."""
     if export.mode == "chunked":
+        from rivet_core.pipeline.chunked import ChunkedRun
+
         return ChunkedRun(config, export, options, state=state, notifications=notifications).run()
     return ExportRun(config, export, options, state=state, notifications=notifications).run()
