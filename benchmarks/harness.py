@@ -31,6 +31,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import signal
@@ -542,6 +543,32 @@ def server_cpu_s(postmaster: int | None) -> float | None:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def listener_pid(endpoint: str) -> int | None:
+    """The pid of the process listening on a loopback endpoint's port (`ss -ltnp`), e.g. the
+    S3 server of scripts/services.sh; None when it is remote or `ss` cannot tell."""
+    parts = urllib.parse.urlsplit(endpoint)
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1") or not parts.port:
+        return None
+    try:
+        out = subprocess.run(["ss", "-Hltnp", f"sport = :{parts.port}"], capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    found = re.search(r"pid=(\d+)", out)
+    return int(found.group(1)) if found else None
+
+
+def process_cpu_s(pid: int | None) -> float | None:
+    """CPU seconds one process (all its threads) has used so far, from /proc."""
+    if pid is None:
+        return None
+    try:
+        own, _, _ = _proc_cpu_ticks(pid)
+    except (OSError, ValueError, IndexError):
+        return None
+    return own / os.sysconf("SC_CLK_TCK")
+
+
 # --------------------------------------------------------------------------- one run
 
 def data_files(root: Path) -> list[Path]:
@@ -563,8 +590,11 @@ def run_one(method: Method, engine: str, table: str, url: str, args: argparse.Na
     rec: dict[str, Any] = {"engine": engine, "table": table, "method": method.name,
                            "kind": method.kind, "rep": rep, "load1": os.getloadavg()[0]}
     postmaster = getattr(args, "server_pids", {}).get(engine)
+    # The S3 server shares the machine's cores with the export: its CPU is part of the cost.
+    store = listener_pid(os.environ.get("TEST_S3_ENDPOINT", "")) if "_s3" in method.name else None
     with ServerSampler(engine, url, args.sample_interval) as sampler, open(log_path, "wb") as log:
         cpu0 = server_cpu_s(postmaster)
+        store0 = process_cpu_s(store)
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out,
                                 start_new_session=True)
@@ -580,8 +610,11 @@ def run_one(method: Method, engine: str, table: str, url: str, args: argparse.Na
             raise
         wall = time.perf_counter() - t0
         cpu1 = server_cpu_s(postmaster)
+        store1 = process_cpu_s(store)
     if cpu0 is not None and cpu1 is not None:
         rec["server_cpu_s"] = round(cpu1 - cpu0, 2)
+    if store0 is not None and store1 is not None:
+        rec["store_cpu_s"] = round(store1 - store0, 2)
     rec.update(rc=rc, wall_s=round(wall, 3), max_stmt_s=round(sampler.max_stmt, 2),
                max_xact_s=round(sampler.max_xact, 2), samples=sampler.samples)
     try:

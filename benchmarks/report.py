@@ -46,6 +46,7 @@ def summarize(records: Sequence[dict[str, Any]], engine: str, table: str,
         "out": _med([r["output_bytes"] for r in ok if "output_bytes" in r]),
         "cpu": _med([r["cpu_s"] for r in ok if r.get("cpu_s") is not None]),
         "server_cpu": _med([r["server_cpu_s"] for r in ok if r.get("server_cpu_s") is not None]),
+        "store_cpu": _med([r["store_cpu_s"] for r in ok if r.get("store_cpu_s") is not None]),
         "verified": (all(checks) if checks else None), "mismatch": mismatch,
         "error": next((r.get("error", "") for r in runs if r["rc"] != 0), ""),
     }
@@ -106,6 +107,9 @@ def _cpu_cell(s: dict[str, Any]) -> str:
         return "–"
     if s["server_cpu"] is None:
         return f"{s['cpu']:.1f} + –"
+    if s.get("store_cpu") is not None:  # an S3 method: the object store's CPU too
+        total = s["cpu"] + s["server_cpu"] + s["store_cpu"]
+        return f"{s['cpu']:.1f} + {s['server_cpu']:.1f} + S3 server {s['store_cpu']:.1f} = {total:.1f}"
     return f"{s['cpu']:.1f} + {s['server_cpu']:.1f} = {s['cpu'] + s['server_cpu']:.1f}"
 
 
