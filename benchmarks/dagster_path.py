@@ -16,8 +16,11 @@ project laid out as examples/dg_project (the component reading the same rivet.ya
 
 `dagster-chunked` times a chunked export of `--windows` id windows (`chunk_size` = the id
 span / windows) the way a deployment runs it: a fresh DAGSTER_HOME (the project's
-dagster.yaml, or `--dagster-yaml`; with `postgres`, its storage on a fresh database of the
-same server through dagster-postgres), the instance migrated once before anything starts,
+dagster.yaml, or `--dagster-yaml`; with `postgres`, its storage through dagster-postgres on a
+second PostgreSQL server the benchmark starts and stops around the round — scripts/services.sh
+`pg`, a cluster of its own on a free port — so the instance's event-log writes do not share
+the source's server; `--instance-server shared` puts it on a fresh database of the source's
+server instead, as rounds before 2026-12-02 09:00 did), the instance migrated once before anything starts,
 then a real `dagster-daemon run` (default run launcher, the queued run coordinator that
 `concurrency.runs` implies, the planner sensor RUNNING). Clock: from the planner's first
 tick to the `manifest_verified` evaluation, both read from the instance. Per run: queue +
@@ -30,6 +33,7 @@ the source (benchmarks/checksum.py).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -120,6 +124,23 @@ def fresh_database(admin_url: str, name: str) -> str:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{name}"')
     return _with_db(admin_url, name)
+
+
+@contextmanager
+def instance_server(args: argparse.Namespace, run_dir: Path) -> Iterator[str]:
+    """The admin URL of the server the dagster-postgres instance lives on: with
+    `--instance-server own` (the default) a PostgreSQL cluster of its own, started here by
+    scripts/services.sh and stopped (and removed) when the round ends; `shared`: the source's."""
+    if args.instance_server == "shared":
+        yield args.pg_url
+        return
+    services = str(REPO / "scripts" / "services.sh")
+    subprocess.run(["bash", services, "start", str(run_dir), "pg"], check=True, stdout=subprocess.DEVNULL)
+    try:
+        env = (run_dir / "env.sh").read_text()
+        yield env.split("TEST_PG_DSN=", 1)[1].split()[0]
+    finally:
+        subprocess.run(["bash", services, "stop", str(run_dir)], check=False, stdout=subprocess.DEVNULL)
 
 
 def migrate_instance(env: dict[str, str]) -> float:
@@ -372,7 +393,16 @@ def run_chunked_dagster(args: argparse.Namespace, url: str, admin_url: str, chun
     shutil.rmtree(work, ignore_errors=True)
     out = work / "out"
     config = write_config(work / "cfg", "BENCH_SOURCE_URL", [chunked_export(out, chunk_size, args.per_run)])
-    pg_instance = fresh_database(admin_url, INSTANCE_DB) if kind == "postgres" else None
+    with contextlib.ExitStack() as stack:
+        # Outside `work`: the round removes `work` (no --keep) while the server still runs.
+        server = stack.enter_context(instance_server(args, args.work / f"instance-pg-r{rep}")) \
+            if kind == "postgres" else None
+        return _chunked_dagster_round(args, url, work, out, config, server, kind, rep)
+
+
+def _chunked_dagster_round(args: argparse.Namespace, url: str, work: Path, out: Path, config: Path, server: str | None,
+                           kind: str, rep: int) -> dict[str, Any]:
+    pg_instance = fresh_database(server, INSTANCE_DB) if server is not None else None
     home = dagster_home(work / "dagster_home", args.dagster_yaml, pg_instance)
     env = {**os.environ, "BENCH_SOURCE_URL": url, "DAGSTER_HOME": str(home), "RIVET_CONFIG": str(config),
            "PYTHONPATH": str(REPO), "DAGSTER_DISABLE_TELEMETRY": "1",
@@ -471,7 +501,10 @@ def report_chunked(args: argparse.Namespace, dag: list[dict[str, Any]], riv: lis
             f"location {'served by one `dagster code-server start`' if args.code_server else 'a python_module workspace entry: the daemon spawns its code server'}"
             f", DAGSTER_GRPC_TIMEOUT_SECONDS={args.grpc_timeout}), the "
             f"planner sensor RUNNING; max_partitions_per_run "
-            f"{args.per_run if args.per_run is not None else 'default'}. Clock: the planner's first tick → the "
+            f"{args.per_run if args.per_run is not None else 'default'}"
+            + (("; the postgres instance on its own PostgreSQL server" if args.instance_server == "own" else
+                "; the postgres instance on the source's PostgreSQL server") if "postgres" in args.instances else "")
+            + f". Clock: the planner's first tick → the "
             f"`manifest_verified` evaluation (both from the instance). Load average (1/5/15 min) at each start: "
             f"{'; '.join(r['load'] for r in [*dag, *riv])}.", "",
             "| | " + " | ".join(f"Dagster, {k} instance" for k in args.instances) + " |",
@@ -528,6 +561,9 @@ def parse(argv: list[str] | None, scenario: str) -> argparse.Namespace:
     ap.add_argument("--per-run", type=int, default=None,
                     help="dagster.max_partitions_per_run (default: rivet's default)")
     ap.add_argument("--instance", default="sqlite,postgres", help="sqlite, postgres or both (dagster-chunked)")
+    ap.add_argument("--instance-server", choices=("own", "shared"), default="own",
+                    help="dagster-chunked, the postgres instance: on a PostgreSQL server of its own (default; "
+                         "started and stopped by the benchmark) or on the source's server")
     ap.add_argument("--dagster-yaml", type=Path, default=REPO / "dagster_home" / "dagster.yaml",
                     help="the instance settings (default: the project's dagster_home/dagster.yaml)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds to wait for the manifest")

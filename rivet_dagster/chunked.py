@@ -7,9 +7,9 @@ A `mode: chunked` export becomes:
   windows into the in-progress chunk run (`api.ChunkWindowRun`): the body claims the
   tasks, gates schema drift and stages the windows; the IO manager writes and commits them
   (parts, file_log, task completed) — no manifest. Re-materializing a partition replaces
-  its parts once the next manifest lands (the old ones are quarantined). A backfill is
-  split into runs of `MAX_PARTITIONS_PER_RUN` windows; the source pool caps concurrent
-  queries.
+  its parts once the next manifest lands (the old ones are quarantined). A backfill from the
+  UI is split into runs of `MAX_PARTITIONS_PER_RUN` windows; the source pool caps concurrent
+  queries. A retried step skips the windows an earlier attempt of its run committed.
 - **`<export>_manifest`** (unpartitioned, deps on the chunk asset, nothing loaded): finalizes
   the chunk run once every registered window is completed (I6), else fails naming how many
   are missing. Carries `manifest_verified` (blocking, the same check as every export) and
@@ -27,9 +27,10 @@ A `mode: chunked` export becomes:
   attempts, so the same state is finalized once) — or, when one batch holds every window
   still to export, requests that batch as a run of `<export>_publish_job`, which publishes
   in the same run (`fold_manifest`: one run start-up fewer). Windows are requested in ranged runs of
-  up to `dagster.max_partitions_per_run` consecutive windows (`window_batches`; unset, at
-  least ROWS_PER_RUN rows' worth of id windows, `windows_per_run`): a run's start-up costs
-  seconds, a window's export often less. At most `dagster.max_runs_per_tick`
+  consecutive windows (`window_batches`): up to `dagster.max_partitions_per_run` when set;
+  unset, as few runs as may export at once (`windows_per_run`: `parallel` runs, 1 by default,
+  at most the source pool's limit) — a run's start-up costs seconds, and a run exports its
+  windows one by one, so more runs would only queue behind each other. At most `dagster.max_runs_per_tick`
   runs per tick; the rest wait in the sensor cursor's backlog, and the manifest waits for
   the backlog. It plans against the source once a minute, and looks at the instance every
   few seconds: while a chunk run is being exported, it plans again as soon as that run's
@@ -64,13 +65,10 @@ from rivet_dagster.naming import (
 from rivet_dagster.partitions import chunk_partitions
 from rivet_dagster.store_clients import required_keys, with_store_clients
 
-#: Windows per run in a backfill: amortizes run start-up (seconds per run) while a failed
-#: run re-exports at most this many windows; windows of one run are exported one by one.
+#: Windows per run in a backfill launched from the UI (`backfill_policy`): amortizes run
+#: start-up (seconds per run); windows of one run are exported one by one. The planner sensor
+#: sizes its own runs (`windows_per_run`).
 MAX_PARTITIONS_PER_RUN = 10
-#: Rows a planner run carries at least when `dagster.max_partitions_per_run` is not set and
-#: the windows are id ranges of `chunk_size` (`windows_per_run`): a run's start-up (a process,
-#: imports, the code location, the instance: seconds) is paid once per ~this many rows.
-ROWS_PER_RUN = 1_000_000
 #: Runs the planner requests per tick at most (`dagster.max_runs_per_tick`); the rest wait.
 MAX_RUNS_PER_TICK = 20
 #: The planner plans against the source (its grouped fingerprint query) at most this often…
@@ -148,6 +146,12 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
         keys = list(context.partition_keys)
+        if context.retry_number:  # a retried step: the windows its earlier attempts committed stay
+            kept = committed_by(cfg, exp, context.run.run_id)
+            if kept & set(keys):
+                context.log.info(f"retry {context.retry_number}: {len(kept & set(keys))} window(s) were committed "
+                                 "by an earlier attempt of this run; exporting the other(s)")
+                keys = [k for k in keys if k not in kept]
         what = f"chunk partition(s) {', '.join(keys)}"
         run = api.ChunkWindowRun(cfg, exp, keys, run_label=context.run.run_id, words=dagster_words,
                                   orchestrator=ORCHESTRATOR)
@@ -177,6 +181,27 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         yield dg.Output(PendingChunks(run), data_version=dg.DataVersion(single.text) if single else None)
 
     return _chunks
+
+
+def committed_by(config: api.RivetConfig, export: api.ExportConfig, worker: str) -> set[str]:
+    """Window keys of the in-progress chunk run that `worker` (a Dagster run id) committed.
+
+    A ranged run's step that fails after committing some of its windows is retried in the
+    same run (its RetryPolicy); those windows need no second export — claiming a completed
+    window is a deliberate re-export (rivet_core/state/chunks.py `claim_chunk_task`). Their
+    materializations still come from the retried step's output, which covers the run's
+    whole range; their `rivet/fingerprint` metadata is not recorded again, so with a
+    `change_column` the planner re-requests them once (a window without a record counts as
+    changed)."""
+    store = api.open_state(config)
+    try:
+        run = store.find_in_progress_chunk_run(export.name)
+        if run is None:
+            return set()
+        return {t.window_key for t in store.list_chunk_tasks(run.run_id)
+                if t.status == "completed" and t.worker == worker}
+    finally:
+        store.close()
 
 
 def build_manifest_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetsDefinition:
@@ -302,18 +327,37 @@ def _parse_cursor(cursor: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def windows_per_run(export: api.ExportConfig) -> int:
-    """How many consecutive windows the planner puts in one run: `dagster.max_partitions_per_run`
-    when set; unset, its default (10) or — for id windows of `chunk_size` ids, which hold at
-    most that many rows — enough windows for ROWS_PER_RUN rows, whichever is more. Small
-    windows then share a run's start-up instead of paying one each."""
+def windows_per_run(export: api.ExportConfig, windows: int, pool_limit: int | None = None) -> int:
+    """How many consecutive windows the planner puts in one run, of `windows` registered.
+
+    `dagster.max_partitions_per_run` when set. Unset: as few runs as may export at once —
+    `parallel` runs (1 by default), fewer when the source pool (`pool_limit`, the instance's
+    limit of the export's pool; None: unknown or unlimited) lets fewer run at once. A run
+    exports its windows one by one, so runs beyond that would only queue behind each other,
+    each paying a run start-up (seconds: a process, imports, the code location); and one run
+    holding every window still to export also publishes the manifest (`fold_manifest`). A
+    failed run costs no re-export of its committed windows: a retry of its step skips the
+    windows this run already committed (`committed_by`), and the planner re-requests only the
+    windows not completed."""
     d = export.dagster
     if d is not None and "max_partitions_per_run" in d.model_fields_set:
         return d.max_partitions_per_run
-    per_run = d.max_partitions_per_run if d is not None else MAX_PARTITIONS_PER_RUN
-    if export.chunk_column and not export.chunk_by_days and export.chunk_size_memory_mb is None:
-        return max(per_run, -(-ROWS_PER_RUN // max(export.chunk_size, 1)))
-    return per_run
+    runs = max(1, int(export.parallel or 1))
+    if pool_limit is not None and pool_limit > 0:
+        runs = min(runs, pool_limit)
+    return max(1, -(-windows // runs))
+
+
+def pool_limit(instance: dg.DagsterInstance, pool: str) -> int | None:
+    """The instance's limit of `pool` (its own slot count, else `concurrency.pools.default_limit`),
+    or None when it sets none or its storage cannot say."""
+    try:
+        storage = instance.event_log_storage
+        if pool in storage.get_concurrency_keys():
+            return int(storage.get_concurrency_info(pool).slot_count)
+        return instance.get_concurrency_config().pool_config.default_pool_limit
+    except Exception:  # noqa: BLE001 - an instance that cannot tell: no cap, `parallel` decides
+        return None
 
 
 def plan_deferral(instance: dg.DagsterInstance, cursor: dict[str, Any], now: float) -> str | None:
@@ -382,7 +426,8 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
     dagster_cfg = export.dagster
     refresh = dagster_cfg.refresh if dagster_cfg else None
     timezone = (dagster_cfg.timezone if dagster_cfg and dagster_cfg.timezone else "UTC")
-    per_run = windows_per_run(export)
+    fixed = export.dagster is not None and "max_partitions_per_run" in export.dagster.model_fields_set
+    pool = pool_name(config, export)
     runs_per_tick = dagster_cfg.max_runs_per_tick if dagster_cfg else MAX_RUNS_PER_TICK
     if refresh and not is_valid_cron_string(refresh):
         raise api.ConfigError(f"export '{export_name}': dagster.refresh '{refresh}' is not a valid cron expression "
@@ -391,8 +436,11 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
     @dg.sensor(name=derived_name(config, export, "planner"), jobs=[chunk_job, finalize_job, check_job, last_job],
                minimum_interval_seconds=PLANNER_POLL_SECONDS, default_status=_sensor_status(config, export),
                description=f"Plans the chunk windows of `{export_name}` against the source, registers new "
-                           "ones as partitions (ascending), requests ranged runs (up to "
-                           f"{per_run} consecutive windows each, at most {runs_per_tick} runs per tick) for new "
+                           "ones as partitions (ascending), requests ranged runs (" + (
+                               f"up to {export.dagster.max_partitions_per_run} consecutive windows each"
+                               if fixed else f"as few as may run at once: `parallel` ({export.parallel}), "
+                               f"at most the limit of pool `{pool}`") +
+                           f", at most {runs_per_tick} runs per tick) for new "
                            "windows and for windows that "
                            "changed at the source since they were exported (one grouped fingerprint query: "
                            "COUNT, and MAX(change_column) when set)" + (f", re-exports every window on `{refresh}`"
@@ -444,6 +492,7 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
             outstanding = set(tick.to_export) | set(new_keys) | (set(waiting) & current)
             wanted = {k for k in outstanding if stamps[k] not in done}
             order = [k for k in registered if k in current] + new_keys  # the partitions' order after this tick
+            per_run = windows_per_run(exp, len(order), None if fixed else pool_limit(context.instance, pool))
             batches = window_batches(order, wanted, per_run)
             in_flight = context.instance.get_runs_count(dg.RunsFilter(
                 tags={"rivet/chunk_run": tick.run_id}, statuses=_IN_FLIGHT)) if batches or tick.complete else 0

@@ -170,9 +170,13 @@ class ExportDagsterConfig(_DagsterCommon):
     #: (pool-limited). `single_run`: one run for a whole range — required by
     #: `dagster asset materialize --partition-range` (a Dagster 1.13 rule).
     backfill_policy: Literal["multi_run", "single_run"] = "multi_run"
+    #: Windows (chunked) or time partitions per run of a `multi_run` backfill. The chunked
+    #: planner sensor: unset, it makes as few runs as may export at once (`parallel` runs, at
+    #: most the source pool's limit: rivet_dagster/chunked.py `windows_per_run`); set, runs of
+    #: up to this many consecutive windows.
     max_partitions_per_run: int = Field(default=10, ge=1)
-    #: Chunked exports: at most this many runs per planner tick (each of up to
-    #: `max_partitions_per_run` windows); the rest wait in the planner's backlog for the next
+    #: Chunked exports: at most this many runs per planner tick (each a range of
+    #: consecutive windows); the rest wait in the planner's backlog for the next
     #: ticks, so a table of thousands of windows never floods the run queue at once.
     max_runs_per_tick: int = Field(default=20, ge=1)
     #: Chunked exports: a cron; on each tick the planner re-exports every window (the way to

@@ -25,8 +25,8 @@ from collections.abc import MutableMapping
 #: Dagster's switch: 0 or unset stores every event alone.
 EVENT_BATCH_SIZE_ENV = "DAGSTER_EVENT_BATCH_SIZE"
 #: Events per write at most: above any run's window count (`rivet_dagster/chunked.py`
-#: `windows_per_run`: 1 M rows' worth of id windows, or `dagster.max_partitions_per_run`), so
-#: a ranged run's materializations go in one write.
+#: `windows_per_run`: unset, every window of the export in `parallel` runs), so a ranged
+#: run's materializations go in one write.
 EVENT_BATCH_SIZE = 10_000
 
 

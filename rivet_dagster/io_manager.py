@@ -12,7 +12,8 @@ Chunked exports hand it two more kinds of value (rivet_dagster/chunked.py):
 `PendingChunks` — a `ChunkWindowRun` whose windows are claimed and staged; publishing
 writes and commits each window (`write_window` + `commit_window`: parts, file_log, chunk
 task completed) and writes no manifest — and `PendingManifest` — a `ChunkFinalizeRun` that
-passed its I6 pre-check; publishing finalizes the chunk run (manifest → … → notification).
+passed its I6 pre-check; publishing finalizes the chunk run (manifest → … → notification),
+with the part records a chunk step of this process wrote (rivet_dagster/part_records.py).
 
 `load_input` returns the export as a `pyarrow.Table` or `pandas.DataFrame` (by the
 downstream input's annotation): the whole dataset — for an incremental export the parts of
@@ -35,6 +36,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from rivet_core import api
+from rivet_dagster import part_records
 from rivet_dagster.metadata import (
     chunk_metadata,
     dataset_uri,
@@ -165,7 +167,8 @@ class RivetIOManager(dg.ConfigurableIOManager):
             return
         if isinstance(obj, PendingManifest):
             try:
-                summary = obj.run.publish()
+                assert obj.run.chunk_run is not None  # prepare() ran in the asset body
+                summary = obj.run.publish(known=part_records.take(obj.run.chunk_run.run_id))
             except Exception as exc:  # a refusal before I6 held: nothing was published
                 raise chunk_failure(obj.run.export.name, "manifest", exc) from None  # retryable when transient
             context.add_output_metadata({**manifest_metadata(obj.run, summary), **standard_metadata(
@@ -194,6 +197,7 @@ class RivetIOManager(dg.ConfigurableIOManager):
             results = run.publish()
         except Exception as exc:
             raise chunk_failure(run.export.name, f"chunk partition(s) {', '.join(run.window_keys)}", exc) from None  # retryable when transient
+        part_records.remember(run.run_id, results)  # for the manifest step of this process
         # From the run's creation in the asset body (claim, extract) to the commit: the plotted duration.
         elapsed = datetime.now(UTC) - run.summary.started_at
         context.add_output_metadata(chunk_metadata(run, results, int(elapsed.total_seconds() * 1000)))

@@ -96,14 +96,22 @@ def match_completed_parts(tasks: Iterable[ChunkTaskRow], logged: Iterable[FileRo
 
 
 def rehydrate_window(summary: RunSummary, window: CompletedWindowParts,
-                     listing: Mapping[str, ObjectInfo], dest: Destination | None = None) -> list[str]:
+                     listing: Mapping[str, ObjectInfo], dest: Destination | None = None,
+                     known: Mapping[str, PartRecord] | None = None) -> list[str]:
     """Put an intact window's parts back into the run's manifest parts; returns their keys.
 
     With `dest`, each part is read back once to record its fingerprints (content xxh3, MD5,
     Form B column checksums) — file_log keeps only size and rows, and every part of every
     manifest carries its fingerprints, whichever process wrote it. A part that cannot be
-    read keeps the listing's MD5 only (size-only verification) and the run warns."""
+    read keeps the listing's MD5 only (size-only verification) and the run warns.
+    `known`: part key → the record its `write_part_file` returned in this process (the
+    fingerprints taken while the part was written, as a `rivet run` records them); a part
+    found there with the same rows and size is not read back."""
     for f in window.parts:
+        seen = known.get(f.file_name) if known is not None else None
+        if seen is not None and seen.rows == f.row_count and seen.size_bytes == f.bytes and seen.content_fingerprint:
+            rehydrate_part(summary, seen)
+            continue
         record = PartRecord(path=f.file_name, rows=f.row_count, size_bytes=f.bytes, content_fingerprint="",
                             content_md5=listing[f.file_name].md5_b64 or "")
         if dest is not None:

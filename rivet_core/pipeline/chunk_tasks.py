@@ -83,6 +83,7 @@ from rivet_core.pipeline.facade.chunk_commit import (
     stage_window,
     write_window,
 )
+from rivet_core.pipeline.facade.commit import PartRecord
 from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.job import RunOptions
@@ -821,9 +822,12 @@ class ChunkFinalizeRun(ChunkTaskRun):
         self.use_run_id(run.run_id)
         return run
 
-    def publish(self) -> RunSummary:
+    def publish(self, known: Mapping[str, PartRecord] | None = None) -> RunSummary:
         """I6 (atomic), then the run is ours: ledger, parts from file_log, sweep, finalize
-        sequence. Refusals before I6 raise and publish nothing (no ledger, no metrics)."""
+        sequence. Refusals before I6 raise and publish nothing (no ledger, no metrics).
+        `known`: part key → the record a window batch of this process wrote
+        (`ChunkWindowRun.publish`'s results): those parts are not read back for their
+        fingerprints (`rehydrate_window`)."""
         assert self.chunk_run is not None, "prepare() first"
         run_id, state, dest, summary = self.chunk_run.run_id, self.state, self.dest, self.summary
         try:
@@ -852,7 +856,7 @@ class ChunkFinalizeRun(ChunkTaskRun):
                 if not window.intact:
                     raise WindowPartsLost({"export": self.export.name, "window": window.task.window_key},
                                           words=self.words)
-                kept.update(rehydrate_window(summary, window, listing, dest))
+                kept.update(rehydrate_window(summary, window, listing, dest, known))
             for key in listing:
                 if is_own_part(key, self.export.name, run_id) and key not in kept \
                         and not quarantine_object(dest, run_id, key):

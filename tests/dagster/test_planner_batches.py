@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from rivet_core.config import load_config
 from rivet_dagster import build_definitions
-from rivet_dagster.chunked import ROWS_PER_RUN, window_batches, windows_per_run
+from rivet_dagster.chunked import window_batches, windows_per_run
 from tests.dagster.support import Target, create_orders, export_block, id_amounts, orders_config
 from tests.dagster.test_chunk_freshness import (
     KEYS,
@@ -123,8 +123,9 @@ def test_between_plans_the_planner_polls_the_instance_and_plans_as_soon_as_the_r
 
 def test_small_id_windows_share_a_run_unless_max_partitions_per_run_is_set(
         pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
-    """Unset, `max_partitions_per_run` puts at least ROWS_PER_RUN rows' worth of id windows in a
-    run (a run's start-up is paid once for them); set, it is obeyed as before."""
+    """Unset, `max_partitions_per_run` puts every window in one run (`parallel: 1`: a run's
+    start-up is paid once for them; tests/dagster/test_planner_run_sizing.py); set, it is
+    obeyed as before."""
     create_orders(pg_url, rows=550)
     target = Target("local", tmp_path)
 
@@ -135,7 +136,7 @@ def test_small_id_windows_share_a_run_unless_max_partitions_per_run_is_set(
             block["dagster"] = dagster
         return orders_config(tmp_path, pg_url, [block])
 
-    assert windows_per_run(load_config(config(10)).export("orders_chunked")) == ROWS_PER_RUN // 10
+    assert windows_per_run(load_config(config(10)).export("orders_chunked"), 55) == 55
     first = Planner(build_definitions(config(10)), instance).tick()
     [run] = first.run_requests  # 55 windows of 10 ids: one run (the default of 10 would make 6)
     assert len(requested(first)) == 55
@@ -143,5 +144,5 @@ def test_small_id_windows_share_a_run_unless_max_partitions_per_run_is_set(
     assert run.tags["dagster/asset_partition_range_end"] == "id_000000000000540-000000000000549"
 
     pinned = load_config(config(10, max_partitions_per_run=10)).export("orders_chunked")
-    assert windows_per_run(pinned) == 10
-    assert windows_per_run(load_config(config(500_000)).export("orders_chunked")) == 10  # big windows: default
+    assert windows_per_run(pinned, 55) == 10
+    assert windows_per_run(load_config(config(500_000)).export("orders_chunked"), 3) == 3  # big windows too
