@@ -9,6 +9,10 @@ Retries follow docs/rivet-compat.md "Retries": only transient errors are retried
 backoff and a fresh connection, and only while nothing has been committed — a retry after
 a committed part would duplicate rows, so the run fails with a data-integrity error. The
 finalize sequence (finalize.py) always runs exactly once, via `publish` or `fail`.
+
+The phases after the lock (extract, the gates, publish, finalize) import their modules when
+they run: a run takes its lock and sends its first source query without loading the writers,
+the finalize facade and what they import (issue 16 item 3, tests/test_startup.py).
 """
 
 from __future__ import annotations
@@ -19,19 +23,13 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.destination import Destination, open_destination
 from rivet_core.errors import DataIntegrityError, best_effort
-from rivet_core.manifest import schema_fingerprint
 from rivet_core.orchestrator import accepts_legacy_run_id
-from rivet_core.pipeline.extract import StagedExtract, extract_to_staging
-from rivet_core.pipeline.facade.finalize import finalize_run
-from rivet_core.pipeline.facade.publish import publish_staged
-from rivet_core.pipeline.facade.schema_drift import check_schema_drift
 from rivet_core.pipeline.lost_cursor import resolve_missing_cursor
-from rivet_core.pipeline.run_reconcile import reconcile_gate
 from rivet_core.pipeline.staging import claim_staging, sweep_dead_staging
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
@@ -39,8 +37,10 @@ from rivet_core.reporting.progress import ProgressTracker
 from rivet_core.source import backoff_ms, classify_error
 from rivet_core.state import ExportLockHandle, StateStore
 from rivet_core.state.writable import assert_writable
-from rivet_core.tableformat.types import refuse_unholdable
 from rivet_core.unit.resolve import DayWindow, ResolvedUnit, resolve_unit
+
+if TYPE_CHECKING:
+    from rivet_core.pipeline.extract import StagedExtract
 
 log = logging.getLogger("rivet.run")
 
@@ -195,6 +195,8 @@ class ExportRun:
 
     def extract(self) -> StagedExtract:
         """Stream to staged files (quality gate inside), retrying transient source errors."""
+        from rivet_core.pipeline.extract import extract_to_staging
+
         attempt = 0
         while True:
             try:
@@ -223,12 +225,19 @@ class ExportRun:
         """The schema-drift facade on the staged schema (once per run; raises on `fail`)."""
         if self.summary.schema_gate is not None:
             return
+        from rivet_core.manifest import schema_fingerprint
+        from rivet_core.pipeline.facade.schema_drift import check_schema_drift
+        from rivet_core.tableformat.types import refuse_unholdable
+
         self.summary.schema_fingerprint = schema_fingerprint(staged.schema)
         refuse_unholdable(self.export, staged.schema)  # table_format: before any part
         check_schema_drift(self.state, self.summary, staged.schema, self.export.on_schema_drift or "warn")
 
     def publish(self, staged: StagedExtract) -> RunSummary:
         """Schema gate, write + record every part, then the finalize sequence."""
+        from rivet_core.pipeline.facade.publish import publish_staged
+        from rivet_core.pipeline.run_reconcile import reconcile_gate
+
         error: BaseException | None = None
         try:
             self.gate_schema(staged)
@@ -269,6 +278,8 @@ class ExportRun:
         and a window that differed already failed. The run's count (their sum) stands when this
         process counted every committed row; a resume that kept windows of an earlier process
         records none (those windows: `rivet reconcile`)."""
+        from rivet_core.pipeline.run_reconcile import reconcile_gate
+
         s = self.summary
         if s.source_row_count is None or s.reconcile_counted_rows != s.committed_rows():
             s.add_warning("--reconcile: windows completed by an earlier run were not counted in this one — "
@@ -282,6 +293,8 @@ class ExportRun:
         return None
 
     def _finalize(self, error: BaseException | None) -> RunSummary:
+        from rivet_core.pipeline.facade.finalize import finalize_run
+
         if self.finalized:
             raise RuntimeError(f"export run {self.summary.run_id} was already finalized")
         self.finalized = True
