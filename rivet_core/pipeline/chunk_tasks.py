@@ -719,13 +719,16 @@ class ChunkWindowRun(ChunkTaskRun):
     def extract(self) -> list[StagedWindow]:
         """Stage every claimed window; the fault point `chunk_export:N` fires first."""
         assert self.ctx is not None, "claim() first"
-        for c in self.claimed:
-            try:
-                fault_point(f"chunk_export:{c.window.index}")
-                c.staged = stage_window(self.ctx, c.window)
-            except BaseException as exc:
-                self.release(exc, failing=c)
-                raise
+        try:
+            for c in self.claimed:
+                try:
+                    fault_point(f"chunk_export:{c.window.index}")
+                    c.staged = stage_window(self.ctx, c.window)
+                except BaseException as exc:
+                    self.release(exc, failing=c)
+                    raise
+        finally:
+            self.ctx.close_sessions()  # the windows are read: no source session is kept
         return [c.staged for c in self.claimed if c.staged is not None]
 
     def publish(self) -> list[WindowResult]:

@@ -48,6 +48,7 @@ from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.row_estimate import estimate_for_progress
 from rivet_core.pipeline.staging import claim_staging
 from rivet_core.pipeline.summary import RunSummary
+from rivet_core.pipeline.window_sessions import WindowSessions
 from rivet_core.redact import redact_secrets
 from rivet_core.source import classify_error, open_source, render_cursor_value
 from rivet_core.source.query import dialect_for
@@ -120,7 +121,7 @@ class ChunkedRun(ExportRun):
             exported_at=datetime.now(UTC) if (meta and meta.exported_at) else None,
             row_hash=(meta.row_hash if meta else False) or False, progress=self.options.progress,
             read_slots=threading.BoundedSemaphore(read_slots) if read_slots else None,
-            reconcile=self.options.reconcile)
+            reconcile=self.options.reconcile, sessions=WindowSessions(self.plan.source_url, self.plan.tuning))
 
     # ----------------------------------------------------------------- the run
     def run(self) -> RunSummary:
@@ -252,7 +253,10 @@ class ChunkedRun(ExportRun):
                 if self.options.progress is not None:
                     self.options.progress.chunk_done()
 
-        self._run_workers(worker)
+        try:
+            self._run_workers(worker)
+        finally:
+            ctx.close_sessions()
 
     def _drain_in_memory(self, chunk_plan: ChunkLayout) -> None:
         ctx = self.window_context(self.summary.run_id, read_slots=self._workers())
@@ -290,7 +294,10 @@ class ChunkedRun(ExportRun):
                 if self.options.progress is not None:
                     self.options.progress.chunk_done()
 
-        self._run_workers(worker)
+        try:
+            self._run_workers(worker)
+        finally:
+            ctx.close_sessions()
 
     def _run_workers(self, worker) -> None:  # noqa: ANN001
         """`parallel` + 1 worker threads; the window context's read slots keep the source at

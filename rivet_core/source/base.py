@@ -118,6 +118,28 @@ class SourceSession:
         self._entered = False
         self._close(success=exc is None)
 
+    def finish_read(self) -> None:
+        """End this session's read (commit its snapshot transaction) and keep the session for
+        another: a caller that reads several independent units in turn (a chunked run's
+        windows, rivet_core/pipeline/window_sessions.py) calls `begin_read` before the next.
+        Engines that can keep the connection do (PostgreSQL, MySQL: no new connection — on
+        PostgreSQL a new server process — per unit); the others close it here and connect
+        again in `begin_read`. Nothing of the finished read is visible to the next one: it
+        takes a new snapshot."""
+        self._require_open()
+        self._finish_read()
+
+    def begin_read(self) -> None:
+        """Start the next read (a new snapshot transaction) after `finish_read`."""
+        self._require_open()
+        self._begin_read()
+
+    def _finish_read(self) -> None:
+        self._close(success=True)
+
+    def _begin_read(self) -> None:
+        self._connect()
+
     def _require_open(self) -> None:
         if not self._entered:
             raise SourceError(

@@ -37,18 +37,18 @@ def test_reads_stay_within_parallel_while_a_finished_window_is_written(
 ) -> None:
     cond = threading.Condition()
     state: dict[str, Any] = {"active": 0, "max_active": 0, "opened": 0, "overlap": None}
-    real_open = chunk_commit.open_source
+    real_open = chunk_commit.WindowContext.source  # a window's read (its worker's session)
     real_finish = chunk_commit.PartRotator.finish
 
     @contextlib.contextmanager
-    def counting_open(*args: Any, **kwargs: Any) -> Iterator[Any]:
+    def counting_open(ctx: Any) -> Iterator[Any]:
         with cond:
             state["active"] += 1
             state["opened"] += 1
             state["max_active"] = max(state["max_active"], state["active"])
             cond.notify_all()
         try:
-            with real_open(*args, **kwargs) as source:
+            with real_open(ctx) as source:
                 yield source
         finally:
             with cond:
@@ -61,7 +61,7 @@ def test_reads_stay_within_parallel_while_a_finished_window_is_written(
                 state["overlap"] = cond.wait_for(lambda: state["opened"] > parallel, timeout=20)
         return real_finish(self)
 
-    monkeypatch.setattr(chunk_commit, "open_source", counting_open)
+    monkeypatch.setattr(chunk_commit.WindowContext, "source", counting_open)
     monkeypatch.setattr(chunk_commit.PartRotator, "finish", finish)
     config = load_config(sqlite_config(tmp_path, parallel))
     summary = chunked_run_for(config, config.export("t")).run()

@@ -38,8 +38,10 @@ from rivet_core.pipeline.facade.commit import PartKind, PartRecord, record_part,
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.run_reconcile import ReconcileMismatch, count_in_snapshot
 from rivet_core.pipeline.summary import RunSummary
+from rivet_core.pipeline.window_sessions import WindowSessions
 from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.source import open_source
+from rivet_core.source.base import SourceSession
 from rivet_core.source.query import dialect_for
 from rivet_core.state import StateStore
 from rivet_core.unit.resolve import ResolvedUnit
@@ -109,6 +111,20 @@ class WindowContext:
     #: `--reconcile`: count each window's query in the window's snapshot; a window whose rows
     #: differ fails before its parts are written (run_reconcile.py).
     reconcile: bool = False
+    #: Source sessions kept between the windows of a worker thread (each window still reads
+    #: in its own snapshot: pipeline/window_sessions.py); None: a new session per window.
+    sessions: WindowSessions | None = None
+
+    def source(self) -> contextlib.AbstractContextManager[SourceSession]:
+        """The source session one window reads through, its read started."""
+        if self.sessions is None:
+            return open_source(self.plan.source_url, self.plan.tuning)
+        return self.sessions.session()
+
+    def close_sessions(self) -> None:
+        """Close the sessions kept between windows (call once the windows are drained)."""
+        if self.sessions is not None:
+            self.sessions.close()
 
     def read_slot(self) -> contextlib.AbstractContextManager[object]:
         return self.read_slots if self.read_slots is not None else contextlib.nullcontext()
@@ -145,7 +161,7 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     rotator = PartRotator(staging, stem, ctx.schema, plan.writer_options, plan.max_file_size)
     feed = feed_for(ctx.progress)
     try:
-        with ctx.read_slot(), open_source(plan.source_url, plan.tuning) as src:
+        with ctx.read_slot(), ctx.source() as src:
             source_schema = src.describe(sql, params, plan.overrides, plan.table_hint)
             from rivet_core.source import batch_rows
 

@@ -176,6 +176,21 @@ class MySQLSession(SourceSession):
     def _close(self, *, success: bool) -> None:
         self._end_read_transaction(pymysql.err.MySQLError, success=success)
 
+    def _finish_read(self) -> None:
+        try:
+            self.connection.commit()
+        except pymysql.err.MySQLError as exc:
+            raise wrap_driver_error(exc, "MySQL error while ending the read transaction") from exc
+
+    def _begin_read(self) -> None:
+        """The next read: a new consistent snapshot (the session's variables — sql_mode, UTC,
+        timeouts, the isolation level — last as long as the connection)."""
+        try:
+            with self.connection.cursor() as cur:
+                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+        except pymysql.err.MySQLError as exc:
+            raise wrap_driver_error(exc, "cannot start the MySQL read transaction") from exc
+
     def pressure_probe(self) -> MySQLPressureProbe:
         return MySQLPressureProbe(mysql_connect(self._url), self.connection.thread_id(), self.is_mariadb)
 

@@ -125,6 +125,21 @@ class PostgresSession(SourceSession):
     def _close(self, *, success: bool) -> None:
         self._end_read_transaction(psycopg.Error, success=success)
 
+    def _finish_read(self) -> None:
+        try:
+            self.connection.commit()
+        except psycopg.Error as exc:
+            raise wrap_driver_error(exc, "PostgreSQL error while ending the read transaction") from exc
+
+    def _begin_read(self) -> None:
+        """The next read: its `SET LOCAL`s again, the first of them opening the new snapshot
+        (the previous transaction's settings ended with it)."""
+        try:
+            for statement in self.transaction_settings():
+                self.connection.execute(statement)
+        except psycopg.Error as exc:
+            raise wrap_driver_error(exc, "cannot start the PostgreSQL read transaction") from exc
+
     def transaction_settings(self) -> list[str]:
         """The `SET LOCAL`s of every read transaction of this session (and of the ADBC
         connection that joins its snapshot): UTC, ISO styles, exact floats, timeouts."""
