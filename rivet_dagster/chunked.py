@@ -42,6 +42,7 @@ No `from __future__ import annotations` here (Dagster resolves resource annotati
 
 import hashlib
 import json
+import logging
 import re
 import time
 from datetime import UTC, datetime
@@ -64,6 +65,8 @@ from rivet_dagster.naming import (
 )
 from rivet_dagster.partitions import chunk_partitions
 from rivet_dagster.store_clients import required_keys, with_store_clients
+
+_log = logging.getLogger("rivet.dagster.planner")
 
 #: Windows per run in a backfill launched from the UI (`backfill_policy`): amortizes run
 #: start-up (seconds per run); windows of one run are exported one by one. The planner sensor
@@ -351,13 +354,15 @@ def windows_per_run(export: api.ExportConfig, windows: int, pool_limit: int | No
 def pool_limit(instance: dg.DagsterInstance, pool: str) -> int | None:
     """The instance's limit of `pool` (its own slot count, else `concurrency.pools.default_limit`),
     or None when it sets none or its storage cannot say."""
-    try:
+    limit: int | None = None
+    # An instance that cannot tell (its storage lacks concurrency support): no cap, `parallel` decides.
+    with api.best_effort("read the source pool's limit from the Dagster instance", logger=_log, level=logging.DEBUG):
         storage = instance.event_log_storage
         if pool in storage.get_concurrency_keys():
-            return int(storage.get_concurrency_info(pool).slot_count)
-        return instance.get_concurrency_config().pool_config.default_pool_limit
-    except Exception:  # noqa: BLE001 - an instance that cannot tell: no cap, `parallel` decides
-        return None
+            limit = int(storage.get_concurrency_info(pool).slot_count)
+        else:
+            limit = instance.get_concurrency_config().pool_config.default_pool_limit
+    return limit
 
 
 def plan_deferral(instance: dg.DagsterInstance, cursor: dict[str, Any], now: float) -> str | None:

@@ -14,12 +14,16 @@ new one. The runner closes the rest once its windows are drained (`close`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Iterator
 
 from rivet_core.config.tuning import ResolvedTuning
+from rivet_core.errors import best_effort
 from rivet_core.source import open_source
 from rivet_core.source.base import SourceSession
+
+log = logging.getLogger("rivet.source")
 
 
 class WindowSessions:
@@ -61,13 +65,14 @@ class WindowSessions:
         with self._lock:
             if src in self._open:
                 self._open.remove(src)
-        with contextlib.suppress(Exception):  # the window's own error is the one to report
+        # The window's own error is the one to report; the close of its session is a footnote.
+        with best_effort("close a failed window's source session", logger=log, level=logging.DEBUG):
             src.__exit__(type(exc), exc, exc.__traceback__)
 
     def close(self) -> None:
         """Close every session still open (their reads are finished: nothing to roll back)."""
         with self._lock:
             sessions, self._open = self._open, []
-        for src in sessions:
-            with contextlib.suppress(Exception):  # a connection the server already closed
+        for src in sessions:  # their reads are finished: a failing close loses nothing
+            with best_effort("close a source session kept between windows", logger=log, level=logging.DEBUG):
                 src.__exit__(None, None, None)
