@@ -22,6 +22,21 @@ from tests.helpers import REPO, write_config
 HEAVY = ("pyarrow", "pandas", "numpy", "boto3", "botocore", "sqlalchemy", "psycopg", "pymysql")
 
 
+def _pg_full_export(tmp_path: Path, pg_url: str, *statements: str) -> tuple[Path, Path]:
+    """Table `t` made by `statements`, a full Parquet export `t` of it to `<tmp>/out`, and its
+    state store already created (as on every run but the first); (config path, output dir)."""
+    from rivet_core.state import StateStore
+    from tests.helpers import pg_exec, source_block
+
+    pg_exec(pg_url, *statements)
+    out = tmp_path / "out"
+    config = write_config(tmp_path, source_block(pg_url),
+                          [{"name": "t", "table": "t", "mode": "full", "format": "parquet",
+                            "destination": {"type": "local", "path": str(out)}}])
+    StateStore.open(config).close()
+    return config, out
+
+
 def _loaded_after(code: str, cwd: Path = REPO) -> set[str]:
     """The HEAVY top-level packages a fresh interpreter has imported after running `code`."""
     probe = code + textwrap.dedent(f"""
@@ -98,19 +113,14 @@ def test_a_parquet_export_imports_no_pandas_dagster_or_cloud_sdk(tmp_path: Path,
     bring it back. Checked in a fresh interpreter that ran a real export."""
     import pyarrow.parquet as pq
 
-    from tests.helpers import data_files, pg_exec, source_block
+    from tests.helpers import data_files
 
-    pg_exec(pg_url, "CREATE TABLE t (id bigint PRIMARY KEY, note text, amount numeric(12,2), "
-                    "at timestamptz, payload jsonb, ext uuid, ok boolean)",
-            "INSERT INTO t SELECT g, 'n' || g, g / 100.0, now(), jsonb_build_object('g', g), "
-            "md5(g::text)::uuid, g % 2 = 0 FROM generate_series(1, 500) g")
-    out = tmp_path / "out"
-    config = write_config(tmp_path, source_block(pg_url),
-                          [{"name": "t", "table": "t", "mode": "full", "format": "parquet",
-                            "destination": {"type": "local", "path": str(out)}}])
-    from rivet_core.state import StateStore
-
-    StateStore.open(config).close()  # an existing store, as on every run but the first
+    config, out = _pg_full_export(
+        tmp_path, pg_url,
+        "CREATE TABLE t (id bigint PRIMARY KEY, note text, amount numeric(12,2), "
+        "at timestamptz, payload jsonb, ext uuid, ok boolean)",
+        "INSERT INTO t SELECT g, 'n' || g, g / 100.0, now(), jsonb_build_object('g', g), "
+        "md5(g::text)::uuid, g % 2 = 0 FROM generate_series(1, 500) g")
     code = textwrap.dedent(f"""
         import json, sys
         from rivet_core.cli import main
@@ -264,17 +274,11 @@ def test_the_first_source_query_is_sent_before_pyarrow_is_imported(tmp_path: Pat
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tests.helpers import data_files, pg_exec, source_block
+    from tests.helpers import data_files
 
-    pg_exec(pg_url, "CREATE TABLE t (id bigint PRIMARY KEY, note text, amount numeric(12,2), at timestamptz)",
-            "INSERT INTO t SELECT g, 'n' || g, g / 100.0, now() FROM generate_series(1, 200) g")
-    out = tmp_path / "out"
-    config = write_config(tmp_path, source_block(pg_url),
-                          [{"name": "t", "table": "t", "mode": "full", "format": "parquet",
-                            "destination": {"type": "local", "path": str(out)}}])
-    from rivet_core.state import StateStore
-
-    StateStore.open(config).close()  # an existing store, as on every run but the first
+    config, out = _pg_full_export(
+        tmp_path, pg_url, "CREATE TABLE t (id bigint PRIMARY KEY, note text, amount numeric(12,2), at timestamptz)",
+        "INSERT INTO t SELECT g, 'n' || g, g / 100.0, now() FROM generate_series(1, 200) g")
     result = subprocess.run([sys.executable, "-c", _FIRST_QUERY_PROBE.format(config=str(config), watch=AFTER_FIRST_QUERY)],
                             capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr

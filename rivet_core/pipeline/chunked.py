@@ -48,7 +48,6 @@ from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.row_estimate import estimate_for_progress
 from rivet_core.pipeline.staging import claim_staging
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.pipeline.window_sessions import WindowSessions
 from rivet_core.redact import redact_secrets
 from rivet_core.source import classify_error, open_source, render_cursor_value
 from rivet_core.source.query import dialect_for
@@ -121,7 +120,7 @@ class ChunkedRun(ExportRun):
             exported_at=datetime.now(UTC) if (meta and meta.exported_at) else None,
             row_hash=(meta.row_hash if meta else False) or False, progress=self.options.progress,
             read_slots=threading.BoundedSemaphore(read_slots) if read_slots else None,
-            reconcile=self.options.reconcile, sessions=WindowSessions(self.plan.source_url, self.plan.tuning))
+            reconcile=self.options.reconcile)
 
     # ----------------------------------------------------------------- the run
     def run(self) -> RunSummary:

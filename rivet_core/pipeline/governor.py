@@ -315,7 +315,7 @@ class SourceGovernor:
 
     def _yield_cpu(self) -> None:
         """Lower the process's CPU priority once, on the first pressure seen (module doc)."""
-        if self._holds_priority or self.stats.cpu_nice is not None or self.limits.cpu_nice <= 0:
+        if self.stats.cpu_nice is not None or self.limits.cpu_nice <= 0:  # tried once already
             return
         with best_effort("lower the export's CPU priority", logger=log):  # advisory, like the pauses
             self._holds_priority = self._lower_priority(self.limits.cpu_nice)

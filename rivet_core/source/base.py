@@ -184,6 +184,14 @@ class SourceSession:
             except driver_error:
                 pass  # already closed by the server; nothing left to release
 
+    def _commit_read_transaction(self, driver_error: type[BaseException]) -> None:
+        """Shared `_finish_read` of the DB-API servers: commit the finished read and keep the
+        connection (`_end_read_transaction` without the close)."""
+        try:
+            self.connection.commit()  # type: ignore[attr-defined]
+        except driver_error as exc:
+            raise wrap_driver_error(exc, f"{self.engine_label} error while ending the read transaction") from exc
+
     def quote_ident(self, name: str) -> str:
         raise NotImplementedError
 

@@ -40,7 +40,6 @@ from rivet_core.pipeline.run_reconcile import ReconcileMismatch, count_in_snapsh
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.pipeline.window_sessions import WindowSessions
 from rivet_core.reporting.progress import ProgressTracker, feed_for
-from rivet_core.source import open_source
 from rivet_core.source.base import SourceSession
 from rivet_core.source.query import dialect_for
 from rivet_core.state import StateStore
@@ -112,19 +111,19 @@ class WindowContext:
     #: differ fails before its parts are written (run_reconcile.py).
     reconcile: bool = False
     #: Source sessions kept between the windows of a worker thread (each window still reads
-    #: in its own snapshot: pipeline/window_sessions.py); None: a new session per window.
-    sessions: WindowSessions | None = None
+    #: in its own snapshot: pipeline/window_sessions.py).
+    sessions: WindowSessions = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.sessions = WindowSessions(self.plan.source_url, self.plan.tuning)
 
     def source(self) -> contextlib.AbstractContextManager[SourceSession]:
         """The source session one window reads through, its read started."""
-        if self.sessions is None:
-            return open_source(self.plan.source_url, self.plan.tuning)
         return self.sessions.session()
 
     def close_sessions(self) -> None:
         """Close the sessions kept between windows (call once the windows are drained)."""
-        if self.sessions is not None:
-            self.sessions.close()
+        self.sessions.close()
 
     def read_slot(self) -> contextlib.AbstractContextManager[object]:
         return self.read_slots if self.read_slots is not None else contextlib.nullcontext()

@@ -167,23 +167,22 @@ class MySQLSession(SourceSession):
                         f"SET SESSION innodb_lock_wait_timeout = {max(int(self.tuning.lock_timeout_s), 1)}"
                     )
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                cur.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
-        except pymysql.err.MySQLError as exc:
+            self._begin_read()
+        except BaseException as exc:  # the half-opened connection goes; the error goes on
             conn.close()
             self._conn = None
-            raise wrap_driver_error(exc, "cannot start the MySQL read transaction") from exc
+            if isinstance(exc, pymysql.err.MySQLError):
+                raise wrap_driver_error(exc, "cannot start the MySQL read transaction") from exc
+            raise
 
     def _close(self, *, success: bool) -> None:
         self._end_read_transaction(pymysql.err.MySQLError, success=success)
 
     def _finish_read(self) -> None:
-        try:
-            self.connection.commit()
-        except pymysql.err.MySQLError as exc:
-            raise wrap_driver_error(exc, "MySQL error while ending the read transaction") from exc
+        self._commit_read_transaction(pymysql.err.MySQLError)
 
     def _begin_read(self) -> None:
-        """The next read: a new consistent snapshot (the session's variables — sql_mode, UTC,
+        """A read: a new consistent snapshot (the session's variables — sql_mode, UTC,
         timeouts, the isolation level — last as long as the connection)."""
         try:
             with self.connection.cursor() as cur:

@@ -114,26 +114,21 @@ class PostgresSession(SourceSession):
             conn.adapters.register_loader(type_name, TextLoader)
         self._conn = conn
         try:
-            settings = self.transaction_settings()
-            for statement in settings:
-                conn.execute(statement)  # the first one opens the snapshot transaction
-        except psycopg.Error as exc:
+            self._begin_read()
+        except BaseException:
             conn.close()
             self._conn = None
-            raise wrap_driver_error(exc, "cannot start the PostgreSQL read transaction") from exc
+            raise
 
     def _close(self, *, success: bool) -> None:
         self._end_read_transaction(psycopg.Error, success=success)
 
     def _finish_read(self) -> None:
-        try:
-            self.connection.commit()
-        except psycopg.Error as exc:
-            raise wrap_driver_error(exc, "PostgreSQL error while ending the read transaction") from exc
+        self._commit_read_transaction(psycopg.Error)
 
     def _begin_read(self) -> None:
-        """The next read: its `SET LOCAL`s again, the first of them opening the new snapshot
-        (the previous transaction's settings ended with it)."""
+        """A read transaction: its `SET LOCAL`s, the first of them opening the snapshot (a
+        finished read's settings ended with its transaction)."""
         try:
             for statement in self.transaction_settings():
                 self.connection.execute(statement)
