@@ -97,6 +97,20 @@ class PrivateEmulator:
         wait_until(ready, 60, f"the private {self.kind} emulator to answer", interval=0.1)
         return self
 
+    def wait_persisted(self, container: str) -> None:
+        """Until Azurite has saved `container` to its metadata file on disk. Azurite keeps its
+        metadata in memory and saves it every few seconds, so a SIGKILL right after the
+        container was made loses the container itself — a crash of the emulator's bookkeeping,
+        not of what a test means to crash (the run's writes). The tests that kill it start
+        from a container that a restart still has."""
+        data = self.root / "data"
+
+        def saved() -> bool:
+            return any(container in f.read_text(errors="replace") for f in data.glob("__azurite_db_blob__*.json")
+                       if "extent" not in f.name)
+
+        wait_until(saved, 60, f"Azurite to save container {container} to disk", interval=0.1)
+
     def kill(self) -> None:
         """SIGKILL the emulator (its whole process group) and wait: a crash, not a stop."""
         if self.proc is None:
@@ -114,6 +128,8 @@ def private_emulator(kind: str) -> Iterator[PrivateEmulator]:
     try:
         assert server.area is not None
         server.area.create()
+        if kind == "azure":
+            server.wait_persisted(server.area.bucket)
         yield server
     finally:
         server.kill()
