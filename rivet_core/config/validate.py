@@ -348,7 +348,8 @@ def _mode_errors(exp: ExportConfig, label: str) -> list[str]:
 
 
 #: The destinations each table format commits to (docs/adr/0009-table-formats.md).
-_TABLE_DESTINATIONS: dict[str, tuple[str, ...]] = {"delta": ("local", "s3", "azure"), "iceberg": ("local", "s3", "azure", "gcs")}
+_TABLE_DESTINATIONS: dict[str, tuple[str, ...]] = {"delta": ("local", "s3", "azure", "gcs"),
+                                                   "iceberg": ("local", "s3", "azure", "gcs")}
 
 
 def _table_format_errors(exp: ExportConfig, label: str) -> list[str]:
@@ -367,14 +368,13 @@ def _table_format_errors(exp: ExportConfig, label: str) -> list[str]:
     if exp.format != "parquet":
         errors.append(f"{label}: table_format: {exp.table_format} needs format: parquet (got {exp.format})")
     where = _TABLE_DESTINATIONS.get(exp.table_format, ("local", "s3"))
-    if exp.table_format == "delta" and exp.destination.type == "gcs":
-        # delta-rs writes objects through GCS's XML API, which fake-gcs-server (the test
-        # GCS server) does not serve, so no commit to GCS can be tested here
-        # (docs/adr/0009-table-formats.md).
-        errors.append(f"{label}: table_format: delta is not supported on gcs destinations yet — "
-                      "delta-rs writes a table through GCS's XML API, which the GCS test server "
-                      "(fake-gcs-server) does not implement, so a commit there is untested; use a local, "
-                      "s3 or azure destination, or drop table_format to write plain Parquet to GCS")
+    if exp.table_format == "delta" and exp.destination.type == "gcs" and exp.merge_on:
+        # A Delta table on GCS is committed through a copy of its log (tableformat/gcs_delta_log.py):
+        # commits that reference files work, a MERGE's rewritten files cannot be written there.
+        errors.append(f"{label}: merge_on is not supported for table_format: delta on gcs destinations — a MERGE "
+                      "rewrites the table's files, which rivet cannot do for a Delta table on GCS; drop merge_on "
+                      "(incremental runs then append), or use table_format: iceberg, or a local, s3 or azure "
+                      "destination")
     elif exp.table_format == "iceberg" and exp.destination.type == "azure" and not exp.destination.account_name:
         # The table's location names the account (tableformat/iceberg_catalog.location_uri).
         errors.append(f"{label}: table_format: iceberg on azure needs destination.account_name — the table's "

@@ -338,6 +338,35 @@ class GCSDestination(Destination):
         self._verify(blob, key, result, None)
         return WriteResult(key=key, size=result.size, md5_b64=result.md5_b64, xxh3=result.xxh3)
 
+    def create_bytes(self, data: bytes, key: str) -> bool:
+        """Put `data` at `key` only if no object has that name: GCS's atomic create
+        (`ifGenerationMatch=0`), the primitive a Delta log entry is committed with
+        (tableformat/gcs_delta_log.py). True when this call created it; False when another
+        writer's object holds the name (left untouched).
+
+        The library retries a request that carries a generation precondition, so a retry of a
+        create that did land answers 412 too: the object is then read back, and bytes equal to
+        ours mean the object is this call's."""
+        from google.api_core.exceptions import PreconditionFailed
+
+        check_key(key)
+        fp = Fingerprinter()
+        fp.update(data)
+        result = fp.result()
+        blob = self._bucket.blob(self.prefix + key)
+        blob.md5_hash = result.md5_b64
+        try:
+            blob.upload_from_file(io.BytesIO(bytes(data)), size=len(data), rewind=False, checksum=None,
+                                  content_type="application/octet-stream", if_generation_match=0,
+                                  timeout=self._timeout, retry=self._retry)
+        except PreconditionFailed:
+            return self.read_bytes(key) == bytes(data)
+        except self._errors() as exc:
+            raise self._error(exc, "create", key) from exc
+        self._bucket_verified = True
+        self._verify(blob, key, result, None)
+        return True
+
     # -- reads -----------------------------------------------------------------------
     def _check_bucket(self) -> None:
         """A missing object and a missing bucket both read as 'not found'; ask once."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -39,6 +40,7 @@ from rivet_core.destination import Destination
 from rivet_core.lazy_modules import pa, pq
 from rivet_core.manifest import ManifestPart, read_manifest
 from rivet_core.pipeline.summary import RunSummary
+from rivet_core.tableformat.delta_log import delta_log
 from rivet_core.tableformat.errors import TableCommitError
 from rivet_core.tableformat.location import part_filesystem, table_location
 from rivet_core.tableformat.result import TableCommit
@@ -65,6 +67,30 @@ def commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> 
     return DeltaCommitter(plan, summary, dest).commit()
 
 
+def commit_refusal(plan: ResolvedUnit) -> str | None:
+    """Why this run's table commit cannot be made where the export writes, or None. Asked
+    before the run reads anything (pipeline/job.py), so a refused run has written nothing.
+
+    A Delta table on GCS is committed through a local copy of its log (gcs_delta_log.py): a
+    commit that only adds and removes file references works there; MERGE (`merge_on`, also
+    refused at config load) and a time_window run's predicate overwrite rewrite rows into
+    files delta-rs writes itself, which it cannot do on GCS here."""
+    export = plan.export
+    if export.table_format != "delta" or export.destination.type != "gcs":
+        return None
+    operation = operation_for(plan)
+    if operation == "replace_where":
+        return (f"export '{export.name}': a time_window run outside a time partition replaces the rows from its "
+                "cutoff by rewriting the Delta table's files, which a Delta table on gcs does not support — "
+                "run it by time partition (Dagster's time partitions replace exactly their window), or use "
+                "table_format: iceberg, or a local, s3 or azure destination")
+    if operation == "merge":
+        return (f"export '{export.name}': merge_on rewrites the Delta table's files (MERGE), which a Delta table "
+                "on gcs does not support — drop merge_on (incremental runs then append), or use "
+                "table_format: iceberg, or a local, s3 or azure destination")
+    return None
+
+
 def operation_for(plan: ResolvedUnit) -> str:
     """The commit's kind for this run (module docstring table)."""
     export = plan.export
@@ -87,6 +113,8 @@ class DeltaCommitter:
         self.fs, self.root = part_filesystem(self.loc)
         self.operation = operation_for(plan)
         self.metadata = {RUN_KEY: summary.run_id, EXPORT_KEY: self.export.name}
+        #: Where delta-rs opens the table during `commit` (delta_log.py); the table itself elsewhere.
+        self.log = self.loc
 
     # ------------------------------------------------------------------ inputs
     @property
@@ -118,22 +146,44 @@ class DeltaCommitter:
 
     # ------------------------------------------------------------------ commit
     def commit(self) -> TableCommit:
+        """The run's commit, published before this returns (a GCS table: delta_log.py)."""
+        return self.in_log(self._commit)
+
+    def in_log(self, work: Callable[[], TableCommit]) -> TableCommit:
+        """Run `work` with `self.log` opened for writing; its commits are published when it
+        returns (a GCS table's log copy: delta_log.py), never when it raises."""
+        with delta_log(self.loc, publish=True) as log:
+            self.log = log
+            try:
+                return work()
+            finally:
+                self.log = self.loc
+
+    def _table(self, version: int | None = None) -> Any:
+        """The table as delta-rs opens it (`self.log`: the table, or a GCS table's log copy)."""
+        from deltalake import DeltaTable
+
+        return DeltaTable(self.log.uri, version=version, storage_options=self.log.storage_options)
+
+    def _commit(self) -> TableCommit:
         from deltalake import DeltaTable
         from deltalake.transaction import create_table_with_add_actions
 
         from rivet_core.tableformat.delta_schema import deltalake_schema, evolve_schema
 
+        refusal = commit_refusal(self.plan)
+        if refusal:  # the run refused this before reading anything (job.py); a backstop
+            raise TableCommitError(refusal)
         schema = self.part_schema()
-        opts = self.loc.storage_options
-        if not DeltaTable.is_deltatable(self.loc.uri, storage_options=opts):
+        if not DeltaTable.is_deltatable(self.log.uri, storage_options=self.log.storage_options):
             # First run: the table is created from the parts, whatever the mode.
             create_table_with_add_actions(
-                self.loc.uri, deltalake_schema(schema), [self._add(p) for p in self.parts], mode="error",
-                name=self.export.name, storage_options=opts, commit_properties=self._properties())
-            return self._result(DeltaTable(self.loc.uri, storage_options=opts), "create")
-        table = DeltaTable(self.loc.uri, storage_options=opts)
-        evolve_schema(table, schema, self.export.name, self._properties())
-        table = DeltaTable(self.loc.uri, storage_options=opts)
+                self.log.uri, deltalake_schema(schema), [self._add(p) for p in self.parts], mode="error",
+                name=self.export.name, storage_options=self.log.storage_options,
+                commit_properties=self._properties())
+            return self._result(self._table(), "create")
+        evolve_schema(self._table(), schema, self.export.name, self._properties())
+        table = self._table()
         if self.operation == "overwrite":
             table.create_write_transaction([self._add(p) for p in self.parts], mode="overwrite",
                                            schema=table.schema(), commit_properties=self._properties())
@@ -150,7 +200,7 @@ class DeltaCommitter:
             self._merge(table)
         else:
             self._replace_where(table)
-        return self._result(DeltaTable(self.loc.uri, storage_options=opts), self.operation)
+        return self._result(self._table(), self.operation)
 
     def _result(self, table: Any, operation: str) -> TableCommit:
         adds = pa.table(table.get_add_actions(flatten=True))
@@ -188,13 +238,10 @@ class DeltaCommitter:
         return self._removals(table, lambda path: path in orphans)
 
     def _added_by(self, version: int) -> set[str]:
-        from deltalake import DeltaTable
-
         def files(v: int) -> set[str]:
             if v < 0:
                 return set()
-            t = DeltaTable(self.loc.uri, version=v, storage_options=self.loc.storage_options)
-            return set(pa.table(t.get_add_actions(flatten=True)).column("path").to_pylist())
+            return set(pa.table(self._table(v).get_add_actions(flatten=True)).column("path").to_pylist())
 
         return files(version) - files(version - 1)
 

@@ -1,11 +1,12 @@
-"""An Iceberg table on Google Cloud Storage: how pyarrow (pyiceberg's file IO) reaches the destination's prefix.
+"""A table on Google Cloud Storage: how pyarrow (pyiceberg's file IO; a Delta table's data files) reaches the destination's prefix.
 
 The same bucket and credentials as the GCS destination (rivet_core/destination/gcs.py,
 `gcs_credentials`): a service-account `credentials_file`, else no credentials for
 `allow_anonymous` or a custom `endpoint` (an emulator), else the application default
 credentials. pyarrow's `GcsFileSystem` speaks the JSON API (the one fake-gcs-server
 serves, unlike the XML API delta-rs writes through — docs/adr/0009-table-formats.md), so
-the table's metadata, manifests and the parts' footers go through it.
+an Iceberg table's metadata, manifests and the parts' footers go through it, and so do a
+Delta table's data files (its log goes through a local copy: gcs_delta_log.py).
 
 The options are plain strings (they travel as pyiceberg file-IO properties, iceberg_io.py)
 and hold no secret: the credentials file's path, never its key; a signed-in client's

@@ -105,7 +105,7 @@ def location_of(dest: Destination, sub: str) -> TableLocation:
                              storage_options=azure_options(dest.spec), sub_prefix=sub)
     from rivet_core.destination.gcs import GCSDestination
 
-    if isinstance(dest, GCSDestination):  # Iceberg only: config refuses Delta on GCS (validate.py)
+    if isinstance(dest, GCSDestination):  # Delta opens it through a log copy (delta_log.py)
         from rivet_core.tableformat.gcs_store import gcs_options
 
         prefix = dest.prefix or ""

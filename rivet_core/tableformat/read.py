@@ -29,17 +29,19 @@ def read_delta(dest: Destination, sub_prefix: str = "") -> tuple[pa.Table, int] 
     None when there is no table yet."""
     from deltalake import DeltaTable
 
+    from rivet_core.tableformat.delta_log import delta_log, is_log_copy
     from rivet_core.tableformat.location import location_of, part_filesystem
 
     loc = location_of(dest, sub_prefix)
-    if not DeltaTable.is_deltatable(loc.uri, storage_options=loc.storage_options):
-        return None
-    table = DeltaTable(loc.uri, storage_options=loc.storage_options)
-    version = int(table.version())
-    if not sub_prefix:
-        return table.to_pyarrow_table(), version
-    schema = pa.schema(table.schema().to_arrow())
-    paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
+    with delta_log(loc) as log:  # a GCS table: a local copy of its log, data files in the bucket
+        if not DeltaTable.is_deltatable(log.uri, storage_options=log.storage_options):
+            return None
+        table = DeltaTable(log.uri, storage_options=log.storage_options)
+        version = int(table.version())
+        if not sub_prefix and not is_log_copy(loc):
+            return table.to_pyarrow_table(), version
+        schema = pa.schema(table.schema().to_arrow())
+        paths = pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist()
     fs, root = part_filesystem(loc)
     mine = [f"{root}/{p}" for p in paths if p.startswith(sub_prefix)]
     if not mine:

@@ -73,14 +73,16 @@ class _DeltaRepair(DeltaCommitter):
     (its parts the table lacks), referencing the parts where they are."""
 
     def commit(self, parts: list[ManifestPart]) -> TableCommit:  # type: ignore[override]
+        return self.in_log(lambda: self._repair(parts))
+
+    def _repair(self, parts: list[ManifestPart]) -> TableCommit:
         from deltalake import DeltaTable
         from deltalake.transaction import RemoveAction
 
-        opts = self.loc.storage_options
-        if not DeltaTable.is_deltatable(self.loc.uri, storage_options=opts):
+        if not DeltaTable.is_deltatable(self.log.uri, storage_options=self.log.storage_options):
             raise TableCommitError(f"export '{self.export.name}': no Delta table at {self.loc.uri} to repair — "
                                    "re-run the whole export instead")
-        table = DeltaTable(self.loc.uri, storage_options=opts)
+        table = self._table()
         wanted = {self.table_path(p): p for p in parts}
         adds = pa.table(table.get_add_actions(flatten=True))
         current = dict(zip(adds.column("path").to_pylist(), adds.column("size_bytes").to_pylist(), strict=True)) \
@@ -90,7 +92,7 @@ class _DeltaRepair(DeltaCommitter):
         actions += [self._add(p) for path, p in wanted.items() if path not in current]
         table.create_write_transaction(actions, mode="append", schema=table.schema(),
                                        commit_properties=self._properties())
-        return self._result(DeltaTable(self.loc.uri, storage_options=opts), OPERATION)
+        return self._result(self._table(), OPERATION)
 
 
 def _iceberg_repair(plan: ResolvedUnit, summary: RunSummary, dest: Destination,

@@ -57,6 +57,7 @@ def check_table(dest: Destination, manifest: Manifest, listing: list[ObjectInfo]
     try:
         from deltalake import DeltaTable
 
+        from rivet_core.tableformat.delta_log import delta_log
         from rivet_core.tableformat.location import location_of, sub_prefix_of
     except ImportError:
         return [("table_read_error", {"detail": "the manifest names a Delta table but `deltalake` is not "
@@ -67,17 +68,18 @@ def check_table(dest: Destination, manifest: Manifest, listing: list[ObjectInfo]
     loc = location_of(dest, sub)
     recorded = int(block["version"])
     try:
-        current = DeltaTable(loc.uri, storage_options=loc.storage_options)
-        history = {int(h["version"]): h for h in current.history() if "version" in h}
-        at_recorded = current if current.version() == recorded else DeltaTable(
-            loc.uri, version=recorded, storage_options=loc.storage_options)
-        files_now = _adds(current)
-        files_then = _adds(at_recorded)
+        with delta_log(loc) as log:  # a GCS table: a local copy of its log (delta_log.py)
+            current = DeltaTable(log.uri, storage_options=log.storage_options)
+            history = {int(h["version"]): h for h in current.history() if "version" in h}
+            at_recorded = current if current.version() == recorded else DeltaTable(
+                log.uri, version=recorded, storage_options=log.storage_options)
+            files_now = _adds(current)
+            files_then = _adds(at_recorded)
+            version = int(current.version())
     except Exception as exc:  # error boundary: any reader failure is a finding (could not verify)
         return [("table_read_error", {"detail": f"cannot read the Delta table at {loc.uri}: "
                                                 f"{redact_secrets(exc)}"})], set()
     findings: list[Finding] = []
-    version = int(current.version())
     if version < recorded:
         findings.append(_mismatch(f"the table is at version {version}, older than the manifest's {recorded} "
                                   "(restored or rebuilt after the run) — run the export again"))

@@ -1,0 +1,194 @@
+"""`table_format: delta` on a GCS destination (fake-gcs-server): committed through a local
+copy of the table's log whose new commits are created with GCS's put-if-absent
+(rivet_core/tableformat/gcs_delta_log.py).
+
+The oracle is delta-rs reading the table straight from `gs://` over GCS's XML API — a path
+rivet's own code never takes (it reads the log through its copy and the data files over the
+JSON API) — compared with the source queried directly.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+from rivet_core import api
+from rivet_core.config import load_config
+from rivet_core.destination import open_destination
+from rivet_core.destination.base import DestinationSpec
+from rivet_core.errors import ConfigError
+from rivet_core.tableformat.errors import TableCommitError
+from tests.cloud_areas import GCSArea
+from tests.helpers import db_exec, rivet, source_block, write_config
+from tests.pipeline.test_delta_tables import _insert, _items, _run, _source
+
+
+def _where(gcs: GCSArea) -> dict[str, Any]:
+    return {"dest": gcs.destination(), "uri": f"gs://{gcs.bucket}/exports/items", "options": gcs.delta_options()}
+
+
+def _config(tmp_path: Path, url: str, gcs: GCSArea, **extra: Any) -> Path:
+    export = {"name": "items", "table": "items", "mode": "full", "format": "parquet",
+              "table_format": "delta", "destination": gcs.destination(), **extra}
+    return write_config(tmp_path, source_block(url), [export])
+
+
+def _table(gcs: GCSArea, version: int | None = None) -> DeltaTable:
+    where = _where(gcs)
+    return DeltaTable(where["uri"], version=version, storage_options=where["options"])
+
+
+def _rows(gcs: GCSArea) -> list[dict[str, Any]]:
+    return sorted(_table(gcs).to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+
+
+def _manifest(gcs: GCSArea) -> dict[str, Any]:
+    return json.loads(gcs.read("exports/items/manifest.json"))
+
+
+def _destination(gcs: GCSArea, prefix: str) -> Any:
+    return open_destination(DestinationSpec(**gcs.spec_fields(), prefix=prefix))
+
+
+def _validate(config: Path) -> None:
+    verdict = rivet("validate", "-c", str(config))
+    assert verdict.returncode == 0, verdict.stdout + verdict.stderr
+
+
+def test_full_runs_replace_the_gcs_table_and_every_reader_sees_the_source(tmp_path, pg_url, gcs):
+    _items(pg_url)
+    _insert(pg_url, range(1, 121))
+    config = _config(tmp_path, pg_url, gcs)
+    _run(config)
+    assert _rows(gcs) == _source(pg_url) and _table(gcs).version() == 0
+    db_exec(pg_url, "DELETE FROM items WHERE id > 100")
+    _insert(pg_url, range(200, 215))
+    _run(config)
+    table = _table(gcs)
+    assert table.version() == 1 and _rows(gcs) == _source(pg_url)
+    manifest = _manifest(gcs)
+    assert manifest["table"]["uri"] == f"gs://{gcs.bucket}/exports/items"
+    assert manifest["table"]["version"] == 1 and manifest["table"]["rows"] == 115
+    files = set(pa.table(table.get_add_actions(flatten=True)).column("path").to_pylist())
+    assert files == {p["path"] for p in manifest["parts"]}  # the parts are the table's files
+    assert len(_table(gcs, version=0).to_pyarrow_table()) == 120  # time travel reads v0
+    # rivet's own reader (the log copy + the JSON API) sees what delta-rs sees
+    read = api.read_table(_destination(gcs, "exports/items/"))
+    assert read is not None and read[1] == 1
+    assert sorted(read[0].to_pylist(), key=lambda r: r["id"]) == _rows(gcs)
+    # the log holds exactly the two commits (no temporary files of the log copy)
+    assert sorted(k for k in gcs.keys() if k.startswith("_delta_log/")) == [
+        "_delta_log/00000000000000000000.json", "_delta_log/00000000000000000001.json"]
+    _validate(config)
+
+
+def test_an_incremental_crash_after_the_gcs_commit_is_rerun_with_each_row_once(tmp_path, pg_url, gcs):
+    """A run that dies between its table commit and its manifest leaves an orphan append; the
+    re-run removes its files in its own commit, so no row is in the table twice."""
+    _items(pg_url)
+    _insert(pg_url, range(1, 41))
+    config = _config(tmp_path, pg_url, gcs, mode="incremental", cursor_column="updated_at")
+    _run(config)
+    _insert(pg_url, range(41, 61), minute=1000)
+    crashed = rivet("run", "-c", str(config), env={"RIVET_TEST_PANIC_AT": "after_table_commit"})
+    assert crashed.returncode != 0
+    assert _table(gcs).version() == 1 and [r["id"] for r in _rows(gcs)] == list(range(1, 61))
+    _insert(pg_url, range(61, 71), minute=3000)
+    _run(config)
+    assert [r["id"] for r in _rows(gcs)] == list(range(1, 71))  # every id exactly once
+    assert _rows(gcs) == _source(pg_url)
+    _validate(config)
+
+
+def test_time_partitions_chunks_and_a_new_column_commit_on_gcs(tmp_path, pg_url, gcs):
+    _items(pg_url)
+    _insert(pg_url, range(1, 61))
+    db_exec(pg_url, "INSERT INTO items SELECT id + 1000, name, amount, updated_at + INTERVAL '1 day' FROM items")
+    cfg = api.load_config(_config(tmp_path, pg_url, gcs, mode="time_window", time_column="updated_at",
+                                  days_window=3650))
+    day1 = api.DayWindow(start=date(2026, 3, 1), end=date(2026, 3, 2))
+    day2 = api.DayWindow(start=date(2026, 3, 2), end=date(2026, 3, 3))
+    for day in (day1, day2):
+        assert api.run_export(cfg, "items", window=day).status == "success"
+    db_exec(pg_url, "DELETE FROM items WHERE id BETWEEN 1 AND 10", "UPDATE items SET name = 'again' WHERE id = 20")
+    assert api.run_export(cfg, "items", window=day1).status == "success"
+    assert _rows(gcs) == _source(pg_url)  # day 1 replaced, day 2 untouched
+    assert _table(gcs).version() == 2
+
+    gcs.prefix = "exports/chunked/"
+    chunked = write_config(tmp_path, source_block(pg_url), [
+        {"name": "items", "table": "items", "mode": "chunked", "chunk_column": "id", "chunk_size": 20,
+         "format": "parquet", "table_format": "delta", "destination": gcs.destination()}])
+    assert _run(chunked)["files"] >= 6
+    where = {"uri": f"gs://{gcs.bucket}/exports/chunked", "options": gcs.delta_options()}
+    table = DeltaTable(where["uri"], storage_options=where["options"])
+    assert table.version() == 0  # one commit for every window (I6)
+    db_exec(pg_url, "ALTER TABLE items ADD COLUMN note TEXT", "UPDATE items SET note = 'n' || id")
+    _run(chunked)
+    table = DeltaTable(where["uri"], storage_options=where["options"])
+    rows = sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
+    assert rows == [dict(zip(("id", "name", "amount", "updated_at", "note"), r, strict=True)) for r in
+                    db_exec(pg_url, "SELECT id, name, amount, updated_at, note FROM items ORDER BY id")]
+    assert table.version() == 2  # the column's metadata commit, then the data commit
+    _validate(chunked)
+
+
+def test_what_a_gcs_delta_table_cannot_take_is_refused_before_anything_is_read(tmp_path, pg_url, gcs):
+    bad = _config(tmp_path, pg_url, gcs, mode="incremental", cursor_column="updated_at", merge_on=["id"])
+    with pytest.raises(ConfigError) as info:
+        load_config(bad)
+    assert "merge_on is not supported for table_format: delta on gcs" in str(info.value)
+    assert "table_format: iceberg" in str(info.value)  # names what works
+    _items(pg_url)
+    _insert(pg_url, range(1, 11))
+    # a time_window run outside a time partition is a predicate overwrite: refused at run start
+    config = _config(tmp_path, pg_url, gcs, mode="time_window", time_column="updated_at", days_window=3)
+    refused = rivet("run", "-c", str(config))
+    assert refused.returncode != 0
+    assert "does not support" in refused.stderr and "time partition" in refused.stderr
+    assert gcs.keys() == {}  # nothing was written
+
+
+def test_two_writers_racing_for_one_version_on_gcs_leave_one_commit(tmp_path, gcs):
+    """The format's own conflict detection on GCS: two log copies commit the same next
+    version; the second to publish finds the name taken and fails, the table keeps the first
+    writer's commit whole."""
+    from rivet_core.tableformat.gcs_delta_log import GcsDeltaLog
+    from rivet_core.tableformat.location import TableLocation
+
+    loc = TableLocation(uri=f"gs://{gcs.bucket}/t", sub_prefix="",
+                        storage_options={"gcs_bucket": gcs.bucket, "gcs_endpoint": gcs.endpoint})
+    first, second = GcsDeltaLog(loc), GcsDeltaLog(loc)
+    try:
+        for log in (first, second):
+            log.pull()
+        write_deltalake(first.local.uri, pa.table({"id": [1, 2]}))
+        write_deltalake(second.local.uri, pa.table({"id": [3]}))
+        # the data files the two local commits reference, where the table's readers look
+        for log in (first, second):
+            for f in (Path(log.local.uri)).glob("*.parquet"):
+                gcs.put(f"t/{f.name}", f.read_bytes())
+        assert first.push() == [0]
+        with pytest.raises(TableCommitError, match="another writer committed version 0"):
+            second.push()
+    finally:
+        first.close()
+        second.close()
+    table = DeltaTable(f"gs://{gcs.bucket}/t", storage_options=gcs.delta_options())
+    assert table.version() == 0 and table.to_pyarrow_table().column("id").to_pylist() == [1, 2]
+
+
+def test_a_retried_create_of_the_same_bytes_counts_as_ours(gcs):
+    """GCSDestination.create_bytes: a name holding our exact bytes (a retried request that had
+    landed) is ours; different bytes are another writer's and stay untouched."""
+    dest = _destination(gcs, "p/")
+    assert dest.create_bytes(b"commit", "_delta_log/00000000000000000000.json") is True
+    assert dest.create_bytes(b"commit", "_delta_log/00000000000000000000.json") is True
+    assert dest.create_bytes(b"other", "_delta_log/00000000000000000000.json") is False
+    assert gcs.read("p/_delta_log/00000000000000000000.json") == b"commit"
