@@ -368,14 +368,7 @@ def _table_format_errors(exp: ExportConfig, label: str) -> list[str]:
     if exp.format != "parquet":
         errors.append(f"{label}: table_format: {exp.table_format} needs format: parquet (got {exp.format})")
     where = _TABLE_DESTINATIONS.get(exp.table_format, ("local", "s3"))
-    if exp.table_format == "delta" and exp.destination.type == "gcs" and exp.merge_on:
-        # A Delta table on GCS is committed through a copy of its log (tableformat/gcs_delta_log.py):
-        # commits that reference files work, a MERGE's rewritten files cannot be written there.
-        errors.append(f"{label}: merge_on is not supported for table_format: delta on gcs destinations — a MERGE "
-                      "rewrites the table's files, which rivet cannot do for a Delta table on GCS; drop merge_on "
-                      "(incremental runs then append), or use table_format: iceberg, or a local, s3 or azure "
-                      "destination")
-    elif exp.table_format == "iceberg" and exp.destination.type == "azure" and not exp.destination.account_name:
+    if exp.table_format == "iceberg" and exp.destination.type == "azure" and not exp.destination.account_name:
         # The table's location names the account (tableformat/iceberg_catalog.location_uri).
         errors.append(f"{label}: table_format: iceberg on azure needs destination.account_name — the table's "
                       "location is abfss://<container>@<account>.dfs.core.windows.net/<prefix>, which other "

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.destination import Destination, open_destination
-from rivet_core.errors import ConfigError, DataIntegrityError, best_effort
+from rivet_core.errors import DataIntegrityError, best_effort
 from rivet_core.orchestrator import accepts_legacy_run_id
 from rivet_core.pipeline.lost_cursor import resolve_missing_cursor
 from rivet_core.pipeline.staging import claim_staging, sweep_dead_staging
@@ -130,12 +130,6 @@ class ExportRun:
                       if cursor_run and not self.options.full_refresh else None)
             self.plan: ResolvedUnit = resolve_unit(config, export, stored_cursor=stored, window=self.options.window)
             self.dest: Destination = open_destination(self.plan.dest_spec, config.config_dir)
-            if export.table_format is not None:  # a commit the table cannot take: refused before any read
-                from rivet_core.tableformat.commit import commit_refusal
-
-                refusal = commit_refusal(self.plan)
-                if refusal:
-                    raise ConfigError(refusal + " — nothing was read or written")
             if cursor_run and stored is None and not self.options.full_refresh:
                 # No cursor: a first run, a reset, or a LOST state store (lost_cursor.py).
                 adopted = resolve_missing_cursor(self.state, export, self.dest, config_path=str(config.config_path),

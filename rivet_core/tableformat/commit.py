@@ -19,7 +19,9 @@ Per mode (docs/adr/0009-table-formats.md):
 
 Parts are referenced where they are (`data/…` under the table root), not copied, so the
 table's files are the manifest's parts — except for MERGE and the predicate overwrite,
-where delta-rs rewrites rows into files of its own.
+where delta-rs rewrites rows into files of its own. A GCS table is opened through a local
+copy of its log (delta_log.py), where delta-rs cannot reach the files: there rivet makes
+those two commits itself, copy-on-write, with the parts referenced (delta_rewrite.py).
 
 A crash after this commit and before the manifest (fault point `after_table_commit`)
 leaves a commit no manifest names. Every mode but append is idempotent, so the re-run's
@@ -40,7 +42,7 @@ from rivet_core.destination import Destination
 from rivet_core.lazy_modules import pa, pq
 from rivet_core.manifest import ManifestPart, read_manifest
 from rivet_core.pipeline.summary import RunSummary
-from rivet_core.tableformat.delta_log import delta_log
+from rivet_core.tableformat.delta_log import delta_log, is_log_copy
 from rivet_core.tableformat.errors import TableCommitError
 from rivet_core.tableformat.location import part_filesystem, table_location
 from rivet_core.tableformat.result import TableCommit
@@ -65,30 +67,6 @@ def commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> 
     if fmt != "delta":
         raise TableCommitError(f"export '{plan.export.name}': table_format '{fmt}' is not supported")
     return DeltaCommitter(plan, summary, dest).commit()
-
-
-def commit_refusal(plan: ResolvedUnit) -> str | None:
-    """Why this run's table commit cannot be made where the export writes, or None. Asked
-    before the run reads anything (pipeline/job.py), so a refused run has written nothing.
-
-    A Delta table on GCS is committed through a local copy of its log (gcs_delta_log.py): a
-    commit that only adds and removes file references works there; MERGE (`merge_on`, also
-    refused at config load) and a time_window run's predicate overwrite rewrite rows into
-    files delta-rs writes itself, which it cannot do on GCS here."""
-    export = plan.export
-    if export.table_format != "delta" or export.destination.type != "gcs":
-        return None
-    operation = operation_for(plan)
-    if operation == "replace_where":
-        return (f"export '{export.name}': a time_window run outside a time partition replaces the rows from its "
-                "cutoff by rewriting the Delta table's files, which a Delta table on gcs does not support — "
-                "run it by time partition (Dagster's time partitions replace exactly their window), or use "
-                "table_format: iceberg, or a local, s3 or azure destination")
-    if operation == "merge":
-        return (f"export '{export.name}': merge_on rewrites the Delta table's files (MERGE), which a Delta table "
-                "on gcs does not support — drop merge_on (incremental runs then append), or use "
-                "table_format: iceberg, or a local, s3 or azure destination")
-    return None
 
 
 def operation_for(plan: ResolvedUnit) -> str:
@@ -171,9 +149,6 @@ class DeltaCommitter:
 
         from rivet_core.tableformat.delta_schema import deltalake_schema, evolve_schema
 
-        refusal = commit_refusal(self.plan)
-        if refusal:  # the run refused this before reading anything (job.py); a backstop
-            raise TableCommitError(refusal)
         schema = self.part_schema()
         if not DeltaTable.is_deltatable(self.log.uri, storage_options=self.log.storage_options):
             # First run: the table is created from the parts, whatever the mode.
@@ -262,6 +237,13 @@ class DeltaCommitter:
 
     def _merge(self, table: Any) -> None:
         keys = list(self.export.merge_on or [])
+        if is_log_copy(self.loc):  # delta-rs cannot reach a GCS table's files: delta_rewrite.py
+            from rivet_core.tableformat.delta_rewrite import key_matcher
+
+            parts = pa.concat_tables([pq.read_table(f"{self.root}/{self.table_path(p)}", columns=keys,
+                                                    filesystem=self.fs) for p in self.parts])
+            self._rewrite(table, keys, key_matcher(keys, parts))
+            return
         predicate = " AND ".join(f"t.{_quote(k)} = s.{_quote(k)}" for k in keys)
         source = _arrow_schema(table)
         (table.merge(self._reader(source), predicate=predicate, source_alias="s", target_alias="t",
@@ -274,10 +256,25 @@ class DeltaCommitter:
         start = self.plan.time_window_start
         assert start is not None and self.export.time_column
         column = self.export.time_column
-        bound = (str(int(start.timestamp())) if (self.export.time_column_type or "timestamp") == "unix"
+        unix = (self.export.time_column_type or "timestamp") == "unix"
+        if is_log_copy(self.loc):  # delta-rs cannot reach a GCS table's files: delta_rewrite.py
+            from rivet_core.tableformat.delta_rewrite import cutoff_matcher
+
+            column_type = _arrow_schema(table).field(column).type
+            self._rewrite(table, [column], cutoff_matcher(column, start, column_type, unix))
+            return
+        bound = (str(int(start.timestamp())) if unix
                  else _timestamp_literal(start, _arrow_schema(table).field(column).type))
         write_deltalake(table, self._reader(_arrow_schema(table)), mode="overwrite",
                         predicate=f"{_quote(column)} >= {bound}", commit_properties=self._properties())
+
+    def _rewrite(self, table: Any, columns: list[str], matches: Any) -> None:
+        """The rows `matches` selects replaced by the parts' rows, copy-on-write, in one commit."""
+        from rivet_core.tableformat.delta_rewrite import rewrite_actions
+
+        actions = [*rewrite_actions(table, self.fs, self.root, columns, matches), *(self._add(p) for p in self.parts)]
+        table.create_write_transaction(actions, mode="append", schema=table.schema(),
+                                       commit_properties=self._properties())
 
 
 def _arrow_schema(table: Any) -> pa.Schema:

@@ -9,10 +9,9 @@ object has that name, so two writers cannot both commit one version — and GCS'
 it: an upload with `ifGenerationMatch=0` (`GCSDestination.create_bytes`). A commit is then:
 
 1. `pull`: the table's `_delta_log/` objects are copied into a temporary directory — the log
-   only; the data files stay in the bucket (the commits made through this — create, overwrite,
-   append, a time partition's replace, schema evolution, repair — only add and remove file
-   references; MERGE and the predicate overwrite, which rewrite rows, are refused for Delta on
-   GCS before the run reads anything: commit.commit_refusal);
+   only; the data files stay in the bucket (every commit made through this only adds and
+   removes file references; MERGE and the predicate overwrite, which rewrite rows, write
+   their files over the table's filesystem first: delta_rewrite.py);
 2. delta-rs commits to the local table exactly as on every other store (commit.py);
 3. `push`: each new commit file is created in the bucket in version order. A name another
    writer created first fails the run before its manifest ("another writer committed version

@@ -10,7 +10,6 @@ JSON API) — compared with the source queried directly.
 from __future__ import annotations
 
 import json
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,8 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from rivet_core import api
-from rivet_core.config import load_config
 from rivet_core.destination import open_destination
 from rivet_core.destination.base import DestinationSpec
-from rivet_core.errors import ConfigError
 from rivet_core.tableformat.errors import TableCommitError
 from tests.cloud_areas import GCSArea
 from tests.helpers import db_exec, rivet, source_block, write_config
@@ -106,53 +103,32 @@ def test_an_incremental_crash_after_the_gcs_commit_is_rerun_with_each_row_once(t
     _validate(config)
 
 
-def test_time_partitions_chunks_and_a_new_column_commit_on_gcs(tmp_path, pg_url, gcs):
+def test_a_merge_on_gcs_rewrites_only_the_files_holding_changed_keys(tmp_path, pg_url, gcs):
+    """MERGE on GCS is rivet's copy-on-write (rivet_core/tableformat/delta_rewrite.py): a file
+    without a changed key stays as it is, one with some is rewritten without them, and the
+    run's parts are referenced — all in one commit that `rivet validate` accepts."""
     _items(pg_url)
-    _insert(pg_url, range(1, 61))
-    db_exec(pg_url, "INSERT INTO items SELECT id + 1000, name, amount, updated_at + INTERVAL '1 day' FROM items")
-    cfg = api.load_config(_config(tmp_path, pg_url, gcs, mode="time_window", time_column="updated_at",
-                                  days_window=3650))
-    day1 = api.DayWindow(start=date(2026, 3, 1), end=date(2026, 3, 2))
-    day2 = api.DayWindow(start=date(2026, 3, 2), end=date(2026, 3, 3))
-    for day in (day1, day2):
-        assert api.run_export(cfg, "items", window=day).status == "success"
-    db_exec(pg_url, "DELETE FROM items WHERE id BETWEEN 1 AND 10", "UPDATE items SET name = 'again' WHERE id = 20")
-    assert api.run_export(cfg, "items", window=day1).status == "success"
-    assert _rows(gcs) == _source(pg_url)  # day 1 replaced, day 2 untouched
-    assert _table(gcs).version() == 2
-
-    gcs.prefix = "exports/chunked/"
-    chunked = write_config(tmp_path, source_block(pg_url), [
-        {"name": "items", "table": "items", "mode": "chunked", "chunk_column": "id", "chunk_size": 20,
-         "format": "parquet", "table_format": "delta", "destination": gcs.destination()}])
-    assert _run(chunked)["files"] >= 6
-    where = {"uri": f"gs://{gcs.bucket}/exports/chunked", "options": gcs.delta_options()}
-    table = DeltaTable(where["uri"], storage_options=where["options"])
-    assert table.version() == 0  # one commit for every window (I6)
-    db_exec(pg_url, "ALTER TABLE items ADD COLUMN note TEXT", "UPDATE items SET note = 'n' || id")
-    _run(chunked)
-    table = DeltaTable(where["uri"], storage_options=where["options"])
-    rows = sorted(table.to_pyarrow_table().to_pylist(), key=lambda r: r["id"])
-    assert rows == [dict(zip(("id", "name", "amount", "updated_at", "note"), r, strict=True)) for r in
-                    db_exec(pg_url, "SELECT id, name, amount, updated_at, note FROM items ORDER BY id")]
-    assert table.version() == 2  # the column's metadata commit, then the data commit
-    _validate(chunked)
-
-
-def test_what_a_gcs_delta_table_cannot_take_is_refused_before_anything_is_read(tmp_path, pg_url, gcs):
-    bad = _config(tmp_path, pg_url, gcs, mode="incremental", cursor_column="updated_at", merge_on=["id"])
-    with pytest.raises(ConfigError) as info:
-        load_config(bad)
-    assert "merge_on is not supported for table_format: delta on gcs" in str(info.value)
-    assert "table_format: iceberg" in str(info.value)  # names what works
-    _items(pg_url)
-    _insert(pg_url, range(1, 11))
-    # a time_window run outside a time partition is a predicate overwrite: refused at run start
-    config = _config(tmp_path, pg_url, gcs, mode="time_window", time_column="updated_at", days_window=3)
-    refused = rivet("run", "-c", str(config))
-    assert refused.returncode != 0
-    assert "does not support" in refused.stderr and "time partition" in refused.stderr
-    assert gcs.keys() == {}  # nothing was written
+    _insert(pg_url, range(1, 101))
+    config = _config(tmp_path, pg_url, gcs, mode="incremental", cursor_column="updated_at", merge_on=["id"])
+    _run(config)
+    _insert(pg_url, range(101, 151), minute=1000)
+    _run(config)
+    adds = pa.table(_table(gcs).get_add_actions(flatten=True))
+    before = dict(zip(adds.column("num_records").to_pylist(), adds.column("path").to_pylist(), strict=True))
+    first, second = before[100], before[50]  # one part per run: ids 1-100, ids 101-150
+    db_exec(pg_url, "UPDATE items SET name = 'changed', updated_at = updated_at + INTERVAL '1 day' "
+                    "WHERE id = 120")
+    assert _run(config)["rows"] == 1
+    after = pa.table(_table(gcs).get_add_actions(flatten=True))
+    paths = dict(zip(after.column("path").to_pylist(), after.column("num_records").to_pylist(), strict=True))
+    assert first in paths and paths[first] == 100  # no changed key: untouched
+    assert second not in paths  # held id 120: rewritten
+    manifest = _manifest(gcs)
+    assert {p["path"] for p in manifest["parts"]} <= set(paths)  # the run's part is referenced
+    rewritten = [p for p in paths if p not in before.values() and p not in {q["path"] for q in manifest["parts"]}]
+    assert len(rewritten) == 1 and paths[rewritten[0]] == 49
+    assert _rows(gcs) == _source(pg_url) and manifest["table"]["operation"] == "merge"
+    _validate(config)
 
 
 def test_two_writers_racing_for_one_version_on_gcs_leave_one_commit(tmp_path, gcs):
