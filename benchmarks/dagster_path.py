@@ -347,6 +347,22 @@ def _events(instance: Any, run_id: str) -> dict[str, float]:
     return found
 
 
+def write_timeline(instance: Any, run_id: str, path: Path) -> None:
+    """One line per event of the run: seconds since its first event, since the previous one,
+    the event type (LOG for a plain log line) and the message's start."""
+    records = list(instance.all_logs(run_id))
+    if not records:
+        return
+    first = prev = records[0].timestamp
+    lines = ["t\tdelta\tevent\tmessage"]
+    for record in records:
+        kind = record.dagster_event.event_type_value if record.dagster_event is not None else "LOG"
+        message = (record.user_message or "").replace("\t", " ").replace("\n", " ")[:120]
+        lines.append(f"{record.timestamp - first:.3f}\t{record.timestamp - prev:.3f}\t{kind}\t{message}")
+        prev = record.timestamp
+    path.write_text("\n".join(lines) + "\n")
+
+
 def collect(instance: Any, manifest_run: Any) -> dict[str, Any]:
     import dagster as dg
 
@@ -416,6 +432,9 @@ def _chunked_dagster_round(args: argparse.Namespace, url: str, work: Path, out: 
         manifest_run = _wait_for_manifest(instance, proc, args.timeout)
         # The check's evaluation lands before the run ends; the run's end is what we waited for.
         facts = collect(instance, manifest_run)
+        if args.keep:  # where a step's time goes, event by event (the instance is gone after the round)
+            for run in facts["runs"]:
+                write_timeline(instance, run["run_id"], work / f"events-{run['run_id']}.tsv")
     facts.update(instance=kind, rep=rep, load=load, migrate_s=round(migrate_s, 2),
                  daemon_to_first_tick=facts["first_tick"] - t0, status=manifest_run.status.value)
     mismatch = verify(out, args.source_sums)

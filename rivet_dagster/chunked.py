@@ -63,6 +63,7 @@ from rivet_dagster.naming import (
     manifest_asset_key,
     pool_name,
 )
+from rivet_dagster.partition_lookups import cached_partition_lookups
 from rivet_dagster.partitions import chunk_partitions
 from rivet_dagster.store_clients import required_keys, with_store_clients
 
@@ -170,8 +171,9 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         context.log.info(f"chunk run {run.run_id}: exporting window(s) {', '.join(keys)} → {run.dest.uri}")
         # Each window's source fingerprint, taken before its read: the planner compares it
         # with the source on every tick and re-requests the window when it moved.
-        for window_key, fingerprint in run.fingerprints.items():
-            context.add_asset_metadata({FINGERPRINT_METADATA: fingerprint.text}, partition_key=window_key)
+        with cached_partition_lookups(context.instance):  # one range check, not one per window
+            for window_key, fingerprint in run.fingerprints.items():
+                context.add_asset_metadata({FINGERPRINT_METADATA: fingerprint.text}, partition_key=window_key)
         yield drift_result(exp, run.summary)
         try:
             run.extract()

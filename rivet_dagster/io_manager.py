@@ -45,6 +45,7 @@ from rivet_dagster.metadata import (
     standard_metadata,
     window_metadata,
 )
+from rivet_dagster.partition_lookups import cached_partition_lookups
 from rivet_dagster.partitions import sub_prefix_for_key
 
 
@@ -204,8 +205,10 @@ class RivetIOManager(dg.ConfigurableIOManager):
         # Each window's own rows, bytes and parts, scoped to its partition: Dagster lays
         # partition-scoped metadata over the output's on that partition's materialization
         # (one per window, also in a ranged run, whose single output covers them all).
-        for key, meta in window_metadata(run).items():
-            context.step_context.add_asset_metadata(meta, asset_key=context.asset_key, partition_key=key)
+        step = context.step_context
+        with cached_partition_lookups(step.instance):  # one range check, not one per window
+            for key, meta in window_metadata(run).items():
+                step.add_asset_metadata(meta, asset_key=context.asset_key, partition_key=key)
 
     def load_input(self, context: dg.InputContext) -> Any:
         upstream = context.upstream_output
