@@ -65,10 +65,21 @@ def _gcs_iceberg(tmp_path: Path, gcs: Any) -> dict[str, Any]:
             "iceberg": {"catalog_url": catalog, "namespace": "lake"}}
 
 
-@pytest.fixture(params=["delta-local", "iceberg-local", "delta-s3", "delta-gcs", "iceberg-gcs"])
+def _s3_iceberg(tmp_path: Path, s3: Any) -> dict[str, Any]:
+    """An Iceberg table on the S3 server; pyiceberg reads it with its own S3 settings."""
+    catalog = f"sqlite:///{tmp_path / 'catalog.db'}"
+    io = {"s3.endpoint": s3.endpoint, "s3.access-key-id": s3.access_key, "s3.secret-access-key": s3.secret_key,
+          "s3.region": "us-east-1"}
+    return {**_s3_delta(s3), "fmt": "iceberg", "catalog": catalog, "catalog_io": io,
+            "iceberg": {"catalog_url": catalog, "namespace": "lake"}}
+
+
+@pytest.fixture(params=["delta-local", "iceberg-local", "delta-s3", "iceberg-s3", "delta-gcs", "iceberg-gcs"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, Any]:
     if request.param == "delta-s3":
         return _s3_delta(request.getfixturevalue("s3"))
+    if request.param == "iceberg-s3":
+        return _s3_iceberg(tmp_path, request.getfixturevalue("s3"))
     if request.param == "delta-gcs":
         return _gcs_delta(request.getfixturevalue("gcs"))
     if request.param == "iceberg-gcs":
