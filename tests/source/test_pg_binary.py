@@ -267,3 +267,32 @@ def test_json_and_jsonb_read_as_text_by_override_stay_on_the_binary_path(
     assert binary.column("j").null_count == 2500 // 5 and binary.column("b").null_count == 2500 // 6
     assert_identical(binary, rows)
 
+
+
+def test_the_binary_path_is_used_when_psycopg2_loaded_its_own_libpq_first(pg_url):
+    """A Dagster run worker on dagster-postgres has psycopg2 loaded before the first read, and
+    psycopg2's wheel ships a libpq of its own: the C reader must still drive psycopg's
+    connection through psycopg's libpq (binary.py `_libpq_rank`), not fall back to ADBC."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO
+
+    child = (
+        "import psycopg2, psycopg2.extensions\n"  # its libpq is mapped first, as in a run worker
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.INFO, stream=sys.stdout, format='%(name)s %(message)s')\n"
+        "from rivet_core.source import open_source\n"
+        "from tests.source.test_pg_read_paths import TUNING\n"
+        "sql = 'SELECT g AS id, md5(g::text) AS t FROM generate_series(1, 2000) g'\n"
+        f"with open_source({pg_url!r}, TUNING) as session:\n"
+        "    schema = session.describe(sql, [])\n"
+        "    rows = sum(b.num_rows for b in session.stream(sql, [], schema, 500))\n"
+        "print('rows', rows)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", child], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert "rows 2000" in done.stdout
+    assert "rivet.source PG read path: binary" in done.stdout, done.stdout + done.stderr

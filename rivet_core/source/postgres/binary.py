@@ -174,12 +174,35 @@ def _load_libpq() -> Any:
             paths = sorted(set(re.findall(r"(/\S*/libpq[^/\s]*\.so[^/\s]*)", maps.read())))
     except OSError as exc:
         raise OSError("cannot list the loaded libraries (/proc/self/maps)") from exc
-    # psycopg[binary] ships its own libpq; prefer it over a system one loaded by others.
-    paths.sort(key=lambda p: "psycopg" not in p)
     if not paths:
         raise OSError("psycopg's libpq is not among the loaded libraries")
+    paths.sort(key=_libpq_rank)
     # RTLD_NOLOAD: the library psycopg already loaded, never a second copy.
     return ctypes.CDLL(paths[0], mode=getattr(os, "RTLD_NOLOAD", 0))
+
+
+def _libpq_rank(path: str) -> int:
+    """Which loaded libpq is psycopg's: 0 the one psycopg[binary] ships (its wheel's
+    `psycopg_binary.libs/`), 1 a system one (psycopg[c] links it), 2 any other wheel's copy.
+
+    Several can be loaded at once: a Dagster run worker on dagster-postgres loads psycopg2,
+    whose wheel ships its own libpq under `psycopg2_binary.libs/`. Taking that one (the old
+    rule only preferred paths naming "psycopg", and it sorts first) fails the ownership check
+    in `_usable_on`, and every read fell back to ADBC at about half the speed."""
+    own = _psycopg_binary_libs()
+    if own is not None and path.startswith(own):
+        return 0
+    return 2 if ".libs/" in path else 1
+
+
+def _psycopg_binary_libs() -> str | None:
+    """`…/site-packages/psycopg_binary.libs/` when psycopg runs on its binary wheel."""
+    if psycopg.pq.__impl__ != "binary":
+        return None
+    import psycopg_binary
+
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(psycopg_binary.__file__))),
+                        "psycopg_binary.libs") + "/"
 
 
 def _usable_on(conn: psycopg.Connection[Any]) -> str | None:
