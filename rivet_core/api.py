@@ -177,7 +177,7 @@ def schema_baselines(config: RivetConfig) -> dict[str, list[dict[str, str]]]:
     import json
     import sqlite3
 
-    from rivet_core.state.engine import state_url_for
+    from rivet_core.state.url import state_url_for
 
     try:
         if not state_url_for(config.config_path).startswith("sqlite"):

@@ -9,6 +9,7 @@ never wall-clock timings.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -22,9 +23,10 @@ from tests.helpers import REPO, write_config
 HEAVY = ("pyarrow", "pandas", "numpy", "boto3", "botocore", "sqlalchemy", "psycopg", "pymysql")
 
 
-def _pg_full_export(tmp_path: Path, pg_url: str, *statements: str) -> tuple[Path, Path]:
+def _pg_full_export(tmp_path: Path, pg_url: str, *statements: str, state_url: str | None = None) -> tuple[Path, Path]:
     """Table `t` made by `statements`, a full Parquet export `t` of it to `<tmp>/out`, and its
-    state store already created (as on every run but the first); (config path, output dir)."""
+    state store (beside the config, or at `state_url`) already created (as on every run but
+    the first); (config path, output dir)."""
     from rivet_core.state import StateStore
     from tests.helpers import pg_exec, source_block
 
@@ -33,7 +35,7 @@ def _pg_full_export(tmp_path: Path, pg_url: str, *statements: str) -> tuple[Path
     config = write_config(tmp_path, source_block(pg_url),
                           [{"name": "t", "table": "t", "mode": "full", "format": "parquet",
                             "destination": {"type": "local", "path": str(out)}}])
-    StateStore.open(config).close()
+    StateStore.open(config, state_url=state_url).close()
     return config, out
 
 
@@ -75,7 +77,7 @@ def test_loading_a_config_without_overrides_imports_no_arrow(tmp_path: Path) -> 
     code = f"from rivet_core.config import load_config\nload_config({str(config)!r}, {{}})\n"
     assert _loaded_after(code) == set()
     code += f"from rivet_core.state import StateStore\nStateStore.open({str(config)!r}).close()\n"
-    assert _loaded_after(code) == {"sqlalchemy"}
+    assert _loaded_after(code) == set()
 
 
 def test_column_overrides_still_map_to_arrow_types() -> None:
@@ -100,11 +102,12 @@ def test_api_keeps_exporting_the_destination_helpers() -> None:
 
 
 #: Never needed by `rivet run` of a Parquet export to a local destination (issue 16 items
-#: 2–3): pandas alone cost ~0.5 s of start-up and ~40 MB of peak RSS on that path; SQLAlchemy's
-#: PostgreSQL dialect is for a PostgreSQL state store only (state/schema.py `partial_indexes`);
-#: the chunked runner and its planning (11 modules) for `mode: chunked` only (pipeline/runner.py).
+#: 2–3): pandas alone cost ~0.5 s of start-up and ~40 MB of peak RSS on that path; SQLAlchemy
+#: (~0.15 s) is used by no part of rivet_core — the state store speaks sqlite3 and psycopg
+#: (state/database.py); the chunked runner and its planning (11 modules) for `mode: chunked`
+#: only (pipeline/runner.py).
 NOT_ON_RUN_PATH = ("pandas", "dagster", "duckdb", "boto3", "botocore", "google", "azure", "polars",
-                   "sqlalchemy.dialects.postgresql", "rivet_core.pipeline.chunked", "rivet_core.chunks")
+                   "sqlalchemy", "rivet_core.pipeline.chunked", "rivet_core.chunks")
 
 
 def test_a_parquet_export_imports_no_pandas_dagster_or_cloud_sdk(tmp_path: Path, pg_url: str) -> None:
@@ -141,21 +144,24 @@ def test_a_parquet_export_imports_no_pandas_dagster_or_cloud_sdk(tmp_path: Path,
 # ------------------------------------------------------------ state store open (issue 16 item 3)
 
 def _statements_of_open(config: Path, state_url: str | None = None) -> list[str]:
-    """Every SQL statement `StateStore.open` sends, recorded on all engines (class-level event)."""
-    import sqlalchemy as sa
-
+    """Every SQL statement `StateStore.open` sends through the store's SQL layer
+    (state/database.py `Transaction.execute`; BEGIN/COMMIT and the SQLite connection's
+    PRAGMAs are the layer's own and not listed)."""
     from rivet_core.state import StateStore
+    from rivet_core.state.database import Transaction
 
     sent: list[str] = []
+    execute = Transaction.execute
 
-    def record(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
-        sent.append(" ".join(statement.split()))
+    def record(self: Transaction, sql: str, params: object = None) -> object:
+        sent.append(" ".join(sql.split()))
+        return execute(self, sql, params)  # type: ignore[arg-type]
 
-    sa.event.listen(sa.engine.Engine, "before_cursor_execute", record)
+    Transaction.execute = record  # type: ignore[method-assign]
     try:
         StateStore.open(config, state_url=state_url).close()
     finally:
-        sa.event.remove(sa.engine.Engine, "before_cursor_execute", record)
+        Transaction.execute = execute  # type: ignore[method-assign]
     return sent
 
 
@@ -163,25 +169,21 @@ def _statements_of_open(config: Path, state_url: str | None = None) -> list[str]
 def test_opening_a_current_state_store_reads_its_version_once_and_nothing_else(
         backend: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every `rivet` process opens the store; once it is at SCHEMA_VERSION, the open is one
-    SELECT — no table-existence reflection, no DDL, no advisory lock (state/migrations.py)."""
-    from rivet_core.state import SCHEMA_VERSION, schema
+    SELECT — no table-existence check, no DDL, no advisory lock (state/migrations.py)."""
+    from rivet_core.state import SCHEMA_VERSION, StateStore
+    from rivet_core.state.migrations import VERSION_QUERY
 
     monkeypatch.delenv("RIVET_STATE_URL", raising=False)
     url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
     config = tmp_path / "rivet.yaml"
     first = _statements_of_open(config, url)  # a new store: the whole ladder
     assert any(s.startswith("CREATE TABLE") for s in first)
-    again = [s for s in _statements_of_open(config, url) if not s.upper().startswith(("PRAGMA", "BEGIN"))]
-    table = schema.schema_version.name
-    assert again == [f"SELECT max({table}.version) AS max_1 FROM {table}"], again
-    from rivet_core.state import StateStore
-
+    assert _statements_of_open(config, url) == [VERSION_QUERY]
+    assert VERSION_QUERY == "SELECT max(version) AS version FROM rivet_schema_version"
     store = StateStore.open(config, state_url=url)
     try:
-        with store.engine.connect() as conn:
-            import sqlalchemy as sa
-
-            assert conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar() == SCHEMA_VERSION
+        with store.database.transaction() as tx:
+            assert tx.execute(VERSION_QUERY).scalar() == SCHEMA_VERSION
     finally:
         store.close()
 
@@ -194,22 +196,21 @@ def _bare(sql: str) -> str:
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_a_new_state_store_still_gets_its_partial_unique_indexes(
         backend: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The two partial unique indexes are built on demand (schema.partial_indexes) rather than
-    at import; a store created by the migrations must have them, with their WHERE clause."""
-    import sqlalchemy as sa
-
+    """A store created by the migrations has the two partial unique indexes (state/schema.py),
+    with their WHERE clause: they, not a pre-check, keep one running projection per run and
+    one in-progress chunk run per export."""
     from rivet_core.state import StateStore
 
     monkeypatch.delenv("RIVET_STATE_URL", raising=False)
     url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
     store = StateStore.open(tmp_path / "rivet.yaml", state_url=url)
     try:
-        with store.engine.connect() as conn:
+        with store.database.transaction() as tx:
             if backend == "sqlite":
-                rows = conn.execute(sa.text("SELECT name, sql FROM sqlite_master WHERE type = 'index'")).all()
+                rows = tx.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index'").all()
             else:
-                rows = conn.execute(sa.text("SELECT indexname, indexdef FROM pg_indexes")).all()
-        found = {name: " ".join(sql.split()) for name, sql in rows if sql}
+                rows = tx.execute("SELECT indexname AS name, indexdef AS sql FROM pg_indexes").all()
+        found = {r["name"]: " ".join(r["sql"].split()) for r in rows if r["sql"]}
         assert "UNIQUE" in found["export_metrics_one_running_per_run"]
         assert "status = 'running'" in _bare(found["export_metrics_one_running_per_run"])
         assert "UNIQUE" in found["idx_chunk_run_one_inprogress"]
@@ -218,22 +219,21 @@ def test_a_new_state_store_still_gets_its_partial_unique_indexes(
         store.close()
 
 
-def test_a_sqlite_state_store_loads_no_postgresql_dialect(tmp_path: Path) -> None:
-    """Importing the state package and opening an existing SQLite store must not load
-    SQLAlchemy's PostgreSQL dialect (its package and drivers: 19 modules): index arguments
-    named for a dialect make SQLAlchemy import it (state/schema.py `partial_indexes`)."""
+def test_a_sqlite_state_store_loads_neither_sqlalchemy_nor_psycopg(tmp_path: Path) -> None:
+    """Importing the state package and opening an existing SQLite store needs the stdlib's
+    sqlite3 only (state/database.py): no SQLAlchemy, and psycopg is for a PostgreSQL store."""
     config = tmp_path / "rivet.yaml"
     from rivet_core.state import StateStore
 
     StateStore.open(config).close()  # created (and migrated) here, not in the probe
     code = ("import sys\nfrom rivet_core.state import StateStore\n"
             f"StateStore.open({str(config)!r}).close()\n"
-            "import json\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('sqlalchemy.dialects.'))))\n")
+            "import json\nprint(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('sqlalchemy', 'psycopg', 'sqlite3'))))\n")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert result.returncode == 0, result.stderr
     loaded = json.loads(result.stdout.strip().splitlines()[-1])
-    assert loaded and all(m.startswith("sqlalchemy.dialects.sqlite") or m == "sqlalchemy.dialects._typing"
-                          for m in loaded), loaded
+    assert loaded and all(m.startswith("sqlite3") for m in loaded), loaded
 
 
 # ------------------------------------------------- first source query before Arrow (issue 16 item 3)
@@ -289,3 +289,65 @@ def test_the_first_source_query_is_sent_before_pyarrow_is_imported(tmp_path: Pat
     table = pq.read_table(part)
     assert sorted(table.column("id").to_pylist()) == list(range(1, 201))
     assert table.column("amount").type == pa.decimal128(12, 2)
+
+
+# ------------------------------------------- first source query without SQLAlchemy (issue 16 item 3)
+
+#: Probe run in a fresh interpreter: wraps psycopg's `execute` and records, for the first
+#: statement on the SOURCE connection (application_name `rivet`, rivet_core/source/postgres/
+#: session.py), whether SQLAlchemy was loaded and how many statements the state store had sent
+#: by then on psycopg (a PostgreSQL store); then runs `rivet run` in-process.
+_NO_SQLALCHEMY_PROBE = """
+import json, sys
+import psycopg
+
+seen = {{"state_statements": 0}}
+for cls in (psycopg.Cursor, psycopg.ServerCursor):
+    def execute(self, *args, _orig=cls.execute, **kwargs):
+        if self.connection.info.parameter_status("application_name") != "rivet":
+            seen["state_statements"] += 1
+        elif "first_source_query" not in seen:
+            seen["first_source_query"] = {{"sqlalchemy": "sqlalchemy" in sys.modules,
+                                          "state_statements": seen["state_statements"]}}
+        return _orig(self, *args, **kwargs)
+    cls.execute = execute
+from rivet_core.cli import main
+try:
+    main(["run", "-c", {config!r}, "-e", "t"])
+except SystemExit as exc:
+    assert exc.code in (0, None), exc.code
+seen["sqlalchemy_at_exit"] = "sqlalchemy" in sys.modules
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_the_first_source_query_is_sent_without_sqlalchemy_loaded(
+        backend: str, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rivet run` takes the export lock in the state store before its first source query
+    (pipeline/job.py), so the store's library is on the start-up path: it is the stdlib's
+    sqlite3 or psycopg (state/database.py), never SQLAlchemy (~0.15 s of imports) — with the
+    SQLite store beside the config and with a PostgreSQL store from RIVET_STATE_URL. A stray
+    `import sqlalchemy` anywhere on the path would load it before the source saw a statement."""
+    import pyarrow.parquet as pq
+
+    from tests.helpers import data_files
+
+    monkeypatch.delenv("RIVET_STATE_URL", raising=False)
+    state_url = pg_url if backend == "postgresql" else None
+    config, out = _pg_full_export(
+        tmp_path, pg_url, "CREATE TABLE t (id bigint PRIMARY KEY, note text)",
+        "INSERT INTO t SELECT g, 'n' || g FROM generate_series(1, 100) g", state_url=state_url)
+    env = {**os.environ, **({"RIVET_STATE_URL": state_url} if state_url else {})}
+    result = subprocess.run([sys.executable, "-c", _NO_SQLALCHEMY_PROBE.format(config=str(config))],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    seen = json.loads(result.stdout.strip().splitlines()[-1])
+    assert seen["first_source_query"]["sqlalchemy"] is False, seen
+    assert seen["sqlalchemy_at_exit"] is False, seen
+    if backend == "postgresql":  # the store was really on psycopg, and locked the export first
+        assert seen["first_source_query"]["state_statements"] > 0, seen
+    else:
+        assert seen["state_statements"] == 0, seen
+    [part] = data_files(out)
+    assert sorted(pq.read_table(part).column("id").to_pylist()) == list(range(1, 101))

@@ -393,14 +393,13 @@ def check_state(config: Any) -> Check:
         problem, _hint = _split(_message(exc))
         return Check(label, False, problem, fix, transient=getattr(exc, "exit_code", 1) == 2)
     try:
-        assert_writable(store.engine, store.url)
+        assert_writable(store.database, store.url)
     except RivetError as exc:  # the run's own verdict: read-only / no privilege / locked
         problem, hint = _split(_message(exc))
         hint = (hint or "").removesuffix(" (nothing was exported)") or fix
         return Check(label, False, problem, hint, transient=exc.exit_code == 2)
     except Exception as exc:  # error boundary: a [FAIL] line
-        cause = getattr(exc, "orig", None) or exc
-        return Check(label, False, f"{store.url} is not writable ({_message(cause)})", fix)
+        return Check(label, False, f"{store.url} is not writable ({_message(exc)})", fix)
     finally:
         store.close()
     return Check(label, True, f"{store.url}: opened, schema current, writable (probe changed nothing)")

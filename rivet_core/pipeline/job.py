@@ -119,7 +119,7 @@ class ExportRun:
             # exit 2) here, having read and written nothing.
             if self.lock_mode is not None:
                 # A store that cannot record the outcome must not let the run publish.
-                assert_writable(self.state.engine, self.state.url)
+                assert_writable(self.state.database, self.state.url)
                 self.export_lock = self.state.acquire_export_lock(
                     export.name, mode=self.lock_mode,
                     window_label=self.options.window.label if self.options.window else None,

@@ -1,10 +1,10 @@
-"""Shared base of the state-store mixins: the engine and a UTC clock."""
+"""Shared base of the state-store mixins: the database and a UTC clock."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import sqlalchemy as sa
+from rivet_core.state.database import StateDatabase
 
 
 def utc_now_text() -> str:
@@ -13,4 +13,4 @@ def utc_now_text() -> str:
 
 
 class StoreBase:
-    engine: sa.Engine
+    database: StateDatabase

@@ -4,24 +4,21 @@ from __future__ import annotations
 
 import json
 
-import sqlalchemy as sa
-
 from rivet_core.state._base import StoreBase, utc_now_text
-from rivet_core.state.schema import export_schema
 
 
 class SchemaBaselineStore(StoreBase):
     def get_schema_baseline(self, export_name: str) -> list[dict[str, str]] | None:
-        with self.engine.begin() as conn:
-            raw = conn.execute(sa.select(export_schema.c.columns_json).where(
-                export_schema.c.export_name == export_name)).scalar()
+        with self.database.transaction() as tx:
+            raw = tx.execute("SELECT columns_json FROM export_schema WHERE export_name = :export_name",
+                             {"export_name": export_name}).scalar()
         return json.loads(raw) if raw else None
 
     def put_schema_baseline(self, export_name: str, columns: list[dict[str, str]]) -> None:
-        payload, now = json.dumps(columns), utc_now_text()
-        with self.engine.begin() as conn:
-            n = conn.execute(export_schema.update().where(export_schema.c.export_name == export_name)
-                             .values(columns_json=payload, updated_at=now)).rowcount
+        row = {"export_name": export_name, "columns_json": json.dumps(columns), "updated_at": utc_now_text()}
+        with self.database.transaction() as tx:
+            n = tx.execute("UPDATE export_schema SET columns_json = :columns_json, updated_at = :updated_at "
+                           "WHERE export_name = :export_name", row).rowcount
             if not n:
-                conn.execute(export_schema.insert().values(
-                    export_name=export_name, columns_json=payload, updated_at=now))
+                tx.execute("INSERT INTO export_schema (export_name, columns_json, updated_at) "
+                           "VALUES (:export_name, :columns_json, :updated_at)", row)

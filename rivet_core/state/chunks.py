@@ -4,7 +4,7 @@ A checkpointed chunked run is one `chunk_run` row plus one `chunk_task` row per 
 Workers — threads, processes, or an orchestrator's runs on other machines — share it only
 through these operations, each ONE transaction:
 
-- SQLite: every transaction starts with `BEGIN IMMEDIATE` (engine.py), i.e. it holds the
+- SQLite: every transaction starts with `BEGIN IMMEDIATE` (database.py), i.e. it holds the
   database write lock from its first statement, so a select-then-update is atomic across
   processes.
 - PostgreSQL: a claim locks the chosen task row with `FOR UPDATE OF chunk_task SKIP LOCKED`
@@ -40,11 +40,10 @@ import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 from rivet_core.errors import ConfigError
 from rivet_core.state._base import StoreBase, utc_now_text
-from rivet_core.state.schema import chunk_run, chunk_task
+from rivet_core.state.database import Transaction, in_list
+from rivet_core.state.schema import chunk_run, chunk_task, insert_sql
 
 #: (chunk_index, start_key, end_key, window_key)
 ChunkTaskSpec = tuple[int, "str | None", "str | None", str]
@@ -128,20 +127,24 @@ class ChunkRunIncomplete(RuntimeError):
         self.not_completed = not_done
 
 
-_RUN_COLUMNS = [chunk_run.c[name] for name in ChunkRunRow.__dataclass_fields__]
-_TASK_COLUMNS = [chunk_task.c[name] for name in ChunkTaskRow.__dataclass_fields__]
-_CLAIMABLE = sa.or_(
-    chunk_task.c.status == "pending",
-    sa.and_(chunk_task.c.status == "failed", chunk_task.c.attempts < chunk_run.c.max_chunk_attempts),
-)
+_RUN_COLUMNS = ", ".join(ChunkRunRow.__dataclass_fields__)
+_TASK_COLUMNS = ", ".join(ChunkTaskRow.__dataclass_fields__)
+_SELECT_RUNS = f"SELECT {_RUN_COLUMNS} FROM chunk_run"
+_SELECT_TASKS = f"SELECT {_TASK_COLUMNS} FROM chunk_task"
+#: A claimable task (I5): pending, or failed with attempts left (chunk_run joined for the budget).
+_CLAIMABLE = ("(chunk_task.status = 'pending' OR (chunk_task.status = 'failed' "
+              "AND chunk_task.attempts < chunk_run.max_chunk_attempts))")
+_ONE_TASK = "run_id = :run_id AND chunk_index = :chunk_index"
+#: The run's attempt budget, as a value an UPDATE of its tasks can set (all attempts spent).
+_RUN_BUDGET = "(SELECT max_chunk_attempts FROM chunk_run WHERE chunk_run.run_id = :run_id)"
 
 
-def _run_row(row: sa.RowMapping) -> ChunkRunRow:
-    return ChunkRunRow(**{k: row[k] for k in ChunkRunRow.__dataclass_fields__})
+def _run_row(row: dict) -> ChunkRunRow:
+    return ChunkRunRow(**row)
 
 
-def _task_row(row: sa.RowMapping) -> ChunkTaskRow:
-    return ChunkTaskRow(**{k: row[k] for k in ChunkTaskRow.__dataclass_fields__})
+def _task_row(row: dict) -> ChunkTaskRow:
+    return ChunkTaskRow(**row)
 
 
 def _task_values(run_id: str, tasks: Iterable[ChunkTaskSpec], now: str) -> list[dict]:
@@ -152,12 +155,16 @@ def _task_values(run_id: str, tasks: Iterable[ChunkTaskSpec], now: str) -> list[
     return values
 
 
-def _lock_run(conn: sa.Connection, run_id: str, *, exclusive: bool) -> ChunkRunRow | None:
+def _insert_tasks(tx: Transaction, values: list[dict]) -> None:
+    """One executemany: every row has the same keys."""
+    tx.executemany(insert_sql(chunk_task, tuple(values[0])), values)
+
+
+def _lock_run(tx: Transaction, run_id: str, *, exclusive: bool) -> ChunkRunRow | None:
     """Read the run row, locking it on PostgreSQL (share: many holders; exclusive: finalize).
     On SQLite the BEGIN IMMEDIATE transaction already excludes every other writer."""
-    q = sa.select(*_RUN_COLUMNS).where(chunk_run.c.run_id == run_id)
-    q = q.with_for_update(read=not exclusive)  # SQLite renders no locking clause
-    row = conn.execute(q).mappings().first()
+    row = tx.execute(f"{_SELECT_RUNS} WHERE run_id = :run_id" + tx.locking("FOR UPDATE" if exclusive else "FOR SHARE"),
+                     {"run_id": run_id}).first()
     return _run_row(row) if row else None
 
 
@@ -180,47 +187,47 @@ class ChunkStore(StoreBase):
             raise ValueError(f"max_chunk_attempts must be at least 1, got {max_chunk_attempts}")
         now = utc_now_text()
         try:
-            with self.engine.begin() as conn:
-                other = conn.execute(sa.select(chunk_run.c.run_id).where(
-                    (chunk_run.c.export_name == export_name) & (chunk_run.c.status == "in_progress"))).scalar()
+            with self.database.transaction() as tx:
+                other = tx.execute("SELECT run_id FROM chunk_run WHERE export_name = :export_name "
+                                   "AND status = 'in_progress'", {"export_name": export_name}).scalar()
                 if other is not None:
                     raise ChunkRunInProgress.for_run(export_name, other)
-                conn.execute(chunk_run.insert().values(
-                    run_id=run_id, export_name=export_name, plan_hash=plan_hash, status="in_progress",
-                    max_chunk_attempts=int(max_chunk_attempts), strategy=strategy, chunk_column=chunk_column,
-                    chunk_size=chunk_size, created_at=now, updated_at=now))
+                run = dict(run_id=run_id, export_name=export_name, plan_hash=plan_hash, status="in_progress",
+                           max_chunk_attempts=int(max_chunk_attempts), strategy=strategy,
+                           chunk_column=chunk_column, chunk_size=chunk_size, created_at=now, updated_at=now)
+                tx.execute(insert_sql(chunk_run, tuple(run)), run)
                 values = _task_values(run_id, tasks, now)
-                for value in values:  # every row the same keys: one executemany
+                for value in values:
                     carried = (completed or {}).get(value["chunk_index"])
                     value.update(rows_written=None, file_name=None)
                     if carried is not None:
                         value.update(status="completed", rows_written=int(carried[0]), file_name=carried[1])
                 if values:
-                    conn.execute(chunk_task.insert(), values)
-        except sa.exc.IntegrityError:
+                    _insert_tasks(tx, values)
+        except self.database.IntegrityError:
             winner = self.find_in_progress_chunk_run(export_name)
             if winner is not None and winner.run_id != run_id:
                 raise ChunkRunInProgress.for_run(export_name, winner.run_id) from None
             raise
 
     def find_in_progress_chunk_run(self, export_name: str) -> ChunkRunRow | None:
-        return self._one_run(sa.select(*_RUN_COLUMNS).where(
-            (chunk_run.c.export_name == export_name) & (chunk_run.c.status == "in_progress"))
-            .order_by(chunk_run.c.created_at.desc(), chunk_run.c.run_id.desc()).limit(1))
+        return self._one_run(f"{_SELECT_RUNS} WHERE export_name = :export_name AND status = 'in_progress' "
+                             "ORDER BY created_at DESC, run_id DESC LIMIT 1", {"export_name": export_name})
 
     def get_latest_chunk_run(self, export_name: str) -> ChunkRunRow | None:
-        return self._one_run(sa.select(*_RUN_COLUMNS).where(chunk_run.c.export_name == export_name)
-                             .order_by(chunk_run.c.updated_at.desc(), chunk_run.c.created_at.desc(),
-                                       chunk_run.c.run_id.desc()).limit(1))
+        return self._one_run(f"{_SELECT_RUNS} WHERE export_name = :export_name "
+                             "ORDER BY updated_at DESC, created_at DESC, run_id DESC LIMIT 1",
+                             {"export_name": export_name})
 
     def get_chunk_run(self, run_id: str) -> ChunkRunRow | None:
-        return self._one_run(sa.select(*_RUN_COLUMNS).where(chunk_run.c.run_id == run_id))
+        return self._one_run(f"{_SELECT_RUNS} WHERE run_id = :run_id", {"run_id": run_id})
 
     def list_chunk_runs(self, export_name: str, last: int = 10) -> list[ChunkRunRow]:
-        q = (sa.select(*_RUN_COLUMNS).where(chunk_run.c.export_name == export_name)
-             .order_by(chunk_run.c.created_at.desc(), chunk_run.c.run_id.desc()).limit(last))
-        with self.engine.begin() as conn:
-            return [_run_row(r) for r in conn.execute(q).mappings()]
+        with self.database.transaction() as tx:
+            rows = tx.execute(f"{_SELECT_RUNS} WHERE export_name = :export_name "
+                              "ORDER BY created_at DESC, run_id DESC LIMIT :last",
+                              {"export_name": export_name, "last": last}).all()
+        return [_run_row(r) for r in rows]
 
     def finalize_chunk_run_completed(self, run_id: str) -> bool:
         """Mark the run completed — only if every task is completed (I6). The count and the
@@ -231,8 +238,8 @@ class ChunkStore(StoreBase):
         Returns True only for the call that made the transition: of two finalizers racing
         (two `<export>_manifest` runs), exactly one gets True and publishes; the other sees the
         run completed once it gets the row lock (or the write lock on SQLite) and gets False."""
-        with self.engine.begin() as conn:
-            run = _lock_run(conn, run_id, exclusive=True)
+        with self.database.transaction() as tx:
+            run = _lock_run(tx, run_id, exclusive=True)
             if run is None:
                 raise LookupError(f"cannot finalize chunk run {run_id}: no such run in the checkpoint")
             if run.status == "completed":
@@ -240,55 +247,53 @@ class ChunkStore(StoreBase):
             if run.status != "in_progress":
                 raise RuntimeError(f"cannot finalize chunk run {run_id} of export '{run.export_name}': "
                                    f"it is {run.status}, not in progress")
-            counts = dict(conn.execute(
-                sa.select(chunk_task.c.status, sa.func.count()).where(chunk_task.c.run_id == run_id)
-                .group_by(chunk_task.c.status)).all())
+            counts = {r["status"]: int(r["n"]) for r in tx.execute(
+                "SELECT status, count(*) AS n FROM chunk_task WHERE run_id = :run_id GROUP BY status",
+                {"run_id": run_id}).all()}
             if any(n for status, n in counts.items() if status != "completed"):
                 raise ChunkRunIncomplete(run, counts)
-            n = conn.execute(chunk_run.update().where(
-                (chunk_run.c.run_id == run_id) & (chunk_run.c.status == "in_progress"))
-                .values(status="completed", updated_at=utc_now_text())).rowcount
+            n = tx.execute("UPDATE chunk_run SET status = 'completed', updated_at = :now "
+                           "WHERE run_id = :run_id AND status = 'in_progress'",
+                           {"run_id": run_id, "now": utc_now_text()}).rowcount
             return n == 1
 
     def mark_chunk_run_interrupted(self, run_id: str) -> None:
         """in_progress → interrupted (frees the export for a fresh run; never resumable)."""
-        with self.engine.begin() as conn:
-            conn.execute(chunk_run.update().where(
-                (chunk_run.c.run_id == run_id) & (chunk_run.c.status == "in_progress"))
-                .values(status="interrupted", updated_at=utc_now_text()))
+        with self.database.transaction() as tx:
+            tx.execute("UPDATE chunk_run SET status = 'interrupted', updated_at = :now "
+                       "WHERE run_id = :run_id AND status = 'in_progress'", {"run_id": run_id, "now": utc_now_text()})
 
     def withdraw_chunk_run(self, run_id: str, reason: str) -> int:
         """A gate failed after windows were written (pipeline/chunk_withdraw.py): the run
         (in progress or just completed) → interrupted, so it is never resumed nor continued,
         and each completed task → failed with `reason` as its last_error and its attempt
         budget spent. One transaction; returns how many tasks were withdrawn."""
-        now = utc_now_text()
-        with self.engine.begin() as conn:
-            conn.execute(chunk_run.update().where(
-                (chunk_run.c.run_id == run_id) & chunk_run.c.status.in_(("in_progress", "completed")))
-                .values(status="interrupted", updated_at=now))
-            spent = sa.select(chunk_run.c.max_chunk_attempts).where(chunk_run.c.run_id == run_id).scalar_subquery()
-            return conn.execute(chunk_task.update().where(
-                (chunk_task.c.run_id == run_id) & (chunk_task.c.status == "completed"))
-                .values(status="failed", last_error=reason[:2000], attempts=spent, updated_at=now)).rowcount
+        params = {"run_id": run_id, "now": utc_now_text(), "reason": reason[:2000]}
+        with self.database.transaction() as tx:
+            tx.execute("UPDATE chunk_run SET status = 'interrupted', updated_at = :now "
+                       "WHERE run_id = :run_id AND status IN ('in_progress', 'completed')", params)
+            return tx.execute(f"UPDATE chunk_task SET status = 'failed', last_error = :reason, "
+                              f"attempts = {_RUN_BUDGET}, updated_at = :now "
+                              "WHERE run_id = :run_id AND status = 'completed'", params).rowcount
 
     def reset_chunk_checkpoint(self, export_name: str, *, stuck_only: bool = False,
                                failed_only: bool = False) -> int:
         """Delete chunk runs of the export and their tasks; returns how many runs were deleted.
         stuck_only: only in-progress runs. failed_only: only runs with at least one failed task.
         Both: in-progress runs with a failed task."""
-        q = sa.select(chunk_run.c.run_id).where(chunk_run.c.export_name == export_name)
+        q = "SELECT run_id FROM chunk_run WHERE export_name = :export_name"
         if stuck_only:
-            q = q.where(chunk_run.c.status == "in_progress")
+            q += " AND status = 'in_progress'"
         if failed_only:
-            q = q.where(sa.exists().where(
-                (chunk_task.c.run_id == chunk_run.c.run_id) & (chunk_task.c.status == "failed")))
-        with self.engine.begin() as conn:
-            run_ids = list(conn.execute(q).scalars())
+            q += (" AND EXISTS (SELECT 1 FROM chunk_task WHERE chunk_task.run_id = chunk_run.run_id "
+                  "AND chunk_task.status = 'failed')")
+        with self.database.transaction() as tx:
+            run_ids = tx.execute(q, {"export_name": export_name}).scalars()
             if not run_ids:
                 return 0
-            conn.execute(chunk_task.delete().where(chunk_task.c.run_id.in_(run_ids)))
-            return conn.execute(chunk_run.delete().where(chunk_run.c.run_id.in_(run_ids))).rowcount
+            ids, params = in_list("run_id", run_ids)
+            tx.execute(f"DELETE FROM chunk_task WHERE run_id IN {ids}", params)
+            return tx.execute(f"DELETE FROM chunk_run WHERE run_id IN {ids}", params).rowcount
 
     # ----------------------------------------------------------------- tasks
     def add_chunk_tasks(self, run_id: str, tasks: Sequence[ChunkTaskSpec]) -> int:
@@ -297,23 +302,24 @@ class ChunkStore(StoreBase):
         is identified by its key; two planners may number a new window alike), are skipped;
         returns how many tasks were added."""
         now = utc_now_text()
-        with self.engine.begin() as conn:
-            run = _lock_run(conn, run_id, exclusive=True)  # serializes two planners of one run
+        with self.database.transaction() as tx:
+            run = _lock_run(tx, run_id, exclusive=True)  # serializes two planners of one run
             if run is None or run.status != "in_progress":
                 state = "does not exist" if run is None else f"is {run.status}"
                 raise RuntimeError(f"cannot add chunk tasks to run {run_id}: it {state} (must be in progress)")
-            rows = conn.execute(sa.select(chunk_task.c.chunk_index, chunk_task.c.window_key)
-                                .where(chunk_task.c.run_id == run_id)).all()
-            existing = {int(r.chunk_index) for r in rows}
-            keys = {r.window_key for r in rows}
+            rows = tx.execute("SELECT chunk_index, window_key FROM chunk_task WHERE run_id = :run_id",
+                              {"run_id": run_id}).all()
+            existing = {int(r["chunk_index"]) for r in rows}
+            keys = {r["window_key"] for r in rows}
             fresh: dict[int, ChunkTaskSpec] = {}
             for spec in tasks:
                 if int(spec[0]) not in existing and spec[3] not in keys:
                     fresh.setdefault(int(spec[0]), spec)
                     keys.add(spec[3])
             if fresh:
-                conn.execute(chunk_task.insert(), _task_values(run_id, fresh.values(), now))
-                conn.execute(chunk_run.update().where(chunk_run.c.run_id == run_id).values(updated_at=now))
+                _insert_tasks(tx, _task_values(run_id, fresh.values(), now))
+                tx.execute("UPDATE chunk_run SET updated_at = :now WHERE run_id = :run_id",
+                           {"run_id": run_id, "now": now})
             return len(fresh)
 
     def claim_next_chunk_task(self, run_id: str, worker: str | None = None) -> ChunkTaskRow | None:
@@ -321,17 +327,15 @@ class ChunkStore(StoreBase):
         or `failed` with attempts < max_chunk_attempts (I5: never a completed or running one).
         Sets running, attempts + 1, worker. None when nothing is claimable right now."""
         now = utc_now_text()
-        with self.engine.begin() as conn:
-            task_id = conn.execute(
-                sa.select(chunk_task.c.id)
-                .select_from(chunk_task.join(chunk_run, chunk_run.c.run_id == chunk_task.c.run_id))
-                .where((chunk_task.c.run_id == run_id) & (chunk_run.c.status == "in_progress") & _CLAIMABLE)
-                .order_by(chunk_task.c.chunk_index).limit(1)
-                .with_for_update(of=chunk_task, skip_locked=True)
-            ).scalar()
+        with self.database.transaction() as tx:
+            task_id = tx.execute(
+                "SELECT chunk_task.id FROM chunk_task JOIN chunk_run ON chunk_run.run_id = chunk_task.run_id "
+                f"WHERE chunk_task.run_id = :run_id AND chunk_run.status = 'in_progress' AND {_CLAIMABLE} "
+                "ORDER BY chunk_task.chunk_index LIMIT 1" + tx.locking("FOR UPDATE OF chunk_task SKIP LOCKED"),
+                {"run_id": run_id}).scalar()
             if task_id is None:
                 return None
-            return self._mark_running(conn, task_id, worker, now)
+            return self._mark_running(tx, task_id, worker, now)
 
     def claim_chunk_task(self, run_id: str, chunk_index: int, worker: str | None = None, *,
                          reclaim_from: str | None = None, fresh_budget: bool = False) -> ChunkTaskRow | None:
@@ -349,42 +353,41 @@ class ChunkStore(StoreBase):
         `fresh_budget`: a failed task whose attempts are used up is claimable too, with its
         attempts reset first (a deliberate re-run is the orchestrated form of resume)."""
         now = utc_now_text()
-        with self.engine.begin() as conn:
-            run = _lock_run(conn, run_id, exclusive=False)  # completed → running must not race finalize
+        with self.database.transaction() as tx:
+            run = _lock_run(tx, run_id, exclusive=False)  # completed → running must not race finalize
             if run is None or run.status != "in_progress":
                 return None
-            task = conn.execute(
-                sa.select(chunk_task.c.id, chunk_task.c.status, chunk_task.c.attempts, chunk_task.c.worker)
-                .where((chunk_task.c.run_id == run_id) & (chunk_task.c.chunk_index == int(chunk_index)))
-                .with_for_update(skip_locked=True)
-            ).first()
+            task = tx.execute(f"SELECT id, status, attempts, worker FROM chunk_task WHERE {_ONE_TASK}"
+                              + tx.locking("FOR UPDATE SKIP LOCKED"),
+                              {"run_id": run_id, "chunk_index": int(chunk_index)}).first()
             if task is None:
                 return None
-            if task.status == "running":
-                if reclaim_from is None or task.worker != reclaim_from:
+            one = {"id": task["id"]}
+            if task["status"] == "running":
+                if reclaim_from is None or task["worker"] != reclaim_from:
                     return None
-                conn.execute(chunk_task.update().where(
-                    (chunk_task.c.id == task.id) & (chunk_task.c.status == "running")
-                    & (chunk_task.c.worker == reclaim_from)).values(status="pending", worker=None))
-            elif task.status == "failed" and task.attempts >= run.max_chunk_attempts:
+                tx.execute("UPDATE chunk_task SET status = 'pending', worker = NULL "
+                           "WHERE id = :id AND status = 'running' AND worker = :reclaim_from",
+                           {**one, "reclaim_from": reclaim_from})
+            elif task["status"] == "failed" and task["attempts"] >= run.max_chunk_attempts:
                 if not fresh_budget:
                     return None
-                conn.execute(chunk_task.update().where(chunk_task.c.id == task.id).values(attempts=0))
-            if task.status == "completed":  # a deliberate re-run: a fresh attempt budget
-                conn.execute(chunk_task.update().where(chunk_task.c.id == task.id).values(attempts=0))
-            return self._mark_running(conn, task.id, worker, now)
+                tx.execute("UPDATE chunk_task SET attempts = 0 WHERE id = :id", one)
+            if task["status"] == "completed":  # a deliberate re-run: a fresh attempt budget
+                tx.execute("UPDATE chunk_task SET attempts = 0 WHERE id = :id", one)
+            return self._mark_running(tx, task["id"], worker, now)
 
     @staticmethod
-    def _mark_running(conn: sa.Connection, task_id: int, worker: str | None, now: str) -> ChunkTaskRow | None:
-        claimed = conn.execute(
-            chunk_task.update()
-            .where((chunk_task.c.id == task_id) & (chunk_task.c.status != "running"))
-            .values(status="running", attempts=chunk_task.c.attempts + 1, worker=worker, updated_at=now,
-                    worker_pid=os.getpid(), worker_host=socket.gethostname())
+    def _mark_running(tx: Transaction, task_id: int, worker: str | None, now: str) -> ChunkTaskRow | None:
+        claimed = tx.execute(
+            "UPDATE chunk_task SET status = 'running', attempts = attempts + 1, worker = :worker, "
+            "updated_at = :now, worker_pid = :pid, worker_host = :host WHERE id = :id AND status != 'running'",
+            {"id": task_id, "worker": worker, "now": now, "pid": os.getpid(), "host": socket.gethostname()}
         ).rowcount
         if claimed != 1:  # defensive: the row lock / write lock makes this unreachable
             return None
-        row = conn.execute(sa.select(*_TASK_COLUMNS).where(chunk_task.c.id == task_id)).mappings().one()
+        row = tx.execute(f"{_SELECT_TASKS} WHERE id = :id", {"id": task_id}).first()
+        assert row is not None  # updated in this transaction
         return _task_row(row)
 
     def complete_chunk_task(self, run_id: str, chunk_index: int, rows_written: int, file_name: str | None,
@@ -393,137 +396,130 @@ class ChunkStore(StoreBase):
         None when the window produced no file), last_error NULL. Raises ChunkTaskNotRunning if
         the task is not running (or, when `worker` is given, is running for another worker):
         a stale worker must not overwrite a task that was reset or re-claimed."""
-        self._finish_running(run_id, chunk_index, worker, "complete", dict(
-            status="completed", rows_written=int(rows_written), file_name=file_name, last_error=None))
+        self._finish_running(run_id, chunk_index, worker, "complete",
+                             "status = 'completed', rows_written = :rows_written, file_name = :file_name, "
+                             "last_error = NULL", {"rows_written": int(rows_written), "file_name": file_name})
 
     def fail_chunk_task(self, run_id: str, chunk_index: int, error: str, retryable: bool,
                         *, worker: str | None = None) -> None:
         """running → failed, last_error = error (the caller has redacted it). Not retryable:
         attempts = max_chunk_attempts, so it is never claimed again until a resume resets it.
         Raises ChunkTaskNotRunning like complete_chunk_task (never turns a completed task failed)."""
-        values: dict = dict(status="failed", last_error=error)
+        assignments = "status = 'failed', last_error = :error"
         if not retryable:
-            values["attempts"] = (sa.select(chunk_run.c.max_chunk_attempts)
-                                  .where(chunk_run.c.run_id == run_id).scalar_subquery())
-        self._finish_running(run_id, chunk_index, worker, "fail", values)
+            assignments += f", attempts = {_RUN_BUDGET}"
+        self._finish_running(run_id, chunk_index, worker, "fail", assignments, {"error": error})
 
-    def _finish_running(self, run_id: str, chunk_index: int, worker: str | None, verb: str, values: dict) -> None:
-        where = ((chunk_task.c.run_id == run_id) & (chunk_task.c.chunk_index == int(chunk_index))
-                 & (chunk_task.c.status == "running"))
-        if worker is not None:
-            where &= chunk_task.c.worker == worker
-        with self.engine.begin() as conn:
-            n = conn.execute(chunk_task.update().where(where).values(updated_at=utc_now_text(), **values)).rowcount
+    def _finish_running(self, run_id: str, chunk_index: int, worker: str | None, verb: str,
+                        assignments: str, values: dict) -> None:
+        params = {**values, "run_id": run_id, "chunk_index": int(chunk_index), "worker": worker,
+                  "now": utc_now_text()}
+        where = f"{_ONE_TASK} AND status = 'running'" + (" AND worker = :worker" if worker is not None else "")
+        with self.database.transaction() as tx:
+            n = tx.execute(f"UPDATE chunk_task SET {assignments}, updated_at = :now WHERE {where}", params).rowcount
             if n == 1:
                 return
-            current = conn.execute(sa.select(chunk_task.c.status, chunk_task.c.worker).where(
-                (chunk_task.c.run_id == run_id) & (chunk_task.c.chunk_index == int(chunk_index)))).first()
+            current = tx.execute(f"SELECT status, worker FROM chunk_task WHERE {_ONE_TASK}", params).first()
         if current is None:
             raise ChunkTaskNotRunning(f"cannot {verb} chunk {chunk_index} of run {run_id}: no such task")
-        owner = f" by worker {current.worker!r}" if current.status == "running" and current.worker else ""
+        owner = f" by worker {current['worker']!r}" if current["status"] == "running" and current["worker"] else ""
         raise ChunkTaskNotRunning(
-            f"cannot {verb} chunk {chunk_index} of run {run_id}: it is {current.status}{owner}, "
+            f"cannot {verb} chunk {chunk_index} of run {run_id}: it is {current['status']}{owner}, "
             f"not running for this worker — it was reset or claimed again; this result is discarded")
 
     def reset_stale_running_chunk_tasks(self, run_id: str) -> int:
         """running → pending (resume after a crash: nobody is working on them any more)."""
-        return self._reset(run_id, chunk_task.c.status == "running", dict(status="pending", worker=None))
+        return self._reset(run_id, "status = 'running'", "status = 'pending', worker = NULL")
 
     def reset_failed_chunk_tasks_for_resume(self, run_id: str) -> int:
         """failed → pending with attempts 0 (an explicit --resume gives pinned chunks a fresh
         budget); completed and pending tasks are untouched."""
-        return self._reset(run_id, chunk_task.c.status == "failed",
-                           dict(status="pending", attempts=0, worker=None))
+        return self._reset(run_id, "status = 'failed'", "status = 'pending', attempts = 0, worker = NULL")
 
     def reset_chunk_task_for_re_export(self, run_id: str, chunk_index: int, reason: str) -> None:
         """completed → pending, attempts 0, file_name/rows_written NULL, last_error = reason
         (resume found its part missing or divergent: M8 rewrite/quarantine). A task that is not
         completed is left alone (it will be exported anyway); an unknown task raises LookupError,
         and a run that is not in progress RuntimeError (a finalized run stays fully completed, I6)."""
-        now = utc_now_text()
-        with self.engine.begin() as conn:
-            run = _lock_run(conn, run_id, exclusive=False)
+        params = {"run_id": run_id, "chunk_index": int(chunk_index), "reason": reason, "now": utc_now_text()}
+        with self.database.transaction() as tx:
+            run = _lock_run(tx, run_id, exclusive=False)
             if run is None or run.status != "in_progress":
                 state = "does not exist" if run is None else f"is {run.status}"
                 raise RuntimeError(f"cannot reset chunk {chunk_index} of run {run_id} for re-export: "
                                    f"the run {state} (must be in progress)")
-            n = conn.execute(chunk_task.update().where(
-                (chunk_task.c.run_id == run_id) & (chunk_task.c.chunk_index == int(chunk_index))
-                & (chunk_task.c.status == "completed")
-            ).values(status="pending", attempts=0, file_name=None, rows_written=None, last_error=reason,
-                     worker=None, updated_at=now)).rowcount
-            if n == 0 and conn.execute(sa.select(chunk_task.c.id).where(
-                    (chunk_task.c.run_id == run_id) & (chunk_task.c.chunk_index == int(chunk_index)))).first() is None:
+            n = tx.execute("UPDATE chunk_task SET status = 'pending', attempts = 0, file_name = NULL, "
+                           "rows_written = NULL, last_error = :reason, worker = NULL, updated_at = :now "
+                           f"WHERE {_ONE_TASK} AND status = 'completed'", params).rowcount
+            if n == 0 and tx.execute(f"SELECT id FROM chunk_task WHERE {_ONE_TASK}", params).first() is None:
                 raise LookupError(f"chunk {chunk_index} of run {run_id} does not exist")
 
-    def _reset(self, run_id: str, which: sa.ColumnElement[bool], values: dict) -> int:
-        with self.engine.begin() as conn:
-            return conn.execute(chunk_task.update().where((chunk_task.c.run_id == run_id) & which)
-                                .values(updated_at=utc_now_text(), **values)).rowcount
+    def _reset(self, run_id: str, which: str, assignments: str) -> int:
+        with self.database.transaction() as tx:
+            return tx.execute(f"UPDATE chunk_task SET {assignments}, updated_at = :now "
+                              f"WHERE run_id = :run_id AND {which}",
+                              {"run_id": run_id, "now": utc_now_text()}).rowcount
 
     # --------------------------------------------------------------- readers
     def count_chunk_tasks_not_completed(self, run_id: str) -> int:
-        return self._count(run_id, chunk_task.c.status != "completed")
+        return self._count(run_id, " AND status != 'completed'")
 
     def count_chunk_tasks(self, run_id: str) -> int:
-        return self._count(run_id, sa.true())
+        return self._count(run_id, "")
 
     def list_chunk_tasks(self, run_id: str) -> list[ChunkTaskRow]:
-        q = sa.select(*_TASK_COLUMNS).where(chunk_task.c.run_id == run_id).order_by(chunk_task.c.chunk_index)
-        with self.engine.begin() as conn:
-            return [_task_row(r) for r in conn.execute(q).mappings()]
+        with self.database.transaction() as tx:
+            rows = tx.execute(f"{_SELECT_TASKS} WHERE run_id = :run_id ORDER BY chunk_index",
+                              {"run_id": run_id}).all()
+        return [_task_row(r) for r in rows]
 
     def get_chunk_task(self, run_id: str, chunk_index: int) -> ChunkTaskRow | None:
-        q = sa.select(*_TASK_COLUMNS).where(
-            (chunk_task.c.run_id == run_id) & (chunk_task.c.chunk_index == int(chunk_index)))
-        with self.engine.begin() as conn:
-            row = conn.execute(q).mappings().first()
+        with self.database.transaction() as tx:
+            row = tx.execute(f"{_SELECT_TASKS} WHERE {_ONE_TASK}",
+                             {"run_id": run_id, "chunk_index": int(chunk_index)}).first()
         return _task_row(row) if row else None
 
     def find_chunk_task_by_file_name(self, run_id: str, file_name: str) -> ChunkTaskRow | None:
         """The task whose recorded attempt (chunk_task.file_name) is this part (M8 rewrite)."""
-        q = (sa.select(*_TASK_COLUMNS).where((chunk_task.c.run_id == run_id) & (chunk_task.c.file_name == file_name))
-             .order_by(chunk_task.c.chunk_index).limit(1))
-        with self.engine.begin() as conn:
-            row = conn.execute(q).mappings().first()
+        with self.database.transaction() as tx:
+            row = tx.execute(f"{_SELECT_TASKS} WHERE run_id = :run_id AND file_name = :file_name "
+                             "ORDER BY chunk_index LIMIT 1", {"run_id": run_id, "file_name": file_name}).first()
         return _task_row(row) if row else None
 
     def completed_chunk_files(self, run_id: str) -> dict[int, str | None]:
         """chunk_index → recorded file_name of every completed task (rehydration keeps a
         file_log part only if its chunk is here and its attempt name equals this value)."""
-        q = sa.select(chunk_task.c.chunk_index, chunk_task.c.file_name).where(
-            (chunk_task.c.run_id == run_id) & (chunk_task.c.status == "completed"))
-        with self.engine.begin() as conn:
-            return {int(i): f for i, f in conn.execute(q).all()}
+        with self.database.transaction() as tx:
+            rows = tx.execute("SELECT chunk_index, file_name FROM chunk_task WHERE run_id = :run_id "
+                              "AND status = 'completed'", {"run_id": run_id}).all()
+        return {int(r["chunk_index"]): r["file_name"] for r in rows}
 
     def max_completed_chunk_index(self, run_id: str) -> int | None:
         """Highest completed chunk_index (what progression records as committed, docs/invariants.md PG2)."""
-        q = sa.select(sa.func.max(chunk_task.c.chunk_index)).where(
-            (chunk_task.c.run_id == run_id) & (chunk_task.c.status == "completed"))
-        with self.engine.begin() as conn:
-            value = conn.execute(q).scalar()
+        with self.database.transaction() as tx:
+            value = tx.execute("SELECT max(chunk_index) FROM chunk_task WHERE run_id = :run_id "
+                               "AND status = 'completed'", {"run_id": run_id}).scalar()
         return None if value is None else int(value)
 
-    def _count(self, run_id: str, which: sa.ColumnElement[bool]) -> int:
-        with self.engine.begin() as conn:
-            return int(conn.execute(sa.select(sa.func.count()).select_from(chunk_task)
-                                    .where((chunk_task.c.run_id == run_id) & which)).scalar())
+    def _count(self, run_id: str, which: str) -> int:
+        with self.database.transaction() as tx:
+            return int(tx.execute(f"SELECT count(*) FROM chunk_task WHERE run_id = :run_id{which}",
+                                  {"run_id": run_id}).scalar())
 
-    def _one_run(self, q: sa.Select) -> ChunkRunRow | None:
-        with self.engine.begin() as conn:
-            row = conn.execute(q).mappings().first()
+    def _one_run(self, sql: str, params: dict) -> ChunkRunRow | None:
+        with self.database.transaction() as tx:
+            row = tx.execute(sql, params).first()
         return _run_row(row) if row else None
 
     def record_repaired_chunk(self, run_id: str, chunk_index: int, rows_written: int,
                               file_name: str | None) -> None:
         """`rivet repair --execute`: a completed task was re-exported as new parts; record the
         new attempt (completed → completed). Raises if the task is not completed."""
-        with self.engine.begin() as conn:
-            n = conn.execute(chunk_task.update().where(
-                (chunk_task.c.run_id == run_id) & (chunk_task.c.chunk_index == chunk_index)
-                & (chunk_task.c.status == "completed")
-            ).values(rows_written=rows_written, file_name=file_name, last_error=None,
-                     updated_at=utc_now_text())).rowcount
+        with self.database.transaction() as tx:
+            n = tx.execute("UPDATE chunk_task SET rows_written = :rows_written, file_name = :file_name, "
+                           f"last_error = NULL, updated_at = :now WHERE {_ONE_TASK} AND status = 'completed'",
+                           {"run_id": run_id, "chunk_index": chunk_index, "rows_written": rows_written,
+                            "file_name": file_name, "now": utc_now_text()}).rowcount
         if n != 1:
             raise RuntimeError(f"chunk {chunk_index} of run {run_id} is not completed; repair re-exports "
                                "completed chunks only — resume the run first")

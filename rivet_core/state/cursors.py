@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 from rivet_core.state._base import StoreBase, utc_now_text
-from rivet_core.state.schema import export_progression, export_state
 
 
 @dataclass(frozen=True)
@@ -19,38 +16,36 @@ class CursorRow:
 
 class CursorStore(StoreBase):
     def get_cursor(self, export_name: str) -> str | None:
-        with self.engine.begin() as conn:
-            return conn.execute(
-                sa.select(export_state.c.last_cursor_value).where(export_state.c.export_name == export_name)
-            ).scalar()
+        with self.database.transaction() as tx:
+            return tx.execute("SELECT last_cursor_value FROM export_state WHERE export_name = :export_name",
+                              {"export_name": export_name}).scalar()
 
     def set_cursor(self, export_name: str, value: str) -> None:
         """Upsert the cursor. No monotonicity check here: ordering is RunStore's job.
         When this store holds the export's run lock, the write is conditional on still holding
         it, checked in the same transaction (state/locks.py: a run whose lock was swept as
         stale raises ExportLockLost instead of racing the run that took it over)."""
-        now = utc_now_text()
-        with self.engine.begin() as conn:
+        row = {"export_name": export_name, "last_cursor_value": value, "last_run_at": utc_now_text()}
+        with self.database.transaction() as tx:
             guard = getattr(self, "_assert_lock_held", None)  # ExportLockStore, in the StateStore
             if guard is not None:
-                guard(conn, export_name)
-            updated = conn.execute(
-                export_state.update()
-                .where(export_state.c.export_name == export_name)
-                .values(last_cursor_value=value, last_run_at=now)
-            ).rowcount
+                guard(tx, export_name)
+            updated = tx.execute("UPDATE export_state SET last_cursor_value = :last_cursor_value, "
+                                 "last_run_at = :last_run_at WHERE export_name = :export_name", row).rowcount
             if not updated:
-                conn.execute(export_state.insert().values(
-                    export_name=export_name, last_cursor_value=value, last_run_at=now))
+                tx.execute("INSERT INTO export_state (export_name, last_cursor_value, last_run_at) "
+                           "VALUES (:export_name, :last_cursor_value, :last_run_at)", row)
 
     def reset_export(self, export_name: str) -> bool:
         """Delete the cursor and the progression row (`rivet state reset`)."""
-        with self.engine.begin() as conn:
-            n = conn.execute(export_state.delete().where(export_state.c.export_name == export_name)).rowcount
-            conn.execute(export_progression.delete().where(export_progression.c.export_name == export_name))
+        key = {"export_name": export_name}
+        with self.database.transaction() as tx:
+            n = tx.execute("DELETE FROM export_state WHERE export_name = :export_name", key).rowcount
+            tx.execute("DELETE FROM export_progression WHERE export_name = :export_name", key)
         return bool(n)
 
     def list_cursors(self) -> list[CursorRow]:
-        with self.engine.begin() as conn:
-            rows = conn.execute(sa.select(export_state).order_by(export_state.c.export_name)).mappings()
-            return [CursorRow(r["export_name"], r["last_cursor_value"], r["last_run_at"]) for r in rows]
+        with self.database.transaction() as tx:
+            rows = tx.execute("SELECT export_name, last_cursor_value, last_run_at FROM export_state "
+                              "ORDER BY export_name").all()
+        return [CursorRow(r["export_name"], r["last_cursor_value"], r["last_run_at"]) for r in rows]

@@ -18,10 +18,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 from rivet_core.state._base import StoreBase, utc_now_text
-from rivet_core.state.schema import export_metrics, file_log
+from rivet_core.state.database import Transaction
+from rivet_core.state.schema import (
+    EXPORT_METRICS_DEFAULTS,
+    columns_sql,
+    export_metrics,
+    file_log,
+    insert_sql,
+)
+
+_RUNNING = "run_id = :run_id AND status = 'running'"
 
 
 @dataclass(frozen=True)
@@ -44,58 +51,48 @@ class FileLogStore(StoreBase):
         cursor_high: str | None = None,
     ) -> None:
         now = utc_now_text()
-        with self.engine.begin() as conn:
-            conn.execute(file_log.delete().where(
-                (file_log.c.run_id == run_id) & (file_log.c.file_name == file_name)))
-            conn.execute(file_log.insert().values(
-                run_id=run_id, export_name=export_name, file_name=file_name, row_count=rows,
-                bytes=size_bytes, format=format, compression=compression, created_at=now,
-                cursor_high=cursor_high))
-            self._project_running(conn, run_id, export_name, format, mode, now)
+        part = dict(run_id=run_id, export_name=export_name, file_name=file_name, row_count=rows,
+                    bytes=size_bytes, format=format, compression=compression, created_at=now,
+                    cursor_high=cursor_high)
+        with self.database.transaction() as tx:
+            tx.execute("DELETE FROM file_log WHERE run_id = :run_id AND file_name = :file_name", part)
+            tx.execute(insert_sql(file_log, tuple(part)), part)
+            self._project_running(tx, run_id, export_name, format, mode, now)
 
     @staticmethod
-    def _project_running(conn: sa.Connection, run_id: str, export_name: str,
+    def _project_running(tx: Transaction, run_id: str, export_name: str,
                          format: str | None, mode: str | None, now: str) -> None:
-        running = (export_metrics.c.run_id == run_id) & (export_metrics.c.status == "running")
-        row = dict(export_name=export_name, run_id=run_id, run_at=now, status="running",
-                   duration_ms=0, retries=0, format=format, mode=mode)
-        if conn.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert as pg_insert  # PostgreSQL stores only
-
-            conn.execute(pg_insert(export_metrics).values(**row).on_conflict_do_nothing(
-                index_elements=[export_metrics.c.run_id], index_where=export_metrics.c.status == "running"))
-        elif conn.execute(sa.select(export_metrics.c.id).where(running)).first() is None:
-            conn.execute(export_metrics.insert().values(**row))  # SQLite: BEGIN IMMEDIATE serializes
-        conn.execute(sa.select(export_metrics.c.id).where(running).with_for_update())  # one projector at a time
-        agg = conn.execute(sa.select(
-            sa.func.coalesce(sa.func.sum(file_log.c.row_count), 0),
-            sa.func.count(),
-            sa.func.coalesce(sa.func.sum(file_log.c.bytes), 0),
-        ).where(file_log.c.run_id == run_id)).one()
-        conn.execute(export_metrics.update().where(
-            (export_metrics.c.run_id == run_id) & (export_metrics.c.status == "running")
-        ).values(total_rows=agg[0], files_produced=agg[1], files_committed=agg[1],
-                 bytes_written=agg[2], run_at=now))
+        row = {**EXPORT_METRICS_DEFAULTS, "export_name": export_name, "run_id": run_id, "run_at": now,
+               "status": "running", "format": format, "mode": mode}
+        insert = insert_sql(export_metrics, tuple(row))
+        if tx.postgresql:
+            tx.execute(f"{insert} ON CONFLICT (run_id) WHERE status = 'running' DO NOTHING", row)
+        elif tx.execute(f"SELECT id FROM export_metrics WHERE {_RUNNING}", row).first() is None:
+            tx.execute(insert, row)  # SQLite: BEGIN IMMEDIATE serializes
+        # one projector at a time
+        tx.execute(f"SELECT id FROM export_metrics WHERE {_RUNNING}" + tx.locking("FOR UPDATE"), row)
+        agg = tx.execute("SELECT coalesce(sum(row_count), 0) AS total_rows, count(*) AS files, "
+                         "coalesce(sum(bytes), 0) AS bytes_written FROM file_log WHERE run_id = :run_id",
+                         {"run_id": run_id}).first()
+        assert agg is not None  # an aggregate always has its row
+        tx.execute("UPDATE export_metrics SET total_rows = :total_rows, files_produced = :files, "
+                   f"files_committed = :files, bytes_written = :bytes_written, run_at = :run_at WHERE {_RUNNING}",
+                   {**agg, "run_at": now, "run_id": run_id})
 
     def list_files(self, export_name: str | None = None, last: int = 50) -> list[FileRow]:
-        q = sa.select(file_log).order_by(file_log.c.id.desc()).limit(last)
-        if export_name:
-            q = q.where(file_log.c.export_name == export_name)
-        return self._rows(q)
+        where = "WHERE export_name = :export_name " if export_name else ""
+        return self._rows(f"{where}ORDER BY id DESC LIMIT :last", {"export_name": export_name, "last": last})
 
     def list_files_for_export(self, export_name: str) -> list[FileRow]:
         """Every part ever recorded for the export, oldest first (a chunk-task finalize finds the
         parts of windows carried over from earlier runs, or repaired, by their attempt name)."""
-        return self._rows(sa.select(file_log).where(file_log.c.export_name == export_name)
-                          .order_by(file_log.c.id))
+        return self._rows("WHERE export_name = :export_name ORDER BY id", {"export_name": export_name})
 
     def list_files_for_run(self, run_id: str) -> list[FileRow]:
-        return self._rows(sa.select(file_log).where(file_log.c.run_id == run_id).order_by(file_log.c.id))
+        return self._rows("WHERE run_id = :run_id ORDER BY id", {"run_id": run_id})
 
-    def _rows(self, q: sa.Select) -> list[FileRow]:
-        with self.engine.begin() as conn:
-            return [
-                FileRow(r["run_id"], r["export_name"], r["file_name"], int(r["row_count"]), int(r["bytes"]),
-                        r["format"], r["compression"], r["created_at"], r["cursor_high"])
-                for r in conn.execute(q).mappings()
-            ]
+    def _rows(self, where_and_order: str, params: dict[str, object]) -> list[FileRow]:
+        with self.database.transaction() as tx:
+            rows = tx.execute(f"SELECT {columns_sql(file_log)} FROM file_log {where_and_order}", params).all()
+        return [FileRow(r["run_id"], r["export_name"], r["file_name"], int(r["row_count"]), int(r["bytes"]),
+                        r["format"], r["compression"], r["created_at"], r["cursor_high"]) for r in rows]

@@ -15,7 +15,7 @@ The lock key is the export name, or ``<export>@<window label>`` for one time par
 partitions of a time-partitioned export are separate prefixes with no cursor between them).
 
 Acquisition is ONE transaction that serializes acquirers of the key — SQLite's
-``BEGIN IMMEDIATE`` (engine.py), PostgreSQL's ``pg_advisory_xact_lock`` on a hash of the
+``BEGIN IMMEDIATE`` (database.py), PostgreSQL's ``pg_advisory_xact_lock`` on a hash of the
 key — reads the holders, sweeps the stale ones, decides, and inserts. A holder is stale when
 its lease expired (its heartbeat thread stopped: the process died or hung) or, on the same
 host, when its process is gone (pid not alive, or alive with another start time: pid reuse),
@@ -38,13 +38,16 @@ import weakref
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import sqlalchemy as sa
 import xxhash
 
 from rivet_core.errors import TransientError, best_effort
 from rivet_core.orchestrator import accepts_legacy_run_id
 from rivet_core.state._base import StoreBase
-from rivet_core.state.schema import export_lock
+from rivet_core.state.database import StateDatabase, Transaction
+from rivet_core.state.schema import columns_sql, export_lock, insert_sql
+
+_SELECT = f"SELECT {columns_sql(export_lock)} FROM export_lock"
+_ONE = "lock_key = :lock_key AND token = :token"
 
 log = logging.getLogger("rivet.state.lock")
 
@@ -189,26 +192,26 @@ class ExportLockHandle:
         self.key, self.token, self.export_name, self.lease = key, token, export_name, lease
         self.lost = False
         self._stop = threading.Event()
-        self._engine = engine = store.engine
-        self._finalizer = weakref.finalize(self, ExportLockHandle._shutdown, engine, key, token, self._stop,
+        self._database = database = store.database
+        self._finalizer = weakref.finalize(self, ExportLockHandle._shutdown, database, key, token, self._stop,
                                            store._held_locks)
         self._thread = threading.Thread(target=ExportLockHandle._renew, name=f"rivet-lock-{key}", daemon=True,
-                                        args=(engine, key, token, lease, self._stop, weakref.ref(self)))
+                                        args=(database, key, token, lease, self._stop, weakref.ref(self)))
         self._thread.start()
 
     @staticmethod
-    def _renew(engine: sa.Engine, key: str, token: str, lease: float, stop: threading.Event,
+    def _renew(database: StateDatabase, key: str, token: str, lease: float, stop: threading.Event,
                handle: weakref.ref) -> None:
         while not stop.wait(lease / 4.0):
             # Best effort per beat: a failed beat is retried on the next; the lease covers 3 misses.
             with best_effort("export lock heartbeat", logger=log,
                              message=f"export lock {key}: heartbeat failed: {{reason}}"):
                 now = datetime.now(UTC)
-                with engine.begin() as conn:
-                    n = conn.execute(export_lock.update().where(
-                        (export_lock.c.lock_key == key) & (export_lock.c.token == token)
-                    ).values(heartbeat_at=now.isoformat(),
-                             expires_at=(now + timedelta(seconds=lease)).isoformat())).rowcount
+                with database.transaction() as tx:
+                    n = tx.execute(f"UPDATE export_lock SET heartbeat_at = :heartbeat_at, expires_at = :expires_at "
+                                   f"WHERE {_ONE}", {"lock_key": key, "token": token, "heartbeat_at": now.isoformat(),
+                                                     "expires_at": (now + timedelta(seconds=lease)).isoformat()}
+                                   ).rowcount
                 if n == 0:
                     if stop.is_set():
                         return  # released while this beat ran: the row is gone because we let it go
@@ -220,24 +223,22 @@ class ExportLockHandle:
                     return
 
     @staticmethod
-    def _shutdown(engine: sa.Engine, key: str, token: str, stop: threading.Event, held: dict) -> None:
+    def _shutdown(database: StateDatabase, key: str, token: str, stop: threading.Event, held: dict) -> None:
         stop.set()
         if held.get(key) == token:
             del held[key]
         with best_effort("release the export lock", logger=log,  # the lease expires on its own
                          message=f"export lock {key}: release failed ({{reason}}); it expires with its lease"):
-            with engine.begin() as conn:
-                conn.execute(export_lock.delete().where(
-                    (export_lock.c.lock_key == key) & (export_lock.c.token == token)))
+            with database.transaction() as tx:
+                tx.execute(f"DELETE FROM export_lock WHERE {_ONE}", {"lock_key": key, "token": token})
 
     def annotate(self, *, run_id: str | None = None) -> None:
         """Record the run id once the run has one (the lock is taken before planning)."""
         with best_effort("record the lock's run id", logger=log,  # descriptive only
                          message=f"export lock {self.key}: could not record run id: {{reason}}"):
-            with self._engine.begin() as conn:
-                conn.execute(export_lock.update().where(
-                    (export_lock.c.lock_key == self.key) & (export_lock.c.token == self.token)
-                ).values(run_id=run_id))
+            with self._database.transaction() as tx:
+                tx.execute(f"UPDATE export_lock SET run_id = :run_id WHERE {_ONE}",
+                           {"lock_key": self.key, "token": self.token, "run_id": run_id})
 
     @property
     def released(self) -> bool:
@@ -268,12 +269,11 @@ class ExportLockStore(StoreBase):
         key, token, lease = lock_key(export_name, window_label), uuid.uuid4().hex, lease_seconds()
         now = datetime.now(UTC)
         pid = os.getpid()
-        with self.engine.begin() as conn:
-            if conn.dialect.name == "postgresql":
-                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:k)"), {"k": _advisory_key(key)})
-            holders = [_holder(r) for r in conn.execute(
-                sa.select(export_lock).where(export_lock.c.lock_key == key)
-                .order_by(export_lock.c.started_at)).mappings()]
+        with self.database.transaction() as tx:
+            if tx.postgresql:
+                tx.execute("SELECT pg_advisory_xact_lock(:k)", {"k": _advisory_key(key)})
+            holders = [_holder(r) for r in tx.execute(
+                f"{_SELECT} WHERE lock_key = :lock_key ORDER BY started_at", {"lock_key": key}).all()]
             live: list[LockHolder] = []
             for h in holders:
                 reason = h.stale_reason(now)
@@ -281,57 +281,55 @@ class ExportLockStore(StoreBase):
                     live.append(h)
                     continue
                 log.warning("export '%s': recovering a stale lock (%s): %s", export_name, reason, h.describe())
-                conn.execute(export_lock.delete().where(
-                    (export_lock.c.lock_key == key) & (export_lock.c.token == h.token)))
+                tx.execute(f"DELETE FROM export_lock WHERE {_ONE}", {"lock_key": key, "token": h.token})
             blocking = [h for h in live if mode == "exclusive" or h.mode == "exclusive"]
             if blocking:
                 exclusive = [h for h in blocking if h.mode == "exclusive"]
                 raise ExportLocked(export_name, key, (exclusive or blocking)[0], config_hint)
-            conn.execute(export_lock.insert().values(
-                lock_key=key, token=token, mode=mode, export_name=export_name, run_id=run_id,
-                orchestrator_run_id=orchestrator_run_id, orchestrator=orchestrator, pid=pid, host=_host(), process_start=_process_start(pid),
-                started_at=now.isoformat(), heartbeat_at=now.isoformat(),
-                expires_at=(now + timedelta(seconds=lease)).isoformat()))
+            row = dict(lock_key=key, token=token, mode=mode, export_name=export_name, run_id=run_id,
+                       orchestrator_run_id=orchestrator_run_id, orchestrator=orchestrator, pid=pid, host=_host(),
+                       process_start=_process_start(pid), started_at=now.isoformat(), heartbeat_at=now.isoformat(),
+                       expires_at=(now + timedelta(seconds=lease)).isoformat())
+            tx.execute(insert_sql(export_lock, tuple(row)), row)
         if mode == "exclusive":
             self._held_locks[key] = token
         return ExportLockHandle(self, key, token, export_name, lease)
 
     def list_export_locks(self, export_name: str | None = None) -> list[LockHolder]:
-        q = sa.select(export_lock).order_by(export_lock.c.lock_key, export_lock.c.started_at)
-        if export_name is not None:
-            q = q.where(export_lock.c.export_name == export_name)
-        with self.engine.begin() as conn:
-            return [_holder(r) for r in conn.execute(q).mappings()]
+        where = "WHERE export_name = :export_name " if export_name is not None else ""
+        with self.database.transaction() as tx:
+            return [_holder(r) for r in tx.execute(f"{_SELECT} {where}ORDER BY lock_key, started_at",
+                                                   {"export_name": export_name}).all()]
 
     def clear_export_locks(self, export_name: str, *, force: bool = False) -> list[LockHolder]:
         """Delete the export's locks (`rivet state unlock`). Without `force`, a holder that is
         provably live on this host (its process exists) is refused: clearing it would let two
         runs race. Returns the rows removed."""
-        with self.engine.begin() as conn:
-            rows = [_holder(r) for r in conn.execute(
-                sa.select(export_lock).where(export_lock.c.export_name == export_name)).mappings()]
+        key = {"export_name": export_name}
+        with self.database.transaction() as tx:
+            rows = [_holder(r) for r in tx.execute(f"{_SELECT} WHERE export_name = :export_name", key).all()]
             if not force:
                 alive = [h for h in rows if h.host == _host() and h.stale_reason() is None]
                 if alive:
                     raise ExportLocked(export_name, alive[0].lock_key, alive[0])
-            conn.execute(export_lock.delete().where(export_lock.c.export_name == export_name))
+            tx.execute("DELETE FROM export_lock WHERE export_name = :export_name", key)
         return rows
 
-    def _assert_lock_held(self, conn: sa.Connection, export_name: str) -> None:
+    def _assert_lock_held(self, tx: Transaction, export_name: str) -> None:
         """Inside a cursor-commit transaction: if this store took the export's exclusive lock,
         it must still hold it (a run swept as stale must not move the cursor)."""
         token = self._held_locks.get(export_name)
         if token is None:
             return
-        q = sa.select(export_lock.c.token).where(
-            (export_lock.c.lock_key == export_name) & (export_lock.c.token == token)).with_for_update()
-        if conn.execute(q).first() is None:
+        held = tx.execute(f"SELECT token FROM export_lock WHERE {_ONE}" + tx.locking("FOR UPDATE"),
+                          {"lock_key": export_name, "token": token}).first()
+        if held is None:
             raise ExportLockLost(
                 f"export '{export_name}': this run's lock was recovered as stale by another run, so its cursor "
                 "is not committed (the next run re-exports from the previous cursor)")
 
 
-def _holder(row: sa.RowMapping) -> LockHolder:
+def _holder(row: dict) -> LockHolder:
     return LockHolder(**{k: row[k] for k in LockHolder.__dataclass_fields__})
 
 

@@ -4,26 +4,33 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
-
 from rivet_core.state._base import StoreBase
-from rivet_core.state.schema import export_metrics
+from rivet_core.state.schema import (
+    EXPORT_METRICS_BOOLEANS,
+    EXPORT_METRICS_DEFAULTS,
+    columns_sql,
+    export_metrics,
+    insert_sql,
+)
 
-METRIC_COLUMNS = tuple(c.name for c in export_metrics.columns if c.name != "id")
+METRIC_COLUMNS = tuple(c for c in export_metrics.column_names if c != "id")
 
 
 class MetricsStore(StoreBase):
     def record_metric(self, row: dict[str, Any]) -> None:
-        """Replace the run's `running` projection with its terminal row, atomically."""
-        values = {k: v for k, v in row.items() if k in METRIC_COLUMNS}
-        with self.engine.begin() as conn:
-            conn.execute(export_metrics.delete().where(
-                (export_metrics.c.run_id == values["run_id"]) & (export_metrics.c.status == "running")))
-            conn.execute(export_metrics.insert().values(**values))
+        """Replace the run's `running` projection with its terminal row, atomically. Columns
+        the row leaves out get EXPORT_METRICS_DEFAULTS (counters 0) or NULL."""
+        values = {**EXPORT_METRICS_DEFAULTS, **{k: v for k, v in row.items() if k in METRIC_COLUMNS}}
+        with self.database.transaction() as tx:
+            tx.execute("DELETE FROM export_metrics WHERE run_id = :run_id AND status = 'running'",
+                       {"run_id": values["run_id"]})
+            tx.execute(insert_sql(export_metrics, tuple(values)), values)
 
     def list_metrics(self, export_name: str | None = None, last: int = 20) -> list[dict[str, Any]]:
-        q = sa.select(export_metrics).order_by(export_metrics.c.id.desc()).limit(last)
-        if export_name:
-            q = q.where(export_metrics.c.export_name == export_name)
-        with self.engine.begin() as conn:
-            return [dict(r) for r in conn.execute(q).mappings()]
+        where = "WHERE export_name = :export_name " if export_name else ""
+        with self.database.transaction() as tx:
+            rows = tx.execute(f"SELECT {columns_sql(export_metrics)} FROM export_metrics {where}"
+                              "ORDER BY id DESC LIMIT :last", {"export_name": export_name, "last": last}).all()
+        for r in rows:  # SQLite stores booleans as 0/1
+            r.update({k: bool(r[k]) for k in EXPORT_METRICS_BOOLEANS if r[k] is not None})
+        return rows

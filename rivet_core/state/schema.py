@@ -1,8 +1,12 @@
-"""Table definitions of the state store (docs/rivet-compat.md "State store"), dialect-neutral.
+"""Table definitions of the state store (docs/rivet-compat.md "State store"), for both backends.
 
-SQLAlchemy Core tables shared by the SQLite file store and the PostgreSQL store, so there is
-one code path for both. Timestamps are RFC3339 UTC text, as in Rivet, so rows compare and
-sort the same on either backend. The tables and their writers:
+One definition per table serves the SQLite file store and the PostgreSQL store. Its DDL is
+rendered exactly as the store has always created it — the same text, byte for byte, in a
+SQLite file's `sqlite_master` (tests/state/test_state_schema_golden.py compares it with
+golden files), so stores made by any release look alike. The only difference between the
+backends is the type of an auto-numbered key: SQLite's `INTEGER` primary key is its rowid,
+PostgreSQL's is `SERIAL`/`BIGSERIAL`. Timestamps are RFC3339 UTC text, as in Rivet, so rows
+compare and sort the same on either backend. The tables and their writers:
 
 - export_state       — incremental cursor (RunStore, after the manifest landed: I3)
 - file_log           — ledger of committed parts (record_part, warn-on-fail: I7)
@@ -17,126 +21,159 @@ sort the same on either backend. The tables and their writers:
 - chunk_task         — (v2) one row per chunk window: pending → running → completed|failed
                        (I5: a completed task is never claimed again; I6: a run is finalized only
                        when every task is completed) — operations in chunks.py
+- export_lock        — (v3) who runs an export right now (locks.py)
 """
 
 from __future__ import annotations
 
-import functools
+from dataclasses import dataclass
 
-import sqlalchemy as sa
+#: The type of an auto-numbered primary key, per backend (`{serial}` / `{bigserial}` in a spec).
+_AUTO_KEY_TYPES = {"sqlite": {"serial": "INTEGER", "bigserial": "INTEGER"},
+                   "postgresql": {"serial": "SERIAL", "bigserial": "BIGSERIAL"}}
 
-metadata = sa.MetaData()
 
-schema_version = sa.Table(
-    "rivet_schema_version", metadata,
-    sa.Column("version", sa.Integer, primary_key=True),
-    sa.Column("applied_at", sa.Text, nullable=False),
-)
+@dataclass(frozen=True)
+class Table:
+    """A table: its columns in order, (name, type and constraints), its table constraints,
+    and the indexes created with it (full statements)."""
 
-export_state = sa.Table(
-    "export_state", metadata,
-    sa.Column("export_name", sa.Text, primary_key=True),
-    sa.Column("last_cursor_value", sa.Text),
-    sa.Column("last_run_at", sa.Text),
-    sa.Column("resume_run_id", sa.Text),
-)
+    name: str
+    columns: tuple[tuple[str, str], ...]
+    constraints: tuple[str, ...]
+    indexes: tuple[str, ...] = ()
 
-file_log = sa.Table(
-    "file_log", metadata,
-    sa.Column("id", sa.Integer().with_variant(sa.BigInteger, "postgresql"), primary_key=True, autoincrement=True),
-    sa.Column("run_id", sa.Text, nullable=False),
-    sa.Column("export_name", sa.Text, nullable=False),
-    sa.Column("file_name", sa.Text, nullable=False),
-    sa.Column("row_count", sa.BigInteger, nullable=False),
-    sa.Column("bytes", sa.BigInteger, nullable=False),
-    sa.Column("format", sa.Text),
-    sa.Column("compression", sa.Text),
-    sa.Column("created_at", sa.Text, nullable=False),
-    sa.Column("cursor_high", sa.Text),
-    sa.Index("idx_file_log_export", "export_name", "id"),
-    sa.Index("idx_file_log_run", "run_id", "file_name"),
-)
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.columns)
 
-export_metrics = sa.Table(
-    "export_metrics", metadata,
-    sa.Column("id", sa.Integer().with_variant(sa.BigInteger, "postgresql"), primary_key=True, autoincrement=True),
-    sa.Column("export_name", sa.Text, nullable=False),
-    sa.Column("run_id", sa.Text, nullable=False),
-    sa.Column("run_at", sa.Text, nullable=False),
-    sa.Column("duration_ms", sa.BigInteger, nullable=False, default=0),
-    sa.Column("total_rows", sa.BigInteger, nullable=False, default=0),
-    sa.Column("peak_rss_mb", sa.BigInteger),
-    sa.Column("status", sa.Text, nullable=False),
-    sa.Column("error_message", sa.Text),
-    sa.Column("error_class", sa.Text),
-    sa.Column("tuning_profile", sa.Text),
-    sa.Column("format", sa.Text),
-    sa.Column("mode", sa.Text),
-    sa.Column("files_produced", sa.BigInteger, default=0),
-    sa.Column("files_committed", sa.BigInteger, default=0),
-    sa.Column("bytes_written", sa.BigInteger, default=0),
-    sa.Column("retries", sa.Integer, default=0),
-    sa.Column("validated", sa.Boolean),
-    sa.Column("schema_changed", sa.Boolean),
-    sa.Column("quality_passed", sa.Boolean),
-    sa.Column("skip_reason", sa.Text),
-    sa.Column("schema_fingerprint", sa.Text),
-    sa.Column("batch_size", sa.BigInteger),
-    sa.Column("source_type", sa.Text),
-    sa.Column("destination_type", sa.Text),
-    sa.Column("cursor_min", sa.Text),
-    sa.Column("cursor_max", sa.Text),
-    sa.Column("rivet_version", sa.Text),
-    sa.Column("orchestrator_run_id", sa.Text),
+    def column_type(self, column: str) -> str:
+        """The SQL type of a column (what `ALTER TABLE … ADD COLUMN` needs)."""
+        return dict(self.columns)[column].split()[0]
+
+    def ddl(self, dialect: str) -> list[str]:
+        """CREATE TABLE, then its CREATE INDEX statements, as this store sends them."""
+        parts = [f"{name} {spec.format(**_AUTO_KEY_TYPES[dialect])}" for name, spec in self.columns]
+        body = ", \n\t".join(parts + list(self.constraints))
+        return [f"CREATE TABLE {self.name} (\n\t{body}\n)", *self.indexes]
+
+
+def _one_of(column: str, values: tuple[str, ...], name: str) -> str:
+    return f"CONSTRAINT {name} CHECK ({column} IN ({', '.join(repr(v) for v in values)}))"
+
+
+schema_version = Table("rivet_schema_version", (
+    ("version", "{serial} NOT NULL"),
+    ("applied_at", "TEXT NOT NULL"),
+), ("PRIMARY KEY (version)",))
+
+export_state = Table("export_state", (
+    ("export_name", "TEXT NOT NULL"),
+    ("last_cursor_value", "TEXT"),
+    ("last_run_at", "TEXT"),
+    ("resume_run_id", "TEXT"),
+), ("PRIMARY KEY (export_name)",))
+
+file_log = Table("file_log", (
+    ("id", "{bigserial} NOT NULL"),
+    ("run_id", "TEXT NOT NULL"),
+    ("export_name", "TEXT NOT NULL"),
+    ("file_name", "TEXT NOT NULL"),
+    ("row_count", "BIGINT NOT NULL"),
+    ("bytes", "BIGINT NOT NULL"),
+    ("format", "TEXT"),
+    ("compression", "TEXT"),
+    ("created_at", "TEXT NOT NULL"),
+    ("cursor_high", "TEXT"),
+), ("PRIMARY KEY (id)",), (
+    "CREATE INDEX idx_file_log_export ON file_log (export_name, id)",
+    "CREATE INDEX idx_file_log_run ON file_log (run_id, file_name)",
+))
+
+export_metrics = Table("export_metrics", (
+    ("id", "{bigserial} NOT NULL"),
+    ("export_name", "TEXT NOT NULL"),
+    ("run_id", "TEXT NOT NULL"),
+    ("run_at", "TEXT NOT NULL"),
+    ("duration_ms", "BIGINT NOT NULL"),
+    ("total_rows", "BIGINT NOT NULL"),
+    ("peak_rss_mb", "BIGINT"),
+    ("status", "TEXT NOT NULL"),
+    ("error_message", "TEXT"),
+    ("error_class", "TEXT"),
+    ("tuning_profile", "TEXT"),
+    ("format", "TEXT"),
+    ("mode", "TEXT"),
+    ("files_produced", "BIGINT"),
+    ("files_committed", "BIGINT"),
+    ("bytes_written", "BIGINT"),
+    ("retries", "INTEGER"),
+    ("validated", "BOOLEAN"),
+    ("schema_changed", "BOOLEAN"),
+    ("quality_passed", "BOOLEAN"),
+    ("skip_reason", "TEXT"),
+    ("schema_fingerprint", "TEXT"),
+    ("batch_size", "BIGINT"),
+    ("source_type", "TEXT"),
+    ("destination_type", "TEXT"),
+    ("cursor_min", "TEXT"),
+    ("cursor_max", "TEXT"),
+    ("rivet_version", "TEXT"),
+    ("orchestrator_run_id", "TEXT"),
     # v4: `rivet run --reconcile` — the source COUNT(*) in the export's snapshot, and the verdict.
-    sa.Column("source_count", sa.BigInteger),
-    sa.Column("reconciled", sa.Boolean),
-    sa.Index("idx_export_metrics_export", "export_name", "id"),
-    # At most one in-flight projection per run (reference v21): `partial_indexes()`.
-)
+    ("source_count", "BIGINT"),
+    ("reconciled", "BOOLEAN"),
+), ("PRIMARY KEY (id)",), (
+    # At most one in-flight projection per run (reference v21): files.py.
+    "CREATE UNIQUE INDEX export_metrics_one_running_per_run ON export_metrics (run_id) WHERE status = 'running'",
+    "CREATE INDEX idx_export_metrics_export ON export_metrics (export_name, id)",
+))
+#: Written when a new export_metrics row leaves them out (metrics.py, files.py).
+EXPORT_METRICS_DEFAULTS = {"duration_ms": 0, "total_rows": 0, "files_produced": 0, "files_committed": 0,
+                           "bytes_written": 0, "retries": 0}
+#: SQLite has no boolean type: it stores 0/1, which the readers turn back into bools.
+EXPORT_METRICS_BOOLEANS = ("validated", "schema_changed", "quality_passed", "reconciled")
 
-export_schema = sa.Table(
-    "export_schema", metadata,
-    sa.Column("export_name", sa.Text, primary_key=True),
-    sa.Column("columns_json", sa.Text, nullable=False),
-    sa.Column("updated_at", sa.Text, nullable=False),
-)
+export_schema = Table("export_schema", (
+    ("export_name", "TEXT NOT NULL"),
+    ("columns_json", "TEXT NOT NULL"),
+    ("updated_at", "TEXT NOT NULL"),
+), ("PRIMARY KEY (export_name)",))
 
-run_journal = sa.Table(
-    "run_journal", metadata,
-    sa.Column("run_id", sa.Text, primary_key=True),
-    sa.Column("export_name", sa.Text, nullable=False),
-    sa.Column("finished_at", sa.Text, nullable=False),
-    sa.Column("journal_json", sa.Text, nullable=False),
-    sa.Index("idx_run_journal_export", "export_name", "finished_at"),
-)
+run_journal = Table("run_journal", (
+    ("run_id", "TEXT NOT NULL"),
+    ("export_name", "TEXT NOT NULL"),
+    ("finished_at", "TEXT NOT NULL"),
+    ("journal_json", "TEXT NOT NULL"),
+), ("PRIMARY KEY (run_id)",), (
+    "CREATE INDEX idx_run_journal_export ON run_journal (export_name, finished_at)",
+))
 
-run_status = sa.Table(
-    "run_status", metadata,
-    sa.Column("run_id", sa.Text, primary_key=True),
-    sa.Column("export_name", sa.Text, nullable=False),
-    sa.Column("prefix", sa.Text),
-    sa.Column("status", sa.Text, nullable=False),
-    sa.Column("started_at", sa.Text, nullable=False),
-    sa.Column("finished_at", sa.Text),
-    sa.Column("orchestrator_run_id", sa.Text),
-    sa.Index("idx_run_status_prefix", "prefix"),
-)
+run_status = Table("run_status", (
+    ("run_id", "TEXT NOT NULL"),
+    ("export_name", "TEXT NOT NULL"),
+    ("prefix", "TEXT"),
+    ("status", "TEXT NOT NULL"),
+    ("started_at", "TEXT NOT NULL"),
+    ("finished_at", "TEXT"),
+    ("orchestrator_run_id", "TEXT"),
+), ("PRIMARY KEY (run_id)",), (
+    "CREATE INDEX idx_run_status_prefix ON run_status (prefix)",
+))
 
-export_progression = sa.Table(
-    "export_progression", metadata,
-    sa.Column("export_name", sa.Text, primary_key=True),
-    sa.Column("last_committed_strategy", sa.Text),
-    sa.Column("last_committed_cursor", sa.Text),
-    sa.Column("last_committed_chunk_index", sa.BigInteger),
-    sa.Column("last_committed_run_id", sa.Text),
-    sa.Column("last_committed_at", sa.Text),
-    sa.Column("last_verified_strategy", sa.Text),
-    sa.Column("last_verified_cursor", sa.Text),
-    sa.Column("last_verified_chunk_index", sa.BigInteger),
-    sa.Column("last_verified_run_id", sa.Text),
-    sa.Column("last_verified_at", sa.Text),
-)
+export_progression = Table("export_progression", (
+    ("export_name", "TEXT NOT NULL"),
+    ("last_committed_strategy", "TEXT"),
+    ("last_committed_cursor", "TEXT"),
+    ("last_committed_chunk_index", "BIGINT"),
+    ("last_committed_run_id", "TEXT"),
+    ("last_committed_at", "TEXT"),
+    ("last_verified_strategy", "TEXT"),
+    ("last_verified_cursor", "TEXT"),
+    ("last_verified_chunk_index", "BIGINT"),
+    ("last_verified_run_id", "TEXT"),
+    ("last_verified_at", "TEXT"),
+), ("PRIMARY KEY (export_name)",))
 
 #: Tables created by migration 1, in dependency order.
 V1_TABLES = (export_state, file_log, export_metrics, export_schema, run_journal, run_status,
@@ -146,97 +183,69 @@ V1_TABLES = (export_state, file_log, export_metrics, export_schema, run_journal,
 CHUNK_RUN_STATUSES = ("in_progress", "completed", "interrupted")
 CHUNK_TASK_STATUSES = ("pending", "running", "completed", "failed")
 
+chunk_run = Table("chunk_run", (
+    ("run_id", "TEXT NOT NULL"),
+    ("export_name", "TEXT NOT NULL"),
+    ("plan_hash", "TEXT NOT NULL"),
+    ("status", "TEXT NOT NULL"),
+    ("max_chunk_attempts", "INTEGER DEFAULT 3 NOT NULL"),
+    ("strategy", "TEXT"),
+    ("chunk_column", "TEXT"),
+    ("chunk_size", "BIGINT"),
+    ("created_at", "TEXT NOT NULL"),
+    ("updated_at", "TEXT NOT NULL"),
+), ("PRIMARY KEY (run_id)", _one_of("status", CHUNK_RUN_STATUSES, "ck_chunk_run_status")), (
+    "CREATE INDEX idx_chunk_run_export_status ON chunk_run (export_name, status)",
+    # The database, not a pre-check, enforces one in-progress run per export (reference v15).
+    "CREATE UNIQUE INDEX idx_chunk_run_one_inprogress ON chunk_run (export_name) WHERE status = 'in_progress'",
+))
 
-def _one_of(column: str, values: tuple[str, ...], name: str) -> sa.CheckConstraint:
-    return sa.CheckConstraint(f"{column} IN ({', '.join(repr(v) for v in values)})", name=name)
-
-
-chunk_run = sa.Table(
-    "chunk_run", metadata,
-    sa.Column("run_id", sa.Text, primary_key=True),
-    sa.Column("export_name", sa.Text, nullable=False),
-    sa.Column("plan_hash", sa.Text, nullable=False),
-    sa.Column("status", sa.Text, nullable=False),
-    sa.Column("max_chunk_attempts", sa.Integer, nullable=False, server_default=sa.text("3")),
-    sa.Column("strategy", sa.Text),
-    sa.Column("chunk_column", sa.Text),
-    sa.Column("chunk_size", sa.BigInteger),
-    sa.Column("created_at", sa.Text, nullable=False),
-    sa.Column("updated_at", sa.Text, nullable=False),
-    _one_of("status", CHUNK_RUN_STATUSES, "ck_chunk_run_status"),
-    sa.Index("idx_chunk_run_export_status", "export_name", "status"),
-    # The database, not a pre-check, enforces one in-progress run per export (reference v15):
-    # `partial_indexes()`.
-)
-
-chunk_task = sa.Table(
-    "chunk_task", metadata,
-    sa.Column("id", sa.Integer().with_variant(sa.BigInteger, "postgresql"), primary_key=True, autoincrement=True),
-    sa.Column("run_id", sa.Text, nullable=False),
-    sa.Column("chunk_index", sa.Integer, nullable=False),
-    sa.Column("start_key", sa.Text),
-    sa.Column("end_key", sa.Text),
-    sa.Column("window_key", sa.Text, nullable=False),
-    sa.Column("status", sa.Text, nullable=False),
-    sa.Column("attempts", sa.Integer, nullable=False, server_default=sa.text("0")),
-    sa.Column("last_error", sa.Text),
-    sa.Column("rows_written", sa.BigInteger),
-    sa.Column("file_name", sa.Text),
-    sa.Column("worker", sa.Text),
-    sa.Column("updated_at", sa.Text, nullable=False),
+chunk_task = Table("chunk_task", (
+    ("id", "{bigserial} NOT NULL"),
+    ("run_id", "TEXT NOT NULL"),
+    ("chunk_index", "INTEGER NOT NULL"),
+    ("start_key", "TEXT"),
+    ("end_key", "TEXT"),
+    ("window_key", "TEXT NOT NULL"),
+    ("status", "TEXT NOT NULL"),
+    ("attempts", "INTEGER DEFAULT 0 NOT NULL"),
+    ("last_error", "TEXT"),
+    ("rows_written", "BIGINT"),
+    ("file_name", "TEXT"),
+    ("worker", "TEXT"),
+    ("updated_at", "TEXT NOT NULL"),
     # (v3) the OS process that claimed the task last: pid and host (forensics of a
     # distributed run — which machine ran which window; `worker` names the orchestrator's run).
-    sa.Column("worker_pid", sa.Integer),
-    sa.Column("worker_host", sa.Text),
-    sa.UniqueConstraint("run_id", "chunk_index", name="uq_chunk_task_run_index"),
-    _one_of("status", CHUNK_TASK_STATUSES, "ck_chunk_task_status"),
-    sa.Index("idx_chunk_task_run_status", "run_id", "status"),
-)
+    ("worker_pid", "INTEGER"),
+    ("worker_host", "TEXT"),
+), ("PRIMARY KEY (id)", "CONSTRAINT uq_chunk_task_run_index UNIQUE (run_id, chunk_index)",
+    _one_of("status", CHUNK_TASK_STATUSES, "ck_chunk_task_status")), (
+    "CREATE INDEX idx_chunk_task_run_status ON chunk_task (run_id, status)",
+))
 
 #: Tables created by migration 2.
 V2_TABLES = (chunk_run, chunk_task)
 
-
-@functools.cache
-def partial_indexes() -> tuple[sa.Index, sa.Index]:
-    """The two partial unique indexes: one `running` export_metrics row per run, one
-    `in_progress` chunk run per export (state/chunks.py). Built on first call and
-    attached to their tables, so the migrations that create those tables create them too.
-
-    Not built at import: the `sqlite_where` / `postgresql_where` arguments make SQLAlchemy
-    import both dialect packages (27 modules, PostgreSQL's with its asyncpg/pg8000/psycopg2
-    drivers) to validate them, and every `rivet` process imports this module while only a
-    migration needs the indexes (tests/test_startup.py). Cached: a second construction would
-    attach a duplicate index to the table."""
-    return (
-        sa.Index("export_metrics_one_running_per_run", export_metrics.c.run_id, unique=True,
-                 sqlite_where=sa.text("status = 'running'"), postgresql_where=sa.text("status = 'running'")),
-        sa.Index("idx_chunk_run_one_inprogress", chunk_run.c.export_name, unique=True,
-                 sqlite_where=sa.text("status = 'in_progress'"),
-                 postgresql_where=sa.text("status = 'in_progress'")),
-    )
-
 # ---------------------------------------------------------------- v3: export locks
 #: One row per holder of an export's run lock (state/locks.py): an exclusive CLI run, or each
 #: shared worker of an orchestrated chunked export. Timestamps are RFC3339 UTC text like the rest.
-export_lock = sa.Table(
-    "export_lock", metadata,
-    sa.Column("lock_key", sa.Text, primary_key=True),
-    sa.Column("token", sa.Text, primary_key=True),
-    sa.Column("mode", sa.Text, nullable=False),
-    sa.Column("export_name", sa.Text, nullable=False),
-    sa.Column("run_id", sa.Text),
-    sa.Column("orchestrator_run_id", sa.Text),
-    sa.Column("orchestrator", sa.Text),
-    sa.Column("pid", sa.Integer, nullable=False),
-    sa.Column("host", sa.Text, nullable=False),
-    sa.Column("process_start", sa.Text),
-    sa.Column("started_at", sa.Text, nullable=False),
-    sa.Column("heartbeat_at", sa.Text, nullable=False),
-    sa.Column("expires_at", sa.Text, nullable=False),
-    sa.CheckConstraint("mode IN ('exclusive', 'shared')", name="ck_export_lock_mode"),
-    sa.Index("idx_export_lock_export", "export_name"),
-)
+export_lock = Table("export_lock", (
+    ("lock_key", "TEXT NOT NULL"),
+    ("token", "TEXT NOT NULL"),
+    ("mode", "TEXT NOT NULL"),
+    ("export_name", "TEXT NOT NULL"),
+    ("run_id", "TEXT"),
+    ("orchestrator_run_id", "TEXT"),
+    ("orchestrator", "TEXT"),
+    ("pid", "INTEGER NOT NULL"),
+    ("host", "TEXT NOT NULL"),
+    ("process_start", "TEXT"),
+    ("started_at", "TEXT NOT NULL"),
+    ("heartbeat_at", "TEXT NOT NULL"),
+    ("expires_at", "TEXT NOT NULL"),
+), ("PRIMARY KEY (lock_key, token)", "CONSTRAINT ck_export_lock_mode CHECK (mode IN ('exclusive', 'shared'))"), (
+    "CREATE INDEX idx_export_lock_export ON export_lock (export_name)",
+))
 
 #: Tables created by migration 3 (which also adds chunk_task.worker_pid / worker_host).
 V3_TABLES = (export_lock,)
@@ -247,3 +256,22 @@ V4_EXPORT_METRICS_COLUMNS = ("source_count", "reconciled")
 #: (`<name>_run_id`) before it became `orchestrator_run_id` (rivet_core/orchestrator.py);
 #: export_lock also gains `orchestrator`, the display name its refusal message shows.
 V5_RUN_ID_TABLES = ("export_metrics", "run_status", "export_lock")
+
+#: Every table by name.
+TABLES = {t.name: t for t in (schema_version, *V1_TABLES, *V2_TABLES, *V3_TABLES)}
+
+
+def columns_sql(table: Table) -> str:
+    """`c1, c2, …`: every column of the table, in order (what a SELECT of whole rows lists)."""
+    return ", ".join(table.column_names)
+
+
+def insert_sql(table: Table, columns: tuple[str, ...] | list[str]) -> str:
+    """`INSERT INTO table (c1, …) VALUES (:c1, …)` for these columns."""
+    return (f"INSERT INTO {table.name} ({', '.join(columns)}) "
+            f"VALUES ({', '.join(':' + c for c in columns)})")
+
+
+def set_sql(values: dict[str, object]) -> str:
+    """`c1 = :c1, …` — the SET list of an UPDATE whose parameters are `values`."""
+    return ", ".join(f"{c} = :{c}" for c in values)

@@ -9,10 +9,10 @@ success, and never move the cursor: each run re-exports the same rows, silently.
 probes the store *before* it reads the source, and fails with one clear message when it
 cannot write the cursor.
 
-The probe is a no-op `UPDATE … WHERE false` on `export_state` — the cursor, the one write
+The probe is a no-op `UPDATE … WHERE 1 = 0` on `export_state` — the cursor, the one write
 whose silent loss changes what the next run exports. The file log and metrics stay advisory
 (I7, I4): a store that refuses only those still lets the run publish, with warnings.
-On SQLite the probe opens a write transaction (`BEGIN IMMEDIATE`, engine.py), which a
+On SQLite the probe opens a write transaction (`BEGIN IMMEDIATE`, database.py), which a
 read-only file refuses; PostgreSQL checks table privileges at executor start whatever the
 row count. A lock held by another process makes SQLite wait its busy timeout and then
 answer "database is locked" — a retryable condition, reported as `TransientError` (exit 2).
@@ -20,14 +20,12 @@ answer "database is locked" — a retryable condition, reported as `TransientErr
 
 from __future__ import annotations
 
-import sqlalchemy as sa
-
 from rivet_core.errors import ConfigError, RivetError, TransientError
 from rivet_core.redact import redact_secrets
-from rivet_core.state.schema import export_state
+from rivet_core.state.database import StateDatabase
 
 #: The tables whose writes decide whether a run's outcome is recorded at all.
-_PROBED = (export_state,)
+_PROBED = ("export_state",)
 
 
 def _diagnose(url: str, cause: str) -> RivetError:
@@ -48,14 +46,13 @@ def _diagnose(url: str, cause: str) -> RivetError:
         f"could not record its cursor; {fix} (nothing was exported)")
 
 
-def assert_writable(engine: sa.Engine, url: str) -> None:
+def assert_writable(database: StateDatabase, url: str) -> None:
     """Raise ConfigError (read-only / no privilege) or TransientError (locked) unless a run
     can write the state tables; see the module docstring. `url` must already be redacted."""
     try:
-        with engine.begin() as conn:
+        with database.transaction() as tx:
             for table in _PROBED:
-                column = next(iter(table.c))
-                conn.execute(table.update().where(sa.false()).values({column.name: column}))
-    except sa.exc.SQLAlchemyError as exc:
-        cause = redact_secrets(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
+                tx.execute(f"UPDATE {table} SET export_name = export_name WHERE 1 = 0")
+    except database.Error as exc:
+        cause = redact_secrets(str(exc).strip().splitlines()[0])
         raise _diagnose(url, cause) from exc

@@ -28,7 +28,7 @@ import pytest
 from rivet_core.config import load_config
 from rivet_core.pipeline.runner import run_unit
 from rivet_core.state import ExportLocked, ExportLockLost, StateStore
-from rivet_core.state.schema import export_lock
+from rivet_core.state.schema import export_lock, insert_sql
 from tests.helpers import (
     REPO,
     db_exec,
@@ -218,12 +218,12 @@ def test_a_foreign_holder_with_an_expired_lease_is_swept_and_a_live_one_refuses(
         now = datetime.now(UTC)
 
         def foreign(expires: datetime) -> None:
-            with store.engine.begin() as conn:
-                conn.execute(export_lock.delete())
-                conn.execute(export_lock.insert().values(
-                    lock_key="items", token="t-foreign", mode="exclusive", export_name="items",
-                    run_id="items_20260101T000000.000", pid=1, host="another-host", process_start=None,
-                    started_at=now.isoformat(), heartbeat_at=now.isoformat(), expires_at=expires.isoformat()))
+            row = dict(lock_key="items", token="t-foreign", mode="exclusive", export_name="items",
+                       run_id="items_20260101T000000.000", pid=1, host="another-host", process_start=None,
+                       started_at=now.isoformat(), heartbeat_at=now.isoformat(), expires_at=expires.isoformat())
+            with store.database.transaction() as tx:
+                tx.execute("DELETE FROM export_lock")
+                tx.execute(insert_sql(export_lock, tuple(row)), row)
 
         foreign(now + timedelta(minutes=5))  # another machine, lease running: live
         with pytest.raises(ExportLocked, match="pid 1 on host another-host"):

@@ -28,7 +28,7 @@ from rivet_core.pipeline.faults import InjectedFault
 from rivet_core.pipeline.runner import run_unit
 from rivet_core.pipeline.summary import RunSummary
 from rivet_core.state import StateStore
-from rivet_core.state.engine import create_state_engine
+from rivet_core.state.database import open_state_database
 from tests.helpers import write_config
 
 
@@ -212,7 +212,7 @@ def test_run_store_skips_the_progression_when_the_cursor_write_fails(tmp_path, s
 
 def test_run_store_fails_the_cursor_write_on_a_read_only_state_db(tmp_path, state):
     path = tmp_path / ".rivet_state.db"
-    read_only = StateStore(create_state_engine(f"sqlite:///file:{path}?mode=ro&uri=true"))
+    read_only = StateStore(open_state_database(f"sqlite:///file:{path}?mode=ro&uri=true"))
     try:
         with pytest.raises(Exception, match="readonly"):
             RunStore(read_only, summary()).with_cursor("1").with_progression(

@@ -20,7 +20,12 @@ from pathlib import Path
 import pytest
 
 from rivet_core.state import SCHEMA_VERSION, StateStore, migrations
-from tests.state.schema_dump import POSTGRESQL_GOLDEN, SQLITE_GOLDEN, postgresql_schema, sqlite_schema
+from tests.state.schema_dump import (
+    POSTGRESQL_GOLDEN,
+    SQLITE_GOLDEN,
+    postgresql_schema,
+    sqlite_schema,
+)
 
 STORE_DUMP = SQLITE_GOLDEN.parent / "sqlite_store.sql"
 

@@ -41,7 +41,7 @@ def _open_store(barrier, results, config_path: str, state_url: str) -> None:  # 
         barrier.wait(timeout=60)
         store = StateStore.open(config_path, state_url=state_url)
         try:
-            results.put(migrate(store.engine))  # re-running on a migrated store is a no-op
+            results.put(migrate(store.database))  # re-running on a migrated store is a no-op
         finally:
             store.close()
     except BaseException as exc:  # noqa: BLE001 - report to the parent, which asserts
