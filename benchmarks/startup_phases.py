@@ -38,17 +38,20 @@ def mark(name: str, once: bool = True) -> None:
                   "modules": len(sys.modules), "arrow": "pyarrow" in sys.modules})
 
 
-def _wrap(obj: Any, attr: str, before: str | None, after: str | None) -> None:
-    """Replace `obj.attr` (a function, or a classmethod of a class) with one that marks."""
+def _wrap(obj: Any, attr: str, before: str | None, after: str | None,
+          when: Callable[..., bool] | None = None) -> None:
+    """Replace `obj.attr` (a function, or a classmethod of a class) with one that marks
+    (only for the calls `when(*args, **kwargs)` accepts, when given)."""
     raw = obj.__dict__.get(attr) if isinstance(obj, type) else None
     is_classmethod = isinstance(raw, classmethod)
     func = raw.__func__ if is_classmethod else getattr(obj, attr)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if before:
+        marks = when is None or when(*args, **kwargs)
+        if before and marks:
             mark(before)
         result = func(*args, **kwargs)
-        if after:
+        if after and marks:
             mark(after)
         return result
 
@@ -71,10 +74,25 @@ def _hook_source(mod: Any) -> None:
     _wrap(mod, "open_source", "source opening", None)
 
 
+#: The source's sessions say who they are (rivet_core/source/postgres/session.py); a
+#: PostgreSQL state store (RIVET_STATE_URL) uses psycopg too, and its statements are not the
+#: source's first query.
+SOURCE_APPLICATION = "rivet"
+
+
+def _source_connect(*_args: Any, **kwargs: Any) -> bool:
+    return kwargs.get("application_name") == SOURCE_APPLICATION
+
+
+def _source_statement(self: Any, *_args: Any, **_kwargs: Any) -> bool:
+    conn = getattr(self, "connection", self)  # a cursor's connection, or the connection itself
+    return conn.info.parameter_status("application_name") == SOURCE_APPLICATION
+
+
 def _hook_psycopg(mod: Any) -> None:
-    _wrap(mod, "connect", "source connect", "source connected")
+    _wrap(mod, "connect", "source connect", "source connected", _source_connect)
     for cls in (mod.Connection, mod.Cursor, mod.ServerCursor):
-        _wrap(cls, "execute", "first query", None)
+        _wrap(cls, "execute", "first query", None, _source_statement)
 
 
 def _hook_pymysql(mod: Any) -> None:
