@@ -23,6 +23,7 @@ Rows come back as dicts keyed by column name, on both backends.
 
 from __future__ import annotations
 
+import abc
 import functools
 import logging
 import re
@@ -31,7 +32,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 log = logging.getLogger("rivet.state")
@@ -122,7 +123,7 @@ class Transaction:
         return f" {clause}" if self.postgresql else ""
 
 
-class StateDatabase:
+class StateDatabase(abc.ABC):
     """A state store's backend: `transaction()` gives one Transaction; `close()` lets go of
     any idle connection (the database stays usable: a later transaction connects again)."""
 
@@ -134,12 +135,13 @@ class StateDatabase:
     def __init__(self, url: str) -> None:
         self.url = url  # as given: redact before showing it (StateStore.url)
 
-    @contextmanager
-    def transaction(self) -> Iterator[Transaction]:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def transaction(self) -> AbstractContextManager[Transaction]:
+        """One transaction: committed when the block ends, rolled back when it raises."""
 
+    @abc.abstractmethod
     def close(self) -> None:
-        """Nothing to let go of by default."""
+        """Close the idle connections (a later transaction opens new ones)."""
 
 
 def _dict_row(cursor: sqlite3.Cursor, row: tuple[Any, ...]) -> dict[str, Any]:
@@ -206,6 +208,9 @@ class SqliteDatabase(StateDatabase):
             conn.execute("COMMIT")
         finally:
             conn.close()
+
+    def close(self) -> None:
+        """Nothing is kept open between transactions."""
 
 
 class PostgresDatabase(StateDatabase):
