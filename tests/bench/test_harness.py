@@ -64,12 +64,14 @@ def test_harness_writes_the_report_and_every_rivet_output_checks_out(bench_run: 
         assert r["rc"] == 0, r.get("error")
         assert r["peak_rss_mb"] and r["peak_rss_mb"] > 0
         if r["engine"] == "pg":  # the private PostgreSQL runs here: its CPU is measured
-            assert r["server_cpu_s"] > 0
+            # (one run of the tiny fixture can cost the server less than a clock tick: 0.0)
+            assert r["server_cpu_s"] is not None and r["server_cpu_s"] >= 0
         if r["method"] == "rivet_full_s3":  # parts found in the bucket (then removed)
             assert r["output_bytes"] > 0
         elif r["kind"] == "rivet":
             assert r["verified"] is True, r.get("mismatch_detail")
             assert r["output_bytes"] > 0
+    assert sum(r["server_cpu_s"] for r in runs if r["engine"] == "pg") > 0  # and it adds up to something
     for engine in ("pg", "mysql"):  # every S3 run's objects were removed after it
         assert harness.remove_s3_prefix(harness.s3_prefix(bench_run["work"] / f"{engine}-orders-rivet_full_s3-r0")) == 0
     # The table rows carry the check verdict of every rivet method.

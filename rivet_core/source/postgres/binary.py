@@ -185,10 +185,11 @@ def _libpq_rank(path: str) -> int:
     """Which loaded libpq is psycopg's: 0 the one psycopg[binary] ships (its wheel's
     `psycopg_binary.libs/`), 1 a system one (psycopg[c] links it), 2 any other wheel's copy.
 
-    Several can be loaded at once: a Dagster run worker on dagster-postgres loads psycopg2,
-    whose wheel ships its own libpq under `psycopg2_binary.libs/`. Taking that one (the old
-    rule only preferred paths naming "psycopg", and it sorts first) fails the ownership check
-    in `_usable_on`, and every read fell back to ADBC at about half the speed."""
+    Several can be loaded at once: a process that also uses psycopg2 (an orchestrator's worker
+    whose own storage is on PostgreSQL, say) has the libpq psycopg2's wheel ships under
+    `psycopg2_binary.libs/`. Taking that one (the old rule only preferred paths naming
+    "psycopg", and it sorts first) fails the ownership check in `_usable_on`, and every read
+    fell back to ADBC at about half the speed."""
     own = _psycopg_binary_libs()
     if own is not None and path.startswith(own):
         return 0
