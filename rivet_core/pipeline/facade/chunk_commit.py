@@ -28,9 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rivet_core.chunks import ChunkLayout, ChunkWindow
+from rivet_core.chunks.row_groups import window_writer_options
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, window_query
 from rivet_core.destination import Destination
 from rivet_core.format import PartRotator, StagedPart, file_extension
+from rivet_core.format.base import WriterOptions
 from rivet_core.format.meta_columns import add_meta_columns
 from rivet_core.lazy_modules import pa, pc
 from rivet_core.manifest import data_key, part_name
@@ -114,8 +116,14 @@ class WindowContext:
     #: in its own snapshot: pipeline/window_sessions.py).
     sessions: WindowSessions = field(init=False)
 
+    #: The windows' part encoding: the plan's, with row groups sized for a window
+    #: (chunks/row_groups.py).
+    writer_options: WriterOptions = field(init=False)
+
     def __post_init__(self) -> None:
         self.sessions = WindowSessions(self.plan.source_url, self.plan.tuning)
+        self.writer_options = window_writer_options(self.plan.writer_options, self.chunk_plan,
+                                                    user_sized=self.plan.export.parquet is not None)
 
     def source(self) -> contextlib.AbstractContextManager[SourceSession]:
         """The source session one window reads through, its read started."""
@@ -157,7 +165,7 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     stem = f"{part_prefix(plan.export.name, ctx.run_id)}{window.index}_{nonce}"
     staging = ctx.staging_dir / stem
     staging.mkdir(parents=True, exist_ok=True)
-    rotator = PartRotator(staging, stem, ctx.schema, plan.writer_options, plan.max_file_size)
+    rotator = PartRotator(staging, stem, ctx.schema, ctx.writer_options, plan.max_file_size)
     feed = feed_for(ctx.progress)
     try:
         with ctx.read_slot(), ctx.source() as src:
