@@ -14,6 +14,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -243,17 +244,23 @@ def test_a_sqlite_state_store_loads_neither_sqlalchemy_nor_psycopg(tmp_path: Pat
 #: code (imported by the phases that use them, pipeline/job.py).
 AFTER_FIRST_QUERY = ("numpy", "pyarrow", "rivet_core.pipeline.facade.finalize", "rivet_core.tableformat")
 
-#: Probe run in a fresh interpreter: wraps psycopg's `execute` (the source's first statement,
-#: `SET LOCAL TimeZone`, goes through `Cursor.execute`) and records which of
-#: AFTER_FIRST_QUERY were loaded when rivet sent it, then runs `rivet run` in-process.
-_FIRST_QUERY_PROBE = """
+#: Probe run in a fresh interpreter: wraps psycopg's `execute` and records, at the first
+#: statement on the SOURCE connection (application_name `rivet`, rivet_core/source/postgres/
+#: session.py), which of the `watch` modules were loaded and how many statements the state
+#: store had sent by then on psycopg (a PostgreSQL store); then runs `rivet run` in-process
+#: and records the `watch` modules loaded at its end.
+_FIRST_SOURCE_QUERY_PROBE = """
 import json, sys
 import psycopg
 
-seen = {{}}
+seen = {{"state_statements": 0}}
 for cls in (psycopg.Cursor, psycopg.ServerCursor):
     def execute(self, *args, _orig=cls.execute, **kwargs):
-        seen.setdefault("first_query", sorted(m for m in {watch!r} if m in sys.modules))
+        if self.connection.info.parameter_status("application_name") != "rivet":
+            seen["state_statements"] += 1
+        elif "first_source_query" not in seen:
+            seen["first_source_query"] = {{"loaded": sorted(m for m in {watch!r} if m in sys.modules),
+                                          "state_statements": seen["state_statements"]}}
         return _orig(self, *args, **kwargs)
     cls.execute = execute
 from rivet_core.cli import main
@@ -261,9 +268,17 @@ try:
     main(["run", "-c", {config!r}, "-e", "t"])
 except SystemExit as exc:
     assert exc.code in (0, None), exc.code
-seen["exit"] = sorted(m for m in {watch!r} if m in sys.modules)
+seen["loaded_at_exit"] = sorted(m for m in {watch!r} if m in sys.modules)
 print(json.dumps(seen))
 """
+
+
+def _probe(config: Path, watch: tuple[str, ...], cwd: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """What `_FIRST_SOURCE_QUERY_PROBE` saw of a real `rivet run` of `config`."""
+    result = subprocess.run([sys.executable, "-c", _FIRST_SOURCE_QUERY_PROBE.format(config=str(config), watch=watch)],
+                            capture_output=True, text=True, cwd=cwd, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def test_the_first_source_query_is_sent_before_pyarrow_is_imported(tmp_path: Path, pg_url: str) -> None:
@@ -279,12 +294,9 @@ def test_the_first_source_query_is_sent_before_pyarrow_is_imported(tmp_path: Pat
     config, out = _pg_full_export(
         tmp_path, pg_url, "CREATE TABLE t (id bigint PRIMARY KEY, note text, amount numeric(12,2), at timestamptz)",
         "INSERT INTO t SELECT g, 'n' || g, g / 100.0, now() FROM generate_series(1, 200) g")
-    result = subprocess.run([sys.executable, "-c", _FIRST_QUERY_PROBE.format(config=str(config), watch=AFTER_FIRST_QUERY)],
-                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert result.returncode == 0, result.stderr
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
-    assert seen["first_query"] == [], seen  # nothing Arrow before the source's first statement
-    assert seen["exit"] == sorted(AFTER_FIRST_QUERY), seen  # the probe saw the run load them
+    seen = _probe(config, AFTER_FIRST_QUERY, tmp_path)
+    assert seen["first_source_query"]["loaded"] == [], seen  # nothing Arrow before the source's first statement
+    assert seen["loaded_at_exit"] == sorted(AFTER_FIRST_QUERY), seen  # the probe saw the run load them
     [part] = data_files(out)
     table = pq.read_table(part)
     assert sorted(table.column("id").to_pylist()) == list(range(1, 201))
@@ -292,34 +304,6 @@ def test_the_first_source_query_is_sent_before_pyarrow_is_imported(tmp_path: Pat
 
 
 # ------------------------------------------- first source query without SQLAlchemy (issue 16 item 3)
-
-#: Probe run in a fresh interpreter: wraps psycopg's `execute` and records, for the first
-#: statement on the SOURCE connection (application_name `rivet`, rivet_core/source/postgres/
-#: session.py), whether SQLAlchemy was loaded and how many statements the state store had sent
-#: by then on psycopg (a PostgreSQL store); then runs `rivet run` in-process.
-_NO_SQLALCHEMY_PROBE = """
-import json, sys
-import psycopg
-
-seen = {{"state_statements": 0}}
-for cls in (psycopg.Cursor, psycopg.ServerCursor):
-    def execute(self, *args, _orig=cls.execute, **kwargs):
-        if self.connection.info.parameter_status("application_name") != "rivet":
-            seen["state_statements"] += 1
-        elif "first_source_query" not in seen:
-            seen["first_source_query"] = {{"sqlalchemy": "sqlalchemy" in sys.modules,
-                                          "state_statements": seen["state_statements"]}}
-        return _orig(self, *args, **kwargs)
-    cls.execute = execute
-from rivet_core.cli import main
-try:
-    main(["run", "-c", {config!r}, "-e", "t"])
-except SystemExit as exc:
-    assert exc.code in (0, None), exc.code
-seen["sqlalchemy_at_exit"] = "sqlalchemy" in sys.modules
-print(json.dumps(seen))
-"""
-
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_the_first_source_query_is_sent_without_sqlalchemy_loaded(
@@ -339,12 +323,9 @@ def test_the_first_source_query_is_sent_without_sqlalchemy_loaded(
         tmp_path, pg_url, "CREATE TABLE t (id bigint PRIMARY KEY, note text)",
         "INSERT INTO t SELECT g, 'n' || g FROM generate_series(1, 100) g", state_url=state_url)
     env = {**os.environ, **({"RIVET_STATE_URL": state_url} if state_url else {})}
-    result = subprocess.run([sys.executable, "-c", _NO_SQLALCHEMY_PROBE.format(config=str(config))],
-                            capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
-    assert result.returncode == 0, result.stderr
-    seen = json.loads(result.stdout.strip().splitlines()[-1])
-    assert seen["first_source_query"]["sqlalchemy"] is False, seen
-    assert seen["sqlalchemy_at_exit"] is False, seen
+    seen = _probe(config, ("sqlalchemy",), tmp_path, env)
+    assert seen["first_source_query"]["loaded"] == [], seen  # no SQLAlchemy before the source's first statement
+    assert seen["loaded_at_exit"] == [], seen
     if backend == "postgresql":  # the store was really on psycopg, and locked the export first
         assert seen["first_source_query"]["state_statements"] > 0, seen
     else:

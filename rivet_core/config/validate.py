@@ -347,9 +347,8 @@ def _mode_errors(exp: ExportConfig, label: str) -> list[str]:
 # --------------------------------------------------------------------------- output
 
 
-#: The destinations each table format commits to (docs/adr/0009-table-formats.md).
-_TABLE_DESTINATIONS: dict[str, tuple[str, ...]] = {"delta": ("local", "s3", "azure", "gcs"),
-                                                   "iceberg": ("local", "s3", "azure", "gcs")}
+#: The destinations both table formats commit to (docs/adr/0009-table-formats.md).
+_TABLE_DESTINATIONS = ("local", "s3", "azure", "gcs")
 
 
 def _table_format_errors(exp: ExportConfig, label: str) -> list[str]:
@@ -367,7 +366,7 @@ def _table_format_errors(exp: ExportConfig, label: str) -> list[str]:
         errors.extend(_iceberg_errors(exp, label))
     if exp.format != "parquet":
         errors.append(f"{label}: table_format: {exp.table_format} needs format: parquet (got {exp.format})")
-    where = _TABLE_DESTINATIONS.get(exp.table_format, ("local", "s3"))
+    where = _TABLE_DESTINATIONS
     if exp.table_format == "iceberg" and exp.destination.type == "azure" and not exp.destination.account_name:
         # The table's location names the account (tableformat/iceberg_catalog.location_uri).
         errors.append(f"{label}: table_format: iceberg on azure needs destination.account_name — the table's "

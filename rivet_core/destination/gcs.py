@@ -258,17 +258,22 @@ class GCSDestination(Destination):
                 ConnectionError, TimeoutError)
 
     # -- writes ----------------------------------------------------------------------
-    def _send(self, stream: Any, key: str, size: int, md5_b64: str | None) -> Any:
-        """One upload of `size` bytes from `stream`; returns the finalized blob's resource."""
+    def _send(self, stream: Any, key: str, size: int, md5_b64: str | None,
+              if_generation_match: int | None = None) -> Any:
+        """One upload of `size` bytes from `stream`; returns the finalized blob's resource.
+        With `if_generation_match`, a failed precondition is raised as the library's
+        `PreconditionFailed` for the caller to judge (`create_bytes`)."""
         blob = self._bucket.blob(self.prefix + key, chunk_size=self.chunksize)
         if md5_b64:
             blob.md5_hash = md5_b64  # the service refuses to finalize other bytes
-        from google.api_core.exceptions import NotFound
+        from google.api_core.exceptions import NotFound, PreconditionFailed
 
         try:
             blob.upload_from_file(stream, size=size, rewind=False, checksum=None,
-                                  content_type="application/octet-stream",
+                                  content_type="application/octet-stream", if_generation_match=if_generation_match,
                                   timeout=self._timeout, retry=self._retry)
+        except PreconditionFailed:
+            raise
         except NotFound as exc:  # the upload URL of a missing bucket
             self._bucket_verified = False
             self._check_bucket()
@@ -353,17 +358,10 @@ class GCSDestination(Destination):
         fp = Fingerprinter()
         fp.update(data)
         result = fp.result()
-        blob = self._bucket.blob(self.prefix + key)
-        blob.md5_hash = result.md5_b64
         try:
-            blob.upload_from_file(io.BytesIO(bytes(data)), size=len(data), rewind=False, checksum=None,
-                                  content_type="application/octet-stream", if_generation_match=0,
-                                  timeout=self._timeout, retry=self._retry)
+            blob = self._send(io.BytesIO(bytes(data)), key, len(data), result.md5_b64, if_generation_match=0)
         except PreconditionFailed:
             return self.read_bytes(key) == bytes(data)
-        except self._errors() as exc:
-            raise self._error(exc, "create", key) from exc
-        self._bucket_verified = True
         self._verify(blob, key, result, None)
         return True
 

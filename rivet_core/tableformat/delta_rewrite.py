@@ -75,18 +75,18 @@ def rewrite_actions(table: Any, fs: Any, root: str, columns: list[str], matches:
     now = int(time.time() * 1000)
     actions: list[Any] = []
     for path, size in zip(adds.column("path").to_pylist(), adds.column("size_bytes").to_pylist(), strict=True):
-        source = f"{root}/{path}"
-        present = [c for c in columns if c in pq.read_schema(source, filesystem=fs).names]
-        if len(present) < len(columns):
-            continue  # a file written before the column existed: its NULLs never match
-        hit = matches(pq.read_table(source, columns=columns, filesystem=fs))
-        hits = int(pc.sum(hit).as_py() or 0)
-        if hits == 0:
-            continue
-        actions.append(RemoveAction(path, True, now, size))
-        if hits == len(hit):
-            continue
-        rows = pq.read_table(source, filesystem=fs).filter(pc.invert(hit))
+        with fs.open_input_file(f"{root}/{path}") as handle:  # one footer read per file
+            part = pq.ParquetFile(handle)
+            if not set(columns) <= set(part.schema_arrow.names):
+                continue  # a file written before the column existed: its NULLs never match
+            hit = matches(part.read(columns=columns))
+            hits = int(pc.sum(hit).as_py() or 0)
+            if hits == 0:
+                continue
+            actions.append(RemoveAction(path, True, now, size))
+            if hits == len(hit):
+                continue
+            rows = part.read().filter(pc.invert(hit))
         name = f"part-00000-{uuid.uuid4()}-c000.zstd.parquet"
         pq.write_table(rows, f"{root}/{name}", filesystem=fs, compression="zstd")
         written = fs.get_file_info(f"{root}/{name}").size

@@ -34,9 +34,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from rivet_core.destination.base import DestinationSpec
 from rivet_core.tableformat.errors import TableCommitError
-from rivet_core.tableformat.gcs_store import ANONYMOUS, BUCKET, CREDENTIALS_FILE, ENDPOINT
+from rivet_core.tableformat.gcs_store import BUCKET, gcs_spec
 from rivet_core.tableformat.location import TableLocation
 
 LOG = "_delta_log/"
@@ -54,10 +53,7 @@ class GcsDeltaLog:
 
         options = loc.storage_options
         prefix = loc.uri[len(f"gs://{options[BUCKET]}"):].lstrip("/")
-        spec = DestinationSpec(kind="gcs", bucket=options[BUCKET], prefix=prefix + "/" if prefix else "",
-                               endpoint=options.get(ENDPOINT), credentials_file=options.get(CREDENTIALS_FILE),
-                               allow_anonymous=options.get(ANONYMOUS) == "true")
-        self.bucket = GCSDestination(spec)
+        self.bucket = GCSDestination(gcs_spec(options, prefix + "/" if prefix else ""))
         self.where = loc.uri
         self.dir = Path(tempfile.mkdtemp(prefix="rivet-delta-log-"))
         (self.dir / LOG).mkdir()

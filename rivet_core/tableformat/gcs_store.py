@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import urllib.parse
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
+
+if TYPE_CHECKING:
+    from rivet_core.destination.base import DestinationSpec
 
 #: Option names (TableLocation.storage_options of a GCS table).
 BUCKET, ENDPOINT, CREDENTIALS_FILE, ANONYMOUS = ("gcs_bucket", "gcs_endpoint", "gcs_credentials_file",
@@ -40,16 +43,22 @@ def gcs_options(spec: Any) -> dict[str, str]:
     return options
 
 
+def gcs_spec(options: dict[str, str], prefix: str = "") -> DestinationSpec:
+    """The GCS destination spec these options came from (`gcs_options`), at `prefix`."""
+    from rivet_core.destination.base import DestinationSpec
+
+    return DestinationSpec(kind="gcs", bucket=options.get(BUCKET), prefix=prefix, endpoint=options.get(ENDPOINT),
+                           credentials_file=options.get(CREDENTIALS_FILE),
+                           allow_anonymous=options.get(ANONYMOUS) == "true")
+
+
 def gcs_filesystem(options: dict[str, str]) -> pafs.GcsFileSystem:
     """A pyarrow filesystem over the bucket, signed as the destination's client would be."""
     from google.auth.credentials import AnonymousCredentials
 
-    from rivet_core.destination.base import DestinationSpec
     from rivet_core.destination.gcs import gcs_credentials
 
-    spec = DestinationSpec(kind="gcs", bucket=options.get(BUCKET), endpoint=options.get(ENDPOINT),
-                           credentials_file=options.get(CREDENTIALS_FILE),
-                           allow_anonymous=options.get(ANONYMOUS) == "true")
+    spec = gcs_spec(options)
     creds, project = gcs_credentials(spec)
     kwargs: dict[str, Any] = {"retry_time_limit": _RETRY_BUDGET}
     if isinstance(creds, AnonymousCredentials):

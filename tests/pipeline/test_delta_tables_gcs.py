@@ -85,24 +85,6 @@ def test_full_runs_replace_the_gcs_table_and_every_reader_sees_the_source(tmp_pa
     _validate(config)
 
 
-def test_an_incremental_crash_after_the_gcs_commit_is_rerun_with_each_row_once(tmp_path, pg_url, gcs):
-    """A run that dies between its table commit and its manifest leaves an orphan append; the
-    re-run removes its files in its own commit, so no row is in the table twice."""
-    _items(pg_url)
-    _insert(pg_url, range(1, 41))
-    config = _config(tmp_path, pg_url, gcs, mode="incremental", cursor_column="updated_at")
-    _run(config)
-    _insert(pg_url, range(41, 61), minute=1000)
-    crashed = rivet("run", "-c", str(config), env={"RIVET_TEST_PANIC_AT": "after_table_commit"})
-    assert crashed.returncode != 0
-    assert _table(gcs).version() == 1 and [r["id"] for r in _rows(gcs)] == list(range(1, 61))
-    _insert(pg_url, range(61, 71), minute=3000)
-    _run(config)
-    assert [r["id"] for r in _rows(gcs)] == list(range(1, 71))  # every id exactly once
-    assert _rows(gcs) == _source(pg_url)
-    _validate(config)
-
-
 def test_a_merge_on_gcs_rewrites_only_the_files_holding_changed_keys(tmp_path, pg_url, gcs):
     """MERGE on GCS is rivet's copy-on-write (rivet_core/tableformat/delta_rewrite.py): a file
     without a changed key stays as it is, one with some is rewritten without them, and the

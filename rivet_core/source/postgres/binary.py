@@ -176,12 +176,13 @@ def _load_libpq() -> Any:
         raise OSError("cannot list the loaded libraries (/proc/self/maps)") from exc
     if not paths:
         raise OSError("psycopg's libpq is not among the loaded libraries")
-    paths.sort(key=_libpq_rank)
+    own = _psycopg_binary_libs()
+    paths.sort(key=lambda path: _libpq_rank(path, own))
     # RTLD_NOLOAD: the library psycopg already loaded, never a second copy.
     return ctypes.CDLL(paths[0], mode=getattr(os, "RTLD_NOLOAD", 0))
 
 
-def _libpq_rank(path: str) -> int:
+def _libpq_rank(path: str, own: str | None) -> int:
     """Which loaded libpq is psycopg's: 0 the one psycopg[binary] ships (its wheel's
     `psycopg_binary.libs/`), 1 a system one (psycopg[c] links it), 2 any other wheel's copy.
 
@@ -189,8 +190,7 @@ def _libpq_rank(path: str) -> int:
     whose own storage is on PostgreSQL, say) has the libpq psycopg2's wheel ships under
     `psycopg2_binary.libs/`. Taking that one (the old rule only preferred paths naming
     "psycopg", and it sorts first) fails the ownership check in `_usable_on`, and every read
-    fell back to ADBC at about half the speed."""
-    own = _psycopg_binary_libs()
+    fell back to ADBC at about half the speed. `own`: `_psycopg_binary_libs()`."""
     if own is not None and path.startswith(own):
         return 0
     return 2 if ".libs/" in path else 1
