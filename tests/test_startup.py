@@ -70,6 +70,68 @@ def test_help_imports_no_heavy_library() -> None:
     assert _loaded_after(code) == set()
 
 
+def _modules_after(code: str, prefixes: tuple[str, ...]) -> set[str]:
+    """The modules starting with one of `prefixes` a fresh interpreter has after `code`."""
+    probe = code + textwrap.dedent(f"""
+        import json, sys
+        print(json.dumps(sorted(m for m in sys.modules if m.startswith({prefixes!r}))))
+    """)
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def test_a_command_imports_its_own_module_and_not_the_other_commands(tmp_path: Path) -> None:
+    """The `rivet` group is lazy (cli/app.py): `rivet state` loads cli/state.py only, while
+    `--help` still lists every command."""
+    config = write_config(tmp_path, {"type": "sqlite", "url": f"sqlite:///{tmp_path / 'src.db'}"},
+                          [{"name": "t", "table": "t", "mode": "full", "format": "parquet",
+                            "destination": {"type": "local", "path": "out"}}])
+    code = textwrap.dedent(f"""
+        import contextlib, io
+        from rivet_core.cli import main
+        with contextlib.redirect_stdout(io.StringIO()):
+            try:
+                main(["state", "show", "-c", {str(config)!r}])
+            except SystemExit as exc:
+                assert exc.code == 0, exc.code
+    """)
+    commands = {"run", "validate", "reconcile", "state", "history", "init", "check", "plan", "doctor", "gc"}
+    loaded = _modules_after(code, ("rivet_core.cli.",))
+    assert {m.rsplit(".", 1)[1] for m in loaded} & commands == {"state"}
+    from click.testing import CliRunner
+
+    from rivet_core.cli import main
+    listed = CliRunner().invoke(main, ["--help"]).output
+    for name in ("run", "validate", "reconcile", "repair", "state", "metrics", "journal", "init", "check", "plan",
+                 "apply", "doctor", "gc"):
+        assert f"\n  {name} " in listed, name
+
+
+def test_a_config_without_integration_keys_reads_no_entry_points(tmp_path: Path) -> None:
+    """Entry points are read (and integration blocks loaded) only for a config that names a
+    key the core does not know (rivet_core/config/blocks.py `blocks_for`)."""
+    db = f"sqlite:///{tmp_path / 'src.db'}"
+    for folder in ("plain", "block"):
+        (tmp_path / folder).mkdir()
+    plain = write_config(tmp_path / "plain", {"type": "sqlite", "url": db},
+                         [{"name": "t", "table": "t", "mode": "full", "format": "parquet",
+                           "destination": {"type": "local", "path": "out"}}])
+    load = f"from rivet_core.config import load_config\ncfg = load_config({str(plain)!r})\n"
+    assert _modules_after(load, ("rivet_dagster",)) == set()
+    assert _modules_after(load + "assert cfg.exports[0].integration('dagster') is None\n",
+                          ("rivet_dagster",)) == {"rivet_dagster", "rivet_dagster.config_block"}
+    with_block = write_config(tmp_path / "block", {"type": "sqlite", "url": db},
+                              [{"name": "t", "table": "t", "mode": "full", "format": "parquet",
+                                "destination": {"type": "local", "path": "out"},
+                                "dagster": {"schedule": "0 3 * * *"}}])
+    code = (f"from rivet_core.config import load_config\ncfg = load_config({str(with_block)!r})\n"
+            "assert cfg.exports[0].integration('dagster').schedule == '0 3 * * *'\n"
+            f"assert load_config({str(plain)!r}).exports[0].integration('dagster') is None\n")
+    assert "rivet_dagster.config_block" in _modules_after(code, ("rivet_dagster",))
+
+
 def test_loading_a_config_without_overrides_imports_no_arrow(tmp_path: Path) -> None:
     """`rivet state`, `metrics` and `journal` load the config and open the state store only."""
     config = write_config(tmp_path, {"type": "sqlite", "url": f"sqlite:///{tmp_path / 'src.db'}"},

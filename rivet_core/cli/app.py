@@ -4,10 +4,16 @@ set up once per process, and the registration of every command group's module.
 Each command lives in the module named after its group (run.py, validate.py, reconcile.py,
 state.py, history.py, init.py, check.py, plan.py, doctor.py, gc.py) and imports only
 shared.py from this package, so the registration below is the one direction the imports run.
+
+The group is lazy (`_LazyGroup`): it knows each command by name and imports the command's
+module only when that command is invoked or listed, so `rivet run` does not pay for the
+modules of the other twelve commands (docs/benchmarks.md "Start-up"); `rivet --help` still
+lists every command with its help line.
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -15,7 +21,6 @@ import sys
 import click
 
 from rivet_core import __version__
-from rivet_core.cli import check, doctor, gc, history, init, plan, reconcile, run, state, validate
 from rivet_core.redact import redact_secrets
 
 log = logging.getLogger("rivet")
@@ -35,7 +40,30 @@ def _setup_logging(verbose: int) -> None:
     root.setLevel(getattr(logging, level, logging.WARNING))
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Every command: its name → (module under rivet_core.cli, attribute).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "run": ("run", "run"), "validate": ("validate", "validate"), "reconcile": ("reconcile", "reconcile"),
+    "repair": ("reconcile", "repair"), "state": ("state", "state"), "metrics": ("history", "metrics"),
+    "journal": ("history", "journal"), "init": ("init", "init"), "check": ("check", "check"),
+    "plan": ("plan", "plan"), "apply": ("plan", "apply"), "doctor": ("doctor", "doctor"), "gc": ("gc", "gc"),
+}
+
+
+class _LazyGroup(click.Group):
+    """A group that imports a command's module on first use (see the module docstring)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *super().list_commands(ctx)})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return super().get_command(ctx, cmd_name)
+        module, attr = COMMANDS[cmd_name]
+        command: click.Command = getattr(importlib.import_module(f"rivet_core.cli.{module}"), attr)
+        return command
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rivet")
 @click.option("--json-errors", is_flag=True, help="Print errors as JSON on stderr.")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
@@ -45,8 +73,3 @@ def main(json_errors: bool, verbose: int) -> None:
 
     limit_malloc_arenas()  # before any reader/worker thread exists (see the module)
     _setup_logging(verbose)
-
-
-for command in (run.run, validate.validate, reconcile.reconcile, reconcile.repair, state.state, history.metrics,
-                history.journal, init.init, check.check, plan.plan, plan.apply, doctor.doctor, gc.gc):
-    main.add_command(command)

@@ -7,11 +7,16 @@ export block and of the top-level defaults, the checks that need the whole expor
 lines `rivet init` writes — and registers it under the entry point group
 `rivet.config_blocks` of its package metadata (pyproject.toml: `<name> = "module:BLOCK"`).
 
-The registry reads the entry points lazily, on the first config load, so no integration is
-imported until a config is read; a block module must therefore stay as light as the config
-loader (pydantic and this module, not the integration's runtime). `register_config_block`
-adds a block from code as well (an integration registers its own block when imported, so it
-is known even where the package metadata is not installed).
+The registry reads the entry points lazily, on the first config load that has a key which
+is neither a core field nor a block already registered (`blocks_for`), so no integration is
+imported until a config names one; a block module must therefore stay as light as the config
+loader (pydantic and this module, not the integration's runtime). Reading the entry points
+scans every installed distribution's metadata, and loading a block builds its models and a
+config model extended by them — together about a tenth of `rivet run`'s start-up
+(docs/benchmarks.md "Start-up"), which a config without integration keys does not pay.
+`register_config_block` adds a block from code as well (an integration registers its own
+block when imported, so it is known even where the package metadata is not installed, and is
+part of every config loaded in that process).
 
 The loader validates with a config model that carries the registered blocks as fields
 (extended.py), so a block's errors read like the core's — the same locations
@@ -116,6 +121,20 @@ def config_blocks() -> dict[str, ConfigBlock]:
     return {**_from_entry_points, **_explicit}
 
 
+def known_blocks() -> dict[str, ConfigBlock]:
+    """The blocks known without reading the entry points: those registered from code and
+    those the entry points gave if they were read already."""
+    return {**(_from_entry_points or {}), **_explicit}
+
+
+def blocks_for(keys: set[str]) -> dict[str, ConfigBlock]:
+    """The blocks a config whose non-core keys are `keys` is validated with: every known
+    block, after reading the entry points only when a key is not a known block yet."""
+    if keys - set(known_blocks()):
+        return config_blocks()
+    return known_blocks()
+
+
 def unknown_block_hint(name: str) -> str:
     """Why `<name>:` is not a known block, and the fix (appended to the unknown-field message)."""
     known = ", ".join(f"`{n}`" for n in sorted(config_blocks())) or "none"
@@ -150,5 +169,5 @@ def deprecated_block_model(module: str, name: str) -> type[BaseModel]:
     return model
 
 
-__all__ = ["ENTRY_POINT_GROUP", "BlockModel", "ConfigBlock", "config_blocks", "deprecated_block_model", "model_named",
-           "register_config_block", "unknown_block_hint"]
+__all__ = ["ENTRY_POINT_GROUP", "BlockModel", "ConfigBlock", "blocks_for", "config_blocks", "deprecated_block_model",
+           "known_blocks", "model_named", "register_config_block", "unknown_block_hint"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rivet_core.config.extended import config_model
+from rivet_core.config.extended import config_model_for
 from rivet_core.config.messages import Problem, code_of, combine
 from rivet_core.config.models import RivetConfig
 from rivet_core.config.parse_errors import translate
@@ -92,7 +92,7 @@ def _check_top(data: Any, path: Path) -> dict[str, Any]:
 
 
 def _parse(data: dict[str, Any], path: Path) -> RivetConfig:
-    model = config_model()  # the core models + the registered integration blocks (blocks.py)
+    model = config_model_for(data)  # the core models + the integration blocks in scope (extended.py)
     try:
         return model.model_validate(data)
     except ValidationError as exc:

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from rivet_core.config.blocks import BlockModel, config_blocks, unknown_block_hint
+from rivet_core.config.blocks import BlockModel, config_blocks, known_blocks, unknown_block_hint
 from rivet_core.config.overrides import normalise_column_key, parse_column_override
 from rivet_core.config.scalars import Str
 from rivet_core.config.scalars import scalar_to_str as _scalar_to_str
@@ -49,7 +49,7 @@ class _CarriesBlocks:
     def integration(self, name: str) -> Any:
         """The parsed `<name>:` integration block here, or None when it is absent. Unknown
         names (no integration registers them) are a ConfigError naming the known blocks."""
-        if name not in config_blocks():
+        if name not in known_blocks() and name not in config_blocks():  # entry points read only when unknown
             raise ConfigError(f"no integration block `{name}`{unknown_block_hint(name)}")
         return getattr(self, name, None)
 

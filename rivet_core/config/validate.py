@@ -19,7 +19,7 @@ import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
-from rivet_core.config.blocks import config_blocks
+from rivet_core.config.blocks import known_blocks
 from rivet_core.config.limits import (
     bound_errors,
     destination_key_errors,
@@ -649,7 +649,7 @@ def export_errors(exp: ExportConfig, source: SourceConfig) -> list[str]:
             f"{label}: retention keeps runs at a destination prefix, and a stdout destination has "
             "none — remove retention or write to local/s3"
         )
-    for name, block in config_blocks().items():  # the integration blocks' own checks (blocks.py)
+    for name, block in known_blocks().items():  # the integration blocks' own checks (blocks.py)
         if block.check_export is not None:
             errors.extend(block.check_export(exp, exp.integration(name), label))
     return errors
