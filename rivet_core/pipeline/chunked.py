@@ -10,10 +10,11 @@ schema-drift facade and finalize sequence) with a different middle:
    (fresh), or the in-progress run is adopted (`--resume`: plan hash must match; stale
    `running` tasks back to pending; failed tasks get a fresh budget; the resume decisions
    of chunk_resume.py rebuild the manifest parts);
-4. windows are drained by `parallel + 1` worker threads (one source connection per
-   window) of which at most `parallel` run a query at a time — the extra one encodes and
-   publishes a finished window while the next one reads — each window committed by
-   `chunk_commit.commit_window`;
+4. windows are drained by `parallel + 1` worker threads, each window read on a reader
+   thread of its own through a pooled source session (window_sessions.py) that it gives back
+   when the source has sent its last row; at most `parallel` reads run at a time, so the
+   extra worker encodes and publishes a finished window while the next one reads — each
+   window committed by `chunk_commit.commit_window`;
 5. I6: the run is finalized only when every task is completed — otherwise it fails with
    the number of windows left and the resume command; then the total quality gate (a
    failure withdraws the written windows to `_quarantine/<run_id>/` and marks the
@@ -301,10 +302,11 @@ class ChunkedRun(ExportRun):
     def _run_workers(self, worker) -> None:  # noqa: ANN001
         """`parallel` + 1 worker threads; the window context's read slots keep the source at
         `parallel` queries at a time. The extra worker encodes and publishes a finished
-        window's last row group while the next window's query already streams. Measured
+        window's last row groups while the next window's query already streams. Measured
         (bench, PostgreSQL, 32 windows, `parallel: 1`): `narrow` (10 M rows) 10.7 → 8.2 s;
-        `orders` (5 M rows) only 21.4 → 19.9 s — its windows are a little larger than one
-        row group, so most of a window's encode still happens while its own query is open."""
+        `orders` (5 M rows) 21.4 → 19.9 s, and since a window gives its read slot back when
+        its rows are read rather than encoded (chunk_commit.py `stage_window`) 23.3 → 19.95 s,
+        the full export's wall (docs/benchmarks.md)."""
         n = self._workers() + 1
         with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rivet-chunk") as pool:
             futures = [pool.submit(worker, f"w{i}") for i in range(n)]

@@ -1,9 +1,14 @@
-"""A chunked run's windows reuse their worker's source session (rivet_core/pipeline/
-window_sessions.py) while each window still reads in a snapshot of its own: on PostgreSQL and
-MariaDB a session's next read sees what was committed after its previous one, runs with the
-read's settings again (UTC), and a window that failed is never handed its broken session. The
-connections a chunked run opens are counted by the server (PostgreSQL `pg_stat_database.
-sessions`), and the exported rows are re-read with pyarrow and compared with the source."""
+"""A chunked run's windows reuse idle source sessions (rivet_core/pipeline/window_sessions.py)
+while each window still reads in a snapshot of its own: on PostgreSQL and MariaDB a session's
+next read sees what was committed after its previous one, runs with the read's settings again
+(UTC), and a window that failed is never handed its broken session. The connections a chunked
+run opens are counted by the server (PostgreSQL `pg_stat_database.sessions`), and the exported
+rows are re-read with pyarrow and compared with the source.
+
+A window's read runs on a reader thread and gives its read slot back when the source has sent
+its last row (pipeline/facade/chunk_commit.py `stage_window`): the next window's query starts
+while the previous window is still being encoded, and an encoder that fails mid-read stops the
+read and leaves no session open on the server."""
 
 from __future__ import annotations
 
@@ -71,7 +76,7 @@ def test_each_read_of_a_reused_session_takes_a_new_snapshot_with_its_settings(ur
             assert _count(first) == 2  # the read's own snapshot does not see it
             assert _zone(first) in ("UTC", "+00:00")
         with sessions.session() as second:
-            assert second is first  # the thread's session, kept
+            assert second is first  # the idle session, kept
             assert _count(second) == 3  # a new snapshot: the row committed meanwhile
             assert _zone(second) in ("UTC", "+00:00")  # the read's settings, set again
         assert sessions.opened == 1
@@ -126,3 +131,94 @@ def test_a_chunked_run_connects_per_worker_not_per_window_and_exports_every_row(
     assert table.column("id").to_pylist() == [r[0] for r in rows]
     assert table.column("note").to_pylist() == [r[1] for r in rows]
     assert table.column("at").to_pylist() == [r[2] for r in rows]
+
+
+def _rows_table(url: str, rows: int) -> None:
+    _execute(url, "CREATE TABLE t (id int PRIMARY KEY, note varchar(40))")
+    if url.startswith("mysql"):
+        values = ", ".join(f"({i}, 'n{i}')" for i in range(1, rows + 1))
+        _execute(url, f"INSERT INTO t VALUES {values}")
+    else:
+        _execute(url, f"INSERT INTO t SELECT g, 'n' || g FROM generate_series(1, {rows}) g")
+
+
+def _source_ids(url: str) -> list[int]:
+    if url.startswith("mysql"):
+        conn = _mysql(url)
+        with conn.cursor() as cur:
+            cur.execute("SELECT id FROM t ORDER BY id")
+            ids = [int(r[0]) for r in cur.fetchall()]
+        conn.close()
+        return ids
+    with psycopg.connect(url) as conn:
+        return [int(r[0]) for r in conn.execute("SELECT id FROM t ORDER BY id").fetchall()]
+
+
+def test_the_next_window_reads_while_the_previous_one_is_still_encoded(
+        tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`parallel: 1` and the first window's encoder held at its first batch until the second
+    window's read has begun: that only happens when the first window's read slot is given back
+    once its rows are read, not once they are encoded (before, this run waited for ever)."""
+    import threading
+
+    from rivet_core.format import PartRotator
+    from rivet_core.pipeline.facade import chunk_commit
+
+    _rows_table(url, 2_000)
+    reads: list[str] = []
+    second_read = threading.Event()
+    waited: list[bool] = []
+    real_source, real_write = chunk_commit.WindowContext.source, PartRotator.write_batch
+
+    def source(self: Any) -> Any:
+        reads.append(threading.current_thread().name)
+        if len(reads) == 2:
+            second_read.set()
+        return real_source(self)
+
+    def write_batch(self: Any, batch: Any) -> None:
+        if not waited:  # the first window's first batch: its read is done, the next one may start
+            waited.append(second_read.wait(timeout=60))
+        real_write(self, batch)
+
+    monkeypatch.setattr(chunk_commit.WindowContext, "source", source)
+    monkeypatch.setattr(PartRotator, "write_batch", write_batch)
+    config = write_config(tmp_path, source_block(url),
+                          [{"name": "t", "table": "t", "mode": "chunked", "format": "parquet", "chunk_column": "id",
+                            "chunk_count": 2, "parallel": 1,
+                            "destination": {"type": "local", "path": str(tmp_path / "out")}}])
+    summary = api.run_export(api.load_config(config), "t")
+    assert summary.status == "success", summary.error_message
+    assert waited == [True], "the second window's read never began while the first was being encoded"
+    assert len(reads) == 2 and all(name.startswith("rivet-window-") for name in reads), reads
+    import pyarrow.parquet as pq
+
+    table = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "out").rglob("*.parquet")))
+    assert sorted(table.column("id").to_pylist()) == _source_ids(url)
+
+
+def test_an_encoder_that_fails_mid_read_stops_the_read_and_closes_its_session(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window's rows outgrow the read-ahead (the reader is still streaming) when its
+    encoder fails: the run fails with the encoder's error, and the server is left with no
+    session of the run — none idle in a transaction, none still copying."""
+    from rivet_core.format import PartRotator
+
+    _execute(pg_url, "CREATE TABLE t (id int PRIMARY KEY, note text)")
+    _execute(pg_url, "INSERT INTO t SELECT g, repeat(md5(g::text), 8) FROM generate_series(1, 200000) g")
+
+    def write_batch(self: Any, batch: Any) -> None:
+        raise OSError(28, "No space left on device (injected by the test)")
+
+    monkeypatch.setattr(PartRotator, "write_batch", write_batch)
+    config = write_config(tmp_path, source_block(pg_url),
+                          [{"name": "t", "table": "t", "mode": "chunked", "format": "parquet", "chunk_column": "id",
+                            "chunk_count": 2, "parallel": 1,
+                            "destination": {"type": "local", "path": str(tmp_path / "out")}}])
+    summary = api.run_export(api.load_config(config), "t")
+    assert summary.status == "failed" and "No space left on device" in (summary.error_message or "")
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        left = conn.execute("SELECT state, query FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND application_name = 'rivet'").fetchall()
+    assert left == [], left
+    assert not list((tmp_path / "out").rglob("*.parquet"))
