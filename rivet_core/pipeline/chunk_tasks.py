@@ -54,6 +54,7 @@ import contextlib
 import logging
 import shutil
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -690,7 +691,7 @@ class ChunkWindowRun(ChunkTaskRun):
             for key in self.window_keys:
                 self.claimed.append(self._claim_one(tasks[key], is_gone))
             self.fingerprints = self.fingerprints_of(chunk_plan, [c.window for c in self.claimed])
-            self.ctx = self.window_context(run.run_id)
+            self.ctx = self.window_context(run.run_id, read_slots=1)  # one query at a time (extract)
         except BaseException as exc:
             self.release(exc)
             raise
@@ -717,18 +718,41 @@ class ChunkWindowRun(ChunkTaskRun):
         return _Claimed(task=claimed, window=_window(claimed))
 
     def extract(self) -> list[StagedWindow]:
-        """Stage every claimed window; the fault point `chunk_export:N` fires first."""
+        """Stage every claimed window; the fault point `chunk_export:N` fires first.
+
+        Two windows are staged at a time through the context's one read slot, as `rivet run`
+        drains a sequential chunked export (chunked.py `_run_workers`): the source still runs
+        one query at a time, and the next window's query streams while the previous window's
+        last row groups are encoded. The first window to fail (in claim order) is the one
+        reported; no window starts after a failure, and the others are released with it."""
         assert self.ctx is not None, "claim() first"
+        ctx = self.ctx
+        failed: list[tuple[int, _Claimed | None, BaseException]] = []
+        order = {id(c): n for n, c in enumerate(self.claimed)}
+
+        def stage(c: _Claimed) -> None:
+            if failed:
+                return
+            try:
+                fault_point(f"chunk_export:{c.window.index}")
+                c.staged = stage_window(ctx, c.window)
+            except BaseException as exc:  # reported on the calling thread, below
+                failed.append((order[id(c)], c, exc))
+
         try:
-            for c in self.claimed:
+            with ThreadPoolExecutor(max_workers=min(2, max(len(self.claimed), 1)),
+                                    thread_name_prefix="rivet-window") as pool:
                 try:
-                    fault_point(f"chunk_export:{c.window.index}")
-                    c.staged = stage_window(self.ctx, c.window)
-                except BaseException as exc:
-                    self.release(exc, failing=c)
-                    raise
+                    for _ in pool.map(stage, self.claimed):
+                        pass
+                except BaseException as exc:  # interrupted while waiting: no window starts any more
+                    failed.append((-1, None, exc))
         finally:
-            self.ctx.close_sessions()  # the windows are read: no source session is kept
+            ctx.close_sessions()  # the windows are read: no source session is kept
+        if failed:
+            _, failing, error = min(failed, key=lambda f: f[0])
+            self.release(error, failing=failing)
+            raise error
         return [c.staged for c in self.claimed if c.staged is not None]
 
     def publish(self) -> list[WindowResult]:

@@ -41,7 +41,7 @@ from tests.dagster.e2e_demo import DEMO_ASSETS, REPO, Demo, chromium_path, make_
 
 START_TIMEOUT = 120      # dagster dev answering /server_info (about 10-16 s here)
 LOAD_TIMEOUT = 60        # the code location `rivet` loaded, after /server_info answers
-TERM_GRACE = 30          # SIGTERM → everything gone (about 5 s here), before SIGKILL
+TERM_GRACE = 45          # SIGTERM → everything gone (about 5 s alone, over 30 s once under a loaded suite), before SIGKILL
 BROWSER_TIMEOUT = 90     # one headless Chromium run (about 4-8 s here)
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -85,6 +85,7 @@ class DagsterDev:
     port: int = field(default_factory=_free_port)
     proc: subprocess.Popen | None = None
     stopped: tuple[float, bool, list[str]] | None = None   # (seconds, needed SIGKILL, leftovers)
+    lingering: list[str] = field(default_factory=list)     # alive when the SIGTERM grace ran out
 
     @property
     def url(self) -> str:
@@ -175,6 +176,7 @@ class DagsterDev:
             time.sleep(0.2)
         if self._alive(tracked):
             killed = True
+            self.lingering = self._alive(tracked)  # named by the test when SIGKILL was needed
             for sig_target in [self.proc.pid, *tracked]:
                 try:
                     if sig_target == self.proc.pid:
@@ -380,7 +382,8 @@ def test_sigterm_stops_dagster_dev_and_every_child(dagster_dev: DagsterDev) -> N
     seconds, needed_kill, leftovers = dagster_dev.stop()
     assert not leftovers, "still running after SIGTERM and SIGKILL:\n" + "\n".join(leftovers)
     assert not needed_kill, (f"SIGTERM did not stop dagster dev and its children within {TERM_GRACE} s "
-                             f"(SIGKILL did); log:\n{dagster_dev.log()}")
+                             f"(SIGKILL did); still running then:\n" + "\n".join(dagster_dev.lingering)
+                             + f"\nlog:\n{dagster_dev.log()}")
     print(f"dagster dev and {len(before) - 1} children stopped {seconds:.1f} s after SIGTERM")
     errors = [line for line in dagster_dev.log(tail=10**7).splitlines() if " - ERROR - " in line or "Traceback" in line]
     assert not errors, "dagster dev logged errors:\n" + "\n".join(errors[:20])

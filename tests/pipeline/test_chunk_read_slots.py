@@ -47,6 +47,9 @@ def test_reads_stay_within_parallel_while_a_finished_window_is_written(
             state["opened"] += 1
             state["max_active"] = max(state["max_active"], state["active"])
             cond.notify_all()
+            # A window gives its slot back as soon as its rows are read, and these reads are
+            # tiny: hold the first ones until `parallel` run at once, to see the slots allow it.
+            cond.wait_for(lambda: state["max_active"] >= parallel, timeout=20)
         try:
             with real_open(ctx) as source:
                 yield source

@@ -222,3 +222,66 @@ def test_an_encoder_that_fails_mid_read_stops_the_read_and_closes_its_session(
                             "AND application_name = 'rivet'").fetchall()
     assert left == [], left
     assert not list((tmp_path / "out").rglob("*.parquet"))
+
+
+def test_a_window_batch_reads_the_next_window_while_the_previous_one_is_still_encoded(
+        tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An orchestrator's batch of windows (`ChunkWindowRun.extract`) overlaps the same way,
+    one query at a time; every window is committed and its rows re-read equal the source."""
+    import threading
+
+    import pyarrow.parquet as pq
+
+    from rivet_core.format import PartRotator
+    from rivet_core.pipeline.facade import chunk_commit
+
+    _rows_table(pg_url, 3_000)
+    reading = threading.Semaphore(0)  # released when a window's read begins
+    at_once: list[int] = []
+    active = [0]
+    guard = threading.Lock()
+    waited: list[bool] = []
+    real_source, real_write = chunk_commit.WindowContext.source, PartRotator.write_batch
+
+    class _Counted:
+        def __init__(self, inner: Any) -> None:
+            self.inner = inner
+
+        def __enter__(self) -> Any:
+            with guard:
+                active[0] += 1
+                at_once.append(active[0])
+            reading.release()
+            return self.inner.__enter__()
+
+        def __exit__(self, *exc: Any) -> Any:
+            with guard:
+                active[0] -= 1
+            return self.inner.__exit__(*exc)
+
+    def source(self: Any) -> Any:
+        return _Counted(real_source(self))
+
+    def write_batch(self: Any, batch: Any) -> None:
+        if not waited:  # the first window's first batch: hold it until a second read began
+            reading.acquire()
+            waited.append(reading.acquire(timeout=60))
+        real_write(self, batch)
+
+    monkeypatch.setattr(chunk_commit.WindowContext, "source", source)
+    monkeypatch.setattr(PartRotator, "write_batch", write_batch)
+    config = write_config(tmp_path, source_block(pg_url),
+                          [{"name": "t", "table": "t", "mode": "chunked", "format": "parquet", "chunk_column": "id",
+                            "chunk_size": 1000, "chunk_checkpoint": True,
+                            "destination": {"type": "local", "path": str(tmp_path / "out")}}])
+    cfg = api.load_config(config)
+    plan = api.plan_chunk_tasks(cfg, cfg.export("t"))
+    run = api.ChunkWindowRun(cfg, cfg.export("t"), plan.keys, run_label="batch-1")
+    run.claim()
+    run.extract()
+    results = run.publish()
+    assert waited == [True], "the second window's read never began while the first was being encoded"
+    assert max(at_once) == 1, at_once  # one query at a time
+    assert len(plan.keys) >= 3 and sorted(r.chunk_index for r in results) == list(range(len(plan.keys)))
+    table = pa.concat_tables(pq.read_table(p) for p in sorted((tmp_path / "out").rglob("*.parquet")))
+    assert sorted(table.column("id").to_pylist()) == _source_ids(pg_url)

@@ -182,7 +182,7 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     them: the next window's query then starts while this window's last row groups are
     encoded. Before, a window held its slot until its encoder had drained the read-ahead, and
     the encoder idled at every window start until the next window's first row group had
-    arrived (32 windows of 5 M `orders` rows: ~75 ms a window, docs/benchmarks.md).
+    arrived (32 windows of 5 M `orders` rows: ~100 ms a window, docs/benchmarks.md).
     """
     plan = ctx.plan
     sql, params = window_query(dialect_for(plan.engine), plan.base_query, ctx.chunk_plan, window)
