@@ -611,6 +611,9 @@ def parse(argv: list[str] | None, scenario: str) -> argparse.Namespace:
 def _prepare(args: argparse.Namespace) -> str:
     args.work = args.work or Path(tempfile.mkdtemp(prefix="rivet-bench-dagster."))
     args.work.mkdir(parents=True, exist_ok=True)
+    # mkdtemp makes it 0700: the dagster-postgres instance server, started as root, runs
+    # initdb as `postgres` (scripts/services.sh), which must reach its data folder in here.
+    args.work.chmod(0o755)
     url = ensure_fixture("pg", args.pg_url, args.rows, 1, DATABASE)
     with psycopg.connect(url, autocommit=True) as conn:
         args.source_sums = source_checksums("pg", conn, TABLE)

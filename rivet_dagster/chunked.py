@@ -169,17 +169,18 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         except Exception as exc:
             raise chunk_failure(export_name, what, exc) from None  # retryable when transient
         context.log.info(f"chunk run {run.run_id}: exporting window(s) {', '.join(keys)} → {run.dest.uri}")
-        # Each window's source fingerprint, taken before its read: the planner compares it
-        # with the source on every tick and re-requests the window when it moved.
-        with cached_partition_lookups(context.instance):  # one range check, not one per window
-            for window_key, fingerprint in run.fingerprints.items():
-                context.add_asset_metadata({FINGERPRINT_METADATA: fingerprint.text}, partition_key=window_key)
         yield drift_result(exp, run.summary)
         try:
             run.extract()
             progress.finish()
         except Exception as exc:
             raise chunk_failure(export_name, what, exc) from None  # retryable when transient
+        # Each window's source fingerprint, taken in the snapshot its rows were read in: the
+        # planner compares it with the source on every tick and re-requests the window when
+        # it moved.
+        with cached_partition_lookups(context.instance):  # one range check, not one per window
+            for window_key, fingerprint in run.fingerprints.items():
+                context.add_asset_metadata({FINGERPRINT_METADATA: fingerprint.text}, partition_key=window_key)
         # One window per run: its fingerprint is the partition's data version too (a ranged run
         # has one data version for all its partitions, so there only the metadata carries it).
         single = run.fingerprints.get(keys[0]) if len(keys) == 1 else None

@@ -24,11 +24,12 @@ import contextlib
 import re
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rivet_core.chunks import ChunkLayout, ChunkWindow
+from rivet_core.chunks.fingerprint import WindowFingerprint
 from rivet_core.chunks.row_groups import window_writer_options
 from rivet_core.chunks.sql import DENSE_RN_COLUMN, window_query
 from rivet_core.destination import Destination
@@ -114,6 +115,11 @@ class WindowContext:
     #: `--reconcile`: count each window's query in the window's snapshot; a window whose rows
     #: differ fails before its parts are written (run_reconcile.py).
     reconcile: bool = False
+    #: What the source holds in a window (chunks/fingerprint.py), asked on the window's read
+    #: session in the window's own snapshot before its rows are read, so it describes exactly
+    #: the rows exported (an orchestrator's window batches record it: chunk_tasks.py);
+    #: None: not taken.
+    fingerprint: Callable[[SourceSession, ChunkWindow], WindowFingerprint] | None = None
     #: Source sessions kept between windows, lent to one window's read at a time (each window
     #: still reads in its own snapshot: pipeline/window_sessions.py).
     sessions: WindowSessions = field(init=False)
@@ -153,24 +159,38 @@ class StagedWindow:
     max_key: object | None = None
     key_type: pa.DataType | None = None
     source_count: int | None = None
+    #: The window's source fingerprint in its read snapshot (`WindowContext.fingerprint`).
+    fingerprint: WindowFingerprint | None = None
 
     @property
     def rows(self) -> int:
         return sum(p.rows for p in self.parts)
 
 
-def _read_window(ctx: WindowContext, sql: str, params: list[object], counted: list[int]) -> Iterator[pa.RecordBatch]:
+@dataclass
+class _ReadFacts:
+    """What a window's read learned in its snapshot besides the rows (set on the reader thread,
+    read by the window's thread once the read has ended)."""
+
+    source_count: int | None = None
+    fingerprint: WindowFingerprint | None = None
+
+
+def _read_window(ctx: WindowContext, window: ChunkWindow, sql: str, params: list[object],
+                 facts: _ReadFacts) -> Iterator[pa.RecordBatch]:
     """One window's read, run on the window's reader thread: a read slot and a session for
-    exactly as long as the source sends rows (and, with `--reconcile`, the window's COUNT(*)
-    in the same snapshot, appended to `counted`)."""
+    exactly as long as the source sends rows; in the same snapshot, the window's fingerprint
+    before the rows (when asked) and, with `--reconcile`, its COUNT(*) after them."""
     plan = ctx.plan
     with ctx.read_slot(), ctx.source() as src:
+        if ctx.fingerprint is not None:
+            facts.fingerprint = ctx.fingerprint(src, window)
         source_schema = src.describe(sql, params, plan.overrides, plan.table_hint)
         from rivet_core.source import batch_rows
 
         yield from src.stream(sql, params, source_schema, batch_rows(source_schema, plan.tuning))
         if ctx.reconcile:
-            counted.append(count_in_snapshot(src, sql, params))
+            facts.source_count = count_in_snapshot(src, sql, params)
 
 
 def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
@@ -192,11 +212,11 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     staging.mkdir(parents=True, exist_ok=True)
     rotator = PartRotator(staging, stem, ctx.schema, ctx.writer_options, plan.max_file_size)
     feed = feed_for(ctx.progress)
-    counted: list[int] = []
+    facts = _ReadFacts()
     try:
         max_key = None
         track = ctx.chunk_plan.strategy == "keyset" and plan.export.keyset_incremental
-        with ReadAhead(_read_window(ctx, sql, list(params), counted), **batch_budget(),
+        with ReadAhead(_read_window(ctx, window, sql, list(params), facts), **batch_budget(),
                        name=f"rivet-window-{window.index}-read") as batches:
             for batch in batches:
                 if track and batch.num_rows:
@@ -211,7 +231,7 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
                 batch = add_meta_columns(batch, exported_at=ctx.exported_at, row_hash=ctx.row_hash)
                 rotator.write_batch(batch)
                 feed.update(rotator.rows_written, rotator.bytes_written)
-        source_count = counted[0] if counted else None
+        source_count = facts.source_count
         staged = rotator.finish()  # I1
         if source_count is not None and source_count != sum(p.rows for p in staged):
             raise ReconcileMismatch(
@@ -225,7 +245,7 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     feed.done(sum(p.rows for p in staged), sum(p.size_bytes for p in staged))
     return StagedWindow(chunk_index=window.index, stem=stem, parts=list(staged), max_key=max_key,
                         key_type=ctx.schema.field(ctx.chunk_plan.column).type if max_key is not None else None,
-                        source_count=source_count)
+                        source_count=source_count, fingerprint=facts.fingerprint)
 
 
 def write_window(ctx: WindowContext, staged: StagedWindow) -> WindowResult:
