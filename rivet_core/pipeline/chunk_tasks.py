@@ -674,11 +674,13 @@ class ChunkWindowRun(ChunkTaskRun):
         self.claimed: list[_Claimed] = []
         self.ctx = None
         #: window key → what the source held in it when it was read (`extract`): the
-        #: fingerprint to record with the window's export, taken on the window's read session
-        #: in the window's own snapshot just before its rows, so it describes exactly the rows
-        #: exported — a change committed after it is seen by the next planning call. (Taken in
-        #: one grouped query before the reads, it cost a scan of every window's rows up front:
-        #: 1.6 s of a 5 M-row batch, docs/benchmarks.md.)
+        #: fingerprint to record with the window's export, in the window's own read snapshot,
+        #: so it describes exactly the rows exported — a change committed after it is seen by
+        #: the next planning call. Its COUNT is the rows the window read (the fingerprint
+        #: query counts a row in exactly the window whose query reads it: chunks/fingerprint.py);
+        #: with a `change_column` the query runs on the window's read session for MAX().
+        #: (One grouped query before the reads scanned every window's rows again: 1.6 s of a
+        #: 5 M-row batch, docs/benchmarks.md.)
         self.fingerprints: dict[str, WindowFingerprint] = {}
 
     @property
@@ -702,7 +704,8 @@ class ChunkWindowRun(ChunkTaskRun):
             if self.export.change_column:  # refused before any window is read (describe only)
                 self.fingerprints_of(chunk_plan, [])
             self.ctx = self.window_context(run.run_id, read_slots=1)  # one query at a time (extract)
-            self.ctx.fingerprint = lambda src, window: self.fingerprints_on(src, chunk_plan, [window])[window.key]
+            if self.export.change_column:  # MAX(change_column) as the database renders it
+                self.ctx.fingerprint = lambda src, window: self.fingerprints_on(src, chunk_plan, [window])[window.key]
         except BaseException as exc:
             self.release(exc)
             raise
@@ -764,8 +767,8 @@ class ChunkWindowRun(ChunkTaskRun):
             _, failing, error = min(failed, key=lambda f: f[0])
             self.release(error, failing=failing)
             raise error
-        self.fingerprints = {c.window.key: c.staged.fingerprint for c in self.claimed
-                             if c.staged is not None and c.staged.fingerprint is not None}
+        self.fingerprints = {c.window.key: c.staged.fingerprint or WindowFingerprint(c.staged.rows)
+                             for c in self.claimed if c.staged is not None}
         return [c.staged for c in self.claimed if c.staged is not None]
 
     def publish(self) -> list[WindowResult]:

@@ -287,18 +287,20 @@ def test_a_window_batch_reads_the_next_window_while_the_previous_one_is_still_en
     assert sorted(table.column("id").to_pylist()) == _source_ids(pg_url)
 
 
+@pytest.mark.parametrize("change_column", [None, "id"])
 def test_a_window_batch_fingerprints_each_window_in_the_snapshot_its_rows_are_read_in(
-        tmp_path: Path, url: str) -> None:
+        tmp_path: Path, url: str, change_column: str | None) -> None:
     """Rows committed after the batch claimed its windows but before their reads are in the
-    exported rows and in the recorded fingerprint alike: the fingerprint is taken on the
-    window's read session in its snapshot (before, a grouped query at claim time recorded a
-    count the export did not match)."""
+    exported rows and in the recorded fingerprint alike: the count is the rows the window
+    read, MAX(change_column) is asked on the window's read session in its snapshot (before, a
+    grouped query at claim time recorded a fingerprint the export did not match)."""
     import pyarrow.parquet as pq
 
     _rows_table(url, 1_500)
     config = write_config(tmp_path, source_block(url),
                           [{"name": "t", "table": "t", "mode": "chunked", "format": "parquet", "chunk_column": "id",
                             "chunk_size": 1000, "chunk_checkpoint": True,
+                            **({"change_column": change_column} if change_column else {}),
                             "destination": {"type": "local", "path": str(tmp_path / "out")}}])
     cfg = api.load_config(config)
     plan = api.plan_chunk_tasks(cfg, cfg.export("t"))
@@ -315,3 +317,5 @@ def test_a_window_batch_fingerprints_each_window_in_the_snapshot_its_rows_are_re
     by_index = {int(r.chunk_index): run.fingerprints[key].rows
                 for key, r in zip(sorted(run.fingerprints), sorted(results, key=lambda r: r.chunk_index), strict=True)}
     assert by_index == exported, (by_index, exported)
+    latest = [run.fingerprints[key].latest for key in sorted(run.fingerprints)]
+    assert latest == (["999", "1601"] if change_column else [None, None])

@@ -117,8 +117,8 @@ class WindowContext:
     reconcile: bool = False
     #: What the source holds in a window (chunks/fingerprint.py), asked on the window's read
     #: session in the window's own snapshot before its rows are read, so it describes exactly
-    #: the rows exported (an orchestrator's window batches record it: chunk_tasks.py);
-    #: None: not taken.
+    #: the rows exported (an orchestrator's window batches with a `change_column` record it:
+    #: chunk_tasks.py); None: not asked.
     fingerprint: Callable[[SourceSession, ChunkWindow], WindowFingerprint] | None = None
     #: Source sessions kept between windows, lent to one window's read at a time (each window
     #: still reads in its own snapshot: pipeline/window_sessions.py).
