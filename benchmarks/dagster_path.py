@@ -297,7 +297,12 @@ MANIFEST_JOBS = ("orders_chunked_manifest_job", "orders_chunked_publish_job")
 
 
 def _wait_for_manifest(instance: Any, proc: subprocess.Popen[bytes], timeout: float) -> Any:
-    """The finished run that materialized the manifest (polls the instance every 0.5 s)."""
+    """The finished run that materialized the manifest (polls the instance every 2 s).
+
+    The wall is measured from the instance's own event timestamps, not from when this loop
+    notices the end, so the poll only decides when the scenario stops; at every 0.5 s its
+    queries took ~0.1 of a core (2.35 CPU-s over 24 s, sampled from /proc) from the run it
+    measures."""
     import dagster as dg
 
     deadline = time.monotonic() + timeout
@@ -312,7 +317,7 @@ def _wait_for_manifest(instance: Any, proc: subprocess.Popen[bytes], timeout: fl
                   if r.status == dg.DagsterRunStatus.FAILURE]
         if failed:
             raise SystemExit(f"chunk run {failed[0].run_id} failed; see the daemon log")
-        time.sleep(0.5)
+        time.sleep(2)
     raise SystemExit(f"no manifest within {timeout:.0f} s")
 
 
