@@ -750,7 +750,7 @@ class ChunkWindowRun(ChunkTaskRun):
             try:
                 fault_point(f"chunk_export:{c.window.index}")
                 c.staged = stage_window(ctx, c.window)
-            except BaseException as exc:  # reported on the calling thread, below
+            except BaseException as exc:  # error boundary: reported on the calling thread, below
                 failed.append((order[id(c)], c, exc))
 
         try:
@@ -759,7 +759,7 @@ class ChunkWindowRun(ChunkTaskRun):
                 try:
                     for _ in pool.map(stage, self.claimed):
                         pass
-                except BaseException as exc:  # interrupted while waiting: no window starts any more
+                except BaseException as exc:  # error boundary: interrupted while waiting; no window starts any more
                     failed.append((-1, None, exc))
         finally:
             ctx.close_sessions()  # the windows are read: no source session is kept
