@@ -2,23 +2,19 @@
 
 In a `dg` project, declare `rivet_dagster.RivetExportsComponent` in a `defs.yaml`
 (`dg scaffold defs rivet_dagster.RivetExportsComponent <folder>`); in any other code
-location, merge `build_definitions("rivet.yaml")` with your own definitions. The adapter
-talks to the engine only through `rivet_core.api` (docs/architecture.md).
+location, merge `build_definitions("rivet.yaml")` with your own definitions. Importing
+this package has no side effects. The adapter talks to the engine only through
+`rivet_core.api` (docs/architecture.md).
 
 The public names load on first use (PEP 562): the core's config loader imports
 `rivet_dagster.config_block` (the `dagster:` block, registered under the
 `rivet.config_blocks` entry point) to validate a config, and that must not import Dagster.
-Importing the package registers that block and does nothing else: the core reads entry points
-only for a config with a key it does not know (rivet_core/config/blocks.py), and every config
-loaded in a process with this package must answer `export.dagster`, with or without the key.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
 from typing import Any
-
-from rivet_dagster import config_block as _config_block  # noqa: F401  (registers the `dagster:` block)
 
 _LAZY = {
     "RivetExportsComponent": "rivet_dagster.component",
