@@ -224,6 +224,20 @@ def test_an_encoder_that_fails_mid_read_stops_the_read_and_closes_its_session(
     assert not list((tmp_path / "out").rglob("*.parquet"))
 
 
+def _claimed_batch(tmp_path: Path, url: str, **export: Any) -> tuple[Any, Any]:
+    """(plan, a ChunkWindowRun that claimed every window) of a checkpointed export of `t` in
+    1,000-id windows, as an orchestrator's batch runs it."""
+    config = write_config(tmp_path, source_block(url),
+                          [{"name": "t", "table": "t", "mode": "chunked", "format": "parquet", "chunk_column": "id",
+                            "chunk_size": 1000, "chunk_checkpoint": True, **export,
+                            "destination": {"type": "local", "path": str(tmp_path / "out")}}])
+    cfg = api.load_config(config)
+    plan = api.plan_chunk_tasks(cfg, cfg.export("t"))
+    run = api.ChunkWindowRun(cfg, cfg.export("t"), plan.keys, run_label="batch-1")
+    run.claim()
+    return plan, run
+
+
 def test_a_window_batch_reads_the_next_window_while_the_previous_one_is_still_encoded(
         tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """An orchestrator's batch of windows (`ChunkWindowRun.extract`) overlaps the same way,
@@ -270,14 +284,7 @@ def test_a_window_batch_reads_the_next_window_while_the_previous_one_is_still_en
 
     monkeypatch.setattr(chunk_commit.WindowContext, "source", source)
     monkeypatch.setattr(PartRotator, "write_batch", write_batch)
-    config = write_config(tmp_path, source_block(pg_url),
-                          [{"name": "t", "table": "t", "mode": "chunked", "format": "parquet", "chunk_column": "id",
-                            "chunk_size": 1000, "chunk_checkpoint": True,
-                            "destination": {"type": "local", "path": str(tmp_path / "out")}}])
-    cfg = api.load_config(config)
-    plan = api.plan_chunk_tasks(cfg, cfg.export("t"))
-    run = api.ChunkWindowRun(cfg, cfg.export("t"), plan.keys, run_label="batch-1")
-    run.claim()
+    plan, run = _claimed_batch(tmp_path, pg_url)
     run.extract()
     results = run.publish()
     assert waited == [True], "the second window's read never began while the first was being encoded"
@@ -297,15 +304,7 @@ def test_a_window_batch_fingerprints_each_window_in_the_snapshot_its_rows_are_re
     import pyarrow.parquet as pq
 
     _rows_table(url, 1_500)
-    config = write_config(tmp_path, source_block(url),
-                          [{"name": "t", "table": "t", "mode": "chunked", "format": "parquet", "chunk_column": "id",
-                            "chunk_size": 1000, "chunk_checkpoint": True,
-                            **({"change_column": change_column} if change_column else {}),
-                            "destination": {"type": "local", "path": str(tmp_path / "out")}}])
-    cfg = api.load_config(config)
-    plan = api.plan_chunk_tasks(cfg, cfg.export("t"))
-    run = api.ChunkWindowRun(cfg, cfg.export("t"), plan.keys, run_label="batch-1")
-    run.claim()
+    _, run = _claimed_batch(tmp_path, url, **({"change_column": change_column} if change_column else {}))
     _execute(url, "INSERT INTO t VALUES (1600, 'late'), (1601, 'late')")  # into the second window
     run.extract()
     results = run.publish()
