@@ -236,7 +236,12 @@ def started(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> Itera
     """A long-running process of the benchmark (the daemon, a code server), its process group
     ended on exit."""
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        # SIGINT back at its default action before exec: Dagster's CLI gives SIGTERM whatever
+        # SIGINT does, and a benchmark started as a shell's background job inherits SIGINT
+        # ignored, so the daemon would ignore the SIGTERM below and wait out its 30 s.
+        proc = subprocess.Popen([sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, "
+                                 "signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])", *argv],
+                                env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             yield proc
         finally:
