@@ -132,6 +132,45 @@ def test_a_config_without_integration_keys_reads_no_entry_points(tmp_path: Path)
     assert "rivet_dagster.config_block" in _modules_after(code, ("rivet_dagster",))
 
 
+def _console_loaded_plugin(config: Path, plugins: Path, **env: str) -> bool:
+    """Whether `rivet validate -c config`, run through the console script's entry with the
+    pydantic plugin distribution in `plugins` on the path, imported that plugin (reported by
+    an atexit handler: the entry leaves with `os._exit` after running them)."""
+    code = textwrap.dedent(f"""
+        import atexit, json, sys
+        atexit.register(lambda: print(json.dumps("probe_plugin" in sys.modules)))
+        sys.argv = ["rivet", "validate", "-c", {str(config)!r}]
+        from rivet_core.cli.entry import console
+        console()
+    """)
+    base = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    base["PYTHONPATH"] = os.pathsep.join([str(plugins), str(REPO)])
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                            timeout=120, env={**base, **env})
+    assert result.returncode == 0, result.stdout + result.stderr
+    return bool(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+def test_the_console_skips_pydantics_plugin_scan_unless_told_otherwise(tmp_path: Path) -> None:
+    """Pydantic reads every installed distribution's entry points for plugins when the first
+    model is built; the `rivet` command turns that off (cli/entry.py). A real plugin
+    distribution on the path shows it: not loaded by default, loaded when the user sets
+    PYDANTIC_DISABLE_PLUGINS themselves (empty: every plugin)."""
+    plugins = tmp_path / "plugins"
+    (plugins / "probe_plugin-1.0.dist-info").mkdir(parents=True)
+    (plugins / "probe_plugin.py").write_text(
+        "class Plugin:\n    def new_schema_validator(self, *args, **kwargs):\n        return None, None, None\n"
+        "plugin = Plugin()\n")
+    (plugins / "probe_plugin-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: probe-plugin\n"
+                                                                     "Version: 1.0\n")
+    (plugins / "probe_plugin-1.0.dist-info" / "entry_points.txt").write_text("[pydantic]\nprobe = probe_plugin:plugin\n")
+    config = write_config(tmp_path, {"type": "sqlite", "url": f"sqlite:///{tmp_path / 'src.db'}"},
+                          [{"name": "t", "table": "t", "mode": "full", "format": "parquet",
+                            "destination": {"type": "local", "path": "out"}}])
+    assert _console_loaded_plugin(config, plugins) is False
+    assert _console_loaded_plugin(config, plugins, PYDANTIC_DISABLE_PLUGINS="") is True
+
+
 def test_loading_a_config_without_overrides_imports_no_arrow(tmp_path: Path) -> None:
     """`rivet state`, `metrics` and `journal` load the config and open the state store only."""
     config = write_config(tmp_path, {"type": "sqlite", "url": f"sqlite:///{tmp_path / 'src.db'}"},

@@ -9,6 +9,13 @@ short export and every scheduled run pays for nothing. So after the command retu
 `weakref.finalize` cleanups such as temporary directories) — flushes stdout and stderr, and
 leaves with `os._exit` and the command's exit code.
 
+Before the command runs, `console` also turns off pydantic's plugin discovery for this
+process (unless the environment already says otherwise): pydantic reads the entry points of
+every installed distribution when the first model class is built, ~20 ms of every command's
+start-up (docs/benchmarks.md "Parquet dictionaries only where values repeat"), and the
+command's only models are its config's, which no plugin needs. Setting
+`PYDANTIC_DISABLE_PLUGINS` (empty to keep every plugin) overrides it.
+
 It falls back to the normal exit whenever skipping teardown could lose work: a non-daemon
 thread still alive (a library's work in flight, which the normal exit would wait for), or an
 exit code that is not a number (a `SystemExit("message")` prints its message). The click
@@ -33,6 +40,7 @@ def _other_live_threads() -> bool:
 
 
 def console() -> None:
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # see the module docstring
     try:
         main()
         code: object = 0
