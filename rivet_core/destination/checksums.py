@@ -20,6 +20,7 @@ from pathlib import Path
 import xxhash
 
 from rivet_core.destination.file_follower import FileFollower
+from rivet_core.destination.writeback import start_writeback
 
 CHUNK_SIZE = 1024 * 1024
 
@@ -92,7 +93,9 @@ class AppendHasher(FileFollower):
     writers only append), and the thread hashes up to there with `os.pread` on its own
     descriptor (page-cache reads, 1 MiB at a time; MD5 releases the GIL), overlapping with
     encoding (the hand-off: rivet_core/destination/file_follower.py). `finish(size)` hashes
-    the tail and returns the fingerprint.
+    the tail and returns the fingerprint. Each range it has hashed it also hands to the
+    kernel to start writing back (writeback.py), so the writer's closing fsync waits for
+    the last range only.
     """
 
     thread_name = "rivet-part-hash"
@@ -132,12 +135,14 @@ class AppendHasher(FileFollower):
                 if self._cancelled or done >= self._target:
                     return
                 upto = self._target
+            start = done
             while done < upto:
                 chunk = os.pread(self._fd, min(CHUNK_SIZE, upto - done), done)
                 if not chunk:
                     raise StagedFileError(f"file ended at {done} bytes, {upto} were flushed")
                 self._fp.update(chunk)
                 done += len(chunk)
+            start_writeback(self._fd, start, done - start)  # the final fsync then waits less
 
 
 def fingerprint_file(path: Path) -> tuple[str, str]:

@@ -172,3 +172,34 @@ def test_abort_stops_the_hasher_thread(tmp_path: Path) -> None:
     hasher.abort()
     hasher.abort()  # idempotent
     assert not hasher._thread.is_alive()
+
+
+def test_every_hashed_range_is_handed_to_the_kernel_for_writeback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hasher starts the disk write of each range it has hashed (writeback.py), so the
+    writer's closing fsync waits for the last range only: the ranges it hands over are
+    contiguous, cover the whole file, and the kernel accepts each (this runs on Linux)."""
+    import rivet_core.destination.checksums as checksums
+    from rivet_core.destination.writeback import start_writeback
+
+    handed: list[tuple[int, int, bool]] = []
+
+    def recording(fd: int, offset: int, length: int) -> bool:
+        accepted = start_writeback(fd, offset, length)
+        handed.append((offset, length, accepted))
+        return accepted
+
+    monkeypatch.setattr(checksums, "start_writeback", recording)
+    path = tmp_path / "part.bin"
+    with open(path, "wb") as fh:
+        hasher = AppendHasher(path)
+        for _ in range(3):
+            fh.write(os.urandom(3 << 20))
+            fh.flush()
+            hasher.advance(fh.tell())
+        size = fh.tell()
+    assert hasher.finish(size) == as_fingerprint(path)
+    assert handed, "no range was handed over for writeback"
+    assert handed[0][0] == 0
+    assert all(a + n == b for (a, n, _), (b, _, _) in zip(handed, handed[1:], strict=False))
+    assert handed[-1][0] + handed[-1][1] == size
+    assert all(accepted for *_, accepted in handed)
