@@ -19,7 +19,7 @@
   `rivet.native_type` round-trips to pyarrow readers).
 - Dictionary encoding only where values repeat: the encoder is opened at the first row
   group, and a column whose sampled values are nearly all distinct is written PLAIN
-  (format/dictionary.py; on the bench rows 38 % less encode CPU and a 13 % smaller file).
+  (format/dictionary.py; on the bench rows 29 % less encode CPU and a 15 % smaller file).
 - `bytes_written` is the size of the file on disk after the last row group flush.
 - With a `size_budget` (the export's `max_file_size`, set by the part rotator) row groups
   are sized DOWN so a part fits: the first group of a part targets a quarter of the budget
