@@ -236,12 +236,7 @@ def started(argv: list[str], env: dict[str, str], cwd: Path, log: Path) -> Itera
     """A long-running process of the benchmark (the daemon, a code server), its process group
     ended on exit."""
     with open(log, "wb") as out:
-        # SIGINT back at its default action before exec: Dagster's CLI gives SIGTERM whatever
-        # SIGINT does, and a benchmark started as a shell's background job inherits SIGINT
-        # ignored, so the daemon would ignore the SIGTERM below and wait out its 30 s.
-        proc = subprocess.Popen([sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGINT, "
-                                 "signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])", *argv],
-                                env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             yield proc
         finally:
@@ -661,6 +656,12 @@ def _recollect(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dic
 
 def main_chunked(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[3:] if argv is None else argv)
+    # Dagster's CLI gives SIGTERM whatever handler SIGINT has, and a benchmark started as a
+    # shell's background job inherits SIGINT ignored, down to the daemon and code server it
+    # starts: they would ignore `started`'s SIGTERM. A handler is reset to the default at
+    # exec, so with one installed here the children get SIGINT (and SIGTERM) back.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     args = parse(argv, "dagster-chunked")
     if args.from_work:
         dag, riv, command = _recollect(args)

@@ -20,6 +20,7 @@ set; it is never skipped.
 from __future__ import annotations
 
 import os
+import signal
 import urllib.parse
 import uuid
 from collections.abc import Iterator
@@ -41,6 +42,20 @@ settings.register_profile("rivet", deadline=None, suppress_health_check=[HealthC
 settings.register_profile("rivet-ci", parent=settings.get_profile("rivet"), derandomize=True,
                           print_blob=True)
 settings.load_profile("rivet-ci" if os.environ.get("CI") == "true" else "rivet")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGINT handled in every pytest process, so the children the tests start get it back.
+
+    A shell starts a background job (`make test &`, `nohup`, a CI step without job control)
+    with SIGINT *ignored*, and an ignored signal stays ignored across fork and exec. Dagster's
+    CLI gives SIGTERM whatever handler SIGINT has, so a `dagster dev` started from such a run
+    ignored the SIGTERM that stops it (tests/dagster/test_ui.py). A handler, unlike an ignored
+    signal, is reset to the default at exec: with Python's own handler installed here (in
+    the controller and in each xdist worker), every child starts with SIGINT, and so SIGTERM,
+    at their default action."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(trylast=True)

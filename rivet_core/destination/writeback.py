@@ -16,7 +16,6 @@ the timing.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import sys
 from collections.abc import Callable
@@ -31,6 +30,8 @@ def _sync_file_range() -> Callable[[int, int, int, int], int] | None:
     the call)."""
     if not sys.platform.startswith("linux"):
         return None
+    import ctypes  # here, not at import: off the run path before the first query
+
     try:
         fn = ctypes.CDLL(None, use_errno=True).sync_file_range
     except (OSError, AttributeError):

@@ -84,8 +84,6 @@ class ParquetFileWriter(FormatWriter):
         #: The encoder, opened at the first row group: which columns keep a dictionary is
         #: chosen from that group's values (format/dictionary.py).
         self._writer: pq.ParquetWriter | None = None
-        #: pyarrow's `use_dictionary` the encoder was opened with (True = every column).
-        self.dictionary_columns: bool | list[str] | None = None
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
         self._bytes = 0
@@ -169,13 +167,14 @@ class ParquetFileWriter(FormatWriter):
         self._pending_rows = rest.num_rows
         self._pending_bytes = rest_bytes
 
-    def _encoder(self, first_group: pa.Table) -> pq.ParquetWriter:
+    def _encoder(self, first_group: pa.Table | None) -> pq.ParquetWriter:
         """The Parquet encoder, opened on the first call with the dictionary choice of
-        `first_group` (the part's first row group; empty for a part without rows)."""
+        `first_group` (the part's first row group; None for a part without rows, which
+        keeps the writer's default)."""
         if self._writer is None:
             assert self._file is not None
-            self.dictionary_columns = dictionary_columns(first_group)
-            self._writer = pq.ParquetWriter(self._file, self.schema, use_dictionary=self.dictionary_columns,
+            use_dictionary = True if first_group is None else dictionary_columns(first_group)
+            self._writer = pq.ParquetWriter(self._file, self.schema, use_dictionary=use_dictionary,
                                             **self._encoder_kwargs)
         return self._writer
 
@@ -201,9 +200,7 @@ class ParquetFileWriter(FormatWriter):
         if self._pending_rows:
             self._write_group(pa.Table.from_batches(self._pending, schema=self.schema))
             self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
-        # A part without rows still becomes a valid empty file (`schema.empty_table()` would
-        # make pyarrow import pandas).
-        self._encoder(pa.Table.from_batches([], schema=self.schema)).close()
+        self._encoder(None).close()  # a part without rows is still a valid empty file
         self._writer = None
         self._bytes = self._sync_and_close()
         self._closed = True

@@ -49,25 +49,6 @@ class Demo:
             return conn.execute(sql, params).fetchall()
 
 
-# Run as `python -c INTERRUPTIBLE argv...`: SIGINT back at its default action, then exec argv.
-INTERRUPTIBLE = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
-                 "os.execv(sys.argv[1], sys.argv[1:])")
-
-
-def interruptible(argv: list[str]) -> list[str]:
-    """`argv` started with SIGINT at its default action, so that SIGTERM stops a Dagster CLI.
-
-    Dagster's CLI gives SIGTERM whatever handler SIGINT has. A shell starts a background job
-    (`make test &`, `nohup`, a CI step without job control) with SIGINT *ignored*, and an
-    ignored signal stays ignored across fork and exec, down to pytest's workers and their
-    children: `dagster dev` started from there ignores SIGTERM too, and only SIGKILL stops it,
-    leaving its children behind. The wrapper re-enables SIGINT in the child alone and then
-    execs `argv` in the same process (same pid, same process group), so the process tree
-    the tests inspect is unchanged.
-    """
-    return [sys.executable, "-c", INTERRUPTIBLE, *argv]
-
-
 def make_demo(root: Path) -> Demo:
     from rivet_core.ops.demo import ensure_demo_database
 

@@ -6,8 +6,8 @@ of the demo and a throwaway DAGSTER_HOME (e2e_demo.py). It runs in its own sessi
 process group (`start_new_session`): `dagster dev` forks the webserver, the daemon and a
 code server (which forks `dagster api grpc`), and the last test checks that SIGTERM to the
 group stops every one of them (SIGKILL only after a bounded wait, and then the test fails).
-`dagster dev` starts through e2e_demo.interruptible, so this holds also when the suite itself
-runs as a shell's background job, which starts with SIGINT ignored.
+This holds also when the suite itself runs as a shell's background job, which starts with
+SIGINT ignored: tests/conftest.py `pytest_configure` gives the children SIGINT back.
 
 Chromium is headless Debian `chromium` ($CHROMIUM_PATH); without it the browser test FAILS
 (see e2e_demo.chromium_path). `--virtual-time-budget` lets the single-page app render before
@@ -39,7 +39,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.dagster.e2e_demo import DEMO_ASSETS, REPO, Demo, chromium_path, interruptible, make_demo
+from tests.dagster.e2e_demo import DEMO_ASSETS, REPO, Demo, chromium_path, make_demo
 
 START_TIMEOUT = 120      # dagster dev answering /server_info (about 10-16 s here)
 LOAD_TIMEOUT = 60        # the code location `rivet` loaded, after /server_info answers
@@ -107,8 +107,8 @@ class DagsterDev:
         env = {**self.demo.env(), "TMPDIR": str(tmp)}
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(
-                interruptible([sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml",
-                               "-h", "127.0.0.1", "-p", str(self.port)]),
+                [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml",
+                 "-h", "127.0.0.1", "-p", str(self.port)],
                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT
