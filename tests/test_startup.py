@@ -433,3 +433,23 @@ def test_the_first_source_query_is_sent_without_sqlalchemy_loaded(
         assert seen["state_statements"] == 0, seen
     [part] = data_files(out)
     assert sorted(pq.read_table(part).column("id").to_pylist()) == list(range(1, 101))
+
+
+# ------------------------------------------------ the lock's process identity without psutil
+
+def test_a_run_locks_and_claims_its_staging_without_psutil(tmp_path: Path, pg_url: str) -> None:
+    """The run records its own pid and start time in the lock row and the staging owner file
+    before its first source query; on Linux that reads /proc (state/process_identity.py), so
+    psutil (~11 ms of imports) is loaded neither then nor later in a healthy run (that the
+    value equals psutil's: tests/state/test_process_identity.py)."""
+    import pyarrow.parquet as pq
+
+    from tests.helpers import data_files
+
+    config, out = _pg_full_export(
+        tmp_path, pg_url, "CREATE TABLE t (id bigint PRIMARY KEY, note text)",
+        "INSERT INTO t SELECT g, 'n' || g FROM generate_series(1, 50) g")
+    seen = _probe(config, ("psutil",), tmp_path)
+    assert seen["first_source_query"]["loaded"] == [], seen
+    assert seen["loaded_at_exit"] == [], seen
+    assert sorted(pq.read_table(data_files(out)[0]).column("id").to_pylist()) == list(range(1, 51))

@@ -30,6 +30,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from rivet_core.state.process_identity import process_alive, process_start
+
 log = logging.getLogger("rivet.staging")
 
 OWNER_FILE = ".rivet-owner.json"
@@ -49,12 +51,6 @@ class StagingDir:
     owner: dict | None = None
 
 
-def _process_start(pid: int) -> str | None:
-    from rivet_core.state.locks import _process_start as start
-
-    return start(pid)
-
-
 def claim_staging(directory: Path, *, run_id: str, export_name: str) -> Path:
     """Create the run's staging directory with its owner file (idempotent)."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -62,7 +58,7 @@ def claim_staging(directory: Path, *, run_id: str, export_name: str) -> Path:
     if not owner.exists():
         pid = os.getpid()
         tmp = directory / f".{OWNER_FILE}.{pid}.tmp"
-        tmp.write_text(json.dumps({"pid": pid, "process_start": _process_start(pid), "host": socket.gethostname(),
+        tmp.write_text(json.dumps({"pid": pid, "process_start": process_start(pid), "host": socket.gethostname(),
                                    "export_name": export_name, "run_id": run_id}))
         os.replace(tmp, owner)
     return directory
@@ -80,9 +76,7 @@ def _owner_alive(owner: dict | None) -> bool:
     """True when the owner file names a process of this host that still runs."""
     if not owner or owner.get("host") != socket.gethostname() or not isinstance(owner.get("pid"), int):
         return False
-    from rivet_core.state.locks import _process_alive
-
-    return _process_alive(owner["pid"], owner.get("process_start"))
+    return process_alive(owner["pid"], owner.get("process_start"))
 
 
 def _size(directory: Path) -> tuple[int, int]:

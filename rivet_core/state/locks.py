@@ -44,6 +44,7 @@ from rivet_core.errors import TransientError, best_effort
 from rivet_core.orchestrator import accepts_legacy_run_id
 from rivet_core.state._base import StoreBase
 from rivet_core.state.database import StateDatabase, Transaction
+from rivet_core.state.process_identity import process_alive, process_start
 from rivet_core.state.schema import columns_sql, export_lock, insert_sql
 
 _SELECT = f"SELECT {columns_sql(export_lock)} FROM export_lock"
@@ -73,52 +74,6 @@ def _host() -> str:
     return socket.gethostname()
 
 
-def _psutil_errors() -> tuple[type[BaseException], ...]:
-    """psutil's error base (AccessDenied, ZombieProcess, …), or nothing when psutil is absent."""
-    try:
-        import psutil
-    except ImportError:
-        return ()
-    return (psutil.Error,)
-
-
-def _process_start(pid: int) -> str | None:
-    """The start time of a process, to tell a live holder from a recycled pid."""
-    try:
-        import psutil
-    except ImportError:
-        return None
-    try:
-        return f"{psutil.Process(pid).create_time():.3f}"
-    except (psutil.Error, OSError):  # unknown: the pid check alone decides
-        return None
-
-
-def _process_alive(pid: int, started: str | None) -> bool:
-    """Whether the holder process on THIS host still runs: the pid exists, is not a zombie
-    (killed, not yet reaped by its parent), and started when the holder did (not reused)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # exists, owned by someone else
-    try:
-        import psutil
-
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return False
-        except psutil.NoSuchProcess:
-            return False
-    except (ImportError, OSError) + _psutil_errors():  # unknowable (no access): the start time decides
-        pass
-    if started is None:
-        return True
-    now = _process_start(pid)
-    return now is None or now == started
-
-
 @dataclass(frozen=True)
 class LockHolder:
     """One row of export_lock, as the refusal message and `rivet state locks` show it."""
@@ -143,7 +98,7 @@ class LockHolder:
         now = now or datetime.now(UTC)
         if datetime.fromisoformat(self.expires_at) < now:
             return f"its lease expired at {self.expires_at}"
-        if self.host == _host() and not _process_alive(self.pid, self.process_start):
+        if self.host == _host() and not process_alive(self.pid, self.process_start):
             return f"process {self.pid} on {self.host} is gone"
         return None
 
@@ -288,7 +243,7 @@ class ExportLockStore(StoreBase):
                 raise ExportLocked(export_name, key, (exclusive or blocking)[0], config_hint)
             row = dict(lock_key=key, token=token, mode=mode, export_name=export_name, run_id=run_id,
                        orchestrator_run_id=orchestrator_run_id, orchestrator=orchestrator, pid=pid, host=_host(),
-                       process_start=_process_start(pid), started_at=now.isoformat(), heartbeat_at=now.isoformat(),
+                       process_start=process_start(pid), started_at=now.isoformat(), heartbeat_at=now.isoformat(),
                        expires_at=(now + timedelta(seconds=lease)).isoformat())
             tx.execute(insert_sql(export_lock, tuple(row)), row)
         if mode == "exclusive":
