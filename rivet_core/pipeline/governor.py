@@ -25,12 +25,14 @@ Two halves, kept apart so the rule can be property-tested without a server:
   most every `sample_interval_s` and every `sample_every_batches` batches, adds its own
   fetch-latency ratio, and sleeps the decided delay. The ratio is the time spent waiting for
   the source per row (EWMA) over the run's baseline seconds per row of the whole
-  read-and-write cycle (median of the first batches). Not wait over baseline wait: a
-  read-ahead reader makes the wait ~0 while the source keeps up, and a ratio against ~0 is
-  noise. Not cycle over baseline cycle: the batch that completes a row group carries its
-  encode and would read as pressure every few dozen batches. So on a source that keeps up the
-  ratio is ~0, and it reaches the idle threshold (3) only when each row waits three times
-  what a whole healthy cycle took. Both times leave out what this process's threads spent
+  read-and-write cycle (the mean over the first batches, spanning their row-group encodes:
+  `SourceGovernor.BASELINE_MIN_S`). Not wait over baseline wait: a read-ahead reader makes
+  the wait ~0 while the source keeps up, and a ratio against ~0 is noise. Not cycle over
+  baseline cycle: the batch that completes a row group carries its encode and would read as
+  pressure every few dozen batches. So on a source that keeps up the ratio stays below 1 —
+  when the writer catches up with the reader it waits for the source's next batch, which
+  takes less than a whole cycle — and it reaches the idle threshold (3) only when each row
+  waits three times what a whole healthy cycle took. Both times leave out what this process's threads spent
   queued for a CPU (Linux `/proc/self/task/*/schedstat`, `runqueue_wait_s`): on a machine
   whose cores are busy with other work, a starved reader thread would otherwise read as a
   slow source and pace an idle one. The first time it sees pressure it
@@ -54,7 +56,6 @@ from __future__ import annotations
 
 import logging
 import os
-import statistics
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -224,9 +225,15 @@ class SourceGovernor:
     """Paces one export's read (see module doc). Call `start` before the first batch,
     `after_batch` once per batch written, and `close` at the end (closes the probe)."""
 
-    #: Batches whose per-row fetch latency makes the run's baseline (after the first, which
-    #: carries the query start-up).
+    #: The run's baseline is the mean cycle per row of its first batches (after the first,
+    #: which carries the query start-up): at least this many batches, and at least
+    #: `BASELINE_MIN_S` of them, so that the window holds the row-group encodes a healthy
+    #: cycle includes. (A median of five batches measured only the batches that buffer rows
+    #: without encoding — ~0.5 ms against ~100 ms for one that encodes — and an idle source
+    #: read as pressure whenever the writer caught up with the reader: docs/benchmarks.md
+    #: "Source governor: the baseline spans the encodes".)
     BASELINE_BATCHES = 5
+    BASELINE_MIN_S = 0.25
 
     def __init__(self, tuning: ResolvedTuning, open_probe: Callable[[], PressureProbe | None] | None = None,
                  *, sample_interval_s: float = 1.0, sample_every_batches: int = 1,
@@ -252,7 +259,9 @@ class SourceGovernor:
         self._last_sample_at: float | None = None
         self._batches_since_sample = 0
         self._pressure = 0.0  # the last sample's; the pause is decided per batch from it
-        self._per_row: list[float] = []
+        self._base_rows = 0
+        self._base_s = 0.0
+        self._base_batches = 0
         self._baseline: float | None = None
         self._recent: float | None = None  # EWMA of the per-row wait for the source
         self._resume_at = clock()
@@ -334,9 +343,11 @@ class SourceGovernor:
         n = self.stats.batches
         if self._baseline is None:
             if n > 1:  # the first batch carries the query's start-up, not the steady state
-                self._per_row.append(cycle_s / rows)
-            if len(self._per_row) >= self.BASELINE_BATCHES:
-                self._baseline = max(statistics.median(self._per_row), 1e-9)
+                self._base_rows += rows
+                self._base_s += cycle_s
+                self._base_batches += 1
+            if self._base_batches >= self.BASELINE_BATCHES and self._base_s >= self.BASELINE_MIN_S:
+                self._baseline = max(self._base_s / self._base_rows, 1e-9)
             return
         per_row = wait_s / rows
         self._recent = per_row if self._recent is None else 0.7 * self._recent + 0.3 * per_row
