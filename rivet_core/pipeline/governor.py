@@ -32,8 +32,8 @@ Two halves, kept apart so the rule can be property-tested without a server:
   pressure every few dozen batches. So on a source that keeps up the ratio stays below 1 —
   when the writer catches up with the reader it waits for the source's next batch, which
   takes less than a whole cycle — and it reaches the idle threshold (3) only when each row
-  waits three times what a whole healthy cycle took. Both times leave out what this process's threads spent
-  queued for a CPU (Linux `/proc/self/task/*/schedstat`, `runqueue_wait_s`): on a machine
+  waits three times what a whole healthy cycle took. Both times leave out what this
+  process's threads spent queued for a CPU (Linux `/proc/self/task/*/schedstat`, `runqueue_wait_s`): on a machine
   whose cores are busy with other work, a starved reader thread would otherwise read as a
   slow source and pace an idle one. The first time it sees pressure it
   also lowers this process's CPU priority (nice + `cpu_nice`, `rivet_core/pipeline/

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from functools import cache
 
 _PROC = "/proc"
@@ -46,55 +47,52 @@ def _stat_fields(pid: int) -> list[bytes]:
     return data[data.rfind(b")") + 2:].split()
 
 
-def _linux_start(pid: int) -> str | None:
-    ticks = float(_stat_fields(pid)[19])
-    return f"{ticks / os.sysconf('SC_CLK_TCK') + _boot_time():.3f}"
+@dataclass(frozen=True)
+class _Seen:
+    """One look at a process that exists: whether it is a zombie (killed, not yet reaped by
+    its parent) and its start time; None where that cannot be known."""
+
+    zombie: bool | None
+    start: str | None
 
 
-def _psutil_start(pid: int) -> str | None:
+_UNKNOWN = _Seen(zombie=None, start=None)
+
+
+def _look(pid: int) -> _Seen | None:
+    """What `/proc/<pid>/stat` says of the process (one read), psutil where `/proc` cannot
+    answer; None when the process is gone."""
+    if _procfs():
+        try:
+            fields = _stat_fields(pid)
+            return _Seen(zombie=fields[0] == b"Z",
+                         start=f"{float(fields[19]) / os.sysconf('SC_CLK_TCK') + _boot_time():.3f}")
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, IndexError):  # /proc hidden or unreadable: ask psutil
+            pass
+    return _look_psutil(pid)
+
+
+def _look_psutil(pid: int) -> _Seen | None:
     try:
         import psutil
     except ImportError:
-        return None
+        return _UNKNOWN
     try:
-        return f"{psutil.Process(pid).create_time():.3f}"
-    except (psutil.Error, OSError):  # unknown: the pid check alone decides
+        proc = psutil.Process(pid)
+        return _Seen(zombie=proc.status() == psutil.STATUS_ZOMBIE, start=f"{proc.create_time():.3f}")
+    except psutil.NoSuchProcess:
         return None
+    except (psutil.Error, OSError):  # no access: the pid check alone decides
+        return _UNKNOWN
 
 
 def process_start(pid: int) -> str | None:
     """The start time of process `pid` (seconds since the epoch, 3 decimals), or None when it
     cannot be known."""
-    if _procfs():
-        try:
-            return _linux_start(pid)
-        except FileNotFoundError:  # gone
-            return None
-        except (OSError, ValueError, IndexError):  # /proc hidden or unreadable: ask psutil
-            pass
-    return _psutil_start(pid)
-
-
-def _is_zombie(pid: int) -> bool | None:
-    """True for a zombie (killed, not yet reaped by its parent), False for a live process,
-    None when unknowable."""
-    if _procfs():
-        try:
-            return _stat_fields(pid)[0] == b"Z"
-        except FileNotFoundError:
-            return True  # gone between the kill(0) and here: not alive either
-        except (OSError, IndexError):
-            pass
-    try:
-        import psutil
-    except ImportError:
-        return None
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-    except (psutil.Error, OSError):
-        return None
+    seen = _look(pid)
+    return None if seen is None else seen.start
 
 
 def process_alive(pid: int, started: str | None) -> bool:
@@ -106,12 +104,10 @@ def process_alive(pid: int, started: str | None) -> bool:
         return False
     except PermissionError:
         pass  # exists, owned by someone else
-    if _is_zombie(pid):
+    seen = _look(pid)
+    if seen is None or seen.zombie:
         return False
-    if started is None:
-        return True
-    now = process_start(pid)
-    return now is None or now == started
+    return started is None or seen.start is None or seen.start == started
 
 
 __all__ = ["process_alive", "process_start"]

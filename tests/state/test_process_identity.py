@@ -2,7 +2,8 @@
 
 Lock rows and staging owner files written by a run that used psutil must compare equal with
 what this code computes for the same process, or a live holder would look recycled and be
-swept. psutil (a dependency of the project) is the oracle here.
+swept. psutil (a dependency of the project) is the oracle here. That a real run loads no
+psutil at all: tests/test_startup.py `test_a_run_locks_and_claims_its_staging_without_psutil`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import pytest
 
 from rivet_core.state import process_identity
 from rivet_core.state.process_identity import process_alive, process_start
-from tests.helpers import REPO
 
 
 def _psutil_start(pid: int) -> str:
@@ -80,12 +80,3 @@ def test_without_proc_psutil_answers(child: subprocess.Popen[bytes], monkeypatch
     finally:
         process_identity._procfs.cache_clear()
 
-
-def test_the_linux_path_does_not_import_psutil() -> None:
-    code = ("import os, sys\n"
-            "from rivet_core.state.process_identity import process_alive, process_start\n"
-            "started = process_start(os.getpid())\n"
-            "assert started is not None and process_alive(os.getpid(), started)\n"
-            "print('psutil' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
