@@ -21,6 +21,15 @@ MinIO) and region `us-east-1` unless given; retries in boto3 "standard" mode. Th
 boto3 default of sending flexible (CRC) checksums is turned down to "when_required",
 since many S3-compatible servers reject them and we already send Content-MD5.
 
+Bodies (`PutObject`, `UploadPart`) always carry that Content-MD5, and it is one of the
+signed headers, so a body changed in transit fails the server's MD5 check whether or not the
+body's SHA-256 is signed too. botocore signs it anyway on a plain-`http://` endpoint
+(SeaweedFS, MinIO on a private network); hashing 300 MB costs the client 0.25 CPU-s
+(docs/benchmarks.md "S3: bodies are not hashed twice"). Those two calls therefore go through a
+second client of the same session with `payload_signing_enabled: False` (`_body_client`);
+every other call, whose body carries no MD5, keeps the signed payload. Against `https://` the
+two are one client: botocore already skips the SHA-256 there for a body with a checksum.
+
 Errors become `DestinationError` naming the bucket/key and the fix, with `.transient`
 set for connection failures, 5xx and throttling. Secrets are registered with
 `redact_secrets` on open and never appear in messages.
@@ -87,8 +96,10 @@ def _etag(value: Any) -> str:
     return str(value or "").strip().strip('"').lower()
 
 
-def _make_client(spec: DestinationSpec) -> Any:
-    """Build the boto3 S3 client following the credential order of docs/config-reference.md `exports[].destination`."""
+def _make_clients(spec: DestinationSpec) -> tuple[Any, Any]:
+    """Build the boto3 S3 client following the credential order of docs/config-reference.md
+    `exports[].destination`, and the client for Content-MD5 bodies (the module docstring):
+    a second client of the same session on a plain-`http://` endpoint, else the same one."""
     import boto3
     from botocore.config import Config
     from botocore.exceptions import BotoCoreError, ProfileNotFound
@@ -113,18 +124,26 @@ def _make_client(spec: DestinationSpec) -> Any:
             session = boto3.session.Session(profile_name=spec.aws_profile, region_name=region)
         else:
             session = boto3.session.Session(region_name=region)
-        config = Config(
-            # botocore: "max_attempts" counts retries, "total_max_attempts" every attempt.
-            retries=({"mode": "standard", "total_max_attempts": spec.max_attempts} if spec.max_attempts
-                     else {"mode": "standard", "max_attempts": 5}),
-            connect_timeout=spec.timeout_s or 10,
-            read_timeout=spec.timeout_s or 120,
-            signature_version="s3v4",
-            s3={"addressing_style": "path"} if spec.endpoint else None,
-            request_checksum_calculation="when_required",
-            response_checksum_validation="when_required",
-        )
-        return session.client("s3", endpoint_url=spec.endpoint or None, config=config)
+
+        def client(**s3_options: Any) -> Any:
+            if spec.endpoint:
+                s3_options["addressing_style"] = "path"
+            config = Config(
+                # botocore: "max_attempts" counts retries, "total_max_attempts" every attempt.
+                retries=({"mode": "standard", "total_max_attempts": spec.max_attempts} if spec.max_attempts
+                         else {"mode": "standard", "max_attempts": 5}),
+                connect_timeout=spec.timeout_s or 10,
+                read_timeout=spec.timeout_s or 120,
+                signature_version="s3v4",
+                s3=s3_options or None,
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            )
+            return session.client("s3", endpoint_url=spec.endpoint or None, config=config)
+
+        main = client()
+        plain_http = (spec.endpoint or "").lower().startswith("http://")
+        return main, (client(payload_signing_enabled=False) if plain_http else main)
     except ProfileNotFound as exc:
         raise destination_error(
             f"AWS profile '{spec.aws_profile}' not found — fix destination.aws_profile or add it "
@@ -159,7 +178,10 @@ class S3Destination(Destination):
         self.uri = f"s3://{self.bucket}/{self.prefix}"
         self.multipart_threshold = max(1, int(spec.multipart_threshold))
         self.multipart_chunksize = max(MIN_PART_SIZE, int(spec.multipart_chunksize))
-        self._client = client if client is not None else _make_client(spec)
+        if client is not None:  # the caller's client serves every call
+            self._client = self._body_client = client
+        else:
+            self._client, self._body_client = _make_clients(spec)
         self._bucket_verified = False
         self._early: dict[str, EarlyUpload] = {}
         self._early_lock = threading.Lock()
@@ -230,8 +252,11 @@ class S3Destination(Destination):
     def _call(self, action: str, key: str | None, method: str, **kwargs: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        # A body sent with its Content-MD5 goes through the client that does not also sign
+        # its SHA-256 (the module docstring).
+        client = self._body_client if "ContentMD5" in kwargs and "Body" in kwargs else self._client
         try:
-            return getattr(self._client, method)(**kwargs)
+            return getattr(client, method)(**kwargs)
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, action, key) from exc
 

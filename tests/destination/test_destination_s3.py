@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import re
 import socket
 import tracemalloc
 from concurrent.futures import ThreadPoolExecutor
@@ -93,6 +94,63 @@ def test_an_etag_that_disagrees_with_the_local_md5_is_corruption_in_transit(tmp_
     with pytest.raises(DestinationError, match=r"part 'p.csv' corrupted in transit \(md5 [0-9a-f]{32}≠0{32}\)") as ei:
         dest.write_file(src, "p.csv")
     assert ei.value.transient is True
+
+
+class SentHeaders:
+    """What each request carried on the wire, recorded by botocore's `before-send` event on a
+    real client: the operation, `X-Amz-Content-SHA256` and the names in SigV4's SignedHeaders."""
+
+    def __init__(self, *clients: Any) -> None:
+        self.sent: list[tuple[str, str, set[str]]] = []
+        for client in {id(c): c for c in clients}.values():
+            client.meta.events.register("before-send.s3", self._record)
+
+    def _record(self, request: Any, event_name: str, **_: Any) -> None:
+        auth = str(request.headers.get("Authorization", ""))
+        signed = auth.split("SignedHeaders=", 1)[1].split(",", 1)[0] if "SignedHeaders=" in auth else ""
+        sha = request.headers.get("X-Amz-Content-SHA256", b"")
+        self.sent.append((event_name.rsplit(".", 1)[1],
+                          sha.decode() if isinstance(sha, bytes) else str(sha), set(signed.split(";"))))
+
+    def of(self, operation: str) -> list[tuple[str, set[str]]]:
+        return [(sha, signed) for op, sha, signed in self.sent if op == operation]
+
+
+def test_a_body_sent_with_its_md5_is_not_hashed_again_on_plain_http(tmp_path: Path, s3: Any) -> None:
+    """PutObject and UploadPart bodies are sent UNSIGNED-PAYLOAD with Content-MD5 among the
+    signed headers; every other call keeps its signed SHA-256; the objects round-trip."""
+    assert s3.endpoint.startswith("http://")
+    dest = s3_dest(s3, multipart_threshold=5 * MiB, multipart_chunksize=5 * MiB)
+    seen = SentHeaders(dest._client, dest._body_client)
+    small, big = tmp_path / "small.bin", tmp_path / "big.bin"
+    small.write_bytes(os.urandom(1000))
+    big.write_bytes(os.urandom(11 * MiB))
+    dest.write_file(small, "small.bin")
+    dest.write_file(big, "big.bin")
+    bodies = seen.of("PutObject") + seen.of("UploadPart")
+    assert len(bodies) == 1 + 3
+    assert all(sha == "UNSIGNED-PAYLOAD" and "content-md5" in signed for sha, signed in bodies)
+    others = seen.of("CreateMultipartUpload") + seen.of("CompleteMultipartUpload")
+    assert len(others) == 2 and all(re.fullmatch("[0-9a-f]{64}", sha) for sha, _ in others)
+    for name, src in (("small.bin", small), ("big.bin", big)):
+        raw = s3.client().get_object(Bucket=s3.bucket, Key=f"{s3.prefix}exports/orders/{name}")
+        assert raw["Body"].read() == src.read_bytes()
+
+
+def test_a_body_changed_after_signing_is_refused_by_its_signed_md5(tmp_path: Path, s3: Any) -> None:
+    """The guarantee the unsigned payload rests on: a body altered on the way (same length,
+    after the request was signed) is refused by the server, and no object appears."""
+    src = tmp_path / "p.bin"
+    src.write_bytes(os.urandom(4096))
+    dest = s3_dest(s3)
+
+    def corrupt(request: Any, **_: Any) -> None:
+        request.body = bytes(b ^ 0xFF for b in src.read_bytes())
+
+    dest._body_client.meta.events.register("before-send.s3.PutObject", corrupt)
+    with pytest.raises(DestinationError, match=r"corrupted in transit \(server rejected Content-MD5\)"):
+        dest.write_file(src, "p.bin")
+    assert dest.head("p.bin") is None
 
 
 def test_a_file_above_the_threshold_goes_multipart_and_round_trips_byte_for_byte(tmp_path: Path, s3: Any) -> None:
