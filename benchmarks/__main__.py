@@ -5,6 +5,11 @@
 
 import importlib
 import sys
+from pathlib import Path
+
+from benchmarks.bytecode import compile_tree
+
+compile_tree(Path(__file__).resolve().parent.parent)  # as installed (benchmarks/bytecode.py)
 
 SCENARIOS = {"governor_oltp": "benchmarks.governor_oltp", "startup": "benchmarks.startup",
              "dagster-full": "benchmarks.dagster_path:main_full",

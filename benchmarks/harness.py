@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchmarks.bytecode import compile_tree
 from benchmarks.checksum import compare, file_checksums, source_checksums
 from benchmarks.labels import CLIENT_FLOOR, ENGINE_LABEL, SLOW_METHODS, slow_repeat
 from benchmarks.report import write_report
@@ -258,6 +259,8 @@ def baseline_methods(methods: list[Method], baseline: Path) -> list[Method]:
     """`--baseline DIR`: every selected rivet method once more, run with `PYTHONPATH=DIR`
     (another checkout of this repository, e.g. main before a change), named `<name>_base`,
     so a change is measured side by side with the code it replaces in the same run."""
+
+    compile_tree(baseline)  # the baseline runs as installed too (benchmarks/bytecode.py)
 
     def wrap(build: Callable[[RunCtx], list[str]]) -> Callable[[RunCtx], list[str]]:
         def argv(ctx: RunCtx) -> list[str]:
