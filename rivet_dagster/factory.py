@@ -24,11 +24,17 @@ definitions.py, tunes malloc for itself).
 
 A bad config raises the same `ConfigError` the CLI prints, so a broken code location says
 what to fix.
+
+Dagster's beta warnings for the APIs rivet itself chooses (code references, a backfill
+policy) are silenced while the definitions are built: the user did not write those calls and
+cannot act on them, and every code server and run worker that loads the definitions would
+print them again.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -124,7 +130,19 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
     `config_path` resolves against `relative_to`, else the calling module's folder, else the
     current directory."""
     base = Path(relative_to) if relative_to is not None else caller_dir()
-    path = resolve_config_path(config_path, base)
+    with warnings.catch_warnings():  # rivet's own beta API choices (the module docstring)
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        return _build(resolve_config_path(config_path, base), executor, key_prefix, group_name, owners,
+                      tags, source_assets, notify_run_failures, s3_resource_key, gcs_resource_key,
+                      azure_resource_key)
+
+
+def _build(path: Path, executor: dg.ExecutorDefinition | None, key_prefix: str | Sequence[str],
+           group_name: str | None, owners: Sequence[str], tags: Mapping[str, str] | None,
+           source_assets: bool | Callable[[dg.AssetKey], bool], notify_run_failures: bool,
+           s3_resource_key: str | None, gcs_resource_key: str | None,
+           azure_resource_key: str | None) -> dg.Definitions:
+    """`build_definitions` for a resolved config path."""
     config = api.load_config(path)
     prefix = [key_prefix] if isinstance(key_prefix, str) else list(key_prefix)
     _apply_outer_prefix(config, prefix, group_name)

@@ -303,3 +303,19 @@ def test_a_time_window_export_without_a_start_date_fails_loading_and_says_what_t
     message = str(raised.value)
     assert "orders_daily" in message and "dagster.start_date" in message
     assert "start_date:" in message  # shows the YAML to add
+
+
+def test_loading_the_definitions_prints_no_dagster_beta_warning_for_rivets_own_api_choices() -> None:
+    """Code references and a chunked export's backfill policy are rivet's choices: every code
+    server and run worker would print their beta notices to a user who cannot act on them.
+    The user's own beta warnings after the build still show."""
+    import subprocess
+
+    script = ("import warnings, dagster as dg\n"
+              "from rivet_dagster import build_definitions\n"
+              f"build_definitions({str(DEMO_CONFIG)!r})\n"
+              "warnings.warn('the user own notice', dg.BetaWarning)\n")
+    proc = subprocess.run([sys.executable, "-W", "always", "-c", script], capture_output=True, text=True,
+                          check=True)
+    warned = [line for line in proc.stderr.splitlines() if "Warning:" in line]
+    assert len(warned) == 1 and "the user own notice" in warned[0], proc.stderr
