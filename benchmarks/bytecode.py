@@ -19,8 +19,10 @@ PACKAGES = ("rivet_core", "rivet_dagster")
 
 def compile_tree(root: Path) -> None:
     """Compile the project's packages under `root` (a checkout) in place; raises on a file
-    that does not compile, which would fail the run being timed anyway."""
+    that does not compile, which would fail the run being timed anyway. In this process, not
+    a pool: forking a process that holds threads and connections (a test worker's Celery
+    client did) can hang the child, and ~230 files take well under a second."""
     for package in PACKAGES:
         path = root / package
-        if path.is_dir() and not compileall.compile_dir(str(path), quiet=1, workers=0):
+        if path.is_dir() and not compileall.compile_dir(str(path), quiet=1):
             raise SystemExit(f"byte-compiling {path} failed (see above)")
