@@ -81,8 +81,8 @@ def test_columns_without_an_exact_binary_form_take_the_row_path(
     eligible_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="rivet.source")
-    for column in ("o", "c1", "iv"):  # oid, "char", interval
-        read(eligible_db, f"SELECT id, {column} FROM eligible", "auto", monkeypatch)
+    for column in ("o", "c1", "iv"):  # oid, "char", interval (the binary path casts them on the server)
+        read(eligible_db, f"SELECT id, {column} FROM eligible", "adbc", monkeypatch)
     read(eligible_db, "SELECT id, m FROM eligible", "adbc", monkeypatch)  # enum: ADBC refuses
     used = paths_used(caplog)
     assert [u.split(" (")[0] for u in used] == ["PG read path: rows"] * 4, used

@@ -296,3 +296,66 @@ def test_the_binary_path_is_used_when_psycopg2_loaded_its_own_libpq_first(pg_url
     assert done.returncode == 0, done.stderr
     assert "rows 2000" in done.stdout
     assert "rivet.source PG read path: binary" in done.stdout, done.stdout + done.stderr
+
+
+def test_string_columns_of_types_without_a_decoder_kind_are_read_cast_on_the_server(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """interval (every sign and unit), "char" (high-bit bytes, which PostgreSQL escapes),
+    citext, a domain over interval and oid up to 2^32 - 1: the binary path casts them on the
+    server and its values equal the row path's (the oracle), whose text is the server's."""
+    pg_exec(pg_url, "CREATE EXTENSION IF NOT EXISTS citext",
+            "CREATE DOMAIN span AS interval",
+            'CREATE TABLE casts (id int, iv interval, c1 "char", ci citext, sp span, o oid, '
+            '"per%cent ""q""" text)',
+            """INSERT INTO casts VALUES
+            (1, '1 year 2 months 3 days 04:05:06.789', 'a', 'MiXeD Case é', '-1 day', 4294967295, 'x'),
+            (2, '-1 year -2 mons +3 days -04:05:06.5', E'\\\\200', '', '0', 0, ''),
+            (3, '0', E'\\\\377', '日本', '1 microsecond', 1, NULL),
+            (4, '-0.000001 seconds', ' ', ' a ', '-178000000 years', 2147483648, '%s'),
+            (5, NULL, NULL, NULL, NULL, NULL, NULL),
+            (6, '100 days 25:00:00', '"', 'x''y', '2 hours -3 minutes', 42, ';')""")
+    binary, _ = read_both(pg_url, "SELECT * FROM casts ORDER BY id", monkeypatch, caplog, batch_rows=4)
+    assert paths_used(caplog)[-1].endswith(
+        "cast on the server: iv (interval) as text, c1 (char) as text, ci (citext) as text, "
+        "sp (interval) as text, o (oid) as int8)")
+    by_id = {r["id"]: r for r in binary.to_pylist()}
+    assert by_id[1]["iv"] == "P1Y2M3DT4H5M6.789S" and by_id[3]["iv"] == "PT0S"
+    assert by_id[1]["o"] == 4294967295 and by_id[2]["c1"] == "\\200"
+    assert by_id[4]["per%cent \"q\""] == "%s"
+
+
+def test_a_cast_column_with_bound_parameters_and_a_percent_in_a_name_matches_the_row_path(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    pg_exec(pg_url, """CREATE TABLE pct ("a%b" interval, id int)""",
+            "INSERT INTO pct SELECT make_interval(secs => i * 1.5), i FROM generate_series(1, 50) i")
+    sql = """SELECT "a%%b", id FROM pct WHERE id > %s ORDER BY id"""  # % doubled: the query has parameters
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    rows, _ = read(pg_url, sql, "rows", monkeypatch, params=[10])
+    binary, _ = read(pg_url, sql, "auto", monkeypatch, params=[10])
+    assert "cast on the server: a%b (interval) as text" in paths_used(caplog)[-1]
+    assert_identical(binary, rows)
+    assert binary.num_rows == 40 and binary.column("a%b")[0].as_py() == "PT16.5S"
+
+
+def test_a_cast_needed_on_a_result_with_duplicate_column_names_takes_the_row_path(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server-side cast selects the result's columns by name: with two columns of the same
+    name it cannot, and the query is read the row path's way instead, with the reason logged."""
+    pg_exec(pg_url, "CREATE TABLE dup (id int, iv interval)", "INSERT INTO dup VALUES (1, '1 day')")
+    sql = "SELECT d.iv, e.iv FROM dup d JOIN dup e USING (id)"
+    caplog.set_level(logging.INFO, logger="rivet.source")
+    monkeypatch.setenv("RIVET_PG_READ_PATH", "auto")
+    with open_source(pg_url, TUNING) as session:
+        schema = session.describe(sql, [], {})
+        table = pa.Table.from_batches(list(session.stream(sql, [], schema, 10)))
+    assert [f.name for f in schema] == ["iv", "iv"]
+    assert [table.column(i).to_pylist() for i in (0, 1)] == [["P1D"], ["P1D"]]
+    assert paths_used(caplog)[-1].startswith("PG read path: rows (")
+    caplog.set_level(logging.DEBUG, logger="rivet.source")
+    with open_source(pg_url, TUNING) as session:
+        list(session.stream(sql, [], schema, 10))
+    assert any(r.getMessage() == "PG binary COPY path not used (a column needs a cast on the server and "
+               "the result's column names are not unique)" for r in caplog.records)

@@ -123,14 +123,16 @@ def test_binary_path_is_identical_to_the_row_path_for_every_eligible_type(
     assert [by_id[i]["m"] for i in (1, 2, 3)] == ["sad", "very 'happy'", "happy"]
 
 
-def test_columns_without_an_exact_binary_form_read_the_whole_query_through_the_row_path(
+def test_columns_without_a_decoder_kind_are_cast_on_the_server_and_match_the_row_path(
     eligible_db: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    sql = "SELECT * FROM eligible ORDER BY id"  # oid, "char" and interval have none
+    sql = "SELECT * FROM eligible ORDER BY id"  # oid, "char" and interval have no decoder kind
     caplog.set_level(logging.INFO, logger="rivet.source")
     rows, _ = read(eligible_db, sql, "rows", monkeypatch)
     auto, _ = read(eligible_db, sql, "auto", monkeypatch)
-    assert paths_used(caplog)[1] == "PG read path: rows (column 'o' has type oid)"
+    assert paths_used(caplog)[1] == (
+        "PG read path: binary (all 25 column(s) have an exact binary form; cast on the server: "
+        "o (oid) as int8, c1 (char) as text, iv (interval) as text)")
     assert_identical(auto, rows)
 
 

@@ -62,6 +62,7 @@ from rivet_core.source.postgres.copy import (
     copy_in_savepoint,
     first_ineligible,
 )
+from rivet_core.source.query import quote_ident_pg
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
 
 try:
@@ -233,11 +234,55 @@ def _text_kind(field: pa.Field, info: PgTypeInfo) -> str | None:
     return _AS_TEXT_KINDS.get(base_typname(info)) if field.type == pa.string() else None
 
 
+#: Cast on the server, for a column the decoder has no kind for but whose row-path value is
+#: exactly the cast's result: a string column (interval in the session's ISO-8601 style,
+#: "char", citext, a domain over one of them — the row path loads all of these as the
+#: server's text output, which is what `::text` returns), and oid, read as int8 on both
+#: paths. Without it one such column sent the whole query to the row path: ~5.6× the wall
+#: and 371 MB against 201 MB for the 5 M-row `orders` (docs/benchmarks.md "The row path's
+#: cliff"). Arrays and overrides are not cast: their row-path values are not a cast's text.
+_SERVER_CASTS: dict[str, str] = {"oid": "int8"}
+
+
+def _server_cast(field: pa.Field, live: SourceColumn, info: PgTypeInfo) -> str | None:
+    """The type to cast this column to in the COPY (module comment above), or None."""
+    typname = base_typname(info)
+    if (info.typcategory == "A" or typname in _KINDS or live.arrow_type is None
+            or live.arrow_type != field.type or live.converter is not None):
+        return None
+    if field.type == pa.string():
+        return "text"
+    cast = _SERVER_CASTS.get(typname)
+    return cast if cast is not None and exact_types().get(cast) == field.type else None
+
+
 def _binary_ineligible(field: pa.Field, live: SourceColumn, info: PgTypeInfo) -> str | None:
-    """`ineligible_reason`, plus the overrides only this decoder can honour exactly."""
-    if _text_kind(field, info) is not None:
+    """`ineligible_reason`, plus the overrides only this decoder can honour exactly and the
+    columns it reads cast on the server."""
+    if _text_kind(field, info) is not None or _server_cast(field, live, info) is not None:
         return None
     return ineligible_reason(field, live, info)
+
+
+def server_casts(probed: Probed, schema: pa.Schema) -> list[str | None]:
+    """Per column, the server-side cast the binary COPY applies (None: read as it is)."""
+    return [_server_cast(field, live, info) for field, (live, info) in zip(schema, probed, strict=True)]
+
+
+def with_server_casts(sql: str, probed: Probed, casts: list[str | None], has_params: bool) -> str:
+    """`sql` wrapped so that the columns with a cast are read cast (`server_casts`); `sql`
+    itself when none is. The wrapper selects the result's own columns by name, in order, so
+    it is used only when those names are unique (`plan_binary`). `%` in a name is doubled
+    when the query has parameters: psycopg binds them client-side (`render_sql`)."""
+    if not any(casts):
+        return sql
+    columns = []
+    for (live, _), cast in zip(probed, casts, strict=True):
+        name = quote_ident_pg(live.name)
+        if has_params:
+            name = name.replace("%", "%%")
+        columns.append(f"{name}::{cast}" if cast else name)
+    return f"SELECT {', '.join(columns)} FROM (\n{sql}\n) AS _rivet_cast"
 
 
 def plan_binary(session: PgReadSession, probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
@@ -251,7 +296,15 @@ def plan_binary(session: PgReadSession, probed: Probed, schema: pa.Schema) -> tu
     why = first_ineligible(schema, probed, _binary_ineligible)
     if why is not None:
         return False, why
-    return True, f"all {len(schema)} column(s) have an exact binary form"
+    cast = [f"{live.name} ({base_typname(info)}) as {c}"
+            for (live, info), c in zip(probed, server_casts(probed, schema), strict=True) if c]
+    if not cast:
+        return True, f"all {len(schema)} column(s) have an exact binary form"
+    names = [live.name for live, _ in probed]
+    if len(set(names)) != len(names):
+        return False, "a column needs a cast on the server and the result's column names are not unique"
+    return True, (f"all {len(schema)} column(s) have an exact binary form; cast on the server: "
+                  + ", ".join(cast))
 
 
 # --- the stream --------------------------------------------------------------------------
@@ -268,8 +321,9 @@ class _CopyOut:
         self._ptr = conn.pgconn.pgconn_ptr
         self._schema = schema
         self._max_value_mb = max_value_mb
-        self._kinds = "".join(_text_kind(field, info) or _KINDS[base_typname(info)]
-                              for field, (_, info) in zip(schema, probed, strict=True)).encode()
+        casts = server_casts(probed, schema)
+        self._kinds = "".join(_KINDS[cast] if cast else (_text_kind(field, info) or _KINDS[base_typname(info)])
+                              for field, (_, info), cast in zip(schema, probed, casts, strict=True)).encode()
         self._precisions = [f.type.precision if pa.types.is_decimal(f.type) else 0 for f in schema]
         self._scales = [f.type.scale if pa.types.is_decimal(f.type) else 0 for f in schema]
         self.state = "open"  # open → ended (COPY data complete) | failed (libpq error)
@@ -398,6 +452,7 @@ def stream_binary(
     """Yield `schema` batches of at most `batch_rows` rows from a binary COPY of `sql` (in a
     savepoint: `copy.copy_in_savepoint`)."""
     conn = session.connection
+    sql = with_server_casts(sql, probed, server_casts(probed, schema), bool(params))
     with copy_in_savepoint(session, sql, params, "binary") as copy:
         out = _CopyOut(conn, copy, probed, schema, session.tuning.max_value_mb)
         ahead = ReadAhead(out.batches(fetch_bytes), cancel=out.cancel, **batch_budget(),
