@@ -49,8 +49,38 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def _usage_error(exc: click.UsageError, ctx: click.Context | None) -> click.UsageError:
+    """A bad command line exits 1 ("configuration or generic error", docs/operations.md "Exit
+    codes"), not click's 2, which the same table reserves for "transient — retry as is": a
+    scheduler that retries on 2 would retry a typo forever. With `--json-errors` it is one
+    JSON line like every other error (`shared._fail`)."""
+    exc.exit_code = 1
+    root = ctx.find_root() if ctx is not None else None
+    if root is not None and root.params.get("json_errors"):
+        import json
+
+        click.echo(json.dumps({"error": redact_secrets(exc.format_message()), "exit_class": 1,
+                               "code": "RIVET_USAGE"}), err=True)
+        sys.exit(1)
+    return exc
+
+
 class _LazyGroup(click.Group):
-    """A group that imports a command's module on first use (see the module docstring)."""
+    """A group that imports a command's module on first use (see the module docstring), and
+    whose usage errors exit 1 (`_usage_error`)."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: object) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)  # type: ignore[arg-type]
+        except click.UsageError as exc:
+            raise _usage_error(exc, exc.ctx) from None
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise _usage_error(exc, exc.ctx or ctx) from None
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*COMMANDS, *super().list_commands(ctx)})
@@ -68,7 +98,7 @@ class _LazyGroup(click.Group):
 @click.option("--json-errors", is_flag=True, help="Print errors as JSON on stderr.")
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def main(json_errors: bool, verbose: int) -> None:
-    """Rivet: verifiable database exports to Parquet/CSV on local disk or S3."""
+    """Rivet: verifiable database exports to Parquet/CSV on local disk, S3, GCS or Azure."""
     from rivet_core.pipeline.malloc_arenas import limit_malloc_arenas
 
     limit_malloc_arenas()  # before any reader/worker thread exists (see the module)
