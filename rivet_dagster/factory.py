@@ -25,8 +25,9 @@ definitions.py, tunes malloc for itself).
 A bad config raises the same `ConfigError` the CLI prints, so a broken code location says
 what to fix.
 
-Dagster's beta warnings for the APIs rivet itself chooses (code references, a backfill
-policy) are silenced while the definitions are built: the user did not write those calls and
+Dagster's beta and preview warnings for the APIs rivet itself chooses (code references, a
+backfill policy, `map_asset_specs` for `owners`/`tags`) are silenced while the definitions
+are built: the user did not write those calls and
 cannot act on them, and every code server and run worker that loads the definitions would
 print them again.
 """
@@ -130,8 +131,9 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
     `config_path` resolves against `relative_to`, else the calling module's folder, else the
     current directory."""
     base = Path(relative_to) if relative_to is not None else caller_dir()
-    with warnings.catch_warnings():  # rivet's own beta API choices (the module docstring)
+    with warnings.catch_warnings():  # rivet's own beta/preview API choices (the module docstring)
         warnings.simplefilter("ignore", dg.BetaWarning)
+        warnings.simplefilter("ignore", dg.PreviewWarning)
         return _build(resolve_config_path(config_path, base), executor, key_prefix, group_name, owners,
                       tags, source_assets, notify_run_failures, s3_resource_key, gcs_resource_key,
                       azure_resource_key)

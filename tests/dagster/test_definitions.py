@@ -306,14 +306,15 @@ def test_a_time_window_export_without_a_start_date_fails_loading_and_says_what_t
 
 
 def test_loading_the_definitions_prints_no_dagster_beta_warning_for_rivets_own_api_choices() -> None:
-    """Code references and a chunked export's backfill policy are rivet's choices: every code
-    server and run worker would print their beta notices to a user who cannot act on them.
+    """Code references, a chunked export's backfill policy and `map_asset_specs` for owners and
+    tags are rivet's choices: every code server and run worker would print their beta and
+    preview notices to a user who cannot act on them.
     The user's own beta warnings after the build still show."""
     import subprocess
 
     script = ("import warnings, dagster as dg\n"
               "from rivet_dagster import build_definitions\n"
-              f"build_definitions({str(DEMO_CONFIG)!r})\n"
+              f"build_definitions({str(DEMO_CONFIG)!r}, owners=['team:data'], tags={{'domain': 'sales'}})\n"
               "warnings.warn('the user own notice', dg.BetaWarning)\n")
     proc = subprocess.run([sys.executable, "-W", "always", "-c", script], capture_output=True, text=True,
                           check=True)
