@@ -68,7 +68,7 @@ __all__ = [
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
-    "dataset_manifests", "destination_uri", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
+    "dataset_manifests", "destination_uri", "source_database", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
     # partition_by exports: one sub-export per date bucket (rivet_core/pipeline/buckets.py)
     "PartitionedResult", "bucket_prefixes", "partitioned_dataset_rows", "run_partitioned",
     # a `table_format: delta` export read as its table (rivet_core/tableformat/read.py; imported on call)
@@ -117,6 +117,22 @@ def run_checkpointed(config: RivetConfig, export: ExportConfig, options: RunOpti
         return run_unit(config, export, options, state=state)
     finally:
         state.close()
+
+
+def source_database(config: RivetConfig) -> str | None:
+    """The source database's name, for names an orchestrator derives from it (asset keys,
+    groups, pools), without a connection: `database`, else the path of the URL — the one in
+    the file, or the one `url_env` names when that variable is set (None when it is not, or
+    when the URL names no database). SQLite sources are named by their file instead."""
+    import os
+
+    from rivet_core.config.source_url import url_database
+
+    source = config.source
+    if source.database:
+        return source.database
+    url = source.url or (os.environ.get(source.url_env) if source.url_env else None)
+    return url_database(url) if url else None
 
 
 def destination_uri(config: RivetConfig, export: ExportConfig) -> str:

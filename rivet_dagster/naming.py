@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 import re
-import urllib.parse
 from pathlib import PurePosixPath
 
 import dagster as dg
 
 from rivet_core import api
+
+log = logging.getLogger("rivet_dagster")
 
 #: How the core names this integration in a lock refusal, the manifest and the run report
 #: (`orchestrator`, rivet_core/orchestrator.py).
@@ -24,17 +26,21 @@ def safe_name(text: str) -> str:
 
 
 def source_name(config: api.RivetConfig) -> str:
-    """A short name for the source database: the database (or SQLite file) name."""
+    """A short name for the source database: the database (or SQLite file) name — for a
+    `url_env` source read from that variable when the definitions load (`api.source_database`).
+    Without it the engine's name stands in, and a warning says so: the source asset keys, the
+    default group and the pool then no longer tell two databases apart."""
     url = config.source.resolve_url(config.config_dir) if config.source.type == "sqlite" else None
     if url:
         return safe_name(PurePosixPath(url.split("///", 1)[-1]).stem)
-    if config.source.database:
-        return safe_name(config.source.database)
-    raw = config.source.url or ""
-    if raw:
-        path = urllib.parse.urlsplit(raw).path.strip("/")
-        if path:
-            return safe_name(path.split("/")[0])
+    database = api.source_database(config)
+    if database:
+        return safe_name(database)
+    if config.source.url_env:
+        log.warning("rivet config %s: %s is not set while the definitions load, so the source "
+                    "asset keys, the default group and the pool use '%s' in place of the database "
+                    "name — set it for the code location too, as for its runs",
+                    config.config_path, config.source.url_env, config.source.type)
     return safe_name(config.source.type)
 
 

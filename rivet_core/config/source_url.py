@@ -75,6 +75,16 @@ def split_userinfo(url: str) -> tuple[str, str | None, str] | None:
     return (scheme, userinfo, host_part) if at else (scheme, None, rest)
 
 
+def url_database(url: str) -> str | None:
+    """The database name of a server URL (`postgresql://u:p/w@db:5432/shop?x=1` → `shop`),
+    by the same userinfo rule as `split_userinfo`; None when it names none (or is not one)."""
+    parts = split_userinfo(url.strip())
+    if parts is None:
+        return None
+    path = parts[2].partition("/")[2].split("?", 1)[0].split("#", 1)[0].strip("/")
+    return urllib.parse.unquote(path.split("/", 1)[0]) or None
+
+
 def _user_password(userinfo: str) -> tuple[str, str | None]:
     """Raw (user, password) of a userinfo: the user ends at its first `:`."""
     user, colon, password = userinfo.partition(":")

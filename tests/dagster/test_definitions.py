@@ -320,3 +320,34 @@ def test_loading_the_definitions_prints_no_dagster_beta_warning_for_rivets_own_a
                           check=True)
     warned = [line for line in proc.stderr.splitlines() if "Warning:" in line]
     assert len(warned) == 1 and "the user own notice" in warned[0], proc.stderr
+
+
+def test_a_url_env_source_is_named_by_the_database_its_variable_names(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Source asset keys, the default group and the pool carry the database of the URL that
+    `url_env` names (a password with `/` and `@` included); unset while loading, the engine's
+    name stands in and a warning says which variable to set."""
+    import logging
+
+    config = tmp_path / "rivet.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"type": "postgres", "url_env": "SHOP_DB_URL"},
+        "exports": [{"name": "orders", "table": "public.orders", "mode": "full", "format": "parquet",
+                     "destination": {"type": "local", "path": "out"}}]}))
+
+    def loaded() -> tuple[set[str], set[str]]:
+        defs = build_definitions(config)
+        keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
+        pools = {p for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)
+                 for p in (a.op.pool,) if p}
+        return keys, pools
+
+    monkeypatch.setenv("SHOP_DB_URL", "postgresql://app:s3/cr@t@db.internal:5432/shopdb?sslmode=require")
+    keys, pools = loaded()
+    assert "postgres/shopdb/public/orders" in keys and pools == {"source_shopdb"}
+    monkeypatch.delenv("SHOP_DB_URL")
+    with caplog.at_level(logging.WARNING, logger="rivet_dagster"):
+        keys, pools = loaded()
+    assert "postgres/postgres/public/orders" in keys and pools == {"source_postgres"}
+    assert any("SHOP_DB_URL is not set while the definitions load" in r.getMessage() for r in caplog.records)
+    assert not any("s3/cr@t" in r.getMessage() for r in caplog.records)
