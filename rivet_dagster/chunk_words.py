@@ -20,7 +20,9 @@ from rivet_core import api
 def _windows_missing(f: Mapping[str, Any]) -> str:
     return (f"export '{f['export']}': {f['missing']} of {f['total']} chunk window(s) not materialized "
             f"(chunk run {f['run_id']}) — nothing was published; materialize partition(s) {f['shown']} of the "
-            f"chunk asset, then `{f['export']}_manifest` again" + (f" ({f['detail']})" if f["detail"] else ""))
+            f"chunk asset, then `{f['export']}_manifest` again" + (f" ({f['detail']})" if f["detail"] else "")
+            + ". A window is a partition once the export's `…_planner` sensor has registered it: run the "
+              "sensor under `dagster dev`, `dg dev` or a dagster-daemon (`dg launch` alone runs no sensor)")
 
 
 _WORDS: dict[str, Callable[[Mapping[str, Any]], str]] = {

@@ -74,7 +74,9 @@ def test_windows_missing_keeps_its_keys_and_wording() -> None:
     assert str(worded) == (
         "export 'orders': 2 of 6 chunk window(s) not materialized (chunk run orders_r1) — nothing was published; "
         "materialize partition(s) id_1-2, id_3-4 of the chunk asset, then `orders_manifest` again "
-        "(id_1-2: its part is missing)")
+        "(id_1-2: its part is missing). A window is a partition once the export's `…_planner` sensor "
+        "has registered it: run the sensor under `dagster dev`, `dg dev` or a dagster-daemon "
+        "(`dg launch` alone runs no sensor)")
     neutral = api.ChunkWindowsMissing("orders", "orders_r1", tasks, 6)
     assert not DAGSTER_TERMS.search(str(neutral)) and "2 of 6 chunk window(s) not completed" in str(neutral)
     assert worded.missing_keys == neutral.missing_keys == ["id_1-2", "id_3-4"] and worded.total == 6
