@@ -137,15 +137,19 @@ def test_a_read_only_destination_directory_is_reported_with_its_path(
     assert any(ln.startswith("[OK] source (SQLite)") for ln in lines)
 
 
-def test_a_destination_path_below_a_regular_file_is_not_writable(tmp_path: Path) -> None:
+@pytest.mark.parametrize("below", ["out", ""])
+def test_a_destination_path_at_or_below_a_regular_file_names_the_file(tmp_path: Path, below: str) -> None:
+    """Not "make it writable (chown/chmod)": the fix is to move the file or the path."""
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
+    target = blocker / below if below else blocker
     config = write_config(tmp_path, _sqlite_source(tmp_path),
-                          [_export("e", {"type": "local", "path": str(blocker / "out")})])
+                          [_export("e", {"type": "local", "path": str(target)})])
     code, _out, lines = doctor(config)
     line = fail_line(lines, "destination e")
-    assert f"{blocker / 'out'} is not writable" in line and "fix:" in line
-    assert code == 1
+    assert f"{blocker} is a file, not a directory, so the local destination {target} cannot be created" in line
+    assert f"fix: move or rename {blocker}, or point destination.path at a directory" in line
+    assert "chmod" not in line and code == 1
 
 
 @pytest.mark.s3
