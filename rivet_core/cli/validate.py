@@ -123,4 +123,9 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
             for f in v["failures"]:
                 detail = ", ".join(f"{k}={x}" for k, x in f.items() if k not in ("kind", "code"))
                 click.echo(f"  - {f['kind']}: {detail}")
+            if any(f["kind"] == "untracked_object" and str(f.get("key", "")).startswith("data/")
+                   for f in v["failures"]):  # advisory; what it usually is, said once
+                click.echo("    (untracked files under data/ are usually earlier runs' parts: data/ keeps "
+                           "them until a `retention:` block moves them, and manifest.json lists the "
+                           "current ones)")
     return worst_exit(codes)

@@ -368,3 +368,26 @@ def test_a_part_that_cannot_be_read_is_could_not_verify_not_a_traceback(tmp_path
     assert f.kind == "part_read_error" and f.path == "orders_20260521_120000_000.parquet" and f.transient
     assert not v.passed and v.exit_code() == 2  # a retry may clear it
     assert verify_at_destination(dest, depth="sample").passed
+
+
+def test_validate_says_once_what_untracked_parts_under_data_usually_are(tmp_path: Path) -> None:
+    """A full export run twice without `retention:` keeps the first run's part in data/: it is
+    listed (advisory, the verdict passes) and one line says what it is and what removes it."""
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "s.db") as conn:
+        conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")
+        conn.executemany("INSERT INTO t VALUES (?, ?)", [(i, f"v{i}") for i in range(10)])
+    config = tmp_path / "rivet.yaml"
+    config.write_text(json.dumps({"source": {"type": "sqlite", "url": "sqlite:///s.db"},
+                                  "exports": [{"name": "t", "table": "t", "mode": "full", "format": "parquet",
+                                               "destination": {"type": "local", "path": "out"}}]}))
+    for _ in range(2):
+        assert rivet("run", "-c", str(config)).returncode == 0
+    result = rivet("validate", "-c", str(config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert len([line for line in lines if line.startswith("  - untracked_object: key=data/")]) == 1
+    assert [line for line in lines if "earlier runs' parts" in line] == [
+        "    (untracked files under data/ are usually earlier runs' parts: data/ keeps them until a "
+        "`retention:` block moves them, and manifest.json lists the current ones)"]
