@@ -27,9 +27,8 @@ what to fix.
 
 Dagster's beta and preview warnings for the APIs rivet itself chooses (code references, a
 backfill policy, `map_asset_specs` for `owners`/`tags`) are silenced while the definitions
-are built: the user did not write those calls and
-cannot act on them, and every code server and run worker that loads the definitions would
-print them again.
+are built: the user did not write those calls and cannot act on them, and every code server
+and run worker that loads the definitions would print them again.
 """
 
 from __future__ import annotations
@@ -131,75 +130,65 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
     `config_path` resolves against `relative_to`, else the calling module's folder, else the
     current directory."""
     base = Path(relative_to) if relative_to is not None else caller_dir()
+    path = resolve_config_path(config_path, base)
     with warnings.catch_warnings():  # rivet's own beta/preview API choices (the module docstring)
         warnings.simplefilter("ignore", dg.BetaWarning)
         warnings.simplefilter("ignore", dg.PreviewWarning)
-        return _build(resolve_config_path(config_path, base), executor, key_prefix, group_name, owners,
-                      tags, source_assets, notify_run_failures, s3_resource_key, gcs_resource_key,
-                      azure_resource_key)
+        config = api.load_config(path)
+        prefix = [key_prefix] if isinstance(key_prefix, str) else list(key_prefix)
+        _apply_outer_prefix(config, prefix, group_name)
+        for kind, resource_key in (("s3", s3_resource_key), ("gcs", gcs_resource_key),
+                                   ("azure", azure_resource_key)):
+            if resource_key:
+                use_resource(config, kind, resource_key)
+        check_unique_names(config, config.exports)
 
-
-def _build(path: Path, executor: dg.ExecutorDefinition | None, key_prefix: str | Sequence[str],
-           group_name: str | None, owners: Sequence[str], tags: Mapping[str, str] | None,
-           source_assets: bool | Callable[[dg.AssetKey], bool], notify_run_failures: bool,
-           s3_resource_key: str | None, gcs_resource_key: str | None,
-           azure_resource_key: str | None) -> dg.Definitions:
-    """`build_definitions` for a resolved config path."""
-    config = api.load_config(path)
-    prefix = [key_prefix] if isinstance(key_prefix, str) else list(key_prefix)
-    _apply_outer_prefix(config, prefix, group_name)
-    for kind, resource_key in (("s3", s3_resource_key), ("gcs", gcs_resource_key),
-                               ("azure", azure_resource_key)):
-        if resource_key:
-            use_resource(config, kind, resource_key)
-    check_unique_names(config, config.exports)
-
-    assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
-    checks, jobs, schedules, sensors = [], [], [], []
-    exports_by_key: dict[str, str] = {}
-    for export in config.exports:
-        exports_by_key[asset_key(config, export).to_user_string()] = export.name
-        if export.partition_by:  # one asset, its buckets listed in the materialization
-            assets.append(_partitioned_asset(config, export))
+        assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
+        checks, jobs, schedules, sensors = [], [], [], []
+        exports_by_key: dict[str, str] = {}
+        for export in config.exports:
+            exports_by_key[asset_key(config, export).to_user_string()] = export.name
+            if export.partition_by:  # one asset, its buckets listed in the materialization
+                assets.append(_partitioned_asset(config, export))
+                checks.append(build_manifest_check(config, export))
+                job = export_job(config, export)
+                jobs.append(job)
+                schedule = build_schedule(config, export, job)
+                if schedule is not None:
+                    schedules.append(schedule)
+                continue
+            reason = whole_run_reason(export) if export.mode == "chunked" else None
+            if export.mode == "chunked" and reason is None:
+                require_partitionable(export)
+                chunk_job, finalize_job = export_job(config, export), manifest_job(config, export)
+                assets += [build_chunk_asset(config, export), build_manifest_asset(config, export)]
+                checks += [build_manifest_check(config, export, manifest_asset_key(config, export)),
+                           build_reconcile_check(config, export)]
+                jobs += [chunk_job, finalize_job]
+                sensors.append(build_planner_sensor(config, export, chunk_job, finalize_job))
+                exports_by_key[manifest_asset_key(config, export).to_user_string()] = export.name
+                continue
+            assets.append(build_export_asset(config, export) if reason is None
+                          else _whole_run_asset(config, export, reason))
             checks.append(build_manifest_check(config, export))
             job = export_job(config, export)
             jobs.append(job)
             schedule = build_schedule(config, export, job)
             if schedule is not None:
                 schedules.append(schedule)
-            continue
-        reason = whole_run_reason(export) if export.mode == "chunked" else None
-        if export.mode == "chunked" and reason is None:
-            require_partitionable(export)
-            chunk_job, finalize_job = export_job(config, export), manifest_job(config, export)
-            assets += [build_chunk_asset(config, export), build_manifest_asset(config, export)]
-            checks += [build_manifest_check(config, export, manifest_asset_key(config, export)),
-                       build_reconcile_check(config, export)]
-            jobs += [chunk_job, finalize_job]
-            sensors.append(build_planner_sensor(config, export, chunk_job, finalize_job))
-            exports_by_key[manifest_asset_key(config, export).to_user_string()] = export.name
-            continue
-        assets.append(build_export_asset(config, export) if reason is None
-                      else _whole_run_asset(config, export, reason))
-        checks.append(build_manifest_check(config, export))
-        job = export_job(config, export)
-        jobs.append(job)
-        schedule = build_schedule(config, export, job)
-        if schedule is not None:
-            schedules.append(schedule)
-    if notify_run_failures:
-        name = "__".join([*prefix, "rivet_run_failure_notifier"])
-        sensors.append(build_failure_sensor(str(path), name, exports_by_key))
-    defs = dg.Definitions(assets=assets, asset_checks=checks, jobs=jobs, schedules=schedules,
-                          sensors=sensors,
-                          resources={IO_MANAGER_KEY: RIVET_IO_MANAGER, **s3_resources(config.exports)},
-                          executor=executor)  # None: Dagster's default (executors.py)
-    if owners or tags:
-        defs = defs.map_asset_specs(func=lambda spec: spec.merge_attributes(
-            owners=list(owners), tags=dict(tags or {})))
-    if source_assets:
-        keep = source_assets if callable(source_assets) else (lambda _key: True)
-        specs = [spec for spec in source_table_specs(config, config.exports) if keep(spec.key)]
-        defs = dg.Definitions.merge(defs, dg.Definitions(assets=specs))
-    return defs
+        if notify_run_failures:
+            name = "__".join([*prefix, "rivet_run_failure_notifier"])
+            sensors.append(build_failure_sensor(str(path), name, exports_by_key))
+        defs = dg.Definitions(assets=assets, asset_checks=checks, jobs=jobs, schedules=schedules,
+                              sensors=sensors,
+                              resources={IO_MANAGER_KEY: RIVET_IO_MANAGER, **s3_resources(config.exports)},
+                              executor=executor)  # None: Dagster's default (executors.py)
+        if owners or tags:
+            defs = defs.map_asset_specs(func=lambda spec: spec.merge_attributes(
+                owners=list(owners), tags=dict(tags or {})))
+        if source_assets:
+            keep = source_assets if callable(source_assets) else (lambda _key: True)
+            specs = [spec for spec in source_table_specs(config, config.exports) if keep(spec.key)]
+            defs = dg.Definitions.merge(defs, dg.Definitions(assets=specs))
+        return defs
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 
 from rivet_core.config.models import ExportConfig
 from rivet_core.config.suggest import suggest
+from rivet_core.errors import ConfigError
 
 
 def access_columns(export: ExportConfig) -> dict[str, str]:
@@ -40,3 +41,11 @@ def missing_access_column(export: ExportConfig, columns: Iterable[str]) -> str |
                 f"{hint} — fix exports[].{field_name}; the query returns: {', '.join(names[:20])}"
                 + (", …" if len(names) > 20 else ""))
     return None
+
+
+def require_access_columns(export: ExportConfig, columns: Iterable[str]) -> None:
+    """Raise `ConfigError` (exit 1) with `missing_access_column`'s message, if any: what a
+    run and `rivet check` call right after describing the query, before reading a row."""
+    missing = missing_access_column(export, columns)
+    if missing is not None:
+        raise ConfigError(missing)

@@ -3,8 +3,9 @@
 Verdicts, worst first (the first rule that fires decides):
 
 - `unsafe`: the run will fail or hurt the source — a cursor, time or chunk column that is
-  not a column of the query, a column without an Arrow mapping (the run stops before writing), a chunked export that cannot be planned, or chunk windows on
-  a column without an index (every window is a full scan; ≥ 10 windows).
+  not a column of the query, a column without an Arrow mapping (the run stops before
+  writing), a chunked export that cannot be planned, or chunk windows on a column without an
+  index (every window is a full scan; ≥ 10 windows).
 - `degraded`: it works but scans more than it should — incremental / time_window on a
   column without an index (each run scans the whole table to find new rows), a few
   unindexed chunk windows, or a full export of more than 10M rows.
@@ -24,9 +25,9 @@ from typing import Any
 import pyarrow as pa
 
 from rivet_core.chunks.strategy import describe_chunking
-from rivet_core.config.access_columns import missing_access_column
+from rivet_core.config.access_columns import require_access_columns
 from rivet_core.config.models import ExportConfig
-from rivet_core.errors import ConfigError, RivetError
+from rivet_core.errors import RivetError
 from rivet_core.introspect.access import AccessProbe, probe_access
 from rivet_core.introspect.estimate import estimate_rows_in
 from rivet_core.introspect.fidelity import LOSSY, UNSUPPORTED, ColumnReport, column_reports
@@ -101,9 +102,7 @@ def _diagnose(session: SourceSession, export: ExportConfig, diag: ExportDiagnosi
         probed = session.probe_columns(export.resolved_query)  # every column, unmappable too
         diag.columns = column_reports(session.dialect, probed, overrides)
         diag.row_estimate = estimate_rows_in(session, query=export.resolved_query)
-    missing = missing_access_column(export, [c.name for c in diag.columns])
-    if missing is not None:  # the run would stop here too (rivet_core/config/access_columns.py)
-        raise ConfigError(missing)
+    require_access_columns(export, [c.name for c in diag.columns])  # the run would stop here too
     if diag.row_width_bytes is None:
         mapped = [pa.field(c.name, c.arrow_type) for c in diag.columns if c.arrow_type is not None]
         diag.row_width_bytes = float(estimate_row_bytes(pa.schema(mapped)))

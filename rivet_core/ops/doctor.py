@@ -351,13 +351,13 @@ def _destination_failure(label: str, spec: Any, where: str, action: str, exc: Ba
     if spec.kind == "local":
         os_error = next((n for n in _chain(exc) if isinstance(n, OSError)), None)
         reason = (os_error.strerror if os_error is not None and os_error.strerror else _split(_message(exc))[0])
-        blocker = next((p for p in [Path(where), *Path(where).parents] if p.exists()), None)
-        if action in ("create", "write") and blocker is not None and not blocker.is_dir():
-            return Check(label, False, f"{blocker} is a file, not a directory, so the local destination "
-                         f"{where} cannot be created there",
-                         f"move or rename {blocker}, or point destination.path at a directory",
-                         transient=False)
         if action in ("create", "write"):
+            blocker = next((p for p in [Path(where), *Path(where).parents] if p.exists()), None)
+            if blocker is not None and not blocker.is_dir():  # chmod would not help
+                return Check(label, False, f"{blocker} is a file, not a directory, so the local "
+                             f"destination {where} cannot be created there",
+                             f"move or rename {blocker}, or point destination.path at a directory",
+                             transient=False)
             return Check(label, False, f"local directory {where} is not writable ({reason})",
                          f"make {where} writable by user '{getpass.getuser()}' (chown/chmod, or remount "
                          "the filesystem read-write), or point destination.path at a writable directory",

@@ -20,9 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from rivet_core.config.access_columns import missing_access_column
+from rivet_core.config.access_columns import require_access_columns
 from rivet_core.destination import Destination
-from rivet_core.errors import ConfigError
 from rivet_core.format import PartRotator, StagedPart, file_extension
 from rivet_core.format.base import PartUpload
 from rivet_core.format.meta_columns import add_meta_columns, meta_schema
@@ -104,9 +103,7 @@ def extract_to_staging(plan: ResolvedUnit, summary: RunSummary, staging_dir: Pat
     with open_source(plan.source_url, plan.tuning) as src:
         summary.source_engine = src.engine
         source_schema = src.describe(plan.sql, plan.params, plan.overrides, plan.table_hint)
-        missing = missing_access_column(export, source_schema.names)
-        if missing is not None:  # before any row is read (rivet_core/config/access_columns.py)
-            raise ConfigError(missing)
+        require_access_columns(export, source_schema.names)  # before any row is read
         estimate_for_progress(src, export, progress)  # the ETA, on this session (no second connection)
         params = calendar_window_params(plan, source_schema) or plan.params  # a DATE time column
         out_schema = pa.schema([f for f in source_schema if f.name not in plan.strip_columns],

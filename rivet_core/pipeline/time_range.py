@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from rivet_core.config import ExportConfig, RivetConfig
+from rivet_core.config.access_columns import require_access_columns
 from rivet_core.destination import Destination
 from rivet_core.errors import DataIntegrityError
 from rivet_core.format import PartRotator, StagedPart
@@ -161,6 +162,7 @@ class TimeRangeRun:
         written = size = 0
         with open_source(plan.source_url, plan.tuning) as src:
             source_schema = src.describe(sql, params, plan.overrides, plan.table_hint)
+            require_access_columns(export, source_schema.names)  # before any row is read
             if is_calendar_column(export, source_schema):  # a DATE column: the windows' local dates
                 dates: list[Any] = [w.local_dates[0] for w in self.windows] + [self.windows[-1].local_dates[1]]
                 sql, params = build_time_partitions_query(dialect_for(plan.engine), export.resolved_query,

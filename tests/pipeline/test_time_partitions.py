@@ -6,6 +6,7 @@ import sqlite3
 from datetime import date
 
 import pyarrow.parquet as pq
+import pytest
 
 from rivet_core import api
 from rivet_core.manifest import verify_at_destination
@@ -76,3 +77,16 @@ def test_rivet_validate_checks_every_daily_partition_prefix_and_names_a_broken_o
     verdicts = {e["export_name"]: e["verification"] for e in json.loads(broken.stdout)["exports"]}
     assert verdicts["ev [at=2026-03-01]"]["passed"] is True
     assert [f["kind"] for f in verdicts["ev [at=2026-03-02]"]["failures"]] == ["part_missing"]
+
+
+def test_a_range_of_partitions_with_a_misspelled_time_column_stops_before_reading(tmp_path):
+    """Several partitions in one run (TimeRangeRun, a Dagster backfill) describe their own
+    query: the same check as a single run, before any row is read or part written."""
+    _, config = _setup(tmp_path)
+    export = config.export("ev").model_copy(update={"time_column": "att"})
+    windows = [DAY, api.DayWindow(start=date(2026, 3, 2), end=date(2026, 3, 3))]
+    run = api.TimeRangeRun(config, export, windows)
+    with pytest.raises(api.ConfigError, match=r"time_column 'att' is not a column of the export's query "
+                                              r"\(did you mean 'at'\?\)"):
+        run.extract()
+    assert not list((tmp_path / "out").rglob("*.parquet"))

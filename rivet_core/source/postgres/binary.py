@@ -314,14 +314,13 @@ class _CopyOut:
     (`batches`); the consumer's thread ends it (`finish`) after the reader has stopped."""
 
     def __init__(self, conn: psycopg.Connection[Any], copy: psycopg.Copy, probed: Probed,
-                 schema: pa.Schema, max_value_mb: int) -> None:
+                 schema: pa.Schema, casts: list[str | None], max_value_mb: int) -> None:
         self._conn = conn
         self._copy = copy
         self._get, self._free, _ = _libpq()
         self._ptr = conn.pgconn.pgconn_ptr
         self._schema = schema
         self._max_value_mb = max_value_mb
-        casts = server_casts(probed, schema)
         self._kinds = "".join(_KINDS[cast] if cast else (_text_kind(field, info) or _KINDS[base_typname(info)])
                               for field, (_, info), cast in zip(schema, probed, casts, strict=True)).encode()
         self._precisions = [f.type.precision if pa.types.is_decimal(f.type) else 0 for f in schema]
@@ -452,9 +451,10 @@ def stream_binary(
     """Yield `schema` batches of at most `batch_rows` rows from a binary COPY of `sql` (in a
     savepoint: `copy.copy_in_savepoint`)."""
     conn = session.connection
-    sql = with_server_casts(sql, probed, server_casts(probed, schema), bool(params))
+    casts = server_casts(probed, schema)  # the COPY's casts and the decoder's kinds agree
+    sql = with_server_casts(sql, probed, casts, bool(params))
     with copy_in_savepoint(session, sql, params, "binary") as copy:
-        out = _CopyOut(conn, copy, probed, schema, session.tuning.max_value_mb)
+        out = _CopyOut(conn, copy, probed, schema, casts, session.tuning.max_value_mb)
         ahead = ReadAhead(out.batches(fetch_bytes), cancel=out.cancel, **batch_budget(),
                           name="rivet-pg-binary-read")
         try:
