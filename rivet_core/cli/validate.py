@@ -49,6 +49,39 @@ def _validate_target(on_date: str | None, sub_prefix: str | None) -> tuple[Any, 
     return when, sub
 
 
+def _describe(failure: dict[str, Any]) -> str:
+    from rivet_core.manifest.verify import VerifyFailure
+
+    fields = {k: x for k, x in failure.items() if k not in ("kind", "code")}
+    return VerifyFailure(failure["kind"], fields).describe()
+
+
+class _Ledger:
+    """The run ledger, read without side effects and only when a prefix has no manifest:
+    opened on first use (no store file created, no migration), and silent when it cannot
+    answer (no store yet, an older schema, an unreachable server) — then the prefix reads as
+    legacy, as it did before the ledger was asked."""
+
+    def __init__(self, config_path: Any) -> None:
+        self.config_path, self.store, self.opened = config_path, None, False
+
+    def evidence(self, export_name: str, prefix: str) -> str | None:
+        from rivet_core.state import StateStore
+
+        try:
+            if not self.opened:
+                self.opened, self.store = True, StateStore.open_existing(self.config_path)
+            if self.store is None:
+                return None
+            found = self.store.published_runs(export_name, prefix)
+        except Exception as exc:  # error boundary: the ledger is a second witness, never a reason to fail
+            import logging
+
+            logging.getLogger("rivet.validate").debug("run ledger not read: %s", type(exc).__name__)
+            return None
+        return found.evidence() if found else None
+
+
 @click.command()
 @config_option
 @click.option("-e", "--export", "export_names", multiple=True)
@@ -72,6 +105,7 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
 
     config = load(config_path, params)
     when, pinned_sub = _validate_target(on_date, sub_prefix)
+    ledger = _Ledger(config.config_path)
     results, warnings, codes = [], [], []
     for export in config.select(list(export_names) or None):
         export = _with_run_id(export, run_id)
@@ -106,6 +140,11 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
                        for p in prefixes] or [(dest, export.name, export.name)]
         for target, label, expected_name in targets:
             verdict = verify_at_destination(target, depth=depth, export_name=expected_name, export=export)
+            if verdict.legacy_run:  # no manifest: a legacy prefix only if the ledger never published here
+                evidence = ledger.evidence(export.name, target.uri)
+                if evidence:
+                    verdict = verify_at_destination(target, depth=depth, export_name=expected_name,
+                                                    export=export, published_evidence=evidence)
             codes.append(verdict.exit_code())
             results.append({"export_name": label, "resolved_prefix": target.uri,
                             "verification": verdict.to_dict()})
@@ -121,6 +160,9 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
             click.echo(f"  parts verified: {v['parts_verified']} (md5 {v['parts_md5_verified']}), "
                        f"failed: {v['parts_failed']}, _SUCCESS consistent: {v['success_marker_consistent']}")
             for f in v["failures"]:
+                if f["kind"] == "manifest_gone":  # the fix matters more than the fields here
+                    click.echo(f"  - {f['kind']}: {_describe(f)}")
+                    continue
                 detail = ", ".join(f"{k}={x}" for k, x in f.items() if k not in ("kind", "code"))
                 click.echo(f"  - {f['kind']}: {detail}")
             if any(f["kind"] == "untracked_object" and str(f.get("key", "")).startswith("data/")

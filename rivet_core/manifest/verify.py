@@ -4,7 +4,11 @@ One function serves `rivet run --validate`, `rivet validate` and an orchestrator
 It reads only what it must (head + capped reads of `manifest.json` and `_SUCCESS`, one
 listing) and never downloads data parts:
 
-1. `manifest.json`: absent → legacy verdict (M6: `legacy_run`, not passed, no failures);
+1. `manifest.json`: absent → legacy verdict (M6: `legacy_run`, not passed, no failures) —
+   unless the caller brings the run ledger's word that runs were published there
+   (`published_evidence`): then `manifest_gone`, verified wrong (the data a reader expects
+   was removed: the state store and the destination are cross-checked, docs/operations.md
+   "Validate");
    I/O error → `manifest_read_error`; > 64 MiB → `manifest_oversized` (no manifest Rivet
    writes is that large: it was verified wrong); unparseable → `manifest_self_inconsistent`.
 2. self-consistency problems → `manifest_self_inconsistent` (checking continues); when the
@@ -85,6 +89,7 @@ _CODES = {
     "list_prefix_error": "RIVET_VERIFY_LIST_ERROR",
     "untracked_object": "RIVET_VERIFY_UNTRACKED_OBJECT",
     "manifest_required_but_absent": "RIVET_VERIFY_MANIFEST_REQUIRED",
+    "manifest_gone": "RIVET_VERIFY_MANIFEST_GONE",
     "part_content_mismatch": "RIVET_VERIFY_PART_CONTENT",
     "part_row_count_mismatch": "RIVET_VERIFY_PART_ROW_COUNT",
     "value_checksum_mismatch": "RIVET_VERIFY_VALUE_CHECKSUM",
@@ -168,6 +173,10 @@ class VerifyFailure:
                 return f"part {f['part_id']} '{f['path']}' could not be re-read: {f['detail']}"
             case "table_mismatch" | "table_read_error":
                 return f"table: {f['detail']}"
+            case "manifest_gone":
+                return (f"no manifest.json at {f['prefix']}, but {f['evidence']} — the published data was "
+                        "removed or moved; run the export again to publish it anew (rivet run -e <export>; "
+                        "an incremental export: --full-refresh), or restore the prefix")
             case "manifest_required_but_absent":
                 return f"no '{f['key']}' at {f['prefix']} (validate --run-id / --prefix / --date asked for one)"
             case _:
@@ -464,7 +473,8 @@ def _finish(v: Verification) -> Verification:
 
 def verify_at_destination(dest: Destination, depth: str = "sample", *,
                           export_name: str | None = None, run_id: str | None = None,
-                          require_manifest: bool = False, export: Any = None) -> Verification:
+                          require_manifest: bool = False, export: Any = None,
+                          published_evidence: str | None = None) -> Verification:
     """Verify the prefix `dest` points at; see the module docstring for the steps.
     `export_name`: the export the prefix belongs to (its manifest must name it); None skips
     that check (a prefix inspected without a config). `run_id` (`rivet validate --run-id`):
@@ -472,7 +482,10 @@ def verify_at_destination(dest: Destination, depth: str = "sample", *,
     belongs to the canonical manifest, so it only counts when it fingerprints this copy.
     `require_manifest` (or `run_id`): no manifest is `manifest_required_but_absent`, not a
     legacy prefix. `export`: the export's config, for a table whose catalog it names
-    (`table_format: iceberg`; rivet_core/tableformat/iceberg_verify.py)."""
+    (`table_format: iceberg`; rivet_core/tableformat/iceberg_verify.py). `published_evidence`:
+    the run ledger's word that runs were published here (`rivet validate` reads it from the
+    state store) — then a prefix without a manifest is `manifest_gone` (verified wrong,
+    exit 3), never a legacy prefix."""
     if depth not in DEPTHS:
         raise ConfigError(f"unknown verification depth {depth!r} — use one of {', '.join(DEPTHS)}")
     v = Verification(depth_level=depth)
@@ -485,6 +498,9 @@ def verify_at_destination(dest: Destination, depth: str = "sample", *,
         v.failures.append(VerifyFailure("manifest_read_error", _io_fields(exc)))
         return _finish(v)
     if info is None:
+        if published_evidence and not run_id:
+            v.failures.append(VerifyFailure("manifest_gone", {"prefix": dest.uri, "evidence": published_evidence}))
+            return _finish(v)
         if run_id or require_manifest:
             v.failures.append(VerifyFailure("manifest_required_but_absent", {"key": manifest_key,
                                                                              "prefix": dest.uri}))

@@ -63,6 +63,19 @@ class StateStore(CursorStore, FileLogStore, MetricsStore, SchemaBaselineStore, R
             raise _open_error(store.url, exc) from exc
         return store
 
+    @classmethod
+    def open_existing(cls, config_path: Path | str | None, state_url: str | None = None) -> StateStore | None:
+        """The store as it is, for a reader that must not change anything (`rivet validate`):
+        no file created, no migration run; None when a SQLite store's file does not exist yet.
+        A query against a store of an older schema raises — the caller treats that as "no
+        answer"."""
+        url = state_url_for(config_path, state_url)
+        if url.startswith("sqlite"):
+            path = url.removeprefix("sqlite:///").split("?", 1)[0]
+            if not path or not Path(path).is_file():
+                return None
+        return cls(open_state_database(url))
+
     @property
     def url(self) -> str:
         """The backend URL with credentials redacted (safe to print)."""

@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from rivet_core.orchestrator import accepts_legacy_run_id
 from rivet_core.state._base import StoreBase, utc_now_text
 from rivet_core.state.schema import columns_sql, run_status
+
+
+@dataclass(frozen=True)
+class PublishedRuns:
+    """What the run ledger says was published at a prefix (`RunLedgerStore.published_runs`)."""
+
+    count: int
+    last_run_id: str
+    last_finished_at: str
+
+    def evidence(self) -> str:
+        """One line for a verdict: how many successes, the last one."""
+        return (f"the state store records {self.count} successful run(s) here, the last "
+                f"'{self.last_run_id}' finished {self.last_finished_at}")
+
+
+def _like_escape(text: str) -> str:
+    return text.replace("!", "!!").replace("%", "!%").replace("_", "!_")
 
 
 class RunLedgerStore(StoreBase):
@@ -42,6 +61,25 @@ class RunLedgerStore(StoreBase):
         with self.database.transaction() as tx:
             tx.execute("UPDATE run_status SET status = :status, finished_at = :finished_at WHERE run_id = :run_id",
                        {"run_id": run_id, "status": status, "finished_at": utc_now_text()})
+
+    def published_runs(self, export_name: str, prefix: str) -> PublishedRuns | None:
+        """The successful runs the ledger records for `export_name` at `prefix` or below it
+        (a time partition's or a bucket's prefix; a bucket's runs are named
+        `<export>__<label>`), or None when it records none. `rivet validate` asks this when a
+        prefix has no manifest: a prefix the ledger says was published cannot be a legacy one."""
+        under = prefix.rstrip("/") + "/"
+        with self.database.transaction() as tx:
+            rows = tx.execute(
+                "SELECT run_id, prefix, finished_at FROM run_status WHERE status = 'success' "
+                "AND (export_name = :name OR export_name LIKE :buckets ESCAPE '!') "
+                "AND (prefix = :prefix OR prefix LIKE :under ESCAPE '!')",
+                {"name": export_name, "buckets": _like_escape(export_name + "__") + "%",
+                 "prefix": prefix, "under": _like_escape(under) + "%"}).all()
+        if not rows:
+            return None
+        last = max(rows, key=lambda r: str(r["finished_at"] or ""))
+        return PublishedRuns(count=len(rows), last_run_id=str(last["run_id"]),
+                             last_finished_at=str(last["finished_at"] or ""))
 
     def get_run_status(self, run_id: str) -> dict[str, Any] | None:
         with self.database.transaction() as tx:

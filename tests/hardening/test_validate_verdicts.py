@@ -119,3 +119,63 @@ def test_validate_creates_nothing_for_a_missing_destination(tmp_path):
     assert [e["verification"]["legacy_run"] for e in exports] == [True, True]
     assert _tree(tmp_path) == before  # no folder, no state store, no .rivet/
     assert not (tmp_path / "never").exists()
+
+
+# --- the run ledger and the destination cross-checked (issue 33, finding 8) -----------------
+def _emptied_after_success(tmp_path: Path, destination: dict, env: dict[str, str] | None = None) -> Path:
+    config = write_config(tmp_path, source_block(_source(tmp_path)), [{
+        "name": "items", "table": "items", "mode": "full", "format": "parquet", "destination": destination}])
+    for _ in range(2):
+        assert cli("run", "-c", str(config), env=env).returncode == 0
+    assert cli("validate", "-c", str(config), env=env).returncode == 0
+    return config
+
+
+def test_a_prefix_emptied_after_successful_runs_fails_validation_instead_of_reading_as_legacy(tmp_path):
+    config = _emptied_after_success(tmp_path, {"type": "local", "path": "out"})
+    import shutil
+
+    shutil.rmtree(tmp_path / "out")  # the published data is gone; the state store remembers it
+    result = cli("validate", "-c", str(config), "--format", "json")
+    assert result.returncode == 3, result.stdout + result.stderr
+    verdict = _verdict(result)
+    assert not verdict["passed"] and not verdict["legacy_run"]
+    [gone] = verdict["failures"]
+    assert gone["kind"] == "manifest_gone" and gone["code"] == "RIVET_VERIFY_MANIFEST_GONE"
+    assert "2 successful run(s)" in gone["evidence"]
+    pretty = cli("validate", "-c", str(config))
+    assert pretty.returncode == 3 and "items: FAILED" in pretty.stdout and "run the export again" in pretty.stdout
+    # Publishing again makes the prefix true again (the documented fix).
+    assert cli("run", "-c", str(config)).returncode == 0
+    assert cli("validate", "-c", str(config)).returncode == 0
+    assert _canonical(tmp_path / "out") == ("items", list(range(1, 21)))
+
+
+def test_an_s3_prefix_emptied_after_success_fails_validation_with_a_postgresql_state_store(tmp_path, s3, pg_url):
+    env = {"RIVET_STATE_URL": pg_url}
+    destination = {"type": "s3", "bucket": s3.bucket, "prefix": "lake/items/", "endpoint": s3.endpoint,
+                   "region": "us-east-1", "access_key_env": "RIVET_TEST_AK", "secret_key_env": "RIVET_TEST_SK"}
+    config = _emptied_after_success(tmp_path, destination, env)
+    client = s3.client()
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=s3.bucket, Prefix="lake/items/")["Contents"]]
+    client.delete_objects(Bucket=s3.bucket, Delete={"Objects": [{"Key": k} for k in keys]})
+    result = cli("validate", "-c", str(config), "--format", "json", env=env)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert [f["kind"] for f in _verdict(result)["failures"]] == ["manifest_gone"]
+    assert not (tmp_path / ".rivet_state.db").exists()  # the ledger read was the PostgreSQL store's
+
+
+def test_a_prefix_the_ledger_never_published_stays_legacy_and_validate_writes_nothing(tmp_path):
+    url = _source(tmp_path)
+    config = write_config(tmp_path, source_block(url), [
+        {"name": "items", "table": "items", "mode": "full", "format": "parquet",
+         "destination": {"type": "local", "path": "out/items"}},
+        {"name": "others", "table": "others", "mode": "full", "format": "parquet",
+         "destination": {"type": "local", "path": "out/others"}}])
+    assert cli("run", "-c", str(config), "-e", "items").returncode == 0
+    state = (tmp_path / ".rivet_state.db").read_bytes()
+    result = cli("validate", "-c", str(config), "--format", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    verdicts = {e["export_name"]: e["verification"] for e in json.loads(result.stdout)["exports"]}
+    assert verdicts["items"]["passed"] and verdicts["others"]["legacy_run"]
+    assert (tmp_path / ".rivet_state.db").read_bytes() == state  # read, never written
