@@ -537,10 +537,38 @@ def _endpoint_host(endpoint: str) -> str:
         return ""
 
 
+_GCS_BUCKET_CHARS = re.compile(r"[a-z0-9_.-]+")
+_DOTTED_QUAD = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
+
+
+def gcs_bucket_problem(name: str) -> str | None:
+    """Why `name` is not a GCS bucket name (Google's published naming rules), or None.
+    Checked at load so a bad name is one config error naming the field, not the client
+    library's bare ValueError at the first request (which checks only the first and last
+    character)."""
+    if not 3 <= len(name) <= (222 if "." in name else 63):
+        return "it must be 3-63 characters long (up to 222 when it contains dots)"
+    if not _GCS_BUCKET_CHARS.fullmatch(name):
+        return "it may only hold lowercase letters, digits, '-', '_' and '.'"
+    if not (name[0].isalnum() and name[-1].isalnum()):
+        return "it must start and end with a letter or a digit"
+    if any(not 1 <= len(label) <= 63 for label in name.split(".")):
+        return "each dot-separated part must be 1-63 characters long"
+    if _DOTTED_QUAD.fullmatch(name):
+        return "it must not look like an IP address"
+    if name.startswith("goog") or "google" in name:
+        return "it must not begin with 'goog' or contain 'google'"
+    return None
+
+
 def _gcs_errors(dest: DestinationConfig, label: str) -> list[str]:
     errors = []
     if not dest.bucket:
         errors.append(f"{label}: GCS destination requires 'bucket' — set destination.bucket")
+    elif (problem := gcs_bucket_problem(dest.bucket)) is not None:
+        errors.append(f"{label}: destination.bucket {dest.bucket!r} is not a valid GCS bucket name: {problem} — "
+                      "fix destination.bucket (GCS names are lowercase letters, digits, '-', '_' and '.', "
+                      "starting and ending with a letter or digit)")
     if dest.allow_anonymous and dest.credentials_file:
         errors.append(
             f"{label}: GCS allow_anonymous: true and credentials_file contradict each other — "

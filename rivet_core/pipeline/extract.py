@@ -147,6 +147,7 @@ def extract_to_staging(plan: ResolvedUnit, summary: RunSummary, staging_dir: Pat
         finally:
             governor.close()
             summary.governor = governor.stats.as_dict()
+        summary.warn_mapped_to_null(src.mapped_to_null)
     rows = sum(p.rows for p in parts)
     feed.done(rows, sum(p.size_bytes for p in parts))
     issues = tracker.evaluate() if tracker is not None else []

@@ -124,6 +124,17 @@ class RunSummary:
         self.warnings.append(message)
         log.warning("export '%s': %s", self.export_name, message)
 
+    def warn_mapped_to_null(self, tally: dict[str, int], where: str = "") -> None:
+        """One warning per column whose source values the type contract wrote as NULL (a MySQL
+        zero date '0000-00-00' has no date to hold; docs/rivet-compat.md "Type mapping"): the
+        rows are exported, and the run says so instead of losing the fact silently. `where`:
+        e.g. " (window 3)"."""
+        for column, count in sorted(tally.items()):
+            self.add_warning(
+                f"column '{column}'{where}: {count} value(s) with no valid value of the column's type (e.g. a "
+                "MySQL zero date '0000-00-00') were written as NULL — to keep them, cast the column to text in "
+                "the export's query, or fix them at the source")
+
     def close(self) -> None:
         """Stamp the end time, duration and peak RSS."""
         self.finished_at = datetime.now(UTC)

@@ -27,7 +27,7 @@ from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import RivetError, SourceError, TransientError, UnsupportedTypeError
 from rivet_core.lazy_modules import pa
 from rivet_core.redact import redact_secrets
-from rivet_core.source.batching import Converter, make_converter, rows_to_batch
+from rivet_core.source.batching import Converter, NullTally, make_converter, rows_to_batch
 from rivet_core.source.retry import classify_error
 
 if TYPE_CHECKING:
@@ -101,6 +101,8 @@ class SourceSession:
         self._url = url
         self.tuning = tuning
         self._entered = False
+        #: Values this session's reads wrote as NULL by the type contract (batching.NullTally).
+        self.mapped_to_null: NullTally = {}
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -345,7 +347,8 @@ class SourceSession:
                 converters.append(live.converter)
             else:
                 direct = native_match and live is not None and live.direct
-                converters.append(make_converter(field.type, field.name, direct=direct))
+                converters.append(make_converter(field.type, field.name, direct=direct,
+                                                 tally=self.mapped_to_null))
         return converters
 
     def driver_errors(self, doing: str) -> _DriverErrors:

@@ -74,6 +74,12 @@ class _Null(Exception):
     """Internal: this value maps to NULL (e.g. a MySQL zero date, a malformed UUID)."""
 
 
+#: Column name → how many non-NULL source values the type contract wrote as NULL (a MySQL
+#: zero date '0000-00-00', a malformed UUID). A session owns one (SourceSession.mapped_to_null)
+#: and the run turns it into a warning, so the mapping is never silent.
+NullTally = dict[str, int]
+
+
 def _bad(column: str, value: Any, target: pa.DataType, why: str = "") -> SourceError:
     shown = repr(value)
     if len(shown) > 80:
@@ -361,7 +367,8 @@ def value_coercer(target: pa.DataType, column: str) -> Callable[[Any], Any]:
     return lambda value: value
 
 
-def _coerce_column(values: Sequence[Any], target: pa.DataType, column: str) -> list[Any]:
+def _coerce_column(values: Sequence[Any], target: pa.DataType, column: str,
+                   tally: NullTally | None = None) -> list[Any]:
     coerce = value_coercer(target, column)
     out: list[Any] = []
     append = out.append
@@ -373,6 +380,8 @@ def _coerce_column(values: Sequence[Any], target: pa.DataType, column: str) -> l
             append(coerce(value))
         except _Null:
             append(None)
+            if tally is not None:
+                tally[column] = tally.get(column, 0) + 1
         except (SourceError, UnsupportedTypeError):
             raise
         except (TypeError, ValueError, ArithmeticError, UnicodeDecodeError, OverflowError) as exc:
@@ -394,11 +403,13 @@ def _arrow_failures() -> tuple[type[BaseException], ...]:
             TypeError, ValueError, OverflowError)
 
 
-def make_converter(target: pa.DataType, column: str, *, direct: bool) -> Converter:
+def make_converter(target: pa.DataType, column: str, *, direct: bool,
+                   tally: NullTally | None = None) -> Converter:
     """Column converter. `direct=True` means the driver's values already have the Python
     types Arrow expects for `target` (checked by the engine's type mapping), so the whole
     column goes straight to `pa.array`; a failure there (NaN numeric, nested array,
-    out-of-range value) falls back to the coercion path, whose errors name the column."""
+    out-of-range value) falls back to the coercion path, whose errors name the column.
+    `tally`: where values the contract maps to NULL are counted (NullTally)."""
 
     def convert(values: Sequence[Any]) -> pa.Array:
         if direct:
@@ -406,7 +417,7 @@ def make_converter(target: pa.DataType, column: str, *, direct: bool) -> Convert
                 return _build(values, target)
             except _arrow_failures():
                 pass
-        coerced = _coerce_column(values, target, column)
+        coerced = _coerce_column(values, target, column, tally)
         try:
             return _build(coerced, target)
         except _arrow_failures() as exc:

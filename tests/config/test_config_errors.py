@@ -8,6 +8,8 @@ code 1 comes back whose message carries the catalogue's quoted fragment (the
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rivet_core.config import load_config
 from rivet_core.errors import ConfigError
@@ -775,7 +777,7 @@ def test_s3_without_bucket_is_rejected(config_error, base):
 
 def test_gcs_and_azure_destinations_with_rivets_fields_load(load, base, tmp_path):
     (tmp_path / "sa.json").write_text("{}")
-    gcs = {"type": "gcs", "bucket": "b", "prefix": "raw/", "credentials_file": "sa.json"}
+    gcs = {"type": "gcs", "bucket": "raw-bucket", "prefix": "raw/", "credentials_file": "sa.json"}
     assert load(_with(base, destination=gcs)).exports[0].destination.credentials_file == "sa.json"
     azure = {"type": "azure", "account_name": "acct", "bucket": "c", "prefix": "raw/",
              "sas_token_env": "AZ_SAS", "endpoint": "http://127.0.0.1:10000/acct"}
@@ -791,10 +793,31 @@ def test_gcs_and_azure_without_bucket_are_rejected(config_error, base, kind):
     assert "requires 'bucket'" in message and "destination.bucket" in message
 
 
+@pytest.mark.parametrize(("bucket", "why"), [
+    ("Bad Bucket!", "lowercase letters, digits"), ("ab", "3-63 characters"), ("-lake", "start and end"),
+    ("lake-", "start and end"), ("a" * 64, "3-63 characters"), ("192.168.0.1", "IP address"),
+    ("google-lake", "'google'"), ("lake..raw", "dot-separated part"), ("Lake", "lowercase letters")])
+def test_a_gcs_bucket_name_google_refuses_is_a_config_error_naming_the_field(config_error, base, bucket, why):
+    message = config_error(_with(base, destination={"type": "gcs", "bucket": bucket}))
+    assert f"destination.bucket {bucket!r} is not a valid GCS bucket name" in message and why in message
+    assert "fix destination.bucket" in message
+
+
+@given(st.text(alphabet="abcXYZ019-_. !/", min_size=1, max_size=70))
+def test_every_gcs_bucket_name_the_config_accepts_passes_the_client_librarys_own_check(name):
+    from google.cloud.storage._helpers import _validate_name
+
+    from rivet_core.config.validate import gcs_bucket_problem
+
+    if gcs_bucket_problem(name) is None:
+        assert _validate_name(name) == name  # never the bare ValueError at the first request
+        assert name == name.lower() and " " not in name
+
+
 def test_gcs_credentials_file_must_exist_and_excludes_allow_anonymous(config_error, base):
-    missing = {"type": "gcs", "bucket": "b", "credentials_file": "nope.json"}
+    missing = {"type": "gcs", "bucket": "raw-bucket", "credentials_file": "nope.json"}
     assert "credentials_file 'nope.json' does not exist" in config_error(_with(base, destination=missing))
-    both = {"type": "gcs", "bucket": "b", "credentials_file": "nope.json", "allow_anonymous": True}
+    both = {"type": "gcs", "bucket": "raw-bucket", "credentials_file": "nope.json", "allow_anonymous": True}
     assert "allow_anonymous: true and credentials_file contradict" in config_error(_with(base, destination=both))
 
 

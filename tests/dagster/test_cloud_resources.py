@@ -185,7 +185,7 @@ def test_a_resource_without_the_client_interface_is_a_clear_error(
 
 def test_a_resource_key_for_another_store_is_refused_at_load(tmp_path: Path) -> None:
     url = _source(tmp_path)
-    gcs_export = _export("items_gcs", {"type": "gcs", "bucket": "b", "prefix": "p/"},
+    gcs_export = _export("items_gcs", {"type": "gcs", "bucket": "items-bucket", "prefix": "p/"},
                          azure_resource_key="blob")
     local_export = _export("items_local", {"type": "local", "path": "out"}, gcs_resource_key="gcs")
     for block, expected in ((gcs_export, "items_gcs': dagster.azure_resource_key is set but the "

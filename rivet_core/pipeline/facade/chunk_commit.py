@@ -87,6 +87,8 @@ class WindowResult:
     key_type: pa.DataType | None = None
     #: `--reconcile`: the window's source COUNT(*) in the window's own snapshot (None: not taken).
     source_count: int | None = None
+    #: Values the type contract wrote as NULL, per column (batching.NullTally).
+    mapped_to_null: dict[str, int] = field(default_factory=dict)
 
     @property
     def first_file(self) -> str | None:
@@ -161,6 +163,7 @@ class StagedWindow:
     source_count: int | None = None
     #: The window's source fingerprint in its read snapshot (`WindowContext.fingerprint`).
     fingerprint: WindowFingerprint | None = None
+    mapped_to_null: dict[str, int] = field(default_factory=dict)
 
     @property
     def rows(self) -> int:
@@ -174,6 +177,7 @@ class _ReadFacts:
 
     source_count: int | None = None
     fingerprint: WindowFingerprint | None = None
+    mapped_to_null: dict[str, int] = field(default_factory=dict)
 
 
 def _read_window(ctx: WindowContext, window: ChunkWindow, sql: str, params: list[object],
@@ -189,6 +193,8 @@ def _read_window(ctx: WindowContext, window: ChunkWindow, sql: str, params: list
         from rivet_core.source import batch_rows
 
         yield from src.stream(sql, params, source_schema, batch_rows(source_schema, plan.tuning))
+        # The session may serve the next window too (window_sessions.py): take this read's tally.
+        facts.mapped_to_null, src.mapped_to_null = dict(src.mapped_to_null), {}
         if ctx.reconcile:
             facts.source_count = count_in_snapshot(src, sql, params)
 
@@ -245,7 +251,8 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     feed.done(sum(p.rows for p in staged), sum(p.size_bytes for p in staged))
     return StagedWindow(chunk_index=window.index, stem=stem, parts=list(staged), max_key=max_key,
                         key_type=ctx.schema.field(ctx.chunk_plan.column).type if max_key is not None else None,
-                        source_count=source_count, fingerprint=facts.fingerprint)
+                        source_count=source_count, fingerprint=facts.fingerprint,
+                        mapped_to_null=facts.mapped_to_null)
 
 
 def write_window(ctx: WindowContext, staged: StagedWindow) -> WindowResult:
@@ -253,7 +260,8 @@ def write_window(ctx: WindowContext, staged: StagedWindow) -> WindowResult:
     carries a nonce)."""
     ext = file_extension(ctx.plan.export.format)
     result = WindowResult(chunk_index=staged.chunk_index, rows=staged.rows, max_key=staged.max_key,
-                          key_type=staged.key_type, source_count=staged.source_count)
+                          key_type=staged.key_type, source_count=staged.source_count,
+                          mapped_to_null=staged.mapped_to_null)
     for n, part in enumerate(staged.parts):
         key = data_key(f"{staged.stem}.{ext}" if len(staged.parts) == 1 else f"{staged.stem}_p{n}.{ext}")
         result.records.append(write_part_file(ctx.dest, part, key))
@@ -273,6 +281,7 @@ def commit_window(summary: RunSummary, state: StateStore, result: WindowResult, 
         if result.source_count is not None:  # --reconcile: the run's sum, over the windows it counted
             summary.source_row_count = (summary.source_row_count or 0) + result.source_count
             summary.reconcile_counted_rows += result.rows
+        summary.warn_mapped_to_null(result.mapped_to_null, where=f" (window {result.chunk_index})")
         if not result.records:
             summary.journal.record("ChunkCompleted", chunk_index=result.chunk_index, rows=0, file_name=None)
         for record in result.records:
