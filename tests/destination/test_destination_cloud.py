@@ -273,5 +273,6 @@ def test_an_azure_sas_token_writes_lists_and_moves_and_is_never_printed(azure: A
         dest.write_bytes(b"x", "q.csv")
     msg = str(ei.value)
     assert "destination.sas_token_env (AZ_SAS)" in msg and ei.value.code == "RIVET_DEST_CREDENTIALS", msg
+    assert msg.startswith("write ") and "q.csv was refused" in msg, msg  # the refused verb is the write
     signature = dict(p.split("=", 1) for p in read_only.split("&"))["sig"]
     assert signature not in msg and read_only not in msg
