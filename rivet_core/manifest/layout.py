@@ -107,6 +107,21 @@ def read_manifest(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES,
     return parse_manifest(data), data
 
 
+def next_sequence(dest: Destination) -> int | None:
+    """The `sequence` of the next publish at `dest` (its place in the prefix's ledger, which gc
+    orders runs by instead of a clock: manifest/retention.py): the current `manifest.json`'s
+    + 1; 1 when there is none or it was written before `sequence` existed. None when it
+    cannot be read — gc then cannot place the run and spares the runs around it
+    (retention.py, `_is_newer`)."""
+    try:
+        found = read_manifest(dest)
+    except (DestinationError, ManifestError):
+        return None
+    if found is None or found[0].sequence is None:
+        return 1
+    return found[0].sequence + 1
+
+
 def read_run_manifests(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES) -> list[Manifest]:
     """The per-run manifest copies at the prefix root (`manifest-<run>.json`) of successful
     runs, oldest first. Copies that are too large, unreadable or do not parse are skipped
@@ -126,7 +141,7 @@ def read_run_manifests(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES) -
 
 
 __all__ = [
-    "read_run_manifests", "DATA_PREFIX", "data_key", "part_name",
+    "read_run_manifests", "next_sequence", "DATA_PREFIX", "data_key", "part_name",
     "MANIFEST_KEY", "SUCCESS_KEY", "QUARANTINE_PREFIX", "DOCTOR_PROBE_KEY", "MAX_MANIFEST_BYTES",
     "MAX_SUCCESS_BYTES", "run_token", "run_manifest_key", "is_sidecar",
     "parse_success_marker", "read_manifest", "ManifestError",
