@@ -321,7 +321,8 @@ def plan_gc(snapshot: PrefixSnapshot, policy: RetentionPolicy, now: datetime, *,
     runs[current.run_id] = replace(current, files=current.files | (
         runs[current.run_id].files if current.run_id in runs else frozenset()))
     newer = {r.run_id for r in runs.values() if r.run_id != current.run_id and _is_newer(r, current)}
-    protected = newer | {r.run_id for r in runs.values() if r.run_id != current.run_id and protect(r)}
+    doubt = _unplaceable(runs.values()) - {current.run_id}
+    protected = newer | doubt | {r.run_id for r in runs.values() if r.run_id != current.run_id and protect(r)}
     kept = kept_runs(runs.values(), policy, now, current=current.run_id, accumulates=accumulates)
     live = live_runs(runs.values(), kept, current=current.run_id, accumulates=accumulates)
     plan = GcPlan(uri=uri, stamp=stamp, policy=policy, current_run=current.run_id,
@@ -330,6 +331,9 @@ def plan_gc(snapshot: PrefixSnapshot, policy: RetentionPolicy, now: datetime, *,
     plan.refused = refusal(snapshot)
     if plan.refused is not None:
         return plan
+    if doubt:
+        plan.notes.append(f"spared {len(doubt)} run(s) without a ledger sequence that may be newer than a run "
+                          f"with one (written by an older version after an upgrade?): {', '.join(sorted(doubt))}")
     folder = f"{GC_PREFIX}{stamp}/"
     keep_files = {f for r in live | protected for f in runs[r].files}
     kept_files = {f for r in kept | protected for f in runs[r].files}
@@ -376,6 +380,20 @@ def plan_gc(snapshot: PrefixSnapshot, policy: RetentionPolicy, now: datetime, *,
                           + ("" if sweep_orphans else " (orphans are swept only by a run or `rivet gc` "
                                                       "holding the export's lock, never for chunked exports)"))
     return plan
+
+
+def _unplaceable(runs: Iterable[RunRef]) -> set[str]:
+    """Runs without a `sequence` that the ledger cannot place: one that finished (by its own
+    clock, or at an unreadable time) after the first sequenced run started the ledger was
+    written by a version without `sequence` after the upgrade. `_order` would put it first;
+    spare on doubt: such runs are protected, never moved."""
+    runs = list(runs)
+    sequenced = [r.finished_at for r in runs if r.sequence is not None]
+    if not sequenced:
+        return set()
+    start = min((t for t in sequenced if t is not None), default=None)
+    return {r.run_id for r in runs if r.sequence is None
+            and (start is None or r.finished_at is None or r.finished_at >= start)}
 
 
 def _is_newer(run: RunRef, current: RunRef) -> bool:

@@ -245,6 +245,35 @@ def test_a_full_refresh_whose_clock_was_behind_stays_the_readable_baseline_after
     assert rivet_in_process("validate", "-c", str(config), "--depth", "full").exit_code == 0
 
 
+def test_a_run_without_a_sequence_written_after_the_ledger_started_is_spared_not_moved() -> None:
+    """Manifests written before `sequence` existed sort first; one that finished after the
+    first sequenced run (an older version wrote it after the upgrade) cannot be placed, so
+    gc protects it instead of trusting either order."""
+    import dataclasses
+
+    from tests.pipeline.test_retention import _manifest
+
+    def run(name: str, minute: int, sequence: int | None, baseline: bool = False) -> Any:
+        manifest = _manifest(name, minute, "success", [f"data/{name}.parquet"], baseline=baseline)
+        return dataclasses.replace(manifest, sequence=sequence)
+
+    legacy = run("orders_00", 0, None, baseline=True)
+    first, second = run("orders_01", 60, 1), run("orders_02", 120, 2)
+    downgraded = run("orders_03", 180, None, baseline=True)
+    current = run("orders_04", 240, 3)
+    history = [legacy, first, second, downgraded, current]
+    snapshot = PrefixSnapshot(current=current, copies={run_manifest_key(m.run_id): m for m in history}, parked={},
+                              keys=sorted({"manifest.json", "_SUCCESS"} | {run_manifest_key(m.run_id) for m in history}
+                                          | {p.path for m in history for p in m.parts}))
+    plan = plan_gc(snapshot, RetentionPolicy(keep_runs=1), datetime(2026, 1, 2).astimezone(), uri="file:///x/",
+                   accumulates=True, sweep_orphans=True)
+    moved = {s.key for s in plan.steps}
+    assert "orders_03" in plan.protected and "data/orders_03.parquet" not in moved
+    assert run_manifest_key("orders_03") not in moved and any("orders_03" in n for n in plan.notes)
+    # the legacy run that finished before the ledger started is placed (first) and parked
+    assert {"data/orders_00.parquet", run_manifest_key("orders_00")} <= moved
+
+
 # ================================================ smaller: partition_by buckets, bounded flags
 def test_gc_cleans_every_bucket_of_a_partition_by_export(tmp_path: Path, pg_url: str) -> None:
     """An incremental `partition_by` export: each bucket keeps its last delivering run
