@@ -429,12 +429,13 @@ def trail_folder(key: str) -> str | None:
 
 
 def _original_key(key: str) -> str | None:
-    """Where a key gc may act on came from: a parked key's original, a data-area key
-    itself; None for what gc never touches (other `_quarantine/` folders)."""
+    """Where a key gc may act on came from: a parked key's original, a key under `data/`
+    itself; None for what gc never moves in a sub-folder (other `_quarantine/` folders,
+    sibling folders such as time partitions or another export beside `data/`)."""
     if key.startswith(GC_PREFIX):
         rest = key[len(GC_PREFIX):].split("/", 1)
         return rest[1] if len(rest) == 2 else None
-    return None if key.startswith(QUARANTINE_PREFIX) else key
+    return key if key.startswith(DATA_PREFIX) else None
 
 
 def foreign_trails(keys: Iterable[str]) -> dict[str, list[str]]:

@@ -147,36 +147,55 @@ def test_gc_flags_on_a_delta_or_iceberg_table_are_refused_and_every_row_stays_re
 
 
 # ================================= finding 3: another config's export nested under data/
+@pytest.mark.parametrize("kind", ["local", "s3"])
 def test_retention_never_sweeps_another_configs_export_nested_under_data_and_names_it(
-        tmp_path: Path, pg_url: str) -> None:
+        tmp_path: Path, pg_url: str, kind: str, request: pytest.FixtureRequest) -> None:
     create_items(pg_url)
     insert_items(pg_url, range(1, 21))
-    outer, inner = tmp_path / "out", tmp_path / "out" / "data" / "eb"
+    if kind == "local":
+        outer = {"type": "local", "path": str(tmp_path / "out")}
+        inner = {"type": "local", "path": str(tmp_path / "out" / "data" / "eb")}
+
+        def listing(sub: str) -> dict[str, bytes]:
+            return files(tmp_path / "out" / sub) if (tmp_path / "out" / sub).exists() else {}
+    else:
+        s3 = request.getfixturevalue("s3")
+        base = {"type": "s3", "bucket": s3.bucket, "endpoint": s3.endpoint, "region": "us-east-1",
+                "access_key_env": "RIVET_TEST_AK", "secret_key_env": "RIVET_TEST_SK"}
+        outer, inner = {**base, "prefix": "exports/out/"}, {**base, "prefix": "exports/out/data/eb/"}
+
+        def listing(sub: str) -> dict[str, bytes]:
+            return s3_objects(s3, f"exports/out/{sub}")
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     config_a = write_config(tmp_path / "a", source_block(pg_url), [{
-        "name": "items", "table": "items", "format": "parquet", "destination": {"type": "local", "path": str(outer)},
+        "name": "items", "table": "items", "format": "parquet", "destination": outer,
         "retention": {"keep_runs": 1, "grace_hours": 0}}])
     config_b = write_config(tmp_path / "b", source_block(pg_url), [{
-        "name": "eb", "table": "items", "format": "parquet", "destination": {"type": "local", "path": str(inner)}}])
+        "name": "eb", "table": "items", "format": "parquet", "destination": inner}])
     run_ok(config_a)
     run_ok(config_b, "eb")
-    b_files = files(inner)
+    b_files = listing("data/eb/")
     assert {"manifest.json", "_SUCCESS"} <= set(b_files)
 
     for _ in range(2):  # a run parks, the next deletes (grace 0): neither may touch B
         summary = run_ok(config_a)
         warning = " ".join(summary.warnings)
         assert "retention refused" in warning and "data/eb/" in warning and "destination" in warning, warning
-        assert files(inner) == b_files
+        assert listing("data/eb/") == b_files
     gc = rivet_in_process("gc", "-c", str(config_a), "items", "--grace-hours", "0")
     assert gc.exit_code == 3 and "data/eb/" in gc.output and "data/eb/manifest.json" in gc.output, gc.output
-    assert files(inner) == b_files
-    assert not (outer / "_quarantine").exists()  # nothing of A's moved either: refused, whole
+    assert listing("data/eb/") == b_files
+    assert not listing("_quarantine/")  # nothing of A's moved either: refused, whole
 
     validated = rivet_in_process("validate", "-c", str(config_b), "--depth", "full")
     assert validated.exit_code == 0 and "eb: PASSED" in validated.output, validated.output
-    assert rows_of(ds.dataset(str(inner / "data"), format="parquet").to_table()) == source_items(pg_url)
+    import io
+
+    import pyarrow.parquet as pq
+
+    parts = [p["path"] for p in json.loads(b_files["manifest.json"])["parts"]]
+    assert rows_of(pa.concat_tables(pq.read_table(io.BytesIO(b_files[p])) for p in parts)) == source_items(pg_url)
 
 
 def test_a_foreign_trail_already_parked_is_never_deleted_and_the_plan_names_it() -> None:
@@ -196,6 +215,11 @@ def test_a_foreign_trail_already_parked_is_never_deleted_and_the_plan_names_it()
                    uri="file:///x/", accumulates=False, sweep_orphans=True)
     assert not plan.steps
     assert plan.refused is not None and f"{stamp}data/eb/" in plan.refused
+    # Beside data/ (a time partition, another export next to it) gc moves nothing: no refusal.
+    snapshot.keys = [k for k in keys if "/eb/" not in k] + ["ts=2026-01-01/manifest.json", "other/_SUCCESS"]
+    plan = plan_gc(snapshot, RetentionPolicy(keep_runs=1, grace_hours=0), datetime(2026, 2, 1).astimezone(),
+                   uri="file:///x/", accumulates=False, sweep_orphans=True)
+    assert plan.refused is None and "ts=2026-01-01/manifest.json" not in {s.key for s in plan.steps}
     # A Delta table's log under data/ is a trail too.
     snapshot.keys = [k for k in keys if "/eb/" not in k] + ["data/t/_delta_log/00000000000000000000.json"]
     plan = plan_gc(snapshot, RetentionPolicy(keep_runs=1, grace_hours=0), datetime(2026, 2, 1).astimezone(),
