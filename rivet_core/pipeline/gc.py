@@ -154,12 +154,14 @@ def gc_prefix(dest: Destination, export: ExportConfig, policy: RetentionPolicy, 
                    protect=protector(state, export.name), sweep_orphans=sweep_orphans,
                    stamp=stamp or new_stamp(now))
     report.plan = plan
-    if dry_run or plan.refused is not None:
+    if dry_run:
         return report
     if journal is not None:
         journal.record("GcPlanned", uri=dest.uri, policy=policy.to_dict(), current_run=plan.current_run,
                        kept_runs=plan.kept, live_runs=plan.live, protected_runs=plan.protected,
-                       steps=len(plan.steps), notes=plan.notes, stamp=plan.stamp)
+                       steps=len(plan.steps), notes=plan.notes, stamp=plan.stamp, refused=plan.refused)
+    if plan.refused is not None:  # journaled (what was found, the fix); nothing to carry out
+        return report
 
     def on_step(step: GcStep, error: str | None) -> None:
         if journal is not None:

@@ -20,6 +20,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 from deltalake import DeltaTable
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rivet_core import api
 from rivet_core.errors import ConfigError
@@ -28,7 +30,8 @@ from rivet_core.manifest.artifacts import success_marker_body
 from rivet_core.manifest.model import manifest_from_dict, serialize_manifest
 from rivet_core.manifest.retention import GC_PREFIX, PrefixSnapshot, RetentionPolicy, plan_gc
 from rivet_core.pipeline.gc import run_gc
-from tests.helpers import db_exec, rivet_in_process, source_block, write_config
+from tests.helpers import db_exec, rivet_in_process, source_block, state_rows, write_config
+from tests.pipeline.test_retention import prefixes
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -187,6 +190,11 @@ def test_retention_never_sweeps_another_configs_export_nested_under_data_and_nam
     assert gc.exit_code == 3 and "data/eb/" in gc.output and "data/eb/manifest.json" in gc.output, gc.output
     assert listing("data/eb/") == b_files
     assert not listing("_quarantine/")  # nothing of A's moved either: refused, whole
+    [journal] = [json.loads(r[0]) for r in state_rows(
+        config_a, "SELECT journal_json FROM run_journal WHERE run_id LIKE ?", ["items_gc_%"])]
+    planned = [e["event"]["GcPlanned"] for e in journal["entries"] if "GcPlanned" in e["event"]]
+    assert len(planned) == 1 and "data/eb/" in planned[0]["refused"] and planned[0]["steps"] == 0
+    assert not [e for e in journal["entries"] if "GcStep" in e["event"]]
 
     validated = rivet_in_process("validate", "-c", str(config_b), "--depth", "full")
     assert validated.exit_code == 0 and "eb: PASSED" in validated.output, validated.output
@@ -225,6 +233,27 @@ def test_a_foreign_trail_already_parked_is_never_deleted_and_the_plan_names_it()
     plan = plan_gc(snapshot, RetentionPolicy(keep_runs=1, grace_hours=0), datetime(2026, 2, 1).astimezone(),
                    uri="file:///x/", accumulates=False, sweep_orphans=True)
     assert not plan.steps and plan.refused is not None and "data/t/" in plan.refused
+
+
+PARKED = f"{GC_PREFIX}20250101T000000Z-aaaaaa/"
+#: (a trail key, the folder the refusal must name)
+TRAILS = [("data/eb/manifest.json", "data/eb/"), ("data/eb/_SUCCESS", "data/eb/"),
+          ("data/x/y/manifest-r1.json", "data/x/y/"), ("data/t/_delta_log/00000000000000000000.json", "data/t/"),
+          ("data/i/metadata/00000-abc.metadata.json", "data/i/"),
+          (f"{PARKED}data/eb/manifest.json", f"{PARKED}data/eb/")]
+
+
+@given(prefixes(), st.sampled_from(TRAILS), st.integers(0, 48))
+def test_any_foreign_trail_where_gc_acts_means_no_step_at_all(
+        case: tuple[PrefixSnapshot, RetentionPolicy, bool, datetime], trail: tuple[str, str], hours: int) -> None:
+    """Whatever the history and the policy, a foreign trail under data/ (or parked) leaves the
+    plan without a single move or delete, and the refusal names the trail's folder."""
+    snapshot, policy, accumulates, now = case
+    key, folder = trail
+    snapshot.keys = sorted({*snapshot.keys, key, folder + "part.parquet"})
+    plan = plan_gc(snapshot, policy, now + timedelta(hours=hours), uri="file:///x/", accumulates=accumulates,
+                   sweep_orphans=True)
+    assert plan.steps == [] and plan.refused is not None and folder in plan.refused
 
 
 # ========================================= finding 7: a slow clock must not hide a full refresh
