@@ -12,7 +12,8 @@ Vocabulary:
   `manifest-<run>.json` at the prefix root, or a copy gc parked under
   `_quarantine/gc/<stamp>/`;
 - *kept* runs (the policy): the last `keep_runs` successful runs and those that finished
-  within `keep_days` — either rule keeps a run — and always the current run. For exports
+  within `keep_days` (a run counts as finished no earlier than the runs before it in the
+  ledger, `_ledger_times`) — either rule keeps a run — and always the current run. For exports
   that add rows each run, `keep_runs` counts runs that delivered rows: an hourly poll that
   found nothing must not push the data out;
 - *live* runs: those whose files make the readable dataset and stay where they are. An
@@ -172,8 +173,22 @@ def kept_runs(runs: Iterable[RunRef], policy: RetentionPolicy, now: datetime, *,
         kept |= {r.run_id for r in counted[-policy.keep_runs:]}
     if policy.keep_days is not None:
         horizon = now - timedelta(days=policy.keep_days)
-        kept |= {r.run_id for r in successful if r.finished_at is None or r.finished_at >= horizon}
+        finished = _ledger_times(successful)
+        kept |= {r.run_id for r in successful if finished[r.run_id] is None or finished[r.run_id] >= horizon}
     return kept
+
+
+def _ledger_times(runs: list[RunRef]) -> dict[str, datetime | None]:
+    """When each run (in ledger order) finished at the earliest: no earlier than any run the
+    ledger puts before it — a run whose host clock was behind is not older than its
+    predecessor for `keep_days`. None: the time does not parse (such a run is kept)."""
+    out: dict[str, datetime | None] = {}
+    latest: datetime | None = None
+    for run in runs:
+        if run.finished_at is not None:
+            latest = run.finished_at if latest is None else max(latest, run.finished_at)
+        out[run.run_id] = latest if run.finished_at is not None else None
+    return out
 
 
 def live_runs(runs: Iterable[RunRef], kept: set[str], *, current: str, accumulates: bool) -> set[str]:

@@ -270,8 +270,9 @@ def _set_finished_at(root: Path, when: datetime) -> None:
     (root / "_SUCCESS").write_bytes(success_marker_body(data))
 
 
+@pytest.mark.parametrize("rule", [("--keep-runs", "10"), ("--keep-days", "0.5")])
 def test_a_full_refresh_whose_clock_was_behind_stays_the_readable_baseline_after_gc(
-        tmp_path: Path, pg_url: str) -> None:
+        tmp_path: Path, pg_url: str, rule: tuple[str, str]) -> None:
     create_items(pg_url)
     insert_items(pg_url, range(1, 41))
     root = tmp_path / "out"
@@ -292,7 +293,7 @@ def test_a_full_refresh_whose_clock_was_behind_stays_the_readable_baseline_after
     assert [json.loads(p.read_text()).get("sequence") for p in sorted(root.glob("manifest-*.json"),
             key=lambda p: json.loads(p.read_text())["sequence"])] == [1, 2, 3, 4]
 
-    done = rivet_in_process("gc", "-c", str(config), "items", "--keep-runs", "10", "--grace-hours", "0")
+    done = rivet_in_process("gc", "-c", str(config), "items", *rule, "--grace-hours", "0")
     assert done.exit_code == 0, done.output
     assert rows_of(ds.dataset(str(root / "data"), format="parquet").to_table()) == source_items(pg_url)
     assert rivet_in_process("validate", "-c", str(config), "--depth", "full").exit_code == 0
