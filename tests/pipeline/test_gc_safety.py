@@ -293,6 +293,13 @@ def test_a_full_refresh_whose_clock_was_behind_stays_the_readable_baseline_after
     assert [json.loads(p.read_text()).get("sequence") for p in sorted(root.glob("manifest-*.json"),
             key=lambda p: json.loads(p.read_text())["sequence"])] == [1, 2, 3, 4]
 
+    # Before any gc, what the API and Dagster's IO manager read is the refresh and what followed.
+    from rivet_dagster.io_manager import read_export
+
+    cfg = api.load_config(str(config))
+    table = read_export(cfg, cfg.export("items"))
+    assert table is not None and rows_of(table) == source_items(pg_url)
+
     done = rivet_in_process("gc", "-c", str(config), "items", *rule, "--grace-hours", "0")
     assert done.exit_code == 0, done.output
     assert rows_of(ds.dataset(str(root / "data"), format="parquet").to_table()) == source_items(pg_url)
