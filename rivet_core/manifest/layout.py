@@ -107,9 +107,24 @@ def read_manifest(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES,
     return parse_manifest(data), data
 
 
+def next_sequence(dest: Destination) -> int | None:
+    """The `sequence` of the next publish at `dest` (its place in the prefix's ledger, which gc
+    orders runs by instead of a clock: manifest/retention.py): the current `manifest.json`'s
+    + 1; 1 when there is none or it was written before `sequence` existed. None when it
+    cannot be read — gc then cannot place the run and spares the runs around it
+    (retention.py, `_is_newer`)."""
+    try:
+        found = read_manifest(dest)
+    except (DestinationError, ManifestError):
+        return None
+    if found is None or found[0].sequence is None:
+        return 1
+    return found[0].sequence + 1
+
+
 def read_run_manifests(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES) -> list[Manifest]:
     """The per-run manifest copies at the prefix root (`manifest-<run>.json`) of successful
-    runs, oldest first. Copies that are too large, unreadable or do not parse are skipped
+    runs, oldest first in the ledger's order (`ledger_order`). Copies that are too large, unreadable or do not parse are skipped
     with a warning: they list nothing a reader could trust."""
     found: list[Manifest] = []
     for obj in dest.list(""):
@@ -122,11 +137,20 @@ def read_run_manifests(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES) -
             continue
         if manifest.status == "success":
             found.append(manifest)
-    return sorted(found, key=lambda m: (m.finished_at, m.run_id))
+    return sorted(found, key=ledger_order)
+
+
+def ledger_order(manifest: Manifest) -> tuple[int, int | str, str]:
+    """The order runs published in at one prefix: by `sequence` (`next_sequence`), never by a
+    clock a slow host falsifies; manifests written before `sequence` existed come first, among
+    themselves by `finished_at`. manifest/retention.py orders its runs the same way."""
+    if manifest.sequence is None:
+        return (0, manifest.finished_at, manifest.run_id)
+    return (1, manifest.sequence, manifest.run_id)
 
 
 __all__ = [
-    "read_run_manifests", "DATA_PREFIX", "data_key", "part_name",
+    "read_run_manifests", "ledger_order", "next_sequence", "DATA_PREFIX", "data_key", "part_name",
     "MANIFEST_KEY", "SUCCESS_KEY", "QUARANTINE_PREFIX", "DOCTOR_PROBE_KEY", "MAX_MANIFEST_BYTES",
     "MAX_SUCCESS_BYTES", "run_token", "run_manifest_key", "is_sidecar",
     "parse_success_marker", "read_manifest", "ManifestError",

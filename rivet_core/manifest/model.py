@@ -143,6 +143,9 @@ class Manifest:
     #: `table_format:` exports: the table commit this manifest publishes
     #: ({format, uri, version, operation, files, rows}; rivet_core/tableformat/commit.py).
     table: Mapping[str, Any] | None = None
+    #: The publish's place in the prefix's ledger: the previous `manifest.json`'s + 1
+    #: (manifest/artifacts.py); gc orders runs by it, never by a clock (manifest/retention.py).
+    sequence: int | None = None
 
     def __getattr__(self, name: str) -> Any:
         """`manifest.<name>_run_id` (before `orchestrator_run_id`) still reads, deprecated."""
@@ -221,6 +224,7 @@ def manifest_to_dict(m: Manifest) -> dict[str, Any]:
         ("orchestrator", m.orchestrator),
         ("orchestrator_run_id", m.orchestrator_run_id),
         ("table", None if m.table is None else dict(m.table)),
+        ("sequence", m.sequence),
     ]))
 
 
@@ -391,6 +395,7 @@ def manifest_from_dict(o: Any) -> Manifest:
         orchestrator=orchestrator,
         orchestrator_run_id=orchestrator_run_id,
         table=table,
+        sequence=_uint(o, "sequence", w, required=False, nullable=True),
     )
 
 

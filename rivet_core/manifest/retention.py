@@ -12,7 +12,8 @@ Vocabulary:
   `manifest-<run>.json` at the prefix root, or a copy gc parked under
   `_quarantine/gc/<stamp>/`;
 - *kept* runs (the policy): the last `keep_runs` successful runs and those that finished
-  within `keep_days` — either rule keeps a run — and always the current run. For exports
+  within `keep_days` (a run counts as finished no earlier than the runs before it in the
+  ledger, `_ledger_times`) — either rule keeps a run — and always the current run. For exports
   that add rows each run, `keep_runs` counts runs that delivered rows: an hourly poll that
   found nothing must not push the data out;
 - *live* runs: those whose files make the readable dataset and stay where they are. An
@@ -42,15 +43,32 @@ repair or a re-run of a window keep "never deleted", M9). Deletion is reached
 only through step 1, so every deleted object spent at least one gc cycle and the grace
 period in quarantine. Anything unreadable (a run copy that does not parse) stops the steps
 it could affect: spare on doubt.
+
+Refused (no step at all, `GcPlan.refused` says why and the fix), because the manifests at
+the prefix do not describe every file there:
+
+- a table (`manifest.json` names a `table` commit, or a `_delta_log/` or Iceberg `metadata/`
+  sits at the prefix root): the table's snapshots reference parts no manifest lists as
+  current, and the table's own vacuum removes them;
+- another export's trail (`trail_folder`: a `manifest.json`, `_SUCCESS`, `manifest-*.json`,
+  `_delta_log/` or Iceberg `metadata/`) under `data/` or among what gc parked — another
+  config writing inside this export's data area; its files would look like orphans.
+
+Runs are ordered by the manifest's `sequence` (the previous `manifest.json`'s + 1, written
+by rivet_core/manifest/artifacts.py), never by a wall clock: a host whose clock is behind
+must not make a full refresh look older than the runs it replaced. Manifests written before
+`sequence` existed sort before every sequenced one (they are older: the first sequenced run
+read them as its predecessor), among themselves by `finished_at`.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import secrets
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -87,8 +105,10 @@ class RetentionPolicy:
             raise ValueError("a retention policy needs keep_runs or keep_days")
         if self.keep_runs is not None and self.keep_runs < 1:
             raise ValueError("keep_runs must be >= 1")
-        if (self.keep_days is not None and self.keep_days <= 0) or self.grace_hours < 0:
+        if (self.keep_days is not None and not self.keep_days > 0) or not self.grace_hours >= 0:
             raise ValueError("keep_days must be > 0 and grace_hours >= 0")
+        if not all(math.isfinite(v) for v in (self.keep_days or 1.0, self.grace_hours)):
+            raise ValueError("keep_days and grace_hours must be finite numbers")
 
     @classmethod
     def from_config(cls, block: Any) -> RetentionPolicy:
@@ -115,13 +135,15 @@ class RunRef:
     #: The run started from nothing (no `cursor_low`): for exports that add rows each run,
     #: it replaced everything before it.
     baseline: bool
+    #: The manifest's `sequence` (module docstring); None for a manifest written before it.
+    sequence: int | None = None
 
     @classmethod
     def of(cls, manifest: Manifest) -> RunRef:
         extraction = manifest.source.extraction
         return cls(run_id=manifest.run_id, status=manifest.status, finished_at=_parse_time(manifest.finished_at),
                    files=frozenset(p.path for p in manifest.parts),
-                   baseline=extraction is None or extraction.cursor_low is None)
+                   baseline=extraction is None or extraction.cursor_low is None, sequence=manifest.sequence)
 
 
 def _parse_time(text: str | None) -> datetime | None:
@@ -132,8 +154,12 @@ def _parse_time(text: str | None) -> datetime | None:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
-def _order(run: RunRef) -> tuple[datetime, str]:
-    return (run.finished_at or datetime.max.replace(tzinfo=UTC), run.run_id)
+def _order(run: RunRef) -> tuple[int, int | datetime, str]:
+    """The ledger's order (module docstring): sequenced runs by `sequence`, after every run
+    written before `sequence` existed; those by `finished_at` (unparseable: last)."""
+    if run.sequence is not None:
+        return (1, run.sequence, run.run_id)
+    return (0, run.finished_at or datetime.max.replace(tzinfo=UTC), run.run_id)
 
 
 def kept_runs(runs: Iterable[RunRef], policy: RetentionPolicy, now: datetime, *, current: str,
@@ -147,8 +173,22 @@ def kept_runs(runs: Iterable[RunRef], policy: RetentionPolicy, now: datetime, *,
         kept |= {r.run_id for r in counted[-policy.keep_runs:]}
     if policy.keep_days is not None:
         horizon = now - timedelta(days=policy.keep_days)
-        kept |= {r.run_id for r in successful if r.finished_at is None or r.finished_at >= horizon}
+        finished = _ledger_times(successful)
+        kept |= {r.run_id for r in successful if finished[r.run_id] is None or finished[r.run_id] >= horizon}
     return kept
+
+
+def _ledger_times(runs: list[RunRef]) -> dict[str, datetime | None]:
+    """When each run (in ledger order) finished at the earliest: no earlier than any run the
+    ledger puts before it — a run whose host clock was behind is not older than its
+    predecessor for `keep_days`. None: the time does not parse (such a run is kept)."""
+    out: dict[str, datetime | None] = {}
+    latest: datetime | None = None
+    for run in runs:
+        if run.finished_at is not None:
+            latest = run.finished_at if latest is None else max(latest, run.finished_at)
+        out[run.run_id] = latest if run.finished_at is not None else None
+    return out
 
 
 def live_runs(runs: Iterable[RunRef], kept: set[str], *, current: str, accumulates: bool) -> set[str]:
@@ -243,6 +283,8 @@ class GcPlan:
     steps: list[GcStep] = field(default_factory=list)
     #: Why something was left alone (unreadable copies, unparseable stamps, untracked files).
     notes: list[str] = field(default_factory=list)
+    #: Why gc does nothing at all at this prefix (`refusal`); the plan then has no step.
+    refused: str | None = None
 
     def count(self, *actions: str) -> int:
         return sum(s.action in actions for s in self.steps)
@@ -256,7 +298,7 @@ class GcPlan:
         return {"uri": self.uri, "stamp": self.stamp, "policy": self.policy.to_dict(),
                 "current_run": self.current_run, "kept_runs": self.kept, "live_runs": self.live,
                 "protected_runs": self.protected, "steps": [s.to_dict() for s in self.steps],
-                "notes": self.notes}
+                "notes": self.notes, "refused": self.refused}
 
 
 def new_stamp(now: datetime) -> str:
@@ -290,19 +332,23 @@ def plan_gc(snapshot: PrefixSnapshot, policy: RetentionPolicy, now: datetime, *,
     for manifest in [*snapshot.parked.values(), *snapshot.copies.values()]:
         ref = RunRef.of(manifest)
         prior = runs.get(ref.run_id)
-        runs[ref.run_id] = ref if prior is None else RunRef(
-            ref.run_id, ref.status, ref.finished_at, ref.files | prior.files, ref.baseline)
-    runs[current.run_id] = RunRef(current.run_id, current.status, current.finished_at,
-                                  current.files | (runs[current.run_id].files if current.run_id in runs else frozenset()),
-                                  current.baseline)
-    newer = {r.run_id for r in runs.values() if r.run_id != current.run_id and current.finished_at is not None
-             and r.finished_at is not None and r.finished_at > current.finished_at}
-    protected = newer | {r.run_id for r in runs.values() if r.run_id != current.run_id and protect(r)}
+        runs[ref.run_id] = ref if prior is None else replace(ref, files=ref.files | prior.files)
+    runs[current.run_id] = replace(current, files=current.files | (
+        runs[current.run_id].files if current.run_id in runs else frozenset()))
+    newer = {r.run_id for r in runs.values() if r.run_id != current.run_id and _is_newer(r, current)}
+    doubt = _unplaceable(runs.values()) - {current.run_id}
+    protected = newer | doubt | {r.run_id for r in runs.values() if r.run_id != current.run_id and protect(r)}
     kept = kept_runs(runs.values(), policy, now, current=current.run_id, accumulates=accumulates)
     live = live_runs(runs.values(), kept, current=current.run_id, accumulates=accumulates)
     plan = GcPlan(uri=uri, stamp=stamp, policy=policy, current_run=current.run_id,
                   kept=sorted(kept, key=lambda r: _order(runs[r])), live=sorted(live, key=lambda r: _order(runs[r])),
                   protected=sorted(protected))
+    plan.refused = refusal(snapshot)
+    if plan.refused is not None:
+        return plan
+    if doubt:
+        plan.notes.append(f"spared {len(doubt)} run(s) without a ledger sequence that may be newer than a run "
+                          f"with one (written by an older version after an upgrade?): {', '.join(sorted(doubt))}")
     folder = f"{GC_PREFIX}{stamp}/"
     keep_files = {f for r in live | protected for f in runs[r].files}
     kept_files = {f for r in kept | protected for f in runs[r].files}
@@ -349,6 +395,98 @@ def plan_gc(snapshot: PrefixSnapshot, policy: RetentionPolicy, now: datetime, *,
                           + ("" if sweep_orphans else " (orphans are swept only by a run or `rivet gc` "
                                                       "holding the export's lock, never for chunked exports)"))
     return plan
+
+
+def _unplaceable(runs: Iterable[RunRef]) -> set[str]:
+    """Runs without a `sequence` that the ledger cannot place: one that finished (by its own
+    clock, or at an unreadable time) after the first sequenced run started the ledger was
+    written by a version without `sequence` after the upgrade. `_order` would put it first;
+    spare on doubt: such runs are protected, never moved."""
+    runs = list(runs)
+    sequenced = [r.finished_at for r in runs if r.sequence is not None]
+    if not sequenced:
+        return set()
+    start = min((t for t in sequenced if t is not None), default=None)
+    return {r.run_id for r in runs if r.sequence is None
+            and (start is None or r.finished_at is None or r.finished_at >= start)}
+
+
+def _is_newer(run: RunRef, current: RunRef) -> bool:
+    """Did `run` publish after `current` (one publishing while gc reads)? By sequence when
+    both have one; a sequenced run is newer than an unsequenced current; otherwise by
+    `finished_at`, as before `sequence` existed."""
+    if run.sequence is not None or current.sequence is not None:
+        return _order(run) > _order(current)
+    return (current.finished_at is not None and run.finished_at is not None
+            and run.finished_at > current.finished_at)
+
+
+# ------------------------------------------------------------------------------- refusals
+_TABLE_LOG = "_delta_log"
+_ICEBERG_METADATA = "metadata"
+
+
+def trail_folder(key: str) -> str | None:
+    """The folder whose export trail `key` belongs to ('' for the prefix root), or None when
+    `key` is no trail: a `manifest.json`, `_SUCCESS` or `manifest-*.json`, a file under a
+    `_delta_log/`, or an Iceberg `metadata/*.metadata.json`."""
+    segments = key.split("/")
+    name, folders = segments[-1], segments[:-1]
+    if name in ("manifest.json", "_SUCCESS") or _RUN_COPY.match(name):
+        owner = folders
+    elif _TABLE_LOG in folders:
+        owner = folders[:folders.index(_TABLE_LOG)]
+    elif _ICEBERG_METADATA in folders and name.endswith(".metadata.json"):
+        owner = folders[:len(folders) - 1 - folders[::-1].index(_ICEBERG_METADATA)]
+    else:
+        return None
+    return "/".join(owner) + "/" if owner else ""
+
+
+def _original_key(key: str) -> str | None:
+    """Where a key gc may act on came from: a parked key's original, a key under `data/`
+    itself; None for what gc never moves in a sub-folder (other `_quarantine/` folders,
+    sibling folders such as time partitions or another export beside `data/`)."""
+    if key.startswith(GC_PREFIX):
+        rest = key[len(GC_PREFIX):].split("/", 1)
+        return rest[1] if len(rest) == 2 else None
+    return key if key.startswith(DATA_PREFIX) else None
+
+
+def foreign_trails(keys: Iterable[str]) -> dict[str, list[str]]:
+    """Another export's trails among the keys gc may move or delete: trail folder (as found,
+    parked ones under their `_quarantine/gc/<stamp>/`) → its trail keys. The export's own
+    trail sits at the prefix root, and a parked run copy at its stamp folder's root."""
+    found: dict[str, list[str]] = {}
+    for key in keys:
+        original = _original_key(key)
+        if original is None or is_parked_copy(key):
+            continue
+        folder = trail_folder(original)
+        if folder:  # not the root: another export's
+            found.setdefault(key[:len(key) - len(original)] + folder, []).append(key)
+    return found
+
+
+def refusal(snapshot: PrefixSnapshot) -> str | None:
+    """Why gc must not act at this prefix at all (module docstring, "Refused"), with the fix;
+    None when it may."""
+    table = snapshot.current.table
+    root_table = sorted({k.split("/", 1)[0] + "/" for k in snapshot.keys if "/" in k and trail_folder(k) == ""})
+    if table is not None or root_table:
+        what = (f"a {table.get('format', 'table')} table (manifest.json names its commit)" if table is not None
+                else f"a table ({', '.join(root_table)} at the prefix root)")
+        return (f"the prefix holds {what}: its snapshots reference parts that no manifest lists as current, "
+                "so gc would break the table — nothing was moved; remove the table's files with the table's "
+                "own vacuum (docs/adr/0009-table-formats.md), not with rivet gc")
+    trails = foreign_trails(snapshot.keys)
+    if not trails:
+        return None
+    shown = "; ".join(f"{folder} ({', '.join(sorted(keys)[:3])}{', …' if len(keys) > 3 else ''})"
+                      for folder, keys in sorted(trails.items())[:5])
+    return (f"another export's trail sits inside this export's prefix: {shown} — its files would look "
+            "like orphans, so nothing was moved or deleted; give one of the two exports a destination "
+            "outside the other's prefix (and move that export's files there), then run gc again")
 
 
 def _why(run: RunRef, kept: set[str], current: str) -> str:
@@ -434,6 +572,6 @@ def execute_gc(dest: Destination, plan: GcPlan,
 
 __all__ = [
     "GC_PREFIX", "GcOutcome", "GcPlan", "GcStep", "PrefixSnapshot", "RetentionPolicy", "RunRef",
-    "execute_gc", "is_parked_copy", "kept_runs", "live_runs", "new_stamp", "plan_gc", "read_snapshot",
-    "stamp_time",
+    "execute_gc", "foreign_trails", "is_parked_copy", "kept_runs", "live_runs", "new_stamp", "plan_gc",
+    "read_snapshot", "refusal", "stamp_time", "trail_folder",
 ]

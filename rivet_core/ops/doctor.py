@@ -10,7 +10,9 @@ the fix:
 - source: connect, authenticate, `SELECT 1` (the one source of the config);
 - destination (each distinct prefix): write, read back and delete a `.rivet_doctor_probe`
   object under the export's prefix (the only object rivet ever deletes; verification
-  ignores it should a crash leave it behind);
+  ignores it should a crash leave it behind); and that the prefix is not inside the `data/`
+  folder of a prefix another export published (`check_not_nested`: typically another
+  config's export, which the config load cannot see — its gc would refuse to clean);
 - state store: open + migrate, then the same writability probe a run makes before it reads
   the source (state/writable.py: a no-op `UPDATE … WHERE false` on the cursor table in a
   write transaction) — proves write access (SQLite takes its write lock, PostgreSQL checks
@@ -26,6 +28,7 @@ Exit code (docs/rivet-compat.md "CLI output and exit codes"): 0 when every check
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import logging
 import urllib.parse
@@ -296,7 +299,45 @@ def check_destinations(config: Any) -> list[Check]:
             checks.append(Check(label, True, "stdout (nothing to probe)"))
             continue
         checks.append(probe_destination(label, spec, config.config_dir))
+        nested = check_not_nested(label, spec, config.config_dir)
+        if nested is not None:
+            checks.append(nested)
     return checks
+
+
+def _enclosing_prefixes(spec: Any, base_dir: Path) -> list[tuple[Any, str]]:
+    """(spec of an ancestor prefix, where it is shown) for each ancestor whose `data/` folder
+    holds this destination: `out/` for `out/data/eb`. Another export published at such an
+    ancestor would count this one's files as its own orphans (manifest/retention.py)."""
+    if spec.kind == "local":
+        path = (base_dir / (spec.path or ".")).resolve()
+        return [(dataclasses.replace(spec, path=str(parent)), str(parent))
+                for parent, child in zip(path.parents, [path, *path.parents], strict=False)
+                if child.name == "data"]
+    segments = [s for s in (spec.prefix or "").split("/") if s]
+    return [(dataclasses.replace(spec, prefix="/".join(segments[:i]) + "/" if i else ""),
+             f"{spec.bucket}/{'/'.join(segments[:i])}")
+            for i, segment in enumerate(segments) if segment == "data"]
+
+
+def check_not_nested(label: str, spec: Any, base_dir: Path) -> Check | None:
+    """A [FAIL] line when this destination sits inside the `data/` folder of a prefix another
+    export published (its `manifest.json`) — typically another config's export; that
+    export's retention and `rivet gc` then refuse to clean (they would take these files for
+    orphans). None when it does not (or an ancestor cannot be read: the probe reports access)."""
+    from rivet_core.destination import open_destination
+
+    for ancestor, where in _enclosing_prefixes(spec, base_dir):
+        with best_effort("look for an enclosing export", logger=log) as attempt:
+            found = open_destination(ancestor, base_dir, create=False).head("manifest.json") is not None
+        if attempt.failed or not found:
+            continue
+        return Check(f"{label} nesting", False,
+                     f"this destination is inside the data/ folder of the export published at {where} (its "
+                     "manifest.json): that export's retention and `rivet gc` refuse to clean its prefix while "
+                     "these files are there, and readers of its data/ read them as its rows",
+                     f"give this export (or the one at {where}) a destination outside the other's prefix")
+    return None
 
 
 def probe_destination(label: str, spec: Any, base_dir: Path) -> Check:

@@ -25,12 +25,14 @@ are protected through the state store (`protector`).
 from __future__ import annotations
 
 import logging
+import math
 import shlex
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from rivet_core.config import ExportConfig, RivetConfig
+from rivet_core.config.limits import RETENTION_BOUNDS
 from rivet_core.destination import Destination
 from rivet_core.errors import ConfigError, best_effort
 from rivet_core.manifest.retention import (
@@ -104,10 +106,16 @@ class GcReport:
     def failed(self) -> int:
         return len(self.outcome.failed) if self.outcome else 0
 
+    @property
+    def refused(self) -> bool:
+        return self.plan is not None and self.plan.refused is not None
+
     def lines(self) -> list[str]:
         head = f"{self.export_name}: {self.uri}"
         if self.plan is None:
             return [f"{head} — {self.note}"]
+        if self.plan.refused is not None:
+            return [f"{head} — REFUSED: {self.plan.refused}"]
         out = [f"{head} — {self.plan.policy.describe()}",
                f"  {self.plan.headline()}{' (dry run: nothing changed)' if self.dry_run else ''}",
                f"  kept: {', '.join(self.plan.kept)}", f"  readable (in place): {', '.join(self.plan.live)}"]
@@ -132,6 +140,7 @@ def gc_prefix(dest: Destination, export: ExportConfig, policy: RetentionPolicy, 
               stamp: str | None = None) -> GcReport:
     """Plan and (unless `dry_run`) carry out gc at one prefix; journal each step. The caller
     holds the export's lock. Raises only when the current manifest cannot be read."""
+    refuse_gc(export)
     report = GcReport(export.name, dest.uri, dry_run)
     snapshot = read_snapshot(dest)
     if snapshot is None:
@@ -150,7 +159,9 @@ def gc_prefix(dest: Destination, export: ExportConfig, policy: RetentionPolicy, 
     if journal is not None:
         journal.record("GcPlanned", uri=dest.uri, policy=policy.to_dict(), current_run=plan.current_run,
                        kept_runs=plan.kept, live_runs=plan.live, protected_runs=plan.protected,
-                       steps=len(plan.steps), notes=plan.notes, stamp=plan.stamp)
+                       steps=len(plan.steps), notes=plan.notes, stamp=plan.stamp, refused=plan.refused)
+    if plan.refused is not None:  # journaled (what was found, the fix); nothing to carry out
+        return report
 
     def on_step(step: GcStep, error: str | None) -> None:
         if journal is not None:
@@ -177,19 +188,56 @@ def apply_retention(plan: ResolvedUnit, summary: RunSummary, state: StateStore, 
         return
     report = None  # gc never fails a published run
     with best_effort("retention", warn=summary.add_warning, message="retention skipped: {reason}"):
-        report = gc_prefix(dest, plan.export, RetentionPolicy.from_config(block), state=state,
-                           now=datetime.now(UTC), sweep_orphans=sweep_orphans, journal=summary.journal)
+        policy = policy_for(plan.export)
+        if policy is not None:
+            report = gc_prefix(dest, plan.export, policy, state=state, now=datetime.now(UTC),
+                               sweep_orphans=sweep_orphans, journal=summary.journal)
     if report is None:
         return
+    if report.plan is not None and report.plan.refused is not None:
+        summary.add_warning(f"retention refused at {dest.uri}: {report.plan.refused}")
     if report.outcome is not None and (report.outcome.failed or report.outcome.skipped):
         summary.add_warning(f"retention: {len(report.outcome.failed)} step(s) failed, "
                             f"{len(report.outcome.skipped)} skipped — see the journal; `rivet gc` retries them")
 
 
+def refuse_gc(export: ExportConfig) -> None:
+    """Raise `ConfigError` when gc must never run for `export`, whoever asks (the config's
+    block, command-line rules, the finalize, the API): the same refusals the config load
+    applies to a `retention:` block (config/validate.py), so rules given another way cannot
+    slip past them."""
+    if export.destination.type == "stdout":
+        raise ConfigError(f"export '{export.name}' writes to stdout: there is no prefix to clean")
+    if export.table_format is not None:
+        raise ConfigError(
+            f"export '{export.name}' is a {export.table_format} table (table_format: {export.table_format}): "
+            "gc would move parts the table's snapshots still reference and break it — rivet gc and "
+            "retention never clean a table; vacuum it with its own tools instead (docs/adr/0009-table-formats.md)")
+
+
+def _bounded(export: ExportConfig, flag: str, value: float | None) -> None:
+    """A command-line rule within the bounds a `retention:` block has (config/limits.py)."""
+    if value is None:
+        return
+    low = 1 if flag == "keep_runs" else 0
+    high = RETENTION_BOUNDS[flag][1]
+    ok = math.isfinite(value) and low <= value <= high and not (flag == "keep_days" and value == 0)
+    if not ok:
+        floor = ">= 1" if flag == "keep_runs" else "> 0" if flag == "keep_days" else ">= 0"
+        raise ConfigError(f"export '{export.name}': --{flag.replace('_', '-')} {value!r} is out of range — "
+                          f"give a number {floor} and <= {high:g}")
+
+
 def policy_for(export: ExportConfig, *, keep_runs: int | None = None, keep_days: float | None = None,
                grace_hours: float | None = None) -> RetentionPolicy | None:
-    """The export's `retention:` block with command-line rules over it; None when neither
-    says what to keep."""
+    """THE retention policy of `export`, for every gc entry point (the finalize's retention
+    step, `rivet gc` with or without rules, `run_gc`, Dagster runs through the finalize):
+    the export's `retention:` block with command-line rules over it; None when neither says
+    what to keep. Raises `ConfigError` for an export gc must never touch (`refuse_gc`) or a
+    rule out of bounds."""
+    refuse_gc(export)
+    for flag, value in (("keep_runs", keep_runs), ("keep_days", keep_days), ("grace_hours", grace_hours)):
+        _bounded(export, flag, value)
     block = export.retention
     runs = keep_runs if keep_runs is not None else (block.keep_runs if block and keep_days is None else None)
     days = keep_days if keep_days is not None else (block.keep_days if block and keep_runs is None else None)
@@ -201,30 +249,45 @@ def policy_for(export: ExportConfig, *, keep_runs: int | None = None, keep_days:
 
 def run_gc(config: RivetConfig, export: ExportConfig, policy: RetentionPolicy, *, dry_run: bool = False,
            now: datetime | None = None, state: StateStore | None = None) -> list[GcReport]:
-    """`rivet gc` for one export: its prefix, or each time partition's prefix when the export
-    was written as partitions (no `manifest.json` at its root). `now` is the clock (tests
-    move it past the grace period). Raises `ExportLocked` when a run holds the export."""
+    """`rivet gc` for one export: its prefix; each bucket's prefix of a `partition_by` export
+    (`<col>=<label>/…`, under the manifest name `<export>__<label>` and the bucket run's lock);
+    each time partition's prefix when the export was written as partitions (no
+    `manifest.json` at its root). `now` is the clock (tests move it past the grace period).
+    Raises `ExportLocked` when a run holds the export, `ConfigError` when gc must never run
+    for it (`refuse_gc`)."""
     from rivet_core.state import StateStore
-    from rivet_core.unit.resolve import export_destination, partition_prefixes
 
-    if export.destination.type == "stdout":
-        raise ConfigError(f"export '{export.name}' writes to stdout: there is no prefix to clean")
+    refuse_gc(export)
     now = now or datetime.now(UTC)
-    root = export_destination(config, export, create=False)
-    subs = [] if root.head("manifest.json") is not None else partition_prefixes(config, export)
-    # A partition's lock is `<export>@<key>` (state/locks.py); its sub-prefix `<time_column>=<key>/`.
-    targets = [(s, s[len(f"{export.time_column}="):-1]) for s in subs] or [("", None)]
     own_state = state is None
     store = state or StateStore.open(config.config_path)
     reports = []
     try:
-        for sub, label in targets:
-            dest = export_destination(config, export, sub_prefix=sub, create=False) if sub else root
-            reports.append(_gc_locked(config, export, policy, dest, store, now=now, dry_run=dry_run, label=label))
+        for dest, owner, label in _gc_targets(config, export):
+            reports.append(_gc_locked(config, owner, policy, dest, store, now=now, dry_run=dry_run, label=label))
     finally:
         if own_state:
             store.close()
     return reports
+
+
+def _gc_targets(config: RivetConfig, export: ExportConfig) -> list[tuple[Destination, ExportConfig, str | None]]:
+    """(prefix, the export that publishes there, lock window label) for each prefix gc cleans."""
+    from rivet_core.unit.resolve import export_destination, partition_prefixes
+
+    if export.partition_by:  # each bucket is a sub-export of its own (pipeline/buckets.py)
+        from rivet_core.pipeline.buckets import bucket_prefixes, bucket_targets, root_export
+
+        root = root_export(export)
+        return [(export_destination(config, root, sub_prefix=prefix, create=False),
+                 root.model_copy(update={"name": name, "partition_by": None}), None)
+                for prefix, _label, name in bucket_targets(export, bucket_prefixes(config, export))
+                ] or [(export_destination(config, root, create=False), root, None)]
+    root_dest = export_destination(config, export, create=False)
+    subs = [] if root_dest.head("manifest.json") is not None else partition_prefixes(config, export)
+    # A partition's lock is `<export>@<key>` (state/locks.py); its sub-prefix `<time_column>=<key>/`.
+    return [(export_destination(config, export, sub_prefix=s, create=False), export,
+             s[len(f"{export.time_column}="):-1]) for s in subs] or [(root_dest, export, None)]
 
 
 def _gc_locked(config: RivetConfig, export: ExportConfig, policy: RetentionPolicy, dest: Destination,
@@ -251,4 +314,5 @@ def _gc_locked(config: RivetConfig, export: ExportConfig, policy: RetentionPolic
     return report
 
 
-__all__ = ["GcReport", "adds_rows_each_run", "apply_retention", "gc_prefix", "policy_for", "protector", "run_gc"]
+__all__ = ["GcReport", "adds_rows_each_run", "apply_retention", "gc_prefix", "policy_for", "protector", "refuse_gc",
+           "run_gc"]

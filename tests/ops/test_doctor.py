@@ -152,6 +152,35 @@ def test_a_destination_path_at_or_below_a_regular_file_names_the_file(tmp_path: 
     assert "chmod" not in line and code == 1
 
 
+@pytest.mark.parametrize("kind", ["local", "s3"])
+def test_a_destination_inside_another_configs_data_folder_is_named_with_the_fix(
+        tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    """Another config published `out/`; this one writes `out/data/eb` — the config load cannot
+    see the other config, so doctor says it (that export's gc refuses to clean while it is there)."""
+    source = _sqlite_source(tmp_path)
+    if kind == "local":
+        outer, inner = {"type": "local", "path": str(tmp_path / "out")}, {"type": "local",
+                                                                         "path": str(tmp_path / "out/data/eb")}
+    else:
+        s3 = request.getfixturevalue("s3")
+        base = {"type": "s3", "bucket": s3.bucket, "endpoint": s3.endpoint, "region": "us-east-1",
+                "access_key_env": "RIVET_TEST_AK", "secret_key_env": "RIVET_TEST_SK"}
+        outer, inner = {**base, "prefix": "exports/out/"}, {**base, "prefix": "exports/out/data/eb/"}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    config_a = write_config(tmp_path / "a", source, [_export("items", outer)])
+    config_b = write_config(tmp_path / "b", source, [_export("eb", inner)])
+    code, out, _lines = doctor(config_b)
+    assert code == 0, out  # nothing published around it yet
+    assert rivet("run", "-c", str(config_a)).returncode == 0
+    code, out, lines = doctor(config_b)
+    line = fail_line(lines, "destination eb nesting")
+    where = str(tmp_path / "out") if kind == "local" else f"{s3.bucket}/exports/out"
+    assert f"inside the data/ folder of the export published at {where}" in line
+    assert "fix: give this export (or the one at" in line and code == 1
+    assert doctor(config_a)[0] == 0  # the outer export's own check is clean
+
+
 @pytest.mark.s3
 def test_s3_probe_passes_and_leaves_nothing_and_a_wrong_secret_fails_without_printing_it(
         tmp_path: Path, s3: Any) -> None:

@@ -34,6 +34,7 @@ See docs/adr/0002-failed-runs-keep-the-last-good-manifest.md.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,6 +54,7 @@ from rivet_core.manifest import (
 )
 from rivet_core.manifest.artifacts import write_manifest_files
 from rivet_core.manifest.column_checksums import run_level
+from rivet_core.manifest.layout import next_sequence
 from rivet_core.manifest.model import normalize_strategy
 from rivet_core.pipeline.facade.run_store import Progression, RunStore
 from rivet_core.pipeline.faults import fault_point
@@ -152,7 +154,8 @@ def _write_manifest(plan: ResolvedUnit, summary: RunSummary, dest: Destination, 
     if summary.status == "success":
         previous = _previous_manifest(plan, dest) if plan.window is not None or supersede else None
         try:
-            write_manifest_files(dest, build_manifest(plan, summary, dest))
+            manifest = build_manifest(plan, summary, dest)  # its place in the ledger (layout.py)
+            write_manifest_files(dest, dataclasses.replace(manifest, sequence=next_sequence(dest)))
             summary.manifest_written = True
         except Exception as exc:  # error boundary: the amendment — a manifest failure fails the run
             summary.status = "failed"
