@@ -1,18 +1,21 @@
 """`partition_by`: an export split into date buckets, each bucket its own sub-export.
 
-Rivet's design (docs/modes.md, "partition_by"), kept as is: the run reads the partition
-column's MIN, MAX and whether it has NULLs over the base query (one source session, one
-snapshot), builds the contiguous day / month / year buckets between them
-(bucket_math.py), and replaces the export by one *child export per bucket*:
+Rivet's design (docs/modes.md, "partition_by"), with two departures written down there:
+the run asks the source (one session, one snapshot) for the partition column's MIN, then
+for the first value at or after each bucket it found — only the day / month / year
+buckets that hold rows (bucket_math.py), so a bucket with no row costs nothing and gets
+no folder (Rivet made every bucket between MIN and MAX, empty ones included) — and
+whether it has NULLs. It replaces the export by one *child export per bucket*:
 
 - name `<export>__<label>` (`<export>__null` for the NULL bucket) — so each bucket has its
   own state: its own cursor (incremental), chunk checkpoint, schema baseline, lock, run
   ids, metrics rows and reports;
 - query `SELECT * FROM (<base>) AS _rivet_part WHERE <col> >= 'lo' AND <col> < 'hi'`
-  (`… WHERE <col> IS NULL` for the NULL bucket). The column is quoted by the source's
-  dialect; the bounds are ISO dates rendered from `datetime.date` values (digits and `-`
-  only), never text from the config or the source — so nothing user-controlled reaches
-  the SQL text; and a query with no parameters keeps the base's `%` untouched;
+  (`… WHERE <col> IS NULL` for the NULL bucket, no upper bound for the calendar's last
+  bucket). The column is quoted by the source's dialect; the bounds are ISO dates
+  rendered from `datetime.date` values (digits and `-` only), never text from the config
+  or the source — so nothing user-controlled reaches the SQL text; and a query with no
+  parameters keeps the base's `%` untouched;
 - destination: the `{partition}` token of `path` / `prefix` rendered to the Hive segment
   `<col>=<label>` (`<col>=__HIVE_DEFAULT_PARTITION__` for NULLs).
 
@@ -23,6 +26,14 @@ previous manifest's parts — they move to `_quarantine/` once the new manifest 
 so a bucket folder always reads as exactly its current rows. A failed bucket does not stop
 the others (each is independent, as Rivet's run loop treats them); the run's exit code is
 the worst bucket's.
+
+Above the buckets, the bucket-set facade (facade/bucket_set.py) keeps the second
+departure: `_partitions.json` at the root records the buckets the export stands behind,
+and a replacing run withdraws the buckets the source no longer has rows for (the old MIN,
+the emptied NULL bucket, a row's old day) to `_quarantine/` before its buckets run — so
+the folders under the root read as the source's rows, and `verify_bucket_set` (what
+`rivet validate` and an orchestrator's check run) fails when the folders present are not
+the recorded set.
 """
 
 from __future__ import annotations
