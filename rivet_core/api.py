@@ -29,7 +29,12 @@ from rivet_core.errors import (
 )
 from rivet_core.manifest import Manifest, Verification, read_manifest, verify_at_destination
 from rivet_core.orchestrator import accepts_legacy_run_id
-from rivet_core.pipeline.buckets import PartitionedResult, bucket_prefixes, run_partitioned
+from rivet_core.pipeline.buckets import (
+    PartitionedResult,
+    bucket_prefixes,
+    run_partitioned,
+    verify_bucket_set,
+)
 from rivet_core.pipeline.chunk_tasks import (
     ChunkFinalizeRun,
     ChunkTaskBusy,
@@ -70,7 +75,7 @@ __all__ = [
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
     "dataset_manifests", "destination_uri", "source_database", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
     # partition_by exports: one sub-export per date bucket (rivet_core/pipeline/buckets.py)
-    "PartitionedResult", "bucket_prefixes", "partitioned_dataset_rows", "run_partitioned",
+    "PartitionedResult", "bucket_prefixes", "partitioned_dataset_rows", "run_partitioned", "verify_bucket_set",
     # a `table_format: delta` export read as its table (rivet_core/tableformat/read.py; imported on call)
     "read_table",
     # progress reporting through a callback (the adapter passes context.log.info)

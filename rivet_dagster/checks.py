@@ -55,11 +55,28 @@ def verify_depth(export: api.ExportConfig) -> str:
     return export.dagster.verify_depth if export.dagster else "sample"
 
 
-def verify_prefixes(config: api.RivetConfig, export: api.ExportConfig, prefixes: list[str]) -> dg.AssetCheckResult:
-    """The verdict over `prefixes` (the export root is `""`), as one check result."""
+def bucket_set_rows(verdict: Any) -> list[dict[str, Any]]:
+    """A `partition_by` export's bucket-set findings (api.verify_bucket_set) as failure rows:
+    the bucket folder, and whether `_partitions.json` records it."""
+    rows = []
+    for f in verdict.to_dict()["failures"]:
+        missing = f["kind"] == "bucket_missing"
+        rows.append({"file": f"{f['bucket']}/" if "bucket" in f else f.get("key", "_partitions.json"),
+                     "problem": f["kind"], "expected": "present" if missing else "recorded",
+                     "found": "missing" if missing else "unrecorded" if "bucket" in f else f.get("detail", "")})
+    return rows
+
+
+def verify_prefixes(config: api.RivetConfig, export: api.ExportConfig, prefixes: list[str],
+                    bucket_set: Any = None) -> dg.AssetCheckResult:
+    """The verdict over `prefixes` (the export root is `""`), as one check result; with
+    `bucket_set` (a `partition_by` export's set verdict), its findings first."""
     failures: list[dict[str, Any]] = []
     verified = md5_verified = advisory = 0
     passed = bool(prefixes)
+    if bucket_set is not None and not bucket_set.legacy_run:
+        failures += bucket_set_rows(bucket_set)
+        passed = bucket_set.passed and (passed or not bucket_set.failures)
     for prefix in prefixes:
         _, verdict = api.verify_export(config, export.name, sub_prefix=prefix, depth=verify_depth(export))
         verified += verdict.parts_verified
@@ -77,7 +94,7 @@ def verify_prefixes(config: api.RivetConfig, export: api.ExportConfig, prefixes:
     description = ("every part listed by the manifest is present at its recorded size; _SUCCESS matches"
                    if passed else f"{len(failures)} verification failure(s): "
                    + ", ".join(f"{r['problem']} `{r['file']}`" for r in failures[:3])
-                   + (" …" if len(failures) > 3 else "") if prefixes else
+                   + (" …" if len(failures) > 3 else "") if prefixes or failures else
                    "nothing to verify: no manifest at the destination yet")
     return dg.AssetCheckResult(
         passed=passed, severity=dg.AssetCheckSeverity.ERROR, description=description,
@@ -102,8 +119,9 @@ def build_manifest_check(config: api.RivetConfig, export: api.ExportConfig,
     def _manifest_verified(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
-        if exp.partition_by:  # every bucket prefix a run published (rivet_core/pipeline/buckets.py)
-            return verify_prefixes(cfg, exp, api.bucket_prefixes(cfg, exp))
+        if exp.partition_by:  # the bucket set, then every bucket prefix (rivet_core/pipeline/buckets.py)
+            prefixes = api.bucket_prefixes(cfg, exp)
+            return verify_prefixes(cfg, exp, prefixes, api.verify_bucket_set(cfg, exp, prefixes)[1])
         if not partitioned:
             return verify_prefixes(cfg, exp, [""])
         # The run's partition, or every partition of its range (a backfill policy); alone

@@ -127,12 +127,23 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
         # A daily-partitioned export (an orchestrator's time partitions) has one manifest per day;
         # a partition_by export one per bucket under the prefix before its {partition} token.
         if export.partition_by:
-            from rivet_core.pipeline.buckets import bucket_prefixes, bucket_targets, root_export
+            from rivet_core.pipeline.buckets import (
+                bucket_prefixes,
+                bucket_targets,
+                root_export,
+                verify_bucket_set,
+            )
 
-            root = root_export(export)
+            root, present = root_export(export), bucket_prefixes(config, export)
+            root_uri, set_verdict = verify_bucket_set(config, export, present)
+            if not set_verdict.legacy_run or present:  # the set (legacy: buckets but no record), then each bucket
+                codes.append(set_verdict.exit_code())
+                results.append({"export_name": f"{export.name} [bucket set]", "resolved_prefix": root_uri,
+                                "verification": set_verdict.to_dict(), "bucket_set": True})
             targets = [(export_destination(config, root, sub_prefix=p, create=False), label, name)
-                       for p, label, name in bucket_targets(export, bucket_prefixes(config, export))]
-            targets = targets or [(export_destination(config, root, create=False), export.name, export.name)]
+                       for p, label, name in bucket_targets(export, present)]
+            targets = targets if targets or not set_verdict.legacy_run else [
+                (export_destination(config, root, create=False), export.name, export.name)]
         else:
             prefixes = partition_prefixes(config, export) if dest.head("manifest.json") is None else []
             targets = [(export_destination(config, export, sub_prefix=p, create=False),
@@ -157,8 +168,13 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
             v = r["verification"]
             head = ("PASSED" if v["passed"] else "LEGACY (no manifest)" if v["legacy_run"] else "FAILED")
             click.echo(f"{r['export_name']}: {head}  {r['resolved_prefix']}")
-            click.echo(f"  parts verified: {v['parts_verified']} (md5 {v['parts_md5_verified']}), "
-                       f"failed: {v['parts_failed']}, _SUCCESS consistent: {v['success_marker_consistent']}")
+            if r.get("bucket_set"):
+                click.echo(f"  buckets recorded and present: {v['parts_verified']}" + (
+                    " (no _partitions.json: published before the bucket set was recorded — run the export "
+                    "once to record it)" if v["legacy_run"] else ""))
+            else:
+                click.echo(f"  parts verified: {v['parts_verified']} (md5 {v['parts_md5_verified']}), "
+                           f"failed: {v['parts_failed']}, _SUCCESS consistent: {v['success_marker_consistent']}")
             for f in v["failures"]:
                 if f["kind"] == "manifest_gone":  # the fix matters more than the fields here
                     click.echo(f"  - {f['kind']}: {_describe(f)}")

@@ -3,9 +3,11 @@
 A `partition_by` export is split at run time into one sub-export per date bucket
 (rivet_core/pipeline/buckets.py); these rules reject, before anything runs, the
 combinations that cannot work: an empty or path-unsafe column name (it names the Hive
-folder `<col>=<value>`), `mode: time_window` / `cdc`, `chunk_by_key`, a destination
-without a `{partition}` token (every bucket would overwrite one prefix), and the token
-where no partition is configured.
+folder `<col>=<value>`), `mode: time_window` / `cdc`, `chunk_by_key`, `merge_on` (each
+bucket is its own table, so a row whose date moves it to another bucket would stay in its
+old bucket's table: no table could keep one row per key), a destination without a
+`{partition}` token (every bucket would overwrite one prefix), and the token where no
+partition is configured.
 """
 
 from __future__ import annotations
@@ -53,6 +55,12 @@ def partition_errors(exp: ExportConfig, label: str) -> list[str]:
         errors.append(f"{label}: partition_by with mode: chunked needs chunk_column — each partition is a "
                       "query over the table, so its primary key cannot be auto-resolved; name the "
                       "chunk_column (e.g. chunk_column: id)")
+    if exp.merge_on:
+        errors.append(f"{label}: partition_by is not compatible with merge_on — each bucket is its own table, "
+                      f"so a row whose '{column}' moves it to another bucket would be merged into the new "
+                      "bucket's table and stay in its old one (two rows for one key); drop partition_by (a "
+                      "Delta or Iceberg reader prunes by the column's statistics), or drop merge_on and read "
+                      "the newest row per key yourself")
     if exp.mode == "chunked" and exp.chunk_size_memory_mb is not None:
         errors.append(f"{label}: partition_by is not compatible with chunk_size_memory_mb — it needs the "
                       "`table:` shortcut, and each partition is a query; set chunk_size instead")

@@ -97,10 +97,15 @@ _CODES = {
     # `table_format:` exports (rivet_core/tableformat/verify.py)
     "table_mismatch": "RIVET_VERIFY_TABLE_MISMATCH",
     "table_read_error": "RIVET_VERIFY_TABLE_READ_ERROR",
+    # `partition_by` exports: the bucket set against `_partitions.json` (rivet_core/pipeline/buckets.py)
+    "bucket_missing": "RIVET_VERIFY_BUCKET_MISSING",
+    "bucket_unrecorded": "RIVET_VERIFY_BUCKET_UNRECORDED",
+    "bucket_index_invalid": "RIVET_VERIFY_BUCKET_INDEX_INVALID",
+    "bucket_index_read_error": "RIVET_VERIFY_BUCKET_INDEX_READ_ERROR",
 }
 ADVISORY_KINDS = frozenset({"untracked_object"})
 COULD_NOT_VERIFY_KINDS = frozenset({"manifest_read_error", "success_marker_read_error", "list_prefix_error",
-                                    "part_read_error", "table_read_error"})
+                                    "part_read_error", "table_read_error", "bucket_index_read_error"})
 
 
 @dataclass(frozen=True)
@@ -177,6 +182,13 @@ class VerifyFailure:
                 return (f"no manifest.json at {f['prefix']}, but {f['evidence']} — the published data was "
                         "removed or moved; run the export again to publish it anew (rivet run -e <export>; "
                         "an incremental export: --full-refresh), or restore the prefix")
+            case "bucket_missing":
+                return (f"bucket '{f['bucket']}' is recorded in _partitions.json (run {f['run_id']}) but its "
+                        "folder has no manifest.json — it was deleted or moved; run the export again")
+            case "bucket_unrecorded":
+                return (f"bucket '{f['bucket']}' has a manifest but no run recorded it in _partitions.json — "
+                        "run the export again (it records or withdraws the bucket), or move the folder if "
+                        "it is not this export's")
             case "manifest_required_but_absent":
                 return f"no '{f['key']}' at {f['prefix']} (validate --run-id / --prefix / --date asked for one)"
             case _:

@@ -1,11 +1,16 @@
 """Pure bucket math of `partition_by` (docs/modes.md, "partition_by"): no I/O, no SQL.
 
-Given the smallest and largest value of the partition column (as the source returned
-them), `generate_buckets` yields the ordered, gap-free list of day / month / year buckets
-covering them: each a half-open `[lo, hi)` range of dates and its Hive label
-(`2023-01-01`, `2023-01`, `2023`). Buckets are contiguous — a day with no rows still is a
-bucket — so every non-NULL value lies in exactly one of them; NULLs have no bucket here
-and go to `HIVE_NULL_PARTITION` (buckets.py adds that bucket when the column has NULLs).
+`bucket_containing` gives the day / month / year bucket one value falls in: a half-open
+`[lo, hi)` range of dates and its Hive label (`2023-01-01`, `2023-01`, `2023`). The runner
+(buckets.py) walks only the buckets that hold rows, asking the source for the first value
+at or after the previous bucket's `hi`; `generate_buckets` yields the ordered, gap-free list
+between two dates (the property tests compare both with `bucket_of`). Every non-NULL value
+lies in exactly one bucket; NULLs have no bucket here and go to `HIVE_NULL_PARTITION`
+(buckets.py adds that bucket when the column has NULLs).
+
+The last bucket of the calendar (the year 9999, its December, its 31st — where "open end"
+sentinels such as `9999-12-31` live) has no next date to end at: its `hi` is None, an
+open end, and its query is `col >= lo` alone.
 
 Values are read as dates in UTC: a zone-aware timestamp is converted to UTC first (the
 source sessions compare in UTC too — PostgreSQL `TimeZone='UTC'`, MySQL `+00:00` — so the
@@ -40,6 +45,11 @@ class Bucket:
     @property
     def is_null(self) -> bool:
         return self.lo is None
+
+    @property
+    def open_ended(self) -> bool:
+        """A value bucket with no upper bound: the calendar's last day / month / year."""
+        return self.lo is not None and self.hi is None
 
     def segment(self, column: str) -> str:
         """The Hive path segment `col=value` (what `{partition}` renders to)."""
@@ -91,38 +101,45 @@ def _next_month(d: dt.date) -> dt.date:
     return dt.date(d.year + 1, 1, 1) if d.month == 12 else dt.date(d.year, d.month + 1, 1)
 
 
-def generate_buckets(min_day: dt.date, max_day: dt.date, granularity: Granularity) -> list[Bucket]:
-    """The contiguous buckets covering `[min_day, max_day]` ([] when max < min): each
-    bucket's `hi` is the next one's `lo`, the first `lo` ≤ min_day, the last `hi` > max_day.
-    The last possible year (9999) ends at `date.max` + nothing: its `hi` would not exist,
-    so it is refused rather than silently dropping 31 December 9999."""
-    if max_day < min_day:
-        return []
-    if max_day.year >= dt.MAXYEAR:
-        raise ValueError(f"partition value {max_day.isoformat()} is in year {dt.MAXYEAR}: its bucket "
-                         "would end past the last representable date")
-    out: list[Bucket] = []
+def _next_start(start: dt.date, granularity: Granularity) -> dt.date | None:
+    """The first date of the bucket after the one starting at `start`; None past the
+    calendar's last date (the open-ended last bucket, module docstring)."""
+    try:
+        if granularity == "day":
+            return start + dt.timedelta(days=1)
+        if granularity == "month":
+            return _next_month(start)
+        return dt.date(start.year + 1, 1, 1)
+    except (OverflowError, ValueError):
+        return None
+
+
+def bucket_containing(day: dt.date, granularity: Granularity) -> Bucket:
+    """The bucket `day` falls in: `lo` ≤ day < `hi` (`hi` None for the calendar's last bucket)."""
     if granularity == "day":
-        cur = min_day
-        while cur <= max_day:
-            nxt = cur + dt.timedelta(days=1)
-            out.append(Bucket(cur.isoformat(), cur, nxt))
-            cur = nxt
+        start, label = day, day.isoformat()
     elif granularity == "month":
-        cur = _month_start(min_day)
-        while cur <= max_day:
-            nxt = _next_month(cur)
-            out.append(Bucket(f"{cur.year:04d}-{cur.month:02d}", cur, nxt))
-            cur = nxt
+        start, label = _month_start(day), f"{day.year:04d}-{day.month:02d}"
     elif granularity == "year":
-        cur = dt.date(min_day.year, 1, 1)
-        while cur <= max_day:
-            nxt = dt.date(cur.year + 1, 1, 1)
-            out.append(Bucket(f"{cur.year:04d}", cur, nxt))
-            cur = nxt
+        start, label = dt.date(day.year, 1, 1), f"{day.year:04d}"
     else:
         raise ValueError(f"partition_granularity '{granularity}' is not one of day, month, year")
-    return out
+    return Bucket(label, start, _next_start(start, granularity))
+
+
+def generate_buckets(min_day: dt.date, max_day: dt.date, granularity: Granularity) -> list[Bucket]:
+    """The contiguous buckets covering `[min_day, max_day]` ([] when max < min): each
+    bucket's `hi` is the next one's `lo`, the first `lo` ≤ min_day, the last `hi` > max_day
+    (or None: the open-ended last bucket of the calendar)."""
+    out: list[Bucket] = []
+    if max_day < min_day:
+        return out
+    bucket = bucket_containing(min_day, granularity)
+    while True:
+        out.append(bucket)
+        if bucket.hi is None or bucket.hi > max_day:
+            return out
+        bucket = bucket_containing(bucket.hi, granularity)
 
 
 def bucket_of(value: Any, granularity: Granularity) -> str:
@@ -149,5 +166,5 @@ def bucket_count(min_day: dt.date, max_day: dt.date, granularity: Granularity) -
     return max_day.year - min_day.year + 1
 
 
-__all__ = ["HIVE_NULL_PARTITION", "NULL_BUCKET", "Bucket", "Granularity", "as_utc_date", "bucket_count",
-           "bucket_of", "generate_buckets"]
+__all__ = ["HIVE_NULL_PARTITION", "NULL_BUCKET", "Bucket", "Granularity", "as_utc_date", "bucket_containing",
+           "bucket_count", "bucket_of", "generate_buckets"]

@@ -1,18 +1,21 @@
 """`partition_by`: an export split into date buckets, each bucket its own sub-export.
 
-Rivet's design (docs/modes.md, "partition_by"), kept as is: the run reads the partition
-column's MIN, MAX and whether it has NULLs over the base query (one source session, one
-snapshot), builds the contiguous day / month / year buckets between them
-(bucket_math.py), and replaces the export by one *child export per bucket*:
+Rivet's design (docs/modes.md, "partition_by"), with two departures written down there:
+the run asks the source (one session, one snapshot) for the partition column's MIN, then
+for the first value at or after each bucket it found — only the day / month / year
+buckets that hold rows (bucket_math.py), so a bucket with no row costs nothing and gets
+no folder (Rivet made every bucket between MIN and MAX, empty ones included) — and
+whether it has NULLs. It replaces the export by one *child export per bucket*:
 
 - name `<export>__<label>` (`<export>__null` for the NULL bucket) — so each bucket has its
   own state: its own cursor (incremental), chunk checkpoint, schema baseline, lock, run
   ids, metrics rows and reports;
 - query `SELECT * FROM (<base>) AS _rivet_part WHERE <col> >= 'lo' AND <col> < 'hi'`
-  (`… WHERE <col> IS NULL` for the NULL bucket). The column is quoted by the source's
-  dialect; the bounds are ISO dates rendered from `datetime.date` values (digits and `-`
-  only), never text from the config or the source — so nothing user-controlled reaches
-  the SQL text; and a query with no parameters keeps the base's `%` untouched;
+  (`… WHERE <col> IS NULL` for the NULL bucket, no upper bound for the calendar's last
+  bucket). The column is quoted by the source's dialect; the bounds are ISO dates
+  rendered from `datetime.date` values (digits and `-` only), never text from the config
+  or the source — so nothing user-controlled reaches the SQL text; and a query with no
+  parameters keeps the base's `%` untouched;
 - destination: the `{partition}` token of `path` / `prefix` rendered to the Hive segment
   `<col>=<label>` (`<col>=__HIVE_DEFAULT_PARTITION__` for NULLs).
 
@@ -23,11 +26,20 @@ previous manifest's parts — they move to `_quarantine/` once the new manifest 
 so a bucket folder always reads as exactly its current rows. A failed bucket does not stop
 the others (each is independent, as Rivet's run loop treats them); the run's exit code is
 the worst bucket's.
+
+Above the buckets, the bucket-set facade (facade/bucket_set.py) keeps the second
+departure: `_partitions.json` at the root records the buckets the export stands behind,
+and a replacing run withdraws the buckets the source no longer has rows for (the old MIN,
+the emptied NULL bucket, a row's old day) to `_quarantine/` before its buckets run — so
+the folders under the root read as the source's rows, and `verify_bucket_set` (what
+`rivet validate` and an orchestrator's check run) fails when the folders present are not
+the recorded set.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import logging
 import re
 from dataclasses import dataclass, field
@@ -35,13 +47,15 @@ from typing import Any
 
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, RivetError
+from rivet_core.manifest.bucket_index import INDEX_KEY, BucketIndexError, read_bucket_index
+from rivet_core.manifest.verify import Verification, VerifyFailure
 from rivet_core.pipeline.bucket_math import (
     NULL_BUCKET,
     Bucket,
     as_utc_date,
-    bucket_count,
-    generate_buckets,
+    bucket_containing,
 )
+from rivet_core.pipeline.facade.bucket_set import BucketSetFacade, BucketSlot, StaleBucket
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
 from rivet_core.source import engine_of, open_source
@@ -71,17 +85,26 @@ def bucket_query(dialect: SupportsQuoteIdent, base_sql: str, column: str, bucket
     q = dialect.quote_ident(column)
     if bucket.is_null:
         return f"SELECT * FROM ({base_sql}) AS {PART_ALIAS} WHERE {q} IS NULL"
-    assert bucket.lo is not None and bucket.hi is not None
-    return (f"SELECT * FROM ({base_sql}) AS {PART_ALIAS} "
-            f"WHERE {q} >= '{bucket.lo.isoformat()}' AND {q} < '{bucket.hi.isoformat()}'")
+    assert bucket.lo is not None
+    where = f"{q} >= '{bucket.lo.isoformat()}'"
+    if bucket.hi is not None:  # None: the calendar's last bucket, open-ended (bucket_math.py)
+        where += f" AND {q} < '{bucket.hi.isoformat()}'"
+    return f"SELECT * FROM ({base_sql}) AS {PART_ALIAS} WHERE {where}"
 
 
-def probe_queries(dialect: SupportsQuoteIdent, base_sql: str, column: str) -> tuple[str, str, str]:
-    """MIN, MAX and "has a NULL" of the partition column over the base query."""
+def probe_queries(dialect: SupportsQuoteIdent, base_sql: str, column: str) -> tuple[str, str]:
+    """MIN and "has a NULL" of the partition column over the base query."""
     q = dialect.quote_ident(column)
     inner = f"FROM ({base_sql}) AS {PART_ALIAS}"
-    return (f"SELECT MIN({q}) {inner}", f"SELECT MAX({q}) {inner}",
-            f"SELECT 1 {inner} WHERE {q} IS NULL LIMIT 1")
+    return f"SELECT MIN({q}) {inner}", f"SELECT 1 {inner} WHERE {q} IS NULL LIMIT 1"
+
+
+def next_value_query(dialect: SupportsQuoteIdent, base_sql: str, column: str, start: dt.date) -> str:
+    """The smallest value at or after `start` (a bucket's `hi`): the first row of the next
+    bucket that holds any. The same `col >= 'date'` comparison as the bucket's own query, so
+    a bucket found here is a bucket whose query selects that row."""
+    q = dialect.quote_ident(column)
+    return f"SELECT MIN({q}) FROM ({base_sql}) AS {PART_ALIAS} WHERE {q} >= '{start.isoformat()}'"
 
 
 # ---------------------------------------------------------------------------- destination
@@ -155,36 +178,52 @@ def child_export(export: ExportConfig, bucket: Bucket, query: str) -> ExportConf
         "table": None, "partition_by": None, "destination": child_destination(export, bucket.segment(column))})
 
 
+def _as_day(export: ExportConfig, raw: Any, which: str) -> dt.date:
+    day = as_utc_date(raw)
+    if day is None:
+        raise ConfigError(f"export '{export.name}': could not parse partition {which} '{raw}' from column "
+                          f"'{export.partition_by}' as a date — partition_by needs a date or timestamp column")
+    return day
+
+
+def occupied_buckets(src: Any, export: ExportConfig, column: str) -> list[Bucket]:
+    """The value buckets that hold at least one row, in order: MIN, then for each bucket
+    found the smallest value at or after its end (`next_value_query`) — one query per
+    occupied bucket plus one, so an empty bucket costs nothing, however wide the span (an
+    index on the column makes each query a seek). More than MAX_BUCKETS occupied buckets is
+    refused before any bucket runs."""
+    base, granularity = export.resolved_query, export.partition_granularity
+    found: list[Bucket] = []
+    raw = src.scalar(probe_queries(src, base, column)[0])
+    which = "min"
+    while raw is not None:
+        day = _as_day(export, raw, which)
+        if found and found[-1].hi is not None and day < found[-1].hi:
+            day = found[-1].hi  # a source that compares otherwise than UTC dates: never loop
+        found.append(bucket_containing(day, granularity))
+        if len(found) > MAX_BUCKETS:
+            raise ConfigError(
+                f"export '{export.name}': partition_by '{column}' has rows in more than {MAX_BUCKETS:,} "
+                f"{granularity} buckets (from {found[0].label}) — use a coarser partition_granularity or "
+                "filter the outliers out of the query")
+        if found[-1].hi is None:
+            break
+        raw, which = src.scalar(next_value_query(src, base, column, found[-1].hi)), "value"
+    return found
+
+
 def plan_buckets(config: RivetConfig, export: ExportConfig) -> list[Bucket]:
-    """Probe the source and return the export's buckets (value buckets in order, then the
-    NULL bucket when the column has NULLs); [] when the query returns no row at all."""
+    """Probe the source (one session, one snapshot) and return the export's buckets that
+    hold rows: value buckets in order, then the NULL bucket when the column has NULLs; []
+    when the query returns no row at all."""
     column = export.partition_by
     if not column:
         raise ConfigError(f"export '{export.name}': partition_by must name a column")
     url = config.source.resolve_url(config.config_dir)
-    base = export.resolved_query
     with open_source(url, export.resolved_tuning(config.source)) as src:
-        min_q, max_q, null_q = probe_queries(src, base, column)
-        low, high, has_null = src.scalar(min_q), src.scalar(max_q), src.scalar(null_q) is not None
-    buckets: list[Bucket] = []
-    if low is not None and high is not None:
-        days = []
-        for which, raw in (("min", low), ("max", high)):
-            day = as_utc_date(raw)
-            if day is None:
-                raise ConfigError(f"export '{export.name}': could not parse partition {which} '{raw}' from "
-                                  f"column '{column}' as a date — partition_by needs a date or timestamp column")
-            days.append(day)
-        granularity = export.partition_granularity
-        count = bucket_count(days[0], days[1], granularity)
-        if count > MAX_BUCKETS:
-            raise ConfigError(
-                f"export '{export.name}': partition_by '{column}' spans {days[0]} … {days[1]}: {count:,} "
-                f"{granularity} buckets (at most {MAX_BUCKETS:,}) — use a coarser partition_granularity "
-                "or filter the outliers out of the query")
-        buckets = generate_buckets(days[0], days[1], granularity)
-    if has_null:
-        buckets.append(NULL_BUCKET)
+        buckets = occupied_buckets(src, export, column)
+        if src.scalar(probe_queries(src, export.resolved_query, column)[1]) is not None:
+            buckets.append(NULL_BUCKET)
     return buckets
 
 
@@ -208,9 +247,10 @@ def _refused(child: ExportConfig, exc: BaseException) -> RunSummary:
     return s
 
 
-def aggregate(export: ExportConfig, buckets: list[tuple[Bucket, RunSummary]], dest_uri: str | None) -> RunSummary:
+def aggregate(export: ExportConfig, buckets: list[tuple[Bucket, RunSummary]], dest_uri: str | None,
+              run_id: str | None = None) -> RunSummary:
     """The run as a whole: counts summed, the worst exit code, the first failure named."""
-    agg = RunSummary(run_id=new_run_id(export.name), export_name=export.name, mode=export.mode,
+    agg = RunSummary(run_id=run_id or new_run_id(export.name), export_name=export.name, mode=export.mode,
                      format=export.format, compression=export.effective_compression()[0])
     agg.destination_uri = dest_uri
     parts = [s for _, s in buckets]
@@ -234,42 +274,142 @@ def aggregate(export: ExportConfig, buckets: list[tuple[Bucket, RunSummary]], de
     return agg
 
 
+# ---------------------------------------------------------------------------- the bucket set
+def bucket_slot(export: ExportConfig, bucket: Bucket) -> BucketSlot:
+    """Where a bucket publishes under the root, and the sub-export that publishes there."""
+    return BucketSlot(f"{bucket.segment(export.partition_by or '')}/{token_suffix(export)}",
+                      f"{export.name}__{bucket.name_suffix()}")
+
+
+def present_slots(config: RivetConfig, export: ExportConfig) -> list[BucketSlot]:
+    """The bucket folders at the destination that hold a `manifest.json`."""
+    return [BucketSlot(prefix, name) for prefix, _label, name in bucket_targets(export, bucket_prefixes(config, export))]
+
+
+def bucket_from_prefix(prefix: str) -> Bucket | None:
+    """The bucket a folder `<col>=<label>/…` was published for, whatever granularity wrote
+    it (`YYYY-MM-DD`, `YYYY-MM`, `YYYY`, the Hive NULL label); None for another label."""
+    label = prefix.split("/", 1)[0].split("=", 1)[-1]
+    if label == NULL_BUCKET.label:
+        return NULL_BUCKET
+    granularity = {10: "day", 7: "month", 4: "year"}.get(len(label))
+    day = as_utc_date(label + "-01" * ((10 - len(label)) // 3)) if granularity else None
+    if granularity is None or day is None:
+        return None
+    bucket = bucket_containing(day, granularity)  # type: ignore[arg-type]
+    return bucket if bucket.label == label else None
+
+
+def emptied_table_children(export: ExportConfig, stale: list[StaleBucket]) -> list[tuple[Bucket, ExportConfig]]:
+    """Stale buckets published as tables, as sub-exports that republish them empty: a table
+    commit replaces the contents with no row (its log and catalog keep their history), where
+    moving its files aside would break the table (facade/bucket_set.py)."""
+    out = []
+    for item in stale:
+        bucket = bucket_from_prefix(item.slot.prefix)
+        if bucket is None:
+            continue
+        child = child_export(export, bucket, f"SELECT * FROM ({export.resolved_query}) AS {PART_ALIAS} WHERE 1 = 0")
+        out.append((bucket, child.model_copy(update={"skip_empty": False})))
+    return out
+
+
+def verify_bucket_set(config: RivetConfig, export: ExportConfig,
+                      present_prefixes: list[str] | None = None) -> tuple[str, Verification]:
+    """The root's uri and the verdict on its bucket set: the bucket folders that hold a
+    manifest must be exactly those `_partitions.json` records (facade/bucket_set.py). A
+    recorded bucket that is gone (a deleted folder, a manifest moved away) is
+    `bucket_missing`; a bucket no run recorded is `bucket_unrecorded` — also FAILED: no
+    published run explains its rows (a crash between a bucket's manifest and the record
+    is the benign case, and the next run records or withdraws it). No record and no
+    bucket: the legacy verdict, as for any prefix without a manifest; buckets but no
+    record (published before the record existed): legacy too, with the advice to run it.
+    `present_prefixes`: `bucket_prefixes` when the caller listed them already."""
+    from rivet_core.unit.resolve import export_destination
+
+    root = export_destination(config, root_export(export), create=False)
+    v = Verification()
+    try:
+        index = read_bucket_index(root)
+        present = set(bucket_prefixes(config, export) if present_prefixes is None else present_prefixes)
+    except (RivetError, BucketIndexError) as exc:
+        kind = "bucket_index_read_error" if isinstance(exc, RivetError) else "bucket_index_invalid"
+        v.failures.append(VerifyFailure(kind, {"key": INDEX_KEY, "detail": redact_secrets(exc),
+                                               "transient": bool(getattr(exc, "transient", False))}))
+        return root.uri, v
+    if index is None:
+        v.legacy_run = True
+        return root.uri, v
+    v.manifest_found = True
+    if index.export_name != export.name:
+        v.failures.append(VerifyFailure("manifest_export_mismatch", {"expected": export.name,
+                                                                     "actual": index.export_name}))
+    for prefix in sorted(set(index.buckets) - present):
+        v.failures.append(VerifyFailure("bucket_missing", {"bucket": prefix.rstrip("/"),
+                                                           "run_id": index.buckets[prefix]}))
+    for prefix in sorted(present - set(index.buckets)):
+        v.failures.append(VerifyFailure("bucket_unrecorded", {"bucket": prefix.rstrip("/")}))
+    v.parts_verified = len(present & set(index.buckets))
+    v.success_marker_consistent = v.manifest_self_consistent = True
+    v.passed = not any(f.fatal for f in v.failures)
+    return root.uri, v
+
+
+# ---------------------------------------------------------------------------- run
+def _run_bucket(config: RivetConfig, export: ExportConfig, bucket: Bucket, child: ExportConfig, options: Any,
+                state: Any, notifications: Any) -> RunSummary:
+    """One bucket through the ordinary runner; a refusal before it read or wrote anything
+    becomes its own failed summary, so the other buckets still run."""
+    from rivet_core.pipeline.gc import adds_rows_each_run
+    from rivet_core.pipeline.runner import run_unit
+
+    child_options = dataclasses.replace(options, progress=None, run_id=None,
+                                        supersede_previous=not adds_rows_each_run(child))
+    try:
+        return run_unit(config, child, child_options, state=state, notifications=notifications)
+    except RivetError as exc:  # refused before reading or writing (lock, lost cursor, plan)
+        log.error("export '%s': partition %s refused: %s", export.name, bucket.label, redact_secrets(exc))
+        return _refused(child, exc)
+
+
 def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = None, *,
                     state: Any = None, notifications: Any = "config") -> PartitionedResult:
-    """Run every bucket of a `partition_by` export as its own sub-export (module docstring).
-    Probing or planning errors raise before anything is written, as for any export."""
+    """Run every bucket that holds rows as its own sub-export (module docstring), between
+    the bucket-set facade's `open` (record shrunk, stale buckets withdrawn) and its
+    `published` after each bucket. Probing or planning errors raise before anything is
+    written, as for any export."""
     from rivet_core.pipeline.gc import adds_rows_each_run
     from rivet_core.pipeline.job import RunOptions
-    from rivet_core.pipeline.runner import run_unit
     from rivet_core.unit.resolve import export_destination
 
     options = options or RunOptions()
     children = expand(config, export)
-    root_uri = export_destination(config, root_export(export), create=False).uri
-    if not children:
-        log.warning("export '%s': partition_by '%s' found no rows (no value span, no NULLs) — nothing to "
-                    "export", export.name, export.partition_by)
-    else:
-        log.info("export '%s': partition_by '%s' expanded into %d partition(s)", export.name,
-                 export.partition_by, len(children))
+    run_id = new_run_id(export.name)
+    if not children and export.skip_empty:  # a skipped run touches nothing, as an unpartitioned one
+        agg = aggregate(export, [], None, run_id)
+        agg.status, agg.skip_reason = "skipped", "source returned 0 rows"
+        agg.warnings.append(f"partition_by '{export.partition_by}' found no rows — nothing to export")
+        return PartitionedResult(summary=agg)
+    root = export_destination(config, root_export(export))
+    log.info("export '%s': partition_by '%s': %d partition(s) hold rows", export.name, export.partition_by,
+             len(children))
+    bucket_set = BucketSetFacade(root, export.name, export.partition_by or "", run_id,
+                                 replacing=not adds_rows_each_run(export))
+    stale_tables = bucket_set.open([bucket_slot(export, b) for b, _ in children], present_slots(config, export))
     done: list[tuple[Bucket, RunSummary]] = []
-    for bucket, child in children:
-        child_options = dataclasses.replace(options, progress=None, run_id=None,
-                                            supersede_previous=not adds_rows_each_run(child))
-        try:
-            summary = run_unit(config, child, child_options, state=state, notifications=notifications)
-        except RivetError as exc:  # refused before reading or writing (lock, lost cursor, plan)
-            log.error("export '%s': partition %s refused: %s", export.name, bucket.label,
-                      redact_secrets(exc))
-            summary = _refused(child, exc)
+    for bucket, child in children + emptied_table_children(export, stale_tables):
+        summary = _run_bucket(config, export, bucket, child, options, state, notifications)
+        if summary.manifest_written:
+            bucket_set.published(bucket_slot(export, bucket), summary.run_id)
         done.append((bucket, summary))
-    agg = aggregate(export, done, root_uri)
+    agg = aggregate(export, done, root.uri, run_id)
+    agg.warnings += bucket_set.warnings
     if not children:
-        agg.status = "skipped" if export.skip_empty else "success"
-        agg.skip_reason = "source returned 0 rows" if export.skip_empty else None
         agg.warnings.append(f"partition_by '{export.partition_by}' found no rows — nothing to export")
     return PartitionedResult(summary=agg, buckets=done)
 
 
-__all__ = ["MAX_BUCKETS", "PartitionedResult", "aggregate", "bucket_prefixes", "bucket_targets", "bucket_query", "child_export",
-           "expand", "plan_buckets", "probe_queries", "root_export", "run_partitioned", "token_suffix"]
+__all__ = ["MAX_BUCKETS", "PartitionedResult", "aggregate", "bucket_from_prefix", "bucket_prefixes", "bucket_query",
+           "bucket_slot", "bucket_targets", "child_export", "expand", "next_value_query", "occupied_buckets",
+           "plan_buckets", "present_slots", "probe_queries", "root_export", "run_partitioned", "token_suffix",
+           "verify_bucket_set"]

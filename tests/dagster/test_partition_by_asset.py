@@ -5,6 +5,7 @@ each bucket's manifest parts and compares with the source."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import dagster as dg
@@ -12,6 +13,7 @@ import dagster as dg
 from rivet_dagster import build_definitions
 from tests.dagster.support import (
     check_evaluations,
+    check_only_job,
     create_orders,
     export_block,
     id_amounts,
@@ -20,6 +22,7 @@ from tests.dagster.support import (
     orders_config,
     run_job,
     source_rows,
+    with_jobs,
 )
 from tests.helpers import manifest_table
 
@@ -52,3 +55,21 @@ def test_a_partition_by_export_is_one_asset_listing_its_buckets(
         assert record.data["rows"] == len(got) and not rows.keys() & got.keys()
         rows.update(got)
     assert rows == source_rows(pg_url)
+
+
+def test_manifest_verified_fails_naming_a_bucket_folder_that_was_deleted(
+        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    """The check compares the bucket folders with the recorded bucket set, as `rivet
+    validate` does: a deleted bucket folder fails it, naming the bucket."""
+    create_orders(pg_url, rows=300)
+    block = export_block(EXPORT, "full", {"type": "local", "path": f"out/{EXPORT}/{{partition}}"},
+                         partition_by="created_at")
+    key = dg.AssetKey(EXPORT)
+    defs = with_jobs(build_definitions(orders_config(tmp_path, pg_url, [block])), check_only_job("verify_only", key))
+    assert run_job(defs, f"{EXPORT}_job", instance).success
+    shutil.rmtree(tmp_path / "out" / EXPORT / "created_at=2026-03-02")
+    result = run_job(defs, "verify_only", instance)
+    evaluation = check_evaluations(result)["manifest_verified"]
+    assert not evaluation.passed
+    assert evaluation.metadata["failures"].value == 1
+    assert "bucket_missing `created_at=2026-03-02/`" in evaluation.description

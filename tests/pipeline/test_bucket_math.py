@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from rivet_core.pipeline.bucket_math import (
     HIVE_NULL_PARTITION,
     as_utc_date,
+    bucket_containing,
     bucket_count,
     bucket_of,
     generate_buckets,
@@ -76,6 +77,21 @@ def test_unreadable_values_are_none(raw):
     assert as_utc_date(raw) is None
 
 
-def test_the_last_year_is_refused_rather_than_truncated():
-    with pytest.raises(ValueError, match="last representable date"):
-        generate_buckets(dt.date(9999, 1, 1), dt.date(9999, 12, 31), "year")
+@pytest.mark.parametrize(("granularity", "label", "lo"), [
+    ("year", "9999", dt.date(9999, 1, 1)), ("month", "9999-12", dt.date(9999, 12, 1)),
+    ("day", "9999-12-31", dt.date(9999, 12, 31)),
+])
+def test_the_open_end_sentinel_9999_12_31_lands_in_an_open_ended_last_bucket(granularity, label, lo):
+    """`9999-12-31` is where "no end date" rows live: its bucket has no next date to end at,
+    so it is open-ended (`hi` None) instead of failing the whole export."""
+    last = bucket_containing(dt.date(9999, 12, 31), granularity)
+    assert (last.label, last.lo, last.hi, last.open_ended) == (label, lo, None, True)
+    buckets = generate_buckets(dt.date(9998, 12, 31), dt.date(9999, 12, 31), granularity)
+    assert buckets[-1] == last and buckets[-2].hi == last.lo
+
+
+@given(st.dates(), GRANULARITIES)
+def test_the_bucket_containing_a_day_holds_it_and_has_its_label(day, granularity):
+    bucket = bucket_containing(day, granularity)
+    assert bucket.lo <= day and (bucket.hi is None or day < bucket.hi)
+    assert bucket.label == bucket_of(day, granularity)

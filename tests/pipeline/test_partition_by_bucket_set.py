@@ -1,0 +1,257 @@
+"""The bucket set of a `partition_by` export, against the truth (the source).
+
+A reader of a `partition_by` export reads every bucket folder under the root as one Hive
+dataset; what it sees must be the source's rows — no bucket left behind by an earlier run
+(rows deleted at the MIN, the last NULL gone, a row whose date moved), no empty bucket
+folder written for a span with no rows — and `rivet validate` must fail when the folders
+present are not the set the last run published (rivet_core/pipeline/facade/bucket_set.py,
+rivet_core/manifest/bucket_index.py). The oracle reads the destination with pyarrow and
+DuckDB and queries the source directly; against real PostgreSQL and SQLite files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from tests.helpers import manifest_ids, pg_exec, rivet_quick, source_block, write_config
+
+Exec = Callable[..., list[tuple]]
+
+
+class Source:
+    """A source database the test writes to directly: its config block and `exec`."""
+
+    def __init__(self, url: str, exec_sql: Exec) -> None:
+        self.url, self.exec = url, exec_sql
+
+    def seed(self, rows: list[tuple[int, str | None]]) -> None:
+        values = ", ".join(f"({i}, {repr(d) if d else 'NULL'}, 'v{i}')" for i, d in rows)
+        self.exec("DROP TABLE IF EXISTS ev", "CREATE TABLE ev (id int PRIMARY KEY, day date, v text)",
+                  f"INSERT INTO ev VALUES {values}")
+
+    def ids(self) -> list[int]:
+        return [r[0] for r in self.exec("SELECT id FROM ev ORDER BY id")]
+
+
+def _sqlite_exec(path: Path) -> Exec:
+    def run(*sql: str) -> list[tuple]:
+        conn = sqlite3.connect(path)
+        try:
+            rows: list[tuple] = []
+            for statement in sql:
+                rows = conn.execute(statement).fetchall()
+            conn.commit()
+            return rows
+        finally:
+            conn.close()
+    return run
+
+
+@pytest.fixture(params=["postgres", "sqlite"])
+def source(request: pytest.FixtureRequest, tmp_path: Path) -> Source:
+    if request.param == "postgres":
+        url = request.getfixturevalue("pg_url")
+        return Source(url, lambda *sql: pg_exec(url, *sql))
+    path = tmp_path / "src.db"
+    return Source(f"sqlite:///{path}", _sqlite_exec(path))
+
+
+def _config(tmp_path: Path, source: Source, **fields: Any) -> Path:
+    export = {"name": "ev", "table": "ev", "format": "parquet", "partition_by": "day",
+              "destination": {"type": "local", "path": "out/ev/{partition}"}, **fields}
+    return write_config(tmp_path, source_block(source.url), [export])
+
+
+def _run(cfg: Path) -> None:
+    run = rivet_quick("run", "-c", str(cfg))
+    assert run.returncode == 0, run.stderr
+
+
+def reader_ids(root: Path, *, hive: bool = True) -> list[int]:
+    """The ids a reader of the root sees: pyarrow's dataset (Hive partitioning for day
+    buckets of a DATE column; without it for year buckets, whose folder value is not the
+    column's — docs/modes.md) and DuckDB's glob agree."""
+    files = sorted(root.glob("*/data/*.parquet"))
+    if not files:
+        return []
+    table = ds.dataset(root, format="parquet", partitioning="hive" if hive else None,
+                       schema=pq.read_schema(files[0]),
+                       exclude_invalid_files=True).to_table()
+    duck = duckdb.sql(f"SELECT id FROM read_parquet('{root}/*/data/*.parquet', hive_partitioning=false) "
+                      "ORDER BY id").fetchall()
+    assert sorted(table.column("id").to_pylist()) == [r[0] for r in duck]
+    return [r[0] for r in duck]
+
+
+def bucket_dirs(root: Path) -> list[str]:
+    return sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("_"))
+
+
+def validate(cfg: Path) -> tuple[int, list[dict[str, Any]]]:
+    out = rivet_quick("validate", "-c", str(cfg), "--format", "json")
+    return out.returncode, json.loads(out.stdout)["exports"]
+
+
+def failures(verdicts: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    return [(v["export_name"], f["kind"], f.get("bucket", "")) for v in verdicts
+            for f in v["verification"]["failures"] if f["kind"] != "untracked_object"]
+
+
+# ------------------------------------------------------------------ finding 5
+def test_a_full_rerun_withdraws_the_bucket_at_the_old_min_and_the_emptied_null_bucket(source, tmp_path):
+    """Delete the row at MIN and the only NULL row, run again: a reader sees exactly the
+    source's rows, the two emptied buckets are gone from the root (their trail parked under
+    `_quarantine/`, not deleted), and validate passes on the new set."""
+    source.seed([(1, "2024-01-01"), (2, "2024-01-02"), (3, "2024-01-03"), (4, None)])
+    cfg = _config(tmp_path, source)
+    root = tmp_path / "out" / "ev"
+    _run(cfg)
+    assert reader_ids(root) == [1, 2, 3, 4]
+    source.exec("DELETE FROM ev WHERE id IN (1, 4)")
+    _run(cfg)
+    assert reader_ids(root) == source.ids() == [2, 3]
+    assert bucket_dirs(root) == ["day=2024-01-02", "day=2024-01-03"]
+    parked = {p.relative_to(root).parts[2:] for p in (root / "_quarantine").rglob("*") if p.is_file()}
+    assert {("day=2024-01-01", "manifest.json"), ("day=2024-01-01", "_SUCCESS"),
+            ("day=__HIVE_DEFAULT_PARTITION__", "manifest.json")} <= parked
+    assert sum(1 for p in parked if p[1] == "data") == 2  # each withdrawn bucket's one part
+    code, verdicts = validate(cfg)
+    assert code == 0, verdicts
+    assert sorted(v["export_name"] for v in verdicts) == ["ev [bucket set]", "ev [day=2024-01-02]",
+                                                          "ev [day=2024-01-03]"]
+
+
+def test_a_row_whose_date_changes_leaves_its_old_bucket_on_a_full_rerun(source, tmp_path):
+    """A row moved to another day is read once, in its new bucket: its old bucket, now
+    empty, is withdrawn rather than left with the old version of the row."""
+    source.seed([(1, "2024-01-01"), (2, "2024-01-02"), (3, "2024-01-02")])
+    cfg = _config(tmp_path, source)
+    root = tmp_path / "out" / "ev"
+    _run(cfg)
+    source.exec("UPDATE ev SET day = '2024-01-05' WHERE id = 1")
+    _run(cfg)
+    assert reader_ids(root) == [1, 2, 3]
+    assert bucket_dirs(root) == ["day=2024-01-02", "day=2024-01-05"]
+    assert manifest_ids(root / "day=2024-01-05") == [1]
+    assert validate(cfg)[0] == 0
+
+
+def test_validate_fails_naming_a_bucket_folder_that_was_deleted(pg_url, tmp_path):
+    """`rm -rf` of a bucket folder: the bucket set is FAILED (exit 3), naming the bucket."""
+    source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
+    source.seed([(1, "2024-01-01"), (2, "2024-01-02"), (3, "2024-01-03")])
+    cfg = _config(tmp_path, source)
+    _run(cfg)
+    shutil.rmtree(tmp_path / "out" / "ev" / "day=2024-01-02")
+    code, verdicts = validate(cfg)
+    assert code == 3
+    assert failures(verdicts) == [("ev [bucket set]", "bucket_missing", "day=2024-01-02")]
+    pretty = rivet_quick("validate", "-c", str(cfg))
+    assert "ev [bucket set]: FAILED" in pretty.stdout and "day=2024-01-02" in pretty.stdout
+    _run(cfg)  # the next run publishes the bucket again
+    assert validate(cfg)[0] == 0
+
+
+def test_validate_fails_on_a_bucket_folder_no_run_recorded(pg_url, tmp_path):
+    """A bucket folder with a manifest that no run of the export recorded (copied in, or
+    left by a crash before the record) is FAILED: no published run explains its rows."""
+    source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
+    source.seed([(1, "2024-01-01"), (2, "2024-01-02")])
+    cfg = _config(tmp_path, source)
+    _run(cfg)
+    root = tmp_path / "out" / "ev"
+    shutil.copytree(root / "day=2024-01-02", root / "day=2023-05-05")
+    code, verdicts = validate(cfg)
+    assert code == 3
+    assert ("ev [bucket set]", "bucket_unrecorded", "day=2023-05-05") in failures(verdicts)
+
+
+def test_a_bucket_folder_of_another_export_is_never_withdrawn_and_is_named(pg_url, tmp_path):
+    """Another export writes into a folder shaped like a bucket: the partitioned run does
+    not move its trail (it names it in a warning), and validate reports it as unrecorded."""
+    source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
+    source.seed([(1, "2024-01-01"), (2, "2024-01-02")])
+    foreign = tmp_path / "out" / "ev" / "day=2020-01-01"
+    (tmp_path / "b").mkdir()
+    other = write_config(tmp_path / "b", source_block(pg_url), [{
+        "name": "other", "table": "ev", "format": "parquet", "destination": {"type": "local", "path": str(foreign)}}])
+    assert rivet_quick("run", "-c", str(other)).returncode == 0
+    cfg = _config(tmp_path, source)
+    before = sorted(p.relative_to(foreign) for p in foreign.rglob("*"))
+    _run(cfg)
+    source.exec("DELETE FROM ev WHERE id = 1")
+    run = rivet_quick("run", "-c", str(cfg))
+    assert run.returncode == 0, run.stderr
+    assert "day=2020-01-01/ holds a manifest of export 'other'" in run.stderr
+    assert sorted(p.relative_to(foreign) for p in foreign.rglob("*")) == before
+    code, verdicts = validate(cfg)
+    assert code == 3
+    assert ("ev [bucket set]", "bucket_unrecorded", "day=2020-01-01") in failures(verdicts)
+
+
+# ------------------------------------------------------------------ incremental: an append log
+def test_an_incremental_export_keeps_every_bucket_it_published_and_records_new_ones(pg_url, tmp_path):
+    """Incremental buckets are an append log (docs/modes.md): a deleted row's bucket stays,
+    a new bucket joins the record, validate passes; a deleted folder still fails it."""
+    source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
+    source.seed([(1, "2024-01-01"), (2, "2024-01-02")])
+    cfg = _config(tmp_path, source, mode="incremental", cursor_column="id")
+    root = tmp_path / "out" / "ev"
+    _run(cfg)
+    source.exec("DELETE FROM ev WHERE id = 1", "INSERT INTO ev VALUES (3, '2024-02-01', 'n')")
+    _run(cfg)
+    assert reader_ids(root) == [1, 2, 3]
+    assert bucket_dirs(root) == ["day=2024-01-01", "day=2024-01-02", "day=2024-02-01"]
+    assert validate(cfg)[0] == 0
+    shutil.rmtree(root / "day=2024-01-01")
+    code, verdicts = validate(cfg)
+    assert code == 3 and failures(verdicts) == [("ev [bucket set]", "bucket_missing", "day=2024-01-01")]
+
+
+def test_merge_on_with_partition_by_is_refused_at_load_saying_why(pg_url, tmp_path):
+    source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
+    cfg = _config(tmp_path, source, mode="incremental", cursor_column="id", table_format="delta", merge_on=["id"])
+    out = rivet_quick("validate", "-c", str(cfg))
+    assert out.returncode != 0
+    message = out.stderr + out.stdout
+    assert "export 'ev'" in message or "ev" in message
+    assert "partition_by is not compatible with merge_on" in message and "its own table" in message
+    assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ the smalls
+def test_an_open_end_sentinel_9999_12_31_is_exported_in_an_open_ended_last_bucket(source, tmp_path):
+    """`9999-12-31` ("no end date") no longer fails the export: its year bucket has no
+    upper bound, and every row is read back once."""
+    source.seed([(1, "2024-06-01"), (2, "9999-12-31"), (3, None)])
+    cfg = _config(tmp_path, source, partition_granularity="year")
+    root = tmp_path / "out" / "ev"
+    _run(cfg)
+    assert bucket_dirs(root) == ["day=2024", "day=9999", "day=__HIVE_DEFAULT_PARTITION__"]
+    assert manifest_ids(root / "day=9999") == [2]
+    assert reader_ids(root, hive=False) == source.ids()
+    assert validate(cfg)[0] == 0
+
+
+def test_a_sparse_span_creates_folders_only_for_the_buckets_that_hold_rows(source, tmp_path):
+    """Two rows 324 years apart with yearly buckets: two folders, not 325 — an empty
+    bucket is never run and never written."""
+    source.seed([(1, "1700-03-01"), (2, "2024-01-01")])
+    cfg = _config(tmp_path, source, partition_granularity="year")
+    root = tmp_path / "out" / "ev"
+    _run(cfg)
+    assert bucket_dirs(root) == ["day=1700", "day=2024"]
+    assert reader_ids(root, hive=False) == [1, 2]
+    index = json.loads((root / "_partitions.json").read_text())
+    assert [b["prefix"] for b in index["buckets"]] == ["day=1700/", "day=2024/"]
+    assert validate(cfg)[0] == 0
