@@ -138,6 +138,7 @@ class ExportRun:
                     log.warning("export '%s': continuing from the destination manifest's cursor_high %r "
                                 "(--from-manifest)", export.name, adopted)
                     self.plan = resolve_unit(config, export, stored_cursor=adopted, window=self.options.window)
+            self.plan.full_refresh = self.options.full_refresh and not self.options.window
         except BaseException:
             self.close()
             raise
