@@ -109,7 +109,8 @@ def refuse_foreign(export: str, table_name: str, foreign: list[Any], what: str) 
             f"export '{export}': the table {table_name} holds {what} {foreign} that no run of this export made "
             "(another writer changed the table) — nothing was committed and the cursor did not move; check what "
             f"that writer did, then re-baseline the table from the source: rivet run -e {export} --full-refresh "
-            "(docs/operations.md \"A table another writer changed\")")
+            "(an incremental, full or chunked export; a time_window or time-partitioned one: move the table's "
+            "prefix aside and run again — docs/operations.md \"A table another writer changed\")")
 
 
 def operation_for(plan: ResolvedUnit) -> str:

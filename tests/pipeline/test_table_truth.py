@@ -23,6 +23,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from pyiceberg.catalog.sql import SqlCatalog
 
+from rivet_core.destination.checksums import xxh3_fingerprint
 from tests.helpers import db_exec, rivet, source_block, write_config
 
 
@@ -217,3 +218,47 @@ def test_a_full_refresh_of_a_merge_export_rebuilds_the_table_from_the_source(tmp
     _ok(config, "--full-refresh")
     assert _rows(tmp_path, fmt) == _source(pg_url)  # an overwrite: the deleted row left the table
     assert _validate(config).returncode == 0
+
+
+def test_an_empty_poll_manifest_without_a_table_block_no_longer_makes_earlier_runs_orphans(tmp_path, pg_url, fmt):
+    """A prefix an earlier build left (its empty poll's manifest says `table: null`): the next
+    append judges orphans by the chain of published runs — run 1's copy says it published —
+    so it removes nothing."""
+    _items(pg_url)
+    _insert(pg_url, list(range(1, 11)))
+    config = _config(tmp_path, pg_url, fmt)
+    _ok(config)
+    _ok(config)
+    manifest_path = tmp_path / "out" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest_path.write_text(json.dumps({**manifest, "table": None}))  # as the earlier build wrote it
+    _insert(pg_url, list(range(11, 16)), minute=1000)
+    _ok(config)
+    assert _rows(tmp_path, fmt) == _source(pg_url)
+
+
+def test_validate_fails_when_an_append_removed_rows_of_a_published_run(tmp_path, pg_url):
+    """The chain check: version 1 (run 2's append) is edited to also remove run 1's files, as
+    the earlier build's erasing append did. The manifest's own numbers agree with the table;
+    only the chain (version 0's rows + run 2's rows) shows the loss."""
+    _items(pg_url)
+    _insert(pg_url, list(range(1, 11)))
+    config = _config(tmp_path, pg_url, "delta")
+    _ok(config)
+    first = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    _insert(pg_url, list(range(11, 16)), minute=1000)
+    _ok(config)
+    assert _validate(config).returncode == 0
+    commit = tmp_path / "out" / "_delta_log" / f"{1:020d}.json"
+    removes = [json.dumps({"remove": {"path": p["path"], "deletionTimestamp": 1, "dataChange": True,
+                                      "size": p["size_bytes"]}}) for p in first["parts"]]
+    commit.write_text(commit.read_text().rstrip("\n") + "\n" + "\n".join(removes) + "\n")
+    manifest_path = tmp_path / "out" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    body = json.dumps({**manifest, "table": {**manifest["table"], "rows": 5}}).encode()
+    manifest_path.write_bytes(body)  # its own numbers agree with the table, and _SUCCESS with it
+    (tmp_path / "out" / "_SUCCESS").write_text(xxh3_fingerprint(body))
+    assert [r[0] for r in _rows(tmp_path, "delta")] == list(range(11, 16))
+    verdict = _validate(config, "--depth", "sample")
+    assert verdict.returncode == 3, verdict.stdout + verdict.stderr
+    assert "rows of published runs left the table" in verdict.stdout + verdict.stderr
