@@ -66,7 +66,9 @@ def summary_json(s: Any) -> dict[str, Any]:
               help="Incremental exports whose state store has no cursor (lost or replaced): continue from the "
               "cursor_high recorded in the destination's manifest.json.")
 @click.option("--full-refresh", "full_refresh", is_flag=True,
-              help="Incremental exports: ignore the cursor and export every row again.")
+              help="Incremental exports: ignore the cursor and export every row again. A Delta/Iceberg "
+              "table export (incremental, full, chunked) commits an overwrite: a new baseline, also past "
+              "another writer's commit.")
 @param_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every run summary.")
 @click.option("--progress", "progress_mode", type=click.Choice(["auto", "tty", "log", "none"]), default="auto",

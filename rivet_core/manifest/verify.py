@@ -573,7 +573,7 @@ def verify_at_destination(dest: Destination, depth: str = "sample", *,
     if manifest.table is not None and run_id is None:
         from rivet_core.tableformat.verify import check_table
 
-        table_findings, table_keys = check_table(dest, manifest, listing, export)
+        table_findings, table_keys = check_table(dest, manifest, listing, export, depth)
         v.failures.extend(VerifyFailure(kind, fields) for kind, fields in table_findings)
         claimed |= table_keys
 

@@ -138,6 +138,9 @@ class ExportRun:
                     log.warning("export '%s': continuing from the destination manifest's cursor_high %r "
                                 "(--from-manifest)", export.name, adopted)
                     self.plan = resolve_unit(config, export, stored_cursor=adopted, window=self.options.window)
+            # A table export re-baselines (an overwrite commit) where every row is exported again.
+            self.plan.full_refresh = self.options.full_refresh and (
+                cursor_run or export.mode == "full" or (export.mode == "chunked" and not export.keyset_incremental))
         except BaseException:
             self.close()
             raise

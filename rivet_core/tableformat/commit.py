@@ -27,7 +27,16 @@ A crash after this commit and before the manifest (fault point `after_table_comm
 leaves a commit no manifest names. Every mode but append is idempotent, so the re-run's
 commit makes the same table; an append re-run first removes, in its own commit's actions,
 the files that such orphan commits of this export added — one atomic commit, so the rows
-the re-run exports again are in the table exactly once.
+the re-run exports again are in the table exactly once. An orphan is judged by the chain of
+published runs (chain.py): a commit of this export whose run has no success manifest — never
+"every commit after the last manifest's version", which an empty poll's manifest (it names
+the unchanged version, finalize.py) would otherwise turn into the whole table.
+
+Before anything is written (issue 33):
+- `merge_on` keys: a NULL or repeated key in the run's parts refuses the run (merge_keys.py);
+- another writer: a commit no run of this export made since the last baseline refuses the
+  run, naming the version(s) and the fix (`--full-refresh`, whose overwrite is allowed past
+  the refusal and becomes the new baseline; chain.py).
 """
 
 from __future__ import annotations
@@ -42,6 +51,13 @@ from rivet_core.destination import Destination
 from rivet_core.lazy_modules import pa, pq
 from rivet_core.manifest import ManifestPart, read_manifest
 from rivet_core.pipeline.summary import RunSummary
+from rivet_core.tableformat.chain import (
+    EXPORT_KEY,
+    RUN_KEY,
+    PublishedRuns,
+    commit_props,
+    is_baseline,
+)
 from rivet_core.tableformat.delta_log import delta_log, is_log_copy
 from rivet_core.tableformat.errors import TableCommitError
 from rivet_core.tableformat.location import part_filesystem, table_location
@@ -49,14 +65,13 @@ from rivet_core.tableformat.result import TableCommit
 from rivet_core.tableformat.types import delta_arrow_schema, table_type_errors
 from rivet_core.unit.resolve import ResolvedUnit
 
-#: commitInfo keys that mark a commit as made by an export's run (custom_metadata).
-RUN_KEY, EXPORT_KEY = "rivet_run_id", "rivet_export"
-
 
 def commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> TableCommit:
     """Commit the run's recorded parts to the export's table (module docstring). Raises on
     any failure, having committed nothing."""
     fmt = plan.export.table_format
+    if plan.export.merge_on:
+        check_merge_keys(plan, summary, dest)
     if fmt == "iceberg":
         from rivet_core.tableformat.iceberg_commit import (
             IcebergCommitter,  # pyiceberg: only when used
@@ -69,11 +84,42 @@ def commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> 
     return DeltaCommitter(plan, summary, dest).commit()
 
 
+def check_merge_keys(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> None:
+    """Refuse the run when its parts' `merge_on` keys are NULL or repeated (merge_keys.py):
+    before the table is created or changed, whatever the store (delta_rewrite.py's GCS
+    MERGE and Iceberg's delete-then-append included)."""
+    from rivet_core.tableformat.merge_keys import refuse_unfit_keys
+
+    keys = list(plan.export.merge_on or [])
+    loc = table_location(plan, dest)
+    fs, root = part_filesystem(loc)
+    parts = [p for p in summary.manifest_parts if p.status == "committed"]
+    if not parts:
+        return
+    rows = pa.concat_tables([pq.read_table(f"{root}/{loc.sub_prefix}{p.path}", columns=keys, filesystem=fs)
+                             for p in parts], promote_options="permissive")
+    refuse_unfit_keys(plan.export.name, keys, rows)
+
+
+def refuse_foreign(export: str, table_name: str, foreign: list[Any], what: str) -> None:
+    """Raise `TableCommitError` when `foreign` (versions or snapshot ids since the baseline
+    no run of `export` made) is not empty: a run never commits on top of another writer."""
+    if foreign:
+        raise TableCommitError(
+            f"export '{export}': the table {table_name} holds {what} {foreign} that no run of this export made "
+            "(another writer changed the table) — nothing was committed and the cursor did not move; check what "
+            f"that writer did, then re-baseline the table from the source: rivet run -e {export} --full-refresh "
+            "(an incremental, full or chunked export; a time_window or time-partitioned one: move the table's "
+            "prefix aside and run again — docs/operations.md \"A table another writer changed\")")
+
+
 def operation_for(plan: ResolvedUnit) -> str:
     """The commit's kind for this run (module docstring table)."""
     export = plan.export
     if plan.window is not None:
         return "replace_partition"
+    if plan.full_refresh:
+        return "overwrite"  # every row again, whatever the mode: a new baseline
     if export.mode == "incremental" or (export.mode == "chunked" and export.keyset_incremental):
         return "merge" if export.merge_on else "append"
     if export.mode == "time_window":
@@ -90,7 +136,6 @@ class DeltaCommitter:
         self.loc = table_location(plan, dest)
         self.fs, self.root = part_filesystem(self.loc)
         self.operation = operation_for(plan)
-        self.metadata = {RUN_KEY: summary.run_id, EXPORT_KEY: self.export.name}
         #: Where delta-rs opens the table during `commit` (delta_log.py); the table itself elsewhere.
         self.log = self.loc
 
@@ -117,10 +162,11 @@ class DeltaCommitter:
         return AddAction(self.table_path(part), part.size_bytes, {}, int(time.time() * 1000), True,
                          json.dumps({"numRecords": part.rows}))
 
-    def _properties(self) -> Any:
+    def _properties(self, operation: str | None = None) -> Any:
         from deltalake import CommitProperties
 
-        return CommitProperties(custom_metadata=self.metadata)
+        return CommitProperties(custom_metadata=commit_props(self.summary.run_id, self.export.name,
+                                                             operation or self.operation))
 
     # ------------------------------------------------------------------ commit
     def commit(self) -> TableCommit:
@@ -155,9 +201,12 @@ class DeltaCommitter:
             create_table_with_add_actions(
                 self.log.uri, deltalake_schema(schema), [self._add(p) for p in self.parts], mode="error",
                 name=self.export.name, storage_options=self.log.storage_options,
-                commit_properties=self._properties())
+                commit_properties=self._properties("create"))
             return self._result(self._table(), "create")
-        evolve_schema(self._table(), schema, self.export.name, self._properties())
+        if self.operation != "overwrite" or not self.plan.full_refresh:
+            refuse_foreign(self.export.name, self.loc.uri, foreign_versions(self._table(), self.export.name),
+                           "version(s)")
+        evolve_schema(self._table(), schema, self.export.name, self._properties("evolve"))
         table = self._table()
         if self.operation == "overwrite":
             table.create_write_transaction([self._add(p) for p in self.parts], mode="overwrite",
@@ -194,14 +243,21 @@ class DeltaCommitter:
                                       strict=True) if keep_out(path)]
 
     def _orphan_removals(self, table: Any) -> list[Any]:
-        """Files added by this export's commits that no manifest names (a run that crashed
-        between its table commit and its manifest), still in the table."""
+        """Files added by this export's commits whose run never published (a run that crashed
+        between its table commit and its manifest; chain.py), still in the table. Only
+        commits after the newest published one are candidates: before it, the published
+        runs' appends already removed them."""
+        published_runs = PublishedRuns(self.dest)
         published = self._published_version()
         orphans: set[str] = set()
-        for entry in table.history():
+        for entry in sorted(table.history(), key=lambda e: -int(e.get("version", -1))):  # newest first
             version = int(entry.get("version", -1))
-            if version <= published or entry.get(EXPORT_KEY) != self.export.name:
+            if version <= published:
+                break
+            if entry.get(EXPORT_KEY) != self.export.name:
                 continue
+            if entry.get(RUN_KEY) in published_runs:
+                break  # that run's append already removed every orphan before it
             orphans |= self._added_by(version)
         if not orphans:
             return []
@@ -221,7 +277,8 @@ class DeltaCommitter:
         return files(version) - files(version - 1)
 
     def _published_version(self) -> int:
-        """The table version the prefix's last success manifest records (-1: none)."""
+        """The table version the prefix's last success manifest records (-1: none; an empty
+        poll's manifest records the unchanged version, finalize.py)."""
         found = read_manifest(self.dest)
         if found is None or found[0].table is None:
             return -1
@@ -275,6 +332,17 @@ class DeltaCommitter:
         actions = [*rewrite_actions(table, self.fs, self.root, columns, matches), *(self._add(p) for p in self.parts)]
         table.create_write_transaction(actions, mode="append", schema=table.schema(),
                                        commit_properties=self._properties())
+
+
+def foreign_versions(table: Any, export: str) -> list[int]:
+    """Versions since the export's last baseline (chain.py) that no run of `export` made,
+    VACUUM's maintenance commits excepted (verify.py `MAINTENANCE`)."""
+    from rivet_core.tableformat.verify import MAINTENANCE
+
+    history = sorted(table.history(), key=lambda e: int(e.get("version", -1)))
+    baseline = max((int(e["version"]) for e in history if is_baseline(e, export)), default=-1)
+    return [int(e["version"]) for e in history if int(e.get("version", -1)) > baseline
+            and e.get(EXPORT_KEY) != export and e.get("operation") not in MAINTENANCE]
 
 
 def _arrow_schema(table: Any) -> pa.Schema:

@@ -37,6 +37,13 @@ import pyarrow.parquet as pq
 from rivet_core.destination import Destination
 from rivet_core.manifest import ManifestPart, read_manifest
 from rivet_core.pipeline.summary import RunSummary
+from rivet_core.tableformat.chain import (
+    EXPORT_KEY,
+    RUN_KEY,
+    PublishedRuns,
+    commit_props,
+    is_baseline,
+)
 from rivet_core.tableformat.errors import TableCommitError
 from rivet_core.tableformat.iceberg_catalog import (
     identifier,
@@ -48,8 +55,6 @@ from rivet_core.tableformat.location import table_location
 from rivet_core.tableformat.types import table_type_errors
 from rivet_core.unit.resolve import ResolvedUnit
 
-#: Snapshot-summary keys that mark a snapshot as made by an export's run (commit.py's names).
-RUN_KEY, EXPORT_KEY = "rivet_run_id", "rivet_export"
 #: Where pyiceberg writes the files it rewrites (a delete through a file), apart from the parts.
 REWRITE_DIR = "iceberg-data"
 
@@ -69,7 +74,7 @@ class IcebergCommitter:
         self.loc = table_location(plan, dest)
         self.root = location_uri(self.loc)
         self.operation = operation
-        self.props = {RUN_KEY: summary.run_id, EXPORT_KEY: self.export.name}
+        self.props = commit_props(summary.run_id, self.export.name, operation)
 
     # ------------------------------------------------------------------ inputs
     @property
@@ -120,9 +125,15 @@ class IcebergCommitter:
                 tx = catalog.create_table_transaction(
                     identifier(self.export), schema=schema, location=self.root,
                     properties={"write.data.path": f"{self.root}/{REWRITE_DIR}"})
-                tx.add_files([self.file_uri(p) for p in self.parts], snapshot_properties=self.props)
+                tx.add_files([self.file_uri(p) for p in self.parts],
+                             snapshot_properties=commit_props(self.summary.run_id, self.export.name, "create"))
                 return self.commit_result(tx.commit_transaction(), "create")
             self.check_location(table)
+            if self.operation != "overwrite" or not self.plan.full_refresh:
+                from rivet_core.tableformat.commit import refuse_foreign
+
+                refuse_foreign(self.export.name, f"{table_name(self.export)} ({self.root})",
+                               foreign_snapshots(table, self.export.name), "snapshot(s)")
             tx = table.transaction()
             self._evolve(tx, schema)
             self._stage(tx, table)
@@ -232,13 +243,17 @@ class IcebergCommitter:
         between its table commit and its manifest), removed in this run's transaction: the
         rows they hold are exported again by this run (the cursor did not move)."""
         published = self._published_snapshot()
+        published_runs = PublishedRuns(self.dest)
         orphans: dict[str, Any] = {}
         for snapshot in _ancestry(table):
+            summary = snapshot.summary.additional_properties if snapshot.summary else {}
             if snapshot.snapshot_id == published:
                 break
-            made = (snapshot.summary.additional_properties if snapshot.summary else {}).get(EXPORT_KEY)
-            if made == self.export.name:
-                orphans |= _added_files(table, snapshot)
+            if summary.get(EXPORT_KEY) != self.export.name:
+                continue
+            if summary.get(RUN_KEY) in published_runs:
+                break  # that run's append already removed every orphan before it (chain.py)
+            orphans |= _added_files(table, snapshot)
         current = snapshot_data_files(table, table.current_snapshot())
         still = [current[path] for path in orphans if path in current]
         if not still:
@@ -253,12 +268,26 @@ class IcebergCommitter:
                 overwrite.delete_data_file(data_file)
 
     def _published_snapshot(self) -> int | None:
-        """The snapshot the prefix's last success manifest records (None: none)."""
+        """The snapshot the prefix's last success manifest records (None: none; an empty
+        poll's manifest records the unchanged snapshot, finalize.py)."""
         found = read_manifest(self.dest)
         if found is None or found[0].table is None:
             return None
         value = found[0].table.get("snapshot_id")
         return None if value is None else int(value)
+
+
+def foreign_snapshots(table: Any, export: str) -> list[int]:
+    """Snapshots since the export's last baseline (chain.py), newest first, that no run of
+    `export` made."""
+    foreign: list[int] = []
+    for snapshot in _ancestry(table):
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        if is_baseline(summary, export):
+            break
+        if summary.get(EXPORT_KEY) != export:
+            foreign.append(int(snapshot.snapshot_id))
+    return foreign
 
 
 def _ancestry(table: Any) -> list[Any]:

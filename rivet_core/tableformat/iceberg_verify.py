@@ -6,15 +6,22 @@ integration's manifest check pass the export. A prefix is consistent when:
 
 - the catalog's table lives at this prefix (its root, or the root above a time
   partition's `<col>=<key>/`);
-- the manifest's snapshot is the table's current one or an ancestor of it, and every
-  snapshot after it was made by this export (another time partition, a later run being
-  published) — a current snapshot older than the manifest's (a rollback) or a history
-  without it (a rebuilt table) is a mismatch; the manifest's snapshot was made by the
-  manifest's run;
+- the manifest's snapshot is the table's current one or an ancestor of it — a current
+  snapshot older than the manifest's (a rollback) or a history without it (a rebuilt table)
+  is a mismatch; the manifest's snapshot was made by the manifest's run (an empty poll's
+  `unchanged` block: by a published run of the export, chain.py);
+- every snapshot since the export's last baseline (its newest create or overwrite) was
+  made by this export — not only those after the manifest's, so a later run cannot hide
+  another writer's; `rivet run --full-refresh` re-baselines;
+- the chain of published runs adds up (verify.py `chain_findings`): after an append, the previous
+  published snapshot's rows plus the manifest's; after a create or overwrite, the
+  manifest's rows;
 - every data file of the current snapshot under this unit's prefix exists, with its size;
 - the manifest's parts are data files of its snapshot with the same row counts (every
   Iceberg operation here adds the parts themselves), and the snapshot's total row count is
-  the manifest's.
+  the manifest's;
+- depth `full`, an export with `merge_on`: the table's key columns are scanned, every key
+  non-NULL and once (merge_keys.py).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from typing import Any
 from rivet_core.destination import Destination, ObjectInfo
 from rivet_core.manifest.model import Manifest
 from rivet_core.redact import redact_secrets
+from rivet_core.tableformat.chain import EXPORT_KEY, RUN_KEY, PublishedRuns, is_baseline
+from rivet_core.tableformat.verify import chain_findings, made_by_findings
 
 Finding = tuple[str, dict[str, Any]]
 
@@ -37,7 +46,7 @@ def _read_error(detail: str) -> Finding:
 
 
 def check_iceberg(dest: Destination, manifest: Manifest, listing: list[ObjectInfo] | None,
-                  export: Any) -> tuple[list[Finding], set[str]]:
+                  export: Any, depth: str = "sample") -> tuple[list[Finding], set[str]]:
     """Findings for the Iceberg `manifest.table` at `dest`, and the keys (relative to `dest`)
     of the table's files and metadata, which verification must not call untracked."""
     block = dict(manifest.table or {})
@@ -71,6 +80,9 @@ def check_iceberg(dest: Destination, manifest: Manifest, listing: list[ObjectInf
             recorded = table.snapshot_by_id(recorded_id)
             files_now = _files(table, current)
             files_then = _files(table, recorded) if recorded is not None else {}
+            keys = list(getattr(export, "merge_on", None) or [])
+            key_rows = table.scan(selected_fields=tuple(keys)).to_arrow() \
+                if depth == "full" and keys and current is not None else None
     except Exception as exc:  # error boundary: any reader failure is a finding (could not verify)
         return [_read_error(f"cannot read the Iceberg table {name} at {root}: {redact_secrets(exc)}")], set()
     findings: list[Finding] = []
@@ -85,20 +97,17 @@ def check_iceberg(dest: Destination, manifest: Manifest, listing: list[ObjectInf
         else:
             findings.append(_mismatch(f"the manifest's snapshot {recorded_id} is not in the table's history "
                                       "(the table was rebuilt or expired) — run the export again"))
-    else:
-        later = history[:ids.index(recorded_id)]
-        foreign = [s.snapshot_id for s in later if _prop(s, "rivet_export") != manifest.export_name]
-        if foreign:
-            findings.append(_mismatch(f"snapshot(s) {foreign} after the manifest's {recorded_id} were not made by "
-                                      f"export '{manifest.export_name}' — another writer changed the table"))
+    findings += _foreign(history, manifest.export_name)
     if recorded is not None:
-        made_by = _prop(recorded, "rivet_run_id")
-        if made_by is not None and made_by != manifest.run_id:
-            findings.append(_mismatch(f"snapshot {recorded_id} was committed by run '{made_by}', not by the "
-                                      f"manifest's run '{manifest.run_id}'"))
+        published = PublishedRuns(dest)
+        findings += made_by_findings(f"snapshot {recorded_id}", _prop(recorded, RUN_KEY), manifest, block, published)
         total = _prop(recorded, "total-records")
-        if total is not None and block.get("rows") is not None and int(total) != int(block["rows"]):
-            findings.append(_mismatch(f"snapshot {recorded_id} holds {total} rows, the manifest says {block['rows']}"))
+        previous = _previous_published(table, recorded, manifest, published) \
+            if block.get("operation") == "append" else None
+        before = None if previous is None else _prop(previous, "total-records")
+        findings += chain_findings(block, manifest, None if total is None else int(total),
+                           None if before is None else int(before), f"snapshot {recorded_id}",
+                           None if previous is None else previous.snapshot_id)
     base = f"{root}/{sub}"
     present = {o.key: o.size for o in listing} if listing is not None else None
     claimed: set[str] = set()
@@ -121,9 +130,42 @@ def check_iceberg(dest: Destination, manifest: Manifest, listing: list[ObjectInf
             elif entry[1] != part.rows:
                 findings.append(_mismatch(f"part '{part.path}': the table counts {entry[1]} rows, the manifest "
                                           f"{part.rows}"))
+    if key_rows is not None:
+        from rivet_core.tableformat.merge_keys import table_key_problem
+
+        problem = table_key_problem(manifest.export_name, keys, key_rows, f"{name} ({root})")
+        if problem is not None:
+            findings.append(_mismatch(problem))
     if present is not None and not sub:
         claimed |= {k for k in present if k.startswith("metadata/")}
     return findings, claimed
+
+
+def _foreign(history: list[Any], export: str) -> list[Finding]:
+    """Snapshots (newest first) since the export's last baseline that another writer made."""
+    foreign: list[int] = []
+    for snapshot in history:
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        if is_baseline(summary, export):
+            break
+        if summary.get(EXPORT_KEY) != export:
+            foreign.append(int(snapshot.snapshot_id))
+    if not foreign:
+        return []
+    return [_mismatch(f"snapshot(s) {foreign} since the export's last baseline were not made by export '{export}' "
+                      "— another writer changed the table; check what it did, then re-baseline from the source: "
+                      f"rivet run -e {export} --full-refresh")]
+
+
+def _previous_published(table: Any, recorded: Any, manifest: Manifest, published: PublishedRuns) -> Any:
+    """The newest ancestor of `recorded` made by another published run of the export."""
+    from pyiceberg.table.snapshots import ancestors_of
+
+    for snapshot in ancestors_of(recorded, table.metadata):
+        run = _prop(snapshot, RUN_KEY)
+        if _prop(snapshot, EXPORT_KEY) == manifest.export_name and run != manifest.run_id and run in published:
+            return snapshot
+    return None
 
 
 def _prop(snapshot: Any, key: str) -> str | None:

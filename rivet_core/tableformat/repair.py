@@ -31,6 +31,7 @@ import pyarrow as pa
 from rivet_core.destination import Destination
 from rivet_core.manifest import ManifestPart
 from rivet_core.pipeline.summary import RunSummary
+from rivet_core.tableformat.chain import OP_KEY
 from rivet_core.tableformat.commit import EXPORT_KEY, RUN_KEY, DeltaCommitter, operation_for
 from rivet_core.tableformat.errors import TableCommitError
 from rivet_core.tableformat.location import table_location
@@ -91,7 +92,7 @@ class _DeltaRepair(DeltaCommitter):
         actions = [RemoveAction(path, True, now, size) for path, size in current.items() if path not in wanted]
         actions += [self._add(p) for path, p in wanted.items() if path not in current]
         table.create_write_transaction(actions, mode="append", schema=table.schema(),
-                                       commit_properties=self._properties())
+                                       commit_properties=self._properties(OPERATION))
         return self._result(self._table(), OPERATION)
 
 
@@ -115,7 +116,7 @@ def _iceberg_repair(plan: ResolvedUnit, summary: RunSummary, dest: Destination,
         committer.check_location(table)
         wanted = {committer.file_uri(p) for p in parts}
         current = snapshot_data_files(table, table.current_snapshot())
-        props: dict[str, Any] = {RUN_KEY: summary.run_id, EXPORT_KEY: plan.export.name}
+        props: dict[str, Any] = {RUN_KEY: summary.run_id, EXPORT_KEY: plan.export.name, OP_KEY: OPERATION}
         stale = [f for path, f in current.items() if path not in wanted]
         new = sorted(path for path in wanted if path not in current)
         tx = table.transaction()

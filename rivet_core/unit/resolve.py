@@ -109,6 +109,9 @@ class ResolvedUnit:
     #: `mode: time_window` (days_window) runs: the UTC cutoff the query starts at (the
     #: manifest's `window_start`; the window is open-ended, so there is no `window_end`).
     time_window_start: datetime | None = None
+    #: `--full-refresh`: every row is exported again, so a table export commits an overwrite
+    #: (a new baseline, tableformat/chain.py) whatever its mode (tableformat/commit.py `operation_for`).
+    full_refresh: bool = False
 
     @property
     def base_query(self) -> str:

@@ -150,3 +150,48 @@ def test_a_retried_create_of_the_same_bytes_counts_as_ours(gcs):
     assert dest.create_bytes(b"commit", "_delta_log/00000000000000000000.json") is True
     assert dest.create_bytes(b"other", "_delta_log/00000000000000000000.json") is False
     assert gcs.read("p/_delta_log/00000000000000000000.json") == b"commit"
+
+
+def test_an_empty_poll_keeps_the_gcs_table_whole_and_a_foreign_commit_waits_for_a_full_refresh(tmp_path, pg_url, gcs):
+    """Issue 33 findings 1 and 6 on GCS, where the commit goes through the log copy: an
+    empty poll names the unchanged version, so the next append removes nothing; a commit
+    of another writer refuses the next run until `--full-refresh` re-baselines."""
+    _items(pg_url)
+    _insert(pg_url, range(1, 11))
+    config = _config(tmp_path, pg_url, gcs, mode="incremental", cursor_column="updated_at")
+    _run(config)
+    _run(config)  # nothing new
+    assert _manifest(gcs)["table"]["operation"] == "unchanged"
+    _insert(pg_url, range(11, 16), minute=1000)
+    _run(config)
+    assert _rows(gcs) == _source(pg_url)  # 15 rows, not 5
+    _validate(config)
+    where = _where(gcs)
+    _foreign_append(gcs, _table(gcs).to_pyarrow_table())
+    _insert(pg_url, range(16, 18), minute=2000)
+    refused = rivet("run", "-c", str(config))
+    assert refused.returncode == 3 and "--full-refresh" in refused.stderr, refused.stdout + refused.stderr
+    assert rivet("validate", "-c", str(config)).returncode == 3
+    _run(config, "--full-refresh")
+    assert _rows(gcs) == _source(pg_url) and DeltaTable(where["uri"], storage_options=where["options"]).version() > 0
+    _validate(config)
+
+
+def _foreign_append(gcs: GCSArea, rows: pa.Table) -> None:
+    """Another writer appends `rows` the way a GCS writer must here: through its own copy of
+    the log (gcs_delta_log.py), its data file uploaded beside the table's."""
+    from rivet_core.tableformat.gcs_delta_log import GcsDeltaLog
+    from rivet_core.tableformat.location import TableLocation
+
+    loc = TableLocation(uri=f"gs://{gcs.bucket}/exports/items", sub_prefix="",
+                        storage_options={"gcs_bucket": gcs.bucket, "gcs_endpoint": gcs.endpoint})
+    log = GcsDeltaLog(loc)
+    try:
+        log.pull()
+        before = set(Path(log.local.uri).glob("*.parquet"))
+        write_deltalake(log.local.uri, rows, mode="append")
+        for f in set(Path(log.local.uri).glob("*.parquet")) - before:
+            gcs.put(f"exports/items/{f.name}", f.read_bytes())
+        log.push()
+    finally:
+        log.close()

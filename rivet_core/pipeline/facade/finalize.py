@@ -176,8 +176,18 @@ def _write_manifest(plan: ResolvedUnit, summary: RunSummary, dest: Destination, 
 def _commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> None:
     """The table commit of a `table_format:` export (rivet_core/tableformat/commit.py): after
     every part is recorded, before the manifest. A failure fails the run (no manifest, no
-    cursor); a skipped or failed run commits nothing."""
-    if plan.export.table_format is None or summary.status != "success" or not summary.manifest_parts:
+    cursor); a skipped or failed run commits nothing. A run that found no row commits nothing
+    either, but its manifest names the table version still published (`unchanged`,
+    tableformat/chain.py): with `table: null` the next append read the published version as
+    -1 and removed every earlier commit as an orphan (issue 33)."""
+    if plan.export.table_format is None or summary.status != "success":
+        return
+    if not summary.manifest_parts:
+        from rivet_core.tableformat.chain import unchanged_block
+
+        with best_effort("read the published table block", warn=summary.add_warning,
+                         message="the manifest names no table version: {reason}"):
+            summary.table_commit = unchanged_block(dest)
         return
     from rivet_core.tableformat import commit_table
 

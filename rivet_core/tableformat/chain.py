@@ -1,0 +1,114 @@
+"""The chain of an export's published runs, which a table's history is judged by (issue 33).
+
+A commit (Delta) or snapshot (Iceberg) carries the run id and export name of the run that
+made it, and the kind of commit (`rivet_operation`: create, overwrite, append, merge, …).
+Whether that run *published* is not in the table: it is the run's success manifest —
+`manifest.json`, the run's copy `manifest-<run>.json` at the prefix, or that copy parked by
+gc under `_quarantine/gc/<stamp>/` (rivet_core/manifest/retention.py). Three judgements rest
+on this, never on "every commit after the last manifest's version":
+
+- an **orphan** is a commit made by a run of this export that never published (a crash
+  between the table commit and the manifest); only its files may be removed by an append;
+- a **foreign** commit is one no run of this export made (VACUUM's START/END excepted,
+  verify.py `MAINTENANCE`) since the **baseline** — the newest create or overwrite made by
+  this export, which replaced every row before it. A run refuses to commit on top of a
+  foreign commit, and verification fails, until `--full-refresh` makes a new baseline;
+- the **previous published commit**, against which an append's row count is checked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rivet_core.destination import Destination
+from rivet_core.manifest.layout import MANIFEST_KEY, read_manifest, run_manifest_key
+from rivet_core.manifest.model import parse_manifest
+
+#: commitInfo / snapshot-summary keys (commit.py and iceberg_commit.py write them).
+RUN_KEY, EXPORT_KEY, OP_KEY = "rivet_run_id", "rivet_export", "rivet_operation"
+#: Operations after which the table's files are exactly the committing run's manifest's
+#: parts (a chunk repair makes them so too: tableformat/repair.py).
+BASELINE_OPS = frozenset({"create", "overwrite", "repair"})
+#: Where gc parks the run copies it retires (rivet_core/manifest/retention.py).
+GC_PARK = "_quarantine/gc/"
+_MAX_COPY_BYTES = 64 * 1024 * 1024
+
+
+class PublishedRuns:
+    """Which run ids published a success manifest at a prefix (looked up one run id at a
+    time and remembered: a verification or a commit asks about a handful of runs)."""
+
+    def __init__(self, dest: Destination) -> None:
+        self.dest = dest
+        self._known: dict[str, bool] = {}
+        self._parked: dict[str, str] | None = None
+        self._current: str | None = None
+        self._read_current = False
+
+    def __contains__(self, run_id: object) -> bool:
+        if not isinstance(run_id, str) or not run_id:
+            return False
+        if run_id not in self._known:
+            self._known[run_id] = self._published(run_id)
+        return self._known[run_id]
+
+    def _published(self, run_id: str) -> bool:
+        if run_id == self._current_run():
+            return True
+        copy = run_manifest_key(run_id)
+        if self._success_at(copy):
+            return True
+        parked = self._parked_copies().get(copy)
+        return parked is not None and self._success_at(parked)
+
+    def _current_run(self) -> str | None:
+        if not self._read_current:
+            self._read_current = True
+            found = read_manifest(self.dest, key=MANIFEST_KEY)
+            self._current = found[0].run_id if found and found[0].status == "success" else None
+        return self._current
+
+    def _success_at(self, key: str) -> bool:
+        info = self.dest.head(key)
+        if info is None or info.size > _MAX_COPY_BYTES:
+            return False
+        return parse_manifest(self.dest.read_bytes(key, max_bytes=_MAX_COPY_BYTES)).status == "success"
+
+    def _parked_copies(self) -> dict[str, str]:
+        """`manifest-<run>.json` → its key under `_quarantine/gc/<stamp>/` (listed once)."""
+        if self._parked is None:
+            self._parked = {o.key.rsplit("/", 1)[-1]: o.key for o in self.dest.list(GC_PARK)
+                            if o.key.count("/") == 3 and o.key.rsplit("/", 1)[-1].startswith("manifest-")}
+        return self._parked
+
+
+def unchanged_block(dest: Destination) -> dict[str, Any] | None:
+    """The `table` block of a run that exported no row (an empty incremental poll): the last
+    published manifest's, operation `unchanged` — the published version stays named, so
+    the next append's orphans are judged from it (commit.py) and verification checks the
+    version against the chain. None when the prefix has no table block to carry on."""
+    found = read_manifest(dest)
+    if found is None or found[0].table is None:
+        return None
+    return {**dict(found[0].table), "operation": "unchanged", "files": found[0].table.get("files", 0)}
+
+
+def commit_props(run_id: str, export: str, operation: str) -> dict[str, str]:
+    """What every commit of a run carries (the table's own record of who made it, and how)."""
+    return {RUN_KEY: run_id, EXPORT_KEY: export, OP_KEY: operation}
+
+
+def is_baseline(entry: dict[str, Any], export: str) -> bool:
+    """A create or overwrite commit of `export` (`entry`: a Delta history entry or an
+    Iceberg snapshot summary). Commits made before `rivet_operation` was recorded count by
+    delta-rs's own write mode."""
+    if entry.get(EXPORT_KEY) != export:
+        return False
+    op = entry.get(OP_KEY)
+    if op is not None:
+        return op in BASELINE_OPS
+    mode = (entry.get("operationParameters") or {}).get("mode")
+    return mode in ("Overwrite", "ErrorIfExists")
+
+
+__all__ = ["PublishedRuns", "commit_props", "unchanged_block", "is_baseline", "RUN_KEY", "EXPORT_KEY", "OP_KEY", "BASELINE_OPS"]
