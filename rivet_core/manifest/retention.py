@@ -94,7 +94,8 @@ _STAMP = re.compile(r"^(\d{8}T\d{6})Z(?:-[0-9a-f]+)?$")
 # ------------------------------------------------------------------------------- policy
 @dataclass(frozen=True)
 class RetentionPolicy:
-    """`retention: {keep_runs, keep_days, grace_hours}` (rivet_core/config/models.py)."""
+    """`retention: {keep_runs, keep_days, grace_hours}` (rivet_core/config/models.py). Built
+    only by `rivet_core.pipeline.gc.policy_for`, the one policy every gc entry point uses."""
 
     keep_runs: int | None = None
     keep_days: float | None = None
@@ -109,10 +110,6 @@ class RetentionPolicy:
             raise ValueError("keep_days must be > 0 and grace_hours >= 0")
         if not all(math.isfinite(v) for v in (self.keep_days or 1.0, self.grace_hours)):
             raise ValueError("keep_days and grace_hours must be finite numbers")
-
-    @classmethod
-    def from_config(cls, block: Any) -> RetentionPolicy:
-        return cls(keep_runs=block.keep_runs, keep_days=block.keep_days, grace_hours=float(block.grace_hours))
 
     def describe(self) -> str:
         rules = ([f"the last {self.keep_runs} run(s)"] if self.keep_runs is not None else []) \
