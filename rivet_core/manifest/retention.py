@@ -54,11 +54,13 @@ the prefix do not describe every file there:
   `_delta_log/` or Iceberg `metadata/`) under `data/` or among what gc parked — another
   config writing inside this export's data area; its files would look like orphans.
 
-Runs are ordered by the manifest's `sequence` (the previous `manifest.json`'s + 1, written
-by rivet_core/manifest/artifacts.py), never by a wall clock: a host whose clock is behind
-must not make a full refresh look older than the runs it replaced. Manifests written before
-`sequence` existed sort before every sequenced one (they are older: the first sequenced run
-read them as its predecessor), among themselves by `finished_at`.
+Runs are ordered by the manifest's `sequence` (the previous `manifest.json`'s + 1: the
+finalize writes it, `rivet_core.manifest.layout.next_sequence`), never by a wall clock: a
+host whose clock is behind must not make a full refresh look older than the runs it
+replaced. Manifests written before `sequence` existed sort before every sequenced one (they
+are older: the first sequenced run read them as its predecessor), among themselves by
+`finished_at`; one that finished after the ledger started cannot be placed and is protected
+(`_unplaceable`). `keep_days` still reads clocks, through `_ledger_times`.
 """
 
 from __future__ import annotations
