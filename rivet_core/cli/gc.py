@@ -38,10 +38,13 @@ if TYPE_CHECKING:
 @click.argument("exports", nargs=-1)
 @click.option("-e", "--export", "export_opts", multiple=True, help="Export to clean (repeatable; also positional).")
 @click.option("--dry-run", is_flag=True, help="Print the steps; change nothing.")
-@click.option("--keep-runs", type=int, help="Keep the last N runs (replaces the config's rules).")
-@click.option("--keep-days", type=float, help="Keep the runs of the last D days (replaces the config's rules).")
+# The ranges in the help are RETENTION_BOUNDS (config/limits.py; not imported here: start-up
+# stays light); policy_for checks the values against them.
+@click.option("--keep-runs", type=int, help="Keep the last N runs, 1 to 1000000 (replaces the config's rules).")
+@click.option("--keep-days", type=float,
+              help="Keep the runs of the last D days, above 0 up to 36600 (replaces the config's rules).")
 @click.option("--grace-hours", type=float,
-              help="Delete what spent this long in quarantine (default: the config's, else 24).")
+              help="Delete what spent this long in quarantine, 0 to 87600 (default: the config's, else 24).")
 @param_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of lines.")
 @guard

@@ -54,11 +54,13 @@ the prefix do not describe every file there:
   `_delta_log/` or Iceberg `metadata/`) under `data/` or among what gc parked — another
   config writing inside this export's data area; its files would look like orphans.
 
-Runs are ordered by the manifest's `sequence` (the previous `manifest.json`'s + 1, written
-by rivet_core/manifest/artifacts.py), never by a wall clock: a host whose clock is behind
-must not make a full refresh look older than the runs it replaced. Manifests written before
-`sequence` existed sort before every sequenced one (they are older: the first sequenced run
-read them as its predecessor), among themselves by `finished_at`.
+Runs are ordered by the manifest's `sequence` (the previous `manifest.json`'s + 1: the
+finalize writes it, `rivet_core.manifest.layout.next_sequence`), never by a wall clock: a
+host whose clock is behind must not make a full refresh look older than the runs it
+replaced. Manifests written before `sequence` existed sort before every sequenced one (they
+are older: the first sequenced run read them as its predecessor), among themselves by
+`finished_at`; one that finished after the ledger started cannot be placed and is protected
+(`_unplaceable`). `keep_days` still reads clocks, through `_ledger_times`.
 """
 
 from __future__ import annotations
@@ -94,7 +96,8 @@ _STAMP = re.compile(r"^(\d{8}T\d{6})Z(?:-[0-9a-f]+)?$")
 # ------------------------------------------------------------------------------- policy
 @dataclass(frozen=True)
 class RetentionPolicy:
-    """`retention: {keep_runs, keep_days, grace_hours}` (rivet_core/config/models.py)."""
+    """`retention: {keep_runs, keep_days, grace_hours}` (rivet_core/config/models.py). Built
+    only by `rivet_core.pipeline.gc.policy_for`, the one policy every gc entry point uses."""
 
     keep_runs: int | None = None
     keep_days: float | None = None
@@ -109,10 +112,6 @@ class RetentionPolicy:
             raise ValueError("keep_days must be > 0 and grace_hours >= 0")
         if not all(math.isfinite(v) for v in (self.keep_days or 1.0, self.grace_hours)):
             raise ValueError("keep_days and grace_hours must be finite numbers")
-
-    @classmethod
-    def from_config(cls, block: Any) -> RetentionPolicy:
-        return cls(keep_runs=block.keep_runs, keep_days=block.keep_days, grace_hours=float(block.grace_hours))
 
     def describe(self) -> str:
         rules = ([f"the last {self.keep_runs} run(s)"] if self.keep_runs is not None else []) \

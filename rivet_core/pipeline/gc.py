@@ -13,6 +13,12 @@ Two callers, one implementation (`gc_prefix`):
   worker of its orchestrated chunk run (a shared holder), holds it. `--dry-run` plans and prints, and writes nothing anywhere
   (no lock row, no journal, no destination change).
 
+Both take their policy from `policy_for`, the one door to a `RetentionPolicy` (a Dagster run
+reaches it through the finalize): it applies the refusals the config load applies to a
+`retention:` block (`refuse_gc`: no table, no stdout) and the block's bounds to command-line
+rules. At the prefix, the planner refuses (no step) when the manifests there do not describe
+every file gc may touch — a table, another export's trail (manifest/retention.py, `refusal`).
+
 Every step is journaled: `GcPlanned` (policy, kept and readable runs), one `GcStep` per move
 or delete (with its error when it failed), `GcCompleted` — in the run's journal, or for
 `rivet gc` in a journal of its own (run id `<export>_gc_<stamp>`, shown by `rivet journal`).
@@ -195,7 +201,8 @@ def apply_retention(plan: ResolvedUnit, summary: RunSummary, state: StateStore, 
     if report is None:
         return
     if report.plan is not None and report.plan.refused is not None:
-        summary.add_warning(f"retention refused at {dest.uri}: {report.plan.refused}")
+        summary.add_warning(f"retention refused for export '{plan.export.name}' at {dest.uri}: "
+                            f"{report.plan.refused}")
     if report.outcome is not None and (report.outcome.failed or report.outcome.skipped):
         summary.add_warning(f"retention: {len(report.outcome.failed)} step(s) failed, "
                             f"{len(report.outcome.skipped)} skipped — see the journal; `rivet gc` retries them")
