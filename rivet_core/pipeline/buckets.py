@@ -301,9 +301,9 @@ def bucket_from_prefix(prefix: str) -> Bucket | None:
 
 
 def emptied_table_children(export: ExportConfig, stale: list[StaleBucket]) -> list[tuple[Bucket, ExportConfig]]:
-    """Stale buckets published as tables, as sub-exports that republish them empty: a table
-    commit replaces the contents with no row (its log and catalog keep their history), where
-    moving its files aside would break the table (facade/bucket_set.py)."""
+    """Stale Iceberg buckets, as sub-exports that republish them empty (a full run over no
+    row): the catalog names their metadata, so moving their files aside would break the
+    table (facade/bucket_set.py)."""
     out = []
     for item in stale:
         bucket = bucket_from_prefix(item.slot.prefix)
@@ -363,8 +363,10 @@ def _run_bucket(config: RivetConfig, export: ExportConfig, bucket: Bucket, child
     from rivet_core.pipeline.gc import adds_rows_each_run
     from rivet_core.pipeline.runner import run_unit
 
-    child_options = dataclasses.replace(options, progress=None, run_id=None,
-                                        supersede_previous=not adds_rows_each_run(child))
+    # A table's earlier versions reference the previous run's parts: a table bucket keeps
+    # them, as an unpartitioned table export does (retention is refused with table_format).
+    supersede = not adds_rows_each_run(child) and child.table_format is None
+    child_options = dataclasses.replace(options, progress=None, run_id=None, supersede_previous=supersede)
     try:
         return run_unit(config, child, child_options, state=state, notifications=notifications)
     except RivetError as exc:  # refused before reading or writing (lock, lost cursor, plan)

@@ -11,6 +11,7 @@ DuckDB and queries the source directly; against real PostgreSQL and SQLite files
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shutil
 import sqlite3
@@ -254,4 +255,73 @@ def test_a_sparse_span_creates_folders_only_for_the_buckets_that_hold_rows(sourc
     assert reader_ids(root, hive=False) == [1, 2]
     index = json.loads((root / "_partitions.json").read_text())
     assert [b["prefix"] for b in index["buckets"]] == ["day=1700/", "day=2024/"]
+    assert validate(cfg)[0] == 0
+
+
+# ------------------------------------------------------------------ object stores and tables
+def test_on_s3_a_full_rerun_withdraws_the_emptied_buckets_and_a_reader_sees_the_source(pg_url, tmp_path, s3):
+    """The same withdrawal on S3: the emptied buckets' keys move under the root's
+    `_quarantine/`, the rows a reader of the bucket keys finds equal the source, validate
+    passes; then a deleted bucket fails it."""
+    source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
+    source.seed([(1, "2024-01-01"), (2, "2024-01-02"), (3, "2024-01-03"), (4, None)])
+    destination = {"type": "s3", "bucket": s3.bucket, "prefix": "lake/ev/{partition}/", "endpoint": s3.endpoint,
+                   "region": "us-east-1", "access_key_env": "RIVET_TEST_AK", "secret_key_env": "RIVET_TEST_SK"}
+    cfg = _config(tmp_path, source, destination=destination)
+    client = s3.client()
+
+    def keys() -> list[str]:
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=s3.bucket, Prefix="lake/ev/")
+        return sorted(o["Key"][len("lake/ev/"):] for page in pages for o in page.get("Contents", []))
+
+    _run(cfg)
+    source.exec("DELETE FROM ev WHERE id IN (1, 4)")
+    _run(cfg)
+    live = [k for k in keys() if not k.startswith("_")]
+    assert sorted({k.split("/", 1)[0] for k in live}) == ["day=2024-01-02", "day=2024-01-03"]
+    parts = [k for k in live if "/data/" in k and "/_quarantine/" not in k]
+    rows = [
+        i for k in parts
+        for i in pq.read_table(pa_buffer(client.get_object(Bucket=s3.bucket, Key="lake/ev/" + k)["Body"].read()))
+        .column("id").to_pylist()]
+    assert sorted(rows) == source.ids() == [2, 3]
+    parked = [k for k in keys() if k.startswith("_quarantine/")]
+    assert any(k.endswith("day=2024-01-01/manifest.json") for k in parked)
+    assert any(k.endswith("day=__HIVE_DEFAULT_PARTITION__/_SUCCESS") for k in parked)
+    assert validate(cfg)[0] == 0
+    for k in keys():
+        if k.startswith("day=2024-01-03/"):
+            client.delete_object(Bucket=s3.bucket, Key="lake/ev/" + k)
+    code, verdicts = validate(cfg)
+    assert code == 3 and failures(verdicts) == [("ev [bucket set]", "bucket_missing", "day=2024-01-03")]
+
+
+def pa_buffer(data: bytes) -> Any:
+    import pyarrow as pa
+
+    return pa.BufferReader(data)
+
+
+def test_a_stale_delta_bucket_is_withdrawn_with_its_log_and_the_others_keep_their_history(pg_url, tmp_path):
+    """A bucket published as a Delta table moves with its `_delta_log/` (no table is left to
+    read there); a bucket that stays keeps its earlier version's files (its log still
+    references them), and delta-rs reads every remaining table as the source; validate
+    passes."""
+    from deltalake import DeltaTable
+
+    source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
+    source.seed([(1, "2024-01-01"), (2, "2024-01-02"), (3, "2024-01-02")])
+    cfg = _config(tmp_path, source, table_format="delta")
+    root = tmp_path / "out" / "ev"
+    _run(cfg)
+    source.exec("DELETE FROM ev WHERE id = 1", "UPDATE ev SET v = 'changed' WHERE id = 2")
+    _run(cfg)
+    assert bucket_dirs(root) == ["day=2024-01-02"]
+    kept = DeltaTable(str(root / "day=2024-01-02"))
+    assert sorted(kept.to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 2, "day": dt.date(2024, 1, 2), "v": "changed"},
+        {"id": 3, "day": dt.date(2024, 1, 2), "v": "v3"}]
+    assert DeltaTable(str(root / "day=2024-01-02"), version=0).to_pyarrow_table().num_rows == 2  # history readable
+    parked = [p for p in (root / "_quarantine").rglob("*") if p.is_file()]
+    assert any(p.parent.name == "_delta_log" and p.parent.parent.name == "day=2024-01-01" for p in parked)
     assert validate(cfg)[0] == 0

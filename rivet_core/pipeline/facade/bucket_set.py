@@ -18,11 +18,12 @@ that says FAILED until the next run, never a stale bucket that validates:
 Withdrawing a bucket moves its trail under the root's `_quarantine/<run>/<bucket>/` (M9:
 never deleted): `_SUCCESS` first (a reader waiting for it stops trusting the bucket),
 then the parts its manifests list, then its run copies, `manifest.json` last — the trail a
-retry finds again. Only a bucket whose manifest names the sub-export this export would
-have written there (`<export>__<label>`) is touched; another export's manifest is refused
-and named, and left in place. A bucket published as a table (`table_format:`) is not
-moved — the table's log and catalog reference its files — but republished empty by the
-runner (buckets.py), which is why `open` returns it.
+retry finds again. A Delta bucket's `_delta_log/` moves with its parts (the table lives
+entirely under the bucket prefix, so after the move there is no table to read there).
+Only a bucket whose manifest names the sub-export this export would have written there
+(`<export>__<label>`) is touched; another export's manifest is refused and named, and
+left in place. An Iceberg bucket is not moved — the catalog still names its metadata —
+but republished empty by the runner (buckets.py), which is why `open` returns it.
 
 An incremental export (and a keyset-incremental chunked one) adds rows run after run: its
 buckets are an append log, none is stale, and the set only grows (docs/modes.md).
@@ -98,14 +99,15 @@ class BucketSetFacade:
                  for p in sorted(known) if p not in wanted]
         for bucket in stale:
             bucket.manifest = self._manifest(bucket.slot)
-        # An emptied table bucket (a manifest of 0 rows) is already what the source implies.
-        kept = {b.slot.prefix for b in stale if _is_table(b) and b.manifest is not None and b.manifest.row_count == 0}
+        # An emptied catalog table (a manifest of 0 rows) is already what the source implies.
+        kept = {b.slot.prefix for b in stale if _in_catalog(b) and b.manifest is not None
+                and b.manifest.row_count == 0}
         self.index.buckets = {p: r for p, r in known.items() if p in wanted or p in kept}
         self._write()
         for bucket in stale:
-            if not _is_table(bucket):
+            if not _in_catalog(bucket):
                 self._withdraw(bucket)
-        return [b for b in stale if _is_table(b) and b.slot.prefix not in kept]
+        return [b for b in stale if _in_catalog(b) and b.slot.prefix not in kept]
 
     def _recorded(self) -> dict[str, str]:
         """The previous run's record ({} when there is none, or it cannot be read: then the
@@ -153,7 +155,9 @@ class BucketSetFacade:
         parts = {p.path for p in manifest.committed_parts}
         for key in copies:
             parts |= {p.path for p in self._copy_parts(slot, key)}
-        order = ([SUCCESS_KEY] + sorted(parts) + [k[len(slot.prefix):] for k in sorted(copies)] + [MANIFEST_KEY])
+        delta_log = [k[len(slot.prefix):] for k in sorted(listing) if _is_delta_log(slot.prefix, k)]
+        order = ([SUCCESS_KEY] + sorted(parts) + delta_log + [k[len(slot.prefix):] for k in sorted(copies)]
+                 + [MANIFEST_KEY])
         moved = sum(self._move(slot.prefix + key, listing) for key in order)
         log.info("bucket %s withdrawn (the source has no rows for it): %d object(s) moved to %s_quarantine/",
                  slot.prefix, moved, self.root.uri)
@@ -195,8 +199,15 @@ class BucketSetFacade:
         self.warnings.append(message)
 
 
-def _is_table(bucket: StaleBucket) -> bool:
-    return bucket.manifest is not None and bucket.manifest.table is not None
+def _in_catalog(bucket: StaleBucket) -> bool:
+    """An Iceberg bucket: a catalog outside the prefix names its metadata."""
+    table = bucket.manifest.table if bucket.manifest is not None else None
+    return table is not None and table.get("format") == "iceberg"
+
+
+def _is_delta_log(prefix: str, key: str) -> bool:
+    rest = key[len(prefix):]
+    return key.startswith(prefix) and rest.startswith("_delta_log/") and rest.count("/") == 1
 
 
 def _is_run_copy(prefix: str, key: str) -> bool:
