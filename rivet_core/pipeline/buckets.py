@@ -55,7 +55,7 @@ from rivet_core.pipeline.bucket_math import (
     as_utc_date,
     bucket_containing,
 )
-from rivet_core.pipeline.facade.bucket_set import BucketSetFacade, BucketSlot, StaleBucket
+from rivet_core.pipeline.facade.bucket_set import BucketSetFacade, BucketSlot
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
 from rivet_core.source import engine_of, open_source
@@ -286,34 +286,6 @@ def present_slots(config: RivetConfig, export: ExportConfig) -> list[BucketSlot]
     return [BucketSlot(prefix, name) for prefix, _label, name in bucket_targets(export, bucket_prefixes(config, export))]
 
 
-def bucket_from_prefix(prefix: str) -> Bucket | None:
-    """The bucket a folder `<col>=<label>/…` was published for, whatever granularity wrote
-    it (`YYYY-MM-DD`, `YYYY-MM`, `YYYY`, the Hive NULL label); None for another label."""
-    label = prefix.split("/", 1)[0].split("=", 1)[-1]
-    if label == NULL_BUCKET.label:
-        return NULL_BUCKET
-    granularity = {10: "day", 7: "month", 4: "year"}.get(len(label))
-    day = as_utc_date(label + "-01" * ((10 - len(label)) // 3)) if granularity else None
-    if granularity is None or day is None:
-        return None
-    bucket = bucket_containing(day, granularity)  # type: ignore[arg-type]
-    return bucket if bucket.label == label else None
-
-
-def emptied_table_children(export: ExportConfig, stale: list[StaleBucket]) -> list[tuple[Bucket, ExportConfig]]:
-    """Stale Iceberg buckets, as sub-exports that republish them empty (a full run over no
-    row): the catalog names their metadata, so moving their files aside would break the
-    table (facade/bucket_set.py)."""
-    out = []
-    for item in stale:
-        bucket = bucket_from_prefix(item.slot.prefix)
-        if bucket is None:
-            continue
-        child = child_export(export, bucket, f"SELECT * FROM ({export.resolved_query}) AS {PART_ALIAS} WHERE 1 = 0")
-        out.append((bucket, child.model_copy(update={"skip_empty": False})))
-    return out
-
-
 def verify_bucket_set(config: RivetConfig, export: ExportConfig,
                       present_prefixes: list[str] | None = None) -> tuple[str, Verification]:
     """The root's uri and the verdict on its bucket set: the bucket folders that hold a
@@ -397,9 +369,9 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
              len(children))
     bucket_set = BucketSetFacade(root, export.name, export.partition_by or "", run_id,
                                  replacing=not adds_rows_each_run(export))
-    stale_tables = bucket_set.open([bucket_slot(export, b) for b, _ in children], present_slots(config, export))
+    bucket_set.open([bucket_slot(export, b) for b, _ in children], present_slots(config, export))
     done: list[tuple[Bucket, RunSummary]] = []
-    for bucket, child in children + emptied_table_children(export, stale_tables):
+    for bucket, child in children:
         summary = _run_bucket(config, export, bucket, child, options, state, notifications)
         if summary.manifest_written:
             bucket_set.published(bucket_slot(export, bucket), summary.run_id)
@@ -411,7 +383,7 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     return PartitionedResult(summary=agg, buckets=done)
 
 
-__all__ = ["MAX_BUCKETS", "PartitionedResult", "aggregate", "bucket_from_prefix", "bucket_prefixes", "bucket_query",
+__all__ = ["MAX_BUCKETS", "PartitionedResult", "aggregate", "bucket_prefixes", "bucket_query",
            "bucket_slot", "bucket_targets", "child_export", "expand", "next_value_query", "occupied_buckets",
            "plan_buckets", "present_slots", "probe_queries", "root_export", "run_partitioned", "token_suffix",
            "verify_bucket_set"]

@@ -325,3 +325,23 @@ def test_a_stale_delta_bucket_is_withdrawn_with_its_log_and_the_others_keep_thei
     parked = [p for p in (root / "_quarantine").rglob("*") if p.is_file()]
     assert any(p.parent.name == "_delta_log" and p.parent.parent.name == "day=2024-01-01" for p in parked)
     assert validate(cfg)[0] == 0
+
+
+@pytest.mark.parametrize(("mode", "iceberg", "expected"), [
+    ("full", {}, "partition_by with table_format: iceberg is not supported for mode: full"),
+    ("chunked", {}, "partition_by with table_format: iceberg is not supported for mode: chunked"),
+    ("incremental", {"table": "one"}, "partition_by cannot be combined with iceberg.table"),
+])
+def test_iceberg_buckets_that_could_keep_stale_rows_are_refused_at_load(pg_url, tmp_path, mode, iceberg, expected):
+    """A replacing Iceberg bucket the source emptied could be neither withdrawn (the catalog
+    names its metadata) nor emptied (a run over no row commits nothing): refused before any
+    run, as is one table name for every bucket."""
+    source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
+    source.seed([(1, "2024-01-01")])
+    block = {"catalog_url": f"sqlite:///{tmp_path / 'catalog.db'}", "namespace": "lake", **iceberg}
+    extra = {"cursor_column": "id"} if mode == "incremental" else {"chunk_column": "id"} if mode == "chunked" else {}
+    cfg = _config(tmp_path, source, mode=mode, table_format="iceberg", iceberg=block, **extra)
+    out = rivet_quick("run", "-c", str(cfg))
+    assert out.returncode != 0
+    assert expected in out.stderr and "ev" in out.stderr
+    assert not (tmp_path / "out").exists()

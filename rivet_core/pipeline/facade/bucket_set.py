@@ -19,11 +19,11 @@ Withdrawing a bucket moves its trail under the root's `_quarantine/<run>/<bucket
 never deleted): `_SUCCESS` first (a reader waiting for it stops trusting the bucket),
 then the parts its manifests list, then its run copies, `manifest.json` last — the trail a
 retry finds again. A Delta bucket's `_delta_log/` moves with its parts (the table lives
-entirely under the bucket prefix, so after the move there is no table to read there).
-Only a bucket whose manifest names the sub-export this export would have written there
-(`<export>__<label>`) is touched; another export's manifest is refused and named, and
-left in place. An Iceberg bucket is not moved — the catalog still names its metadata —
-but republished empty by the runner (buckets.py), which is why `open` returns it.
+entirely under the bucket prefix, so after the move there is no table to read there; an
+Iceberg bucket, which a catalog outside the prefix names, is refused with a replacing mode
+at load: rivet_core/config/partition_by.py). Only a bucket whose manifest names the
+sub-export this export would have written there (`<export>__<label>`) is touched; another
+export's manifest is refused and named, and left in place.
 
 An incremental export (and a keyset-incremental chunked one) adds rows run after run: its
 buckets are an append log, none is stale, and the set only grows (docs/modes.md).
@@ -75,9 +75,8 @@ class BucketSetFacade:
         self.warnings: list[str] = []
 
     # ------------------------------------------------------------------ 1. open
-    def open(self, planned: list[BucketSlot], present: list[BucketSlot]) -> list[StaleBucket]:
-        """Shrink and write the record, then withdraw the stale buckets (module docstring);
-        returns the stale table buckets, which the runner republishes empty."""
+    def open(self, planned: list[BucketSlot], present: list[BucketSlot]) -> None:
+        """Shrink and write the record, then withdraw the stale buckets (module docstring)."""
         recorded = self._recorded()
         wanted = {s.prefix for s in planned}
         ours = {s.prefix: s for s in present}
@@ -94,20 +93,14 @@ class BucketSetFacade:
         if not self.replacing:
             self.index.buckets = known
             self._write()
-            return []
+            return
         stale = [StaleBucket(ours.get(p) or self._slot_for(p, planned, present), None)
                  for p in sorted(known) if p not in wanted]
-        for bucket in stale:
-            bucket.manifest = self._manifest(bucket.slot)
-        # An emptied catalog table (a manifest of 0 rows) is already what the source implies.
-        kept = {b.slot.prefix for b in stale if _in_catalog(b) and b.manifest is not None
-                and b.manifest.row_count == 0}
-        self.index.buckets = {p: r for p, r in known.items() if p in wanted or p in kept}
+        self.index.buckets = {p: r for p, r in known.items() if p in wanted}
         self._write()
         for bucket in stale:
-            if not _in_catalog(bucket):
-                self._withdraw(bucket)
-        return [b for b in stale if _in_catalog(b) and b.slot.prefix not in kept]
+            bucket.manifest = self._manifest(bucket.slot)
+            self._withdraw(bucket)
 
     def _recorded(self) -> dict[str, str]:
         """The previous run's record ({} when there is none, or it cannot be read: then the
@@ -197,12 +190,6 @@ class BucketSetFacade:
     def _warn(self, message: str) -> None:
         log.warning("%s", message)
         self.warnings.append(message)
-
-
-def _in_catalog(bucket: StaleBucket) -> bool:
-    """An Iceberg bucket: a catalog outside the prefix names its metadata."""
-    table = bucket.manifest.table if bucket.manifest is not None else None
-    return table is not None and table.get("format") == "iceberg"
 
 
 def _is_delta_log(prefix: str, key: str) -> bool:
