@@ -24,7 +24,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from tests.helpers import manifest_ids, pg_exec, rivet_quick, source_block, write_config
+from tests.helpers import manifest_ids, pg_exec, rivet, rivet_quick, source_block, write_config
 
 Exec = Callable[..., list[tuple]]
 
@@ -144,6 +144,26 @@ def test_a_row_whose_date_changes_leaves_its_old_bucket_on_a_full_rerun(source, 
     assert reader_ids(root) == [1, 2, 3]
     assert bucket_dirs(root) == ["day=2024-01-02", "day=2024-01-05"]
     assert manifest_ids(root / "day=2024-01-05") == [1]
+    assert validate(cfg)[0] == 0
+
+
+def test_a_kill_between_the_record_and_the_withdrawal_fails_validate_until_the_next_run(pg_url, tmp_path):
+    """Killed after the bucket record shrank, before the stale bucket moved: the stale
+    bucket is still readable but no longer recorded, so validate FAILS naming it; the next
+    run withdraws it and a reader sees the source."""
+    source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
+    source.seed([(1, "2024-01-01"), (2, "2024-01-02")])
+    cfg = _config(tmp_path, source)
+    root = tmp_path / "out" / "ev"
+    _run(cfg)
+    source.exec("DELETE FROM ev WHERE id = 1")
+    killed = rivet("run", "-c", str(cfg), env={"RIVET_TEST_PANIC_AT": "after_bucket_set_recorded"}, timeout=600)
+    assert killed.returncode != 0 and "after_bucket_set_recorded" in killed.stderr
+    assert reader_ids(root) == [1, 2]  # not yet withdrawn ...
+    code, verdicts = validate(cfg)  # ... and validate says so
+    assert code == 3 and failures(verdicts) == [("ev [bucket set]", "bucket_unrecorded", "day=2024-01-01")]
+    _run(cfg)
+    assert reader_ids(root) == source.ids() == [2]
     assert validate(cfg)[0] == 0
 
 

@@ -45,6 +45,7 @@ from rivet_core.manifest.bucket_index import (
 from rivet_core.manifest.layout import _RUN_COPY, MANIFEST_KEY, MAX_MANIFEST_BYTES, SUCCESS_KEY
 from rivet_core.manifest.model import Manifest, ManifestError, parse_manifest
 from rivet_core.manifest.quarantine import quarantine_object
+from rivet_core.pipeline.faults import fault_point
 
 log = logging.getLogger("rivet.run")
 
@@ -98,6 +99,7 @@ class BucketSetFacade:
                  for p in sorted(known) if p not in wanted]
         self.index.buckets = {p: r for p, r in known.items() if p in wanted}
         self._write()
+        fault_point("after_bucket_set_recorded")
         for bucket in stale:
             bucket.manifest = self._manifest(bucket.slot)
             self._withdraw(bucket)
