@@ -68,6 +68,7 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
     """Verify each export's destination against its manifest and _SUCCESS (no source queries)."""
     # From unit/resolve.py, not api.py: the api module imports the whole engine (state, pipeline).
     from rivet_core.manifest import verify_at_destination
+    from rivet_core.manifest.verify import VerifyFailure
     from rivet_core.unit.resolve import export_destination, partition_prefixes
 
     config = load(config_path, params)
@@ -137,7 +138,9 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
                 click.echo(f"  parts verified: {v['parts_verified']} (md5 {v['parts_md5_verified']}), "
                            f"failed: {v['parts_failed']}, _SUCCESS consistent: {v['success_marker_consistent']}")
             for f in v["failures"]:
-                detail = ", ".join(f"{k}={x}" for k, x in f.items() if k not in ("kind", "code"))
+                fields = {k: x for k, x in f.items() if k not in ("kind", "code")}
+                detail = (VerifyFailure(f["kind"], fields).describe() if r.get("bucket_set")  # says the fix
+                          else ", ".join(f"{k}={x}" for k, x in fields.items()))
                 click.echo(f"  - {f['kind']}: {detail}")
             if any(f["kind"] == "untracked_object" and str(f.get("key", "")).startswith("data/")
                    for f in v["failures"]):  # advisory; what it usually is, said once

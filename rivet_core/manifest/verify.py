@@ -180,6 +180,9 @@ class VerifyFailure:
                 return (f"bucket '{f['bucket']}' has a manifest but no run recorded it in _partitions.json — "
                         "run the export again (it records or withdraws the bucket), or move the folder if "
                         "it is not this export's")
+            case "bucket_index_invalid" | "bucket_index_read_error":
+                return (f"the bucket record '{f['key']}' could not be read: {f['detail']} — run the export "
+                        "again (it writes a new record from the buckets it publishes)")
             case "manifest_required_but_absent":
                 return f"no '{f['key']}' at {f['prefix']} (validate --run-id / --prefix / --date asked for one)"
             case _:

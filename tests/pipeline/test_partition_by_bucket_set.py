@@ -183,6 +183,26 @@ def test_validate_fails_naming_a_bucket_folder_that_was_deleted(pg_url, tmp_path
     assert validate(cfg)[0] == 0
 
 
+def test_a_damaged_bucket_record_fails_validate_and_the_next_run_rewrites_it(pg_url, tmp_path):
+    source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
+    source.seed([(1, "2024-01-01"), (2, "2024-01-02")])
+    cfg = _config(tmp_path, source)
+    _run(cfg)
+    record = tmp_path / "out" / "ev" / "_partitions.json"
+    record.write_text("{not json")
+    code, verdicts = validate(cfg)
+    assert code == 3 and [f[1] for f in failures(verdicts)] == ["bucket_index_invalid"]
+    pretty = rivet_quick("validate", "-c", str(cfg)).stdout
+    assert "_partitions.json' could not be read" in pretty and "run the export again" in pretty
+    _run(cfg)
+    assert json.loads(record.read_text())["buckets"] == [
+        {"prefix": "day=2024-01-01/", "run_id": json.loads(
+            (tmp_path / "out" / "ev" / "day=2024-01-01" / "manifest.json").read_text())["run_id"]},
+        {"prefix": "day=2024-01-02/", "run_id": json.loads(
+            (tmp_path / "out" / "ev" / "day=2024-01-02" / "manifest.json").read_text())["run_id"]}]
+    assert validate(cfg)[0] == 0
+
+
 def test_validate_fails_on_a_bucket_folder_no_run_recorded(pg_url, tmp_path):
     """A bucket folder with a manifest that no run of the export recorded (copied in, or
     left by a crash before the record) is FAILED: no published run explains its rows."""
