@@ -291,7 +291,9 @@ def verify_bucket_set(config: RivetConfig, export: ExportConfig,
     """The root's uri and the verdict on its bucket set: the bucket folders that hold a
     manifest must be exactly those `_partitions.json` records (facade/bucket_set.py). A
     recorded bucket that is gone (a deleted folder, a manifest moved away) is
-    `bucket_missing`; a bucket no run recorded is `bucket_unrecorded` — also FAILED: no
+    `bucket_missing`; a bucket an append log (incremental) lost that way stays
+    `bucket_lost` after the next run, until a full refresh exports its rows again; a
+    bucket no run recorded is `bucket_unrecorded` — also FAILED: no
     published run explains its rows (a crash between a bucket's manifest and the record
     is the benign case, and the next run records or withdraws it). No record and no
     bucket: the legacy verdict, as for any prefix without a manifest; buckets but no
@@ -321,6 +323,9 @@ def verify_bucket_set(config: RivetConfig, export: ExportConfig,
                                                            "run_id": index.buckets[prefix]}))
     for prefix in sorted(present - set(index.buckets)):
         v.failures.append(VerifyFailure("bucket_unrecorded", {"bucket": prefix.rstrip("/")}))
+    for prefix, lost_run in sorted(index.lost.items()):
+        v.failures.append(VerifyFailure("bucket_lost", {"bucket": prefix.rstrip("/"), "run_id": lost_run,
+                                                        "export": export.name}))
     v.parts_verified = len(present & set(index.buckets))
     v.success_marker_consistent = v.manifest_self_consistent = True
     v.passed = not any(f.fatal for f in v.failures)
@@ -368,7 +373,8 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     log.info("export '%s': partition_by '%s': %d partition(s) hold rows", export.name, export.partition_by,
              len(children))
     bucket_set = BucketSetFacade(root, export.name, export.partition_by or "", run_id,
-                                 replacing=not adds_rows_each_run(export))
+                                 replacing=not adds_rows_each_run(export),
+                                 full_refresh=bool(getattr(options, "full_refresh", False)))
     bucket_set.open([bucket_slot(export, b) for b, _ in children], present_slots(config, export))
     done: list[tuple[Bucket, RunSummary]] = []
     for bucket, child in children:

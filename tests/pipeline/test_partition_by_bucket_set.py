@@ -259,6 +259,30 @@ def test_an_incremental_export_keeps_every_bucket_it_published_and_records_new_o
     assert code == 3 and failures(verdicts) == [("ev [bucket set]", "bucket_missing", "day=2024-01-01")]
 
 
+def test_an_incremental_bucket_deleted_stays_failed_after_the_next_run_until_a_full_refresh(pg_url, tmp_path):
+    """A deleted incremental bucket is not exported again by the next run (its cursor is past
+    its rows), even when a new row lands in it: the reader sees fewer rows than the source,
+    so validate stays FAILED (`bucket_lost`, naming the fix) — until `--full-refresh`."""
+    source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
+    source.seed([(1, "2024-01-01"), (2, "2024-01-02")])
+    cfg = _config(tmp_path, source, mode="incremental", cursor_column="id")
+    root = tmp_path / "out" / "ev"
+    _run(cfg)
+    shutil.rmtree(root / "day=2024-01-01")
+    source.exec("INSERT INTO ev VALUES (3, '2024-01-01', 'n')")
+    _run(cfg)
+    assert reader_ids(root) == [2, 3] != source.ids()
+    code, verdicts = validate(cfg)
+    assert code == 3 and failures(verdicts) == [("ev [bucket set]", "bucket_lost", "day=2024-01-01")]
+    assert "rivet run --full-refresh -e ev" in rivet_quick("validate", "-c", str(cfg)).stdout
+    refreshed = rivet_quick("run", "-c", str(cfg), "--full-refresh")
+    assert refreshed.returncode == 0, refreshed.stderr
+    current = json.loads((root / "day=2024-01-01" / "manifest.json").read_text())
+    assert sorted(i for part in current["parts"]
+                  for i in pq.read_table(root / "day=2024-01-01" / part["path"]).column("id").to_pylist()) == [1, 3]
+    assert validate(cfg)[0] == 0
+
+
 def test_merge_on_with_partition_by_is_refused_at_load_saying_why(pg_url, tmp_path):
     source = Source(pg_url, lambda *sql: pg_exec(pg_url, *sql))
     cfg = _config(tmp_path, source, mode="incremental", cursor_column="id", table_format="delta", merge_on=["id"])

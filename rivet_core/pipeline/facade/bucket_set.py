@@ -70,8 +70,11 @@ class StaleBucket:
 class BucketSetFacade:
     """The bucket-set write group of one partitioned run (module docstring)."""
 
-    def __init__(self, root: Destination, export_name: str, column: str, run_id: str, *, replacing: bool) -> None:
+    def __init__(self, root: Destination, export_name: str, column: str, run_id: str, *, replacing: bool,
+                 full_refresh: bool = False) -> None:
         self.root, self.run_id, self.replacing = root, run_id, replacing
+        #: Every row is exported again: buckets lost from an append log are whole again.
+        self.rebaselines = replacing or full_refresh
         self.index = BucketIndex(export_name=export_name, partition_by=column, run_id=run_id)
         self.warnings: list[str] = []
 
@@ -92,8 +95,7 @@ class BucketSetFacade:
                                f"not '{slot.export_name}': left in place and not recorded (`rivet validate` "
                                "fails on it) — give that export its own destination prefix, then move the folder")
         if not self.replacing:
-            self.index.buckets = known
-            self._write()
+            self._keep_append_log(known, {s.prefix for s in present})
             return
         stale = [StaleBucket(ours.get(p) or self._slot_for(p, planned, present), None)
                  for p in sorted(known) if p not in wanted]
@@ -104,16 +106,33 @@ class BucketSetFacade:
             bucket.manifest = self._manifest(bucket.slot)
             self._withdraw(bucket)
 
+    def _keep_append_log(self, known: dict[str, str], present: set[str]) -> None:
+        """An append log (incremental) keeps every bucket; one whose folder is gone is lost
+        (BucketIndex.lost) until a full refresh exports its rows again."""
+        lost = {} if self.rebaselines else dict(self._previously_lost)
+        for prefix in sorted(set(known) - present):
+            if not self.rebaselines:
+                lost[prefix] = known.pop(prefix)
+                self._warn(f"bucket {prefix} (run {lost[prefix]}) was published but its folder is gone: an "
+                           "incremental run does not export its rows again (its cursor is past them) — "
+                           "`rivet validate` fails until `rivet run --full-refresh` re-exports them")
+        self.index.buckets, self.index.lost = known, lost
+        self._write()
+
     def _recorded(self) -> dict[str, str]:
         """The previous run's record ({} when there is none, or it cannot be read: then the
         folders present stand in for it, and a warning says so)."""
+        self._previously_lost: dict[str, str] = {}
         try:
             index = read_bucket_index(self.root)
         except (DestinationError, BucketIndexError) as exc:
             self._warn(f"the bucket record at {self.root.uri} could not be read ({exc}); the bucket folders "
                        "present stand in for it, and this run writes a new one")
             return {}
-        return dict(index.buckets) if index is not None else {}
+        if index is None:
+            return {}
+        self._previously_lost = dict(index.lost)
+        return dict(index.buckets)
 
     def _slot_for(self, prefix: str, planned: list[BucketSlot], present: list[BucketSlot]) -> BucketSlot:
         """A recorded bucket that is no longer present: its expected sub-export name is only
