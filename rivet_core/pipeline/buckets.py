@@ -235,7 +235,7 @@ def expand(config: RivetConfig, export: ExportConfig) -> list[tuple[Bucket, Expo
             for b in plan_buckets(config, export)]
 
 
-# ---------------------------------------------------------------------------- run
+# ---------------------------------------------------------------------------- summaries
 def _refused(child: ExportConfig, exc: BaseException) -> RunSummary:
     """A bucket refused before it read or wrote anything (a held lock, a lost cursor, a
     planning error): a failed summary of its own, so the other buckets still run."""
