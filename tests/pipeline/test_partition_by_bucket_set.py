@@ -23,6 +23,8 @@ import duckdb
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import manifest_ids, pg_exec, rivet, rivet_quick, source_block, write_config
 
@@ -409,3 +411,22 @@ def test_iceberg_buckets_that_could_keep_stale_rows_are_refused_at_load(pg_url, 
     assert out.returncode != 0
     assert expected in out.stderr and "ev" in out.stderr
     assert not (tmp_path / "out").exists()
+
+
+# ------------------------------------------------------------------ the probe, as a property
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.dates(min_value=dt.date(1600, 1, 1), max_value=dt.date(9999, 12, 31)), max_size=12),
+       st.sampled_from(["day", "month", "year"]))
+def test_the_probe_finds_exactly_the_buckets_that_hold_rows(tmp_path_factory, days, granularity):
+    """Against a real SQLite file: the buckets the runner plans are exactly the labels of
+    the values (bucket_of), in order, the NULL bucket last when there are NULLs."""
+    from rivet_core.config import load_config
+    from rivet_core.pipeline.bucket_math import HIVE_NULL_PARTITION, bucket_of
+    from rivet_core.pipeline.buckets import plan_buckets
+
+    tmp = tmp_path_factory.mktemp("probe")
+    source = Source(f"sqlite:///{tmp / 'src.db'}", _sqlite_exec(tmp / "src.db"))
+    source.seed([(i, d.isoformat()) for i, d in enumerate(days)] + [(len(days), None)])
+    config = load_config(_config(tmp, source, partition_granularity=granularity))
+    planned = [b.label for b in plan_buckets(config, config.export("ev"))]
+    assert planned == sorted({bucket_of(d, granularity) for d in days}) + [HIVE_NULL_PARTITION]
