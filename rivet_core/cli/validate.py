@@ -49,13 +49,6 @@ def _validate_target(on_date: str | None, sub_prefix: str | None) -> tuple[Any, 
     return when, sub
 
 
-def _describe(failure: dict[str, Any]) -> str:
-    from rivet_core.manifest.verify import VerifyFailure
-
-    fields = {k: x for k, x in failure.items() if k not in ("kind", "code")}
-    return VerifyFailure(failure["kind"], fields).describe()
-
-
 class _Ledger:
     """The run ledger, read without side effects and only when a prefix has no manifest:
     opened on first use (no store file created, no migration), and silent when it cannot
@@ -101,6 +94,7 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
     """Verify each export's destination against its manifest and _SUCCESS (no source queries)."""
     # From unit/resolve.py, not api.py: the api module imports the whole engine (state, pipeline).
     from rivet_core.manifest import verify_at_destination
+    from rivet_core.manifest.verify import VerifyFailure
     from rivet_core.unit.resolve import export_destination, partition_prefixes
 
     config = load(config_path, params)
@@ -176,10 +170,10 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
                 click.echo(f"  parts verified: {v['parts_verified']} (md5 {v['parts_md5_verified']}), "
                            f"failed: {v['parts_failed']}, _SUCCESS consistent: {v['success_marker_consistent']}")
             for f in v["failures"]:
-                if f["kind"] == "manifest_gone":  # the fix matters more than the fields here
-                    click.echo(f"  - {f['kind']}: {_describe(f)}")
-                    continue
-                detail = ", ".join(f"{k}={x}" for k, x in f.items() if k not in ("kind", "code"))
+                fields = {k: x for k, x in f.items() if k not in ("kind", "code")}
+                says_the_fix = r.get("bucket_set") or f["kind"] == "manifest_gone"
+                detail = (VerifyFailure(f["kind"], fields).describe() if says_the_fix
+                          else ", ".join(f"{k}={x}" for k, x in fields.items()))
                 click.echo(f"  - {f['kind']}: {detail}")
             if any(f["kind"] == "untracked_object" and str(f.get("key", "")).startswith("data/")
                    for f in v["failures"]):  # advisory; what it usually is, said once

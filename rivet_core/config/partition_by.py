@@ -5,7 +5,9 @@ A `partition_by` export is split at run time into one sub-export per date bucket
 combinations that cannot work: an empty or path-unsafe column name (it names the Hive
 folder `<col>=<value>`), `mode: time_window` / `cdc`, `chunk_by_key`, `merge_on` (each
 bucket is its own table, so a row whose date moves it to another bucket would stay in its
-old bucket's table: no table could keep one row per key), a destination without a
+old bucket's table: no table could keep one row per key), `table_format: iceberg` with a
+replacing mode (a bucket the source emptied could be neither withdrawn nor emptied) or
+with `iceberg.table` (every bucket would name one table), a destination without a
 `{partition}` token (every bucket would overwrite one prefix), and the token where no
 partition is configured.
 """
@@ -61,6 +63,15 @@ def partition_errors(exp: ExportConfig, label: str) -> list[str]:
                       "bucket's table and stay in its old one (two rows for one key); drop partition_by (a "
                       "Delta or Iceberg reader prunes by the column's statistics), or drop merge_on and read "
                       "the newest row per key yourself")
+    if exp.table_format == "iceberg" and exp.mode in ("full", "chunked"):
+        errors.append(f"{label}: partition_by with table_format: iceberg is not supported for mode: {exp.mode} — "
+                      "each bucket is its own table in the catalog, and a bucket whose rows all left the source "
+                      "could be neither withdrawn (the catalog names its metadata) nor emptied (a run over no row "
+                      "commits nothing), so it would stay readable with stale rows; use table_format: delta (a "
+                      "withdrawn Delta bucket moves with its _delta_log/) or mode: incremental")
+    if exp.table_format == "iceberg" and exp.iceberg is not None and exp.iceberg.table:
+        errors.append(f"{label}: partition_by cannot be combined with iceberg.table — each bucket is its own table "
+                      f"'<namespace>.{exp.name}__<label>'; remove iceberg.table")
     if exp.mode == "chunked" and exp.chunk_size_memory_mb is not None:
         errors.append(f"{label}: partition_by is not compatible with chunk_size_memory_mb — it needs the "
                       "`table:` shortcut, and each partition is a query; set chunk_size instead")

@@ -51,12 +51,17 @@ class BucketIndex:
     partition_by: str
     run_id: str
     buckets: dict[str, str] = field(default_factory=dict)
+    #: Buckets of an append log (incremental) whose folder disappeared after a run published
+    #: it: their rows are not exported again by the next run (its cursor is past them), so
+    #: they stay listed here — and `rivet validate` FAILED — until a full refresh.
+    lost: dict[str, str] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         """The file's bytes: buckets sorted, so equal sets are equal files."""
         body = {"format": INDEX_FORMAT, "export_name": self.export_name, "partition_by": self.partition_by,
                 "run_id": self.run_id, "written_at": datetime.now(UTC).isoformat(),
-                "buckets": [{"prefix": p, "run_id": r} for p, r in sorted(self.buckets.items())]}
+                "buckets": [{"prefix": p, "run_id": r} for p, r in sorted(self.buckets.items())],
+                "lost": [{"prefix": p, "run_id": r} for p, r in sorted(self.lost.items())]}
         return json.dumps(body, indent=1).encode()
 
 
@@ -68,13 +73,17 @@ def decode_bucket_index(data: bytes) -> BucketIndex:
         raise BucketIndexError(f"{INDEX_KEY} is not JSON: {exc}") from None
     if not isinstance(body, dict) or body.get("format") != INDEX_FORMAT:
         raise BucketIndexError(f"{INDEX_KEY} is not a '{INDEX_FORMAT}' bucket index")
-    rows = body.get("buckets")
+    return BucketIndex(export_name=str(body.get("export_name", "")), partition_by=str(body.get("partition_by", "")),
+                       run_id=str(body.get("run_id", "")), buckets=_entries(body, "buckets"),
+                       lost=_entries(body, "lost"))
+
+
+def _entries(body: dict, name: str) -> dict[str, str]:
+    rows = body.get(name, [])
     if not isinstance(rows, list) or not all(isinstance(r, dict) and isinstance(r.get("prefix"), str)
                                              for r in rows):
-        raise BucketIndexError(f"{INDEX_KEY}: 'buckets' must be a list of {{prefix, run_id}}")
-    return BucketIndex(export_name=str(body.get("export_name", "")), partition_by=str(body.get("partition_by", "")),
-                       run_id=str(body.get("run_id", "")),
-                       buckets={r["prefix"]: str(r.get("run_id") or "") for r in rows})
+        raise BucketIndexError(f"{INDEX_KEY}: '{name}' must be a list of {{prefix, run_id}}")
+    return {r["prefix"]: str(r.get("run_id") or "") for r in rows}
 
 
 def read_bucket_index(root: Destination) -> BucketIndex | None:

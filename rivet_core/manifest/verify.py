@@ -100,6 +100,7 @@ _CODES = {
     # `partition_by` exports: the bucket set against `_partitions.json` (rivet_core/pipeline/buckets.py)
     "bucket_missing": "RIVET_VERIFY_BUCKET_MISSING",
     "bucket_unrecorded": "RIVET_VERIFY_BUCKET_UNRECORDED",
+    "bucket_lost": "RIVET_VERIFY_BUCKET_LOST",
     "bucket_index_invalid": "RIVET_VERIFY_BUCKET_INDEX_INVALID",
     "bucket_index_read_error": "RIVET_VERIFY_BUCKET_INDEX_READ_ERROR",
 }
@@ -189,6 +190,13 @@ class VerifyFailure:
                 return (f"bucket '{f['bucket']}' has a manifest but no run recorded it in _partitions.json — "
                         "run the export again (it records or withdraws the bucket), or move the folder if "
                         "it is not this export's")
+            case "bucket_lost":
+                return (f"bucket '{f['bucket']}' (published by run {f['run_id']}) was deleted, and an "
+                        "incremental run does not export its rows again (its cursor is past them) — run "
+                        f"`rivet run --full-refresh -e {f['export']}`")
+            case "bucket_index_invalid" | "bucket_index_read_error":
+                return (f"the bucket record '{f['key']}' could not be read: {f['detail']} — run the export "
+                        "again (it writes a new record from the buckets it publishes)")
             case "manifest_required_but_absent":
                 return f"no '{f['key']}' at {f['prefix']} (validate --run-id / --prefix / --date asked for one)"
             case _:

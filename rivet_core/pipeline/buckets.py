@@ -55,7 +55,7 @@ from rivet_core.pipeline.bucket_math import (
     as_utc_date,
     bucket_containing,
 )
-from rivet_core.pipeline.facade.bucket_set import BucketSetFacade, BucketSlot, StaleBucket
+from rivet_core.pipeline.facade.bucket_set import BucketSetFacade, BucketSlot
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
 from rivet_core.source import engine_of, open_source
@@ -235,7 +235,7 @@ def expand(config: RivetConfig, export: ExportConfig) -> list[tuple[Bucket, Expo
             for b in plan_buckets(config, export)]
 
 
-# ---------------------------------------------------------------------------- run
+# ---------------------------------------------------------------------------- summaries
 def _refused(child: ExportConfig, exc: BaseException) -> RunSummary:
     """A bucket refused before it read or wrote anything (a held lock, a lost cursor, a
     planning error): a failed summary of its own, so the other buckets still run."""
@@ -286,40 +286,14 @@ def present_slots(config: RivetConfig, export: ExportConfig) -> list[BucketSlot]
     return [BucketSlot(prefix, name) for prefix, _label, name in bucket_targets(export, bucket_prefixes(config, export))]
 
 
-def bucket_from_prefix(prefix: str) -> Bucket | None:
-    """The bucket a folder `<col>=<label>/…` was published for, whatever granularity wrote
-    it (`YYYY-MM-DD`, `YYYY-MM`, `YYYY`, the Hive NULL label); None for another label."""
-    label = prefix.split("/", 1)[0].split("=", 1)[-1]
-    if label == NULL_BUCKET.label:
-        return NULL_BUCKET
-    granularity = {10: "day", 7: "month", 4: "year"}.get(len(label))
-    day = as_utc_date(label + "-01" * ((10 - len(label)) // 3)) if granularity else None
-    if granularity is None or day is None:
-        return None
-    bucket = bucket_containing(day, granularity)  # type: ignore[arg-type]
-    return bucket if bucket.label == label else None
-
-
-def emptied_table_children(export: ExportConfig, stale: list[StaleBucket]) -> list[tuple[Bucket, ExportConfig]]:
-    """Stale buckets published as tables, as sub-exports that republish them empty: a table
-    commit replaces the contents with no row (its log and catalog keep their history), where
-    moving its files aside would break the table (facade/bucket_set.py)."""
-    out = []
-    for item in stale:
-        bucket = bucket_from_prefix(item.slot.prefix)
-        if bucket is None:
-            continue
-        child = child_export(export, bucket, f"SELECT * FROM ({export.resolved_query}) AS {PART_ALIAS} WHERE 1 = 0")
-        out.append((bucket, child.model_copy(update={"skip_empty": False})))
-    return out
-
-
 def verify_bucket_set(config: RivetConfig, export: ExportConfig,
                       present_prefixes: list[str] | None = None) -> tuple[str, Verification]:
     """The root's uri and the verdict on its bucket set: the bucket folders that hold a
     manifest must be exactly those `_partitions.json` records (facade/bucket_set.py). A
     recorded bucket that is gone (a deleted folder, a manifest moved away) is
-    `bucket_missing`; a bucket no run recorded is `bucket_unrecorded` — also FAILED: no
+    `bucket_missing`; a bucket an append log (incremental) lost that way stays
+    `bucket_lost` after the next run, until a full refresh exports its rows again; a
+    bucket no run recorded is `bucket_unrecorded` — also FAILED: no
     published run explains its rows (a crash between a bucket's manifest and the record
     is the benign case, and the next run records or withdraws it). No record and no
     bucket: the legacy verdict, as for any prefix without a manifest; buckets but no
@@ -349,6 +323,9 @@ def verify_bucket_set(config: RivetConfig, export: ExportConfig,
                                                            "run_id": index.buckets[prefix]}))
     for prefix in sorted(present - set(index.buckets)):
         v.failures.append(VerifyFailure("bucket_unrecorded", {"bucket": prefix.rstrip("/")}))
+    for prefix, lost_run in sorted(index.lost.items()):
+        v.failures.append(VerifyFailure("bucket_lost", {"bucket": prefix.rstrip("/"), "run_id": lost_run,
+                                                        "export": export.name}))
     v.parts_verified = len(present & set(index.buckets))
     v.success_marker_consistent = v.manifest_self_consistent = True
     v.passed = not any(f.fatal for f in v.failures)
@@ -363,8 +340,10 @@ def _run_bucket(config: RivetConfig, export: ExportConfig, bucket: Bucket, child
     from rivet_core.pipeline.gc import adds_rows_each_run
     from rivet_core.pipeline.runner import run_unit
 
-    child_options = dataclasses.replace(options, progress=None, run_id=None,
-                                        supersede_previous=not adds_rows_each_run(child))
+    # A table's earlier versions reference the previous run's parts: a table bucket keeps
+    # them, as an unpartitioned table export does (retention is refused with table_format).
+    supersede = not adds_rows_each_run(child) and child.table_format is None
+    child_options = dataclasses.replace(options, progress=None, run_id=None, supersede_previous=supersede)
     try:
         return run_unit(config, child, child_options, state=state, notifications=notifications)
     except RivetError as exc:  # refused before reading or writing (lock, lost cursor, plan)
@@ -394,10 +373,11 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     log.info("export '%s': partition_by '%s': %d partition(s) hold rows", export.name, export.partition_by,
              len(children))
     bucket_set = BucketSetFacade(root, export.name, export.partition_by or "", run_id,
-                                 replacing=not adds_rows_each_run(export))
-    stale_tables = bucket_set.open([bucket_slot(export, b) for b, _ in children], present_slots(config, export))
+                                 replacing=not adds_rows_each_run(export),
+                                 full_refresh=bool(getattr(options, "full_refresh", False)))
+    bucket_set.open([bucket_slot(export, b) for b, _ in children], present_slots(config, export))
     done: list[tuple[Bucket, RunSummary]] = []
-    for bucket, child in children + emptied_table_children(export, stale_tables):
+    for bucket, child in children:
         summary = _run_bucket(config, export, bucket, child, options, state, notifications)
         if summary.manifest_written:
             bucket_set.published(bucket_slot(export, bucket), summary.run_id)
@@ -409,7 +389,7 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     return PartitionedResult(summary=agg, buckets=done)
 
 
-__all__ = ["MAX_BUCKETS", "PartitionedResult", "aggregate", "bucket_from_prefix", "bucket_prefixes", "bucket_query",
+__all__ = ["MAX_BUCKETS", "PartitionedResult", "aggregate", "bucket_prefixes", "bucket_query",
            "bucket_slot", "bucket_targets", "child_export", "expand", "next_value_query", "occupied_buckets",
            "plan_buckets", "present_slots", "probe_queries", "root_export", "run_partitioned", "token_suffix",
            "verify_bucket_set"]

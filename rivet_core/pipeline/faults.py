@@ -29,7 +29,7 @@ from pathlib import Path
 from rivet_core.errors import RivetError, TransientError
 
 POINTS = ("during_source_read", "after_source_read", "after_file_write", "after_manifest_update",
-          "after_table_commit", "after_cursor_commit")
+          "after_table_commit", "after_cursor_commit", "after_bucket_set_recorded")
 
 #: Pause points already taken by this process (a pause fires once: a retried read or the
 #: next part passes straight through).

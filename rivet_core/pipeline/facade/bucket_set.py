@@ -18,11 +18,12 @@ that says FAILED until the next run, never a stale bucket that validates:
 Withdrawing a bucket moves its trail under the root's `_quarantine/<run>/<bucket>/` (M9:
 never deleted): `_SUCCESS` first (a reader waiting for it stops trusting the bucket),
 then the parts its manifests list, then its run copies, `manifest.json` last — the trail a
-retry finds again. Only a bucket whose manifest names the sub-export this export would
-have written there (`<export>__<label>`) is touched; another export's manifest is refused
-and named, and left in place. A bucket published as a table (`table_format:`) is not
-moved — the table's log and catalog reference its files — but republished empty by the
-runner (buckets.py), which is why `open` returns it.
+retry finds again. A Delta bucket's `_delta_log/` moves with its parts (the table lives
+entirely under the bucket prefix, so after the move there is no table to read there; an
+Iceberg bucket, which a catalog outside the prefix names, is refused with a replacing mode
+at load: rivet_core/config/partition_by.py). Only a bucket whose manifest names the
+sub-export this export would have written there (`<export>__<label>`) is touched; another
+export's manifest is refused and named, and left in place.
 
 An incremental export (and a keyset-incremental chunked one) adds rows run after run: its
 buckets are an append log, none is stale, and the set only grows (docs/modes.md).
@@ -44,6 +45,7 @@ from rivet_core.manifest.bucket_index import (
 from rivet_core.manifest.layout import _RUN_COPY, MANIFEST_KEY, MAX_MANIFEST_BYTES, SUCCESS_KEY
 from rivet_core.manifest.model import Manifest, ManifestError, parse_manifest
 from rivet_core.manifest.quarantine import quarantine_object
+from rivet_core.pipeline.faults import fault_point
 
 log = logging.getLogger("rivet.run")
 
@@ -68,15 +70,17 @@ class StaleBucket:
 class BucketSetFacade:
     """The bucket-set write group of one partitioned run (module docstring)."""
 
-    def __init__(self, root: Destination, export_name: str, column: str, run_id: str, *, replacing: bool) -> None:
+    def __init__(self, root: Destination, export_name: str, column: str, run_id: str, *, replacing: bool,
+                 full_refresh: bool = False) -> None:
         self.root, self.run_id, self.replacing = root, run_id, replacing
+        #: Every row is exported again: buckets lost from an append log are whole again.
+        self.rebaselines = replacing or full_refresh
         self.index = BucketIndex(export_name=export_name, partition_by=column, run_id=run_id)
         self.warnings: list[str] = []
 
     # ------------------------------------------------------------------ 1. open
-    def open(self, planned: list[BucketSlot], present: list[BucketSlot]) -> list[StaleBucket]:
-        """Shrink and write the record, then withdraw the stale buckets (module docstring);
-        returns the stale table buckets, which the runner republishes empty."""
+    def open(self, planned: list[BucketSlot], present: list[BucketSlot]) -> None:
+        """Shrink and write the record, then withdraw the stale buckets (module docstring)."""
         recorded = self._recorded()
         wanted = {s.prefix for s in planned}
         ours = {s.prefix: s for s in present}
@@ -91,32 +95,44 @@ class BucketSetFacade:
                                f"not '{slot.export_name}': left in place and not recorded (`rivet validate` "
                                "fails on it) — give that export its own destination prefix, then move the folder")
         if not self.replacing:
-            self.index.buckets = known
-            self._write()
-            return []
+            self._keep_append_log(known, {s.prefix for s in present})
+            return
         stale = [StaleBucket(ours.get(p) or self._slot_for(p, planned, present), None)
                  for p in sorted(known) if p not in wanted]
+        self.index.buckets = {p: r for p, r in known.items() if p in wanted}
+        self._write()
+        fault_point("after_bucket_set_recorded")
         for bucket in stale:
             bucket.manifest = self._manifest(bucket.slot)
-        # An emptied table bucket (a manifest of 0 rows) is already what the source implies.
-        kept = {b.slot.prefix for b in stale if _is_table(b) and b.manifest is not None and b.manifest.row_count == 0}
-        self.index.buckets = {p: r for p, r in known.items() if p in wanted or p in kept}
+            self._withdraw(bucket)
+
+    def _keep_append_log(self, known: dict[str, str], present: set[str]) -> None:
+        """An append log (incremental) keeps every bucket; one whose folder is gone is lost
+        (BucketIndex.lost) until a full refresh exports its rows again."""
+        lost = {} if self.rebaselines else dict(self._previously_lost)
+        for prefix in sorted(set(known) - present):
+            if not self.rebaselines:
+                lost[prefix] = known.pop(prefix)
+                self._warn(f"bucket {prefix} (run {lost[prefix]}) was published but its folder is gone: an "
+                           "incremental run does not export its rows again (its cursor is past them) — "
+                           "`rivet validate` fails until `rivet run --full-refresh` re-exports them")
+        self.index.buckets, self.index.lost = known, lost
         self._write()
-        for bucket in stale:
-            if not _is_table(bucket):
-                self._withdraw(bucket)
-        return [b for b in stale if _is_table(b) and b.slot.prefix not in kept]
 
     def _recorded(self) -> dict[str, str]:
         """The previous run's record ({} when there is none, or it cannot be read: then the
         folders present stand in for it, and a warning says so)."""
+        self._previously_lost: dict[str, str] = {}
         try:
             index = read_bucket_index(self.root)
         except (DestinationError, BucketIndexError) as exc:
             self._warn(f"the bucket record at {self.root.uri} could not be read ({exc}); the bucket folders "
                        "present stand in for it, and this run writes a new one")
             return {}
-        return dict(index.buckets) if index is not None else {}
+        if index is None:
+            return {}
+        self._previously_lost = dict(index.lost)
+        return dict(index.buckets)
 
     def _slot_for(self, prefix: str, planned: list[BucketSlot], present: list[BucketSlot]) -> BucketSlot:
         """A recorded bucket that is no longer present: its expected sub-export name is only
@@ -153,7 +169,9 @@ class BucketSetFacade:
         parts = {p.path for p in manifest.committed_parts}
         for key in copies:
             parts |= {p.path for p in self._copy_parts(slot, key)}
-        order = ([SUCCESS_KEY] + sorted(parts) + [k[len(slot.prefix):] for k in sorted(copies)] + [MANIFEST_KEY])
+        delta_log = [k[len(slot.prefix):] for k in sorted(listing) if _is_delta_log(slot.prefix, k)]
+        order = ([SUCCESS_KEY] + sorted(parts) + delta_log + [k[len(slot.prefix):] for k in sorted(copies)]
+                 + [MANIFEST_KEY])
         moved = sum(self._move(slot.prefix + key, listing) for key in order)
         log.info("bucket %s withdrawn (the source has no rows for it): %d object(s) moved to %s_quarantine/",
                  slot.prefix, moved, self.root.uri)
@@ -195,8 +213,9 @@ class BucketSetFacade:
         self.warnings.append(message)
 
 
-def _is_table(bucket: StaleBucket) -> bool:
-    return bucket.manifest is not None and bucket.manifest.table is not None
+def _is_delta_log(prefix: str, key: str) -> bool:
+    rest = key[len(prefix):]
+    return key.startswith(prefix) and rest.startswith("_delta_log/") and rest.count("/") == 1
 
 
 def _is_run_copy(prefix: str, key: str) -> bool:
