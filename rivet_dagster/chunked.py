@@ -22,6 +22,9 @@ A `mode: chunked` export becomes:
   materialization recorded as metadata `rivet/fingerprint` — (run key
   `<chunk run>/<attempt>:<key>:<fingerprint>`, so a change is requested once), re-exports
   every window on each `dagster.refresh` cron tick (cursor: the last tick handled),
+  takes over the windows of a Dagster run that ended without finishing them (killed,
+  terminated: `worker_gone`) — back to pending and requested again under a run key naming
+  the attempt, up to the chunk run's max attempts —,
   requests a run of the `reconcile` check when published windows drifted, and requests
   `<export>_manifest` once every window is completed (run key stamped with the windows'
   attempts, so the same state is finalized once) — or, when one batch holds every window
@@ -66,6 +69,7 @@ from rivet_dagster.naming import (
 from rivet_dagster.partition_lookups import cached_partition_lookups
 from rivet_dagster.partitions import chunk_partitions
 from rivet_dagster.store_clients import required_keys, with_store_clients
+from rivet_dagster.termination import stops_on_terminate
 
 _log = logging.getLogger("rivet.dagster.planner")
 
@@ -146,6 +150,7 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="chunks"),
     )
     @with_store_clients(export)
+    @stops_on_terminate(export_name, "the chunk window batch")
     def _chunks(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
@@ -223,6 +228,7 @@ def build_manifest_asset(config: api.RivetConfig, export: api.ExportConfig) -> d
         **{**shared_asset_kwargs(config, export, role="manifest"), "deps": [asset_key(config, export)]},
     )
     @with_store_clients(export)
+    @stops_on_terminate(export_name, "the manifest")
     def _manifest(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
         run = api.ChunkFinalizeRun(cfg, cfg.export(export_name), run_label=context.run.run_id,
@@ -471,7 +477,10 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         if refresh:
             cursor["refresh"], due = refresh_due(refresh, timezone, cursor.get("refresh"), datetime.now(UTC))
         recorded = recorded_fingerprints(context.instance, chunk_key) if exp.change_column else None
-        tick = api.plan_chunk_tasks(cfg, exp, recorded=recorded, refresh=due, words=dagster_words)
+        # A window whose Dagster run ended without finishing it (killed, terminated) is taken
+        # over: back to pending, requested again under a run key naming its attempt.
+        tick = api.plan_chunk_tasks(cfg, exp, recorded=recorded, refresh=due, words=dagster_words,
+                                    is_gone=lambda worker: worker_gone(context.instance, worker))
         for warning in tick.warnings:
             context.log.warning(warning)
         registered = list(context.instance.get_dynamic_partitions(partitions.name))
@@ -535,7 +544,9 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
                 f"nothing changed: {len(tick.keys)} window(s) published and true to the source" if not tick.run_id
                 else f"chunk run {tick.run_id}: every window is done; the manifest waits for {in_flight} run(s) "
                      "of it still queued or running (one of them may publish it)" if tick.complete and in_flight
-                else f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize"))
+                else f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize" + (
+                    f"; {len(tick.exhausted)} of them used every attempt and wait for someone to fix the cause "
+                    f"and materialize them again: {', '.join(tick.exhausted[:10])}" if tick.exhausted else "")))
         return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(cursor))
 
     return _planner
@@ -587,7 +598,11 @@ def _request_stamp(tick: api.ChunkTaskPlan, key: str, refresh_tick: float | None
 def _run_key(tick: api.ChunkTaskPlan, key: str, refresh_tick: float | None) -> str:
     """`<chunk run>:<key>` for a new window; a changed window adds the attempt it replaces and
     what the source holds now (`<chunk run>/<attempt>:<key>:<fingerprint>`: requested once per
-    change); a refreshed one the refresh tick."""
+    change); a refreshed one the refresh tick; a window taken over from an ended run the
+    attempts it used (`<chunk run>:<key>:takeover-<n>`: never deduplicated against the run that
+    died, nor the next take-over against this one)."""
+    if key in tick.orphaned:
+        return f"{tick.run_id}:{key}:takeover-{tick.orphaned[key]}"
     if key in tick.refill:
         return f"{tick.run_id}/{tick.marks.get(key, '')}:{key}:{tick.refill[key]}"
     if key in tick.refreshed:
