@@ -244,3 +244,38 @@ def test_a_terminated_chunk_run_ends_canceled_without_a_retry_and_publishes_noth
         planner.run(takeover)
         assert_quiet(planner.tick())
     assert_published_equals_source(target, pg_url)
+
+
+def test_a_window_that_keeps_losing_its_worker_is_taken_over_until_its_attempts_are_used_then_named(
+        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    """Each time the window's worker (a Dagster run this instance does not know: gone) leaves
+    it running, the next plan returns it to pending and requests it under a new run key
+    (`takeover-<attempts>`); once it used the chunk run's max attempts (`chunk_max_attempts`
+    here 3) the planner requests nothing and its skip reason names the window to fix."""
+    import uuid
+
+    from rivet_core.config import load_config
+    from rivet_core.state import StateStore
+
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, pg_url, chunk_max_attempts=3)
+    planner = Planner(build_definitions(config), instance)
+    planner.tick()
+    store = StateStore.open(load_config(config).config_path)
+    try:
+        run, tasks = chunk_run(config)
+        keys = []
+        for _ in range(2):
+            assert store.claim_chunk_task(run.run_id, tasks[KEYS[3]].chunk_index, str(uuid.uuid4())) is not None
+            result = planner.tick()
+            keys += [r.run_key for r in result.run_requests if KEYS[3] in r.tags.get("rivet/windows", "")]
+            assert store.get_chunk_task(run.run_id, tasks[KEYS[3]].chunk_index).status == "pending", result
+        assert [k.rsplit(":", 1)[1] for k in keys] == ["takeover-1", "takeover-2"], keys
+        assert store.claim_chunk_task(run.run_id, tasks[KEYS[3]].chunk_index, str(uuid.uuid4())) is not None
+        exhausted = planner.tick()
+    finally:
+        store.close()
+    assert KEYS[3] not in requested(exhausted)
+    reason = exhausted.skip_reason.skip_message if exhausted.skip_reason else ""
+    assert "used every attempt" in reason and KEYS[3] in reason, exhausted
