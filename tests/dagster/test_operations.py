@@ -279,3 +279,36 @@ def test_a_window_that_keeps_losing_its_worker_is_taken_over_until_its_attempts_
     assert KEYS[3] not in requested(exhausted)
     reason = exhausted.skip_reason.skip_message if exhausted.skip_reason else ""
     assert "used every attempt" in reason and KEYS[3] in reason, exhausted
+
+
+def test_a_terminated_full_export_ends_canceled_without_a_retry_and_publishes_nothing(
+        pg_url: str, tmp_path: Path, home: Path) -> None:
+    """The same terminate during a plain export's source read (its asset has a RetryPolicy
+    too): one step failure, the run CANCELED, no manifest and no part at the destination."""
+    from tests.dagster.support import export_block, orders_config
+
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_config(tmp_path, pg_url, [export_block("orders_full", "full", target.destination("orders_full"))])
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        proc = worker(home, config, dg.RunRequest(job_name="orders_full_job"),
+                      RIVET_TEST_PAUSE_AT="during_source_read", RIVET_TEST_PAUSE_DIR=str(pause))
+        try:
+            wait_for_barrier(proc, pause / "during_source_read.reached")
+            run = instance.get_runs()[0]
+            instance.report_run_canceling(run)
+            proc.send_signal(signal.SIGINT)
+            (pause / "during_source_read.release").touch()
+            _, err = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, err[-3000:]
+        ended = instance.get_run_by_id(run.run_id)
+        assert ended is not None and ended.status == dg.DagsterRunStatus.CANCELED, (ended, err[-3000:])
+        kinds = {e.dagster_event.event_type for e in instance.all_logs(run.run_id) if e.dagster_event}
+        assert dg.DagsterEventType.STEP_UP_FOR_RETRY not in kinds
+    view = target.view("orders_full")
+    assert view.current_manifest() is None and view.data_keys() == []
