@@ -22,7 +22,10 @@ An orchestrated chunked export is a sequence of checkpointed chunk runs (`chunk_
   run that continues the published one — when its count differs from the rows it exported
   (rows inserted, deleted, new keys inside a keyset window) or its fingerprint differs
   from the one the caller recorded at its export (updates). `refresh=True` resets every
-  window to pending instead. A finalized run with nothing new or changed opens nothing.
+  window to pending instead. Windows whose worker the caller says is gone (`is_gone`: an
+  orchestrator run that was killed or terminated) are taken over: a `running` one back to
+  pending (I5), each listed in `orphaned` to be run again while its attempts last. A
+  finalized run with nothing new or changed opens nothing.
   The result (`ChunkTaskPlan`) says which windows to run and whether the finalize is due.
 - **A window batch** (`ChunkWindowRun`, one or more window keys): claims exactly those
   tasks (`claim_chunk_task`: a completed window is re-claimed on purpose, a failed one gets
