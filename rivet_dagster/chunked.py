@@ -459,7 +459,8 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
                            "changed at the source since they were exported (one grouped fingerprint query: "
                            "COUNT, and MAX(change_column) when set)" + (f", re-exports every window on `{refresh}`"
                                                                          if refresh else "") +
-                           ", runs the `reconcile` check when published windows drifted, and requests the "
+                           ", takes over the windows of runs that ended without finishing them (killed, "
+                           "terminated), runs the `reconcile` check when published windows drifted, and requests the "
                            "manifest once every window is done — in the same run as the last batch when that "
                            f"batch holds every window still to export. Plans against the source every "
                            f"{PLANNER_INTERVAL_SECONDS} s, and as soon as the runs of a chunk run in progress "
