@@ -24,7 +24,8 @@ A `mode: chunked` export becomes:
   every window on each `dagster.refresh` cron tick (cursor: the last tick handled),
   takes over the windows of a Dagster run that ended without finishing them (killed,
   terminated: `worker_gone`) — back to pending and requested again under a run key naming
-  the attempt, up to the chunk run's max attempts —,
+  the attempt, up to the chunk run's max attempts —, requests again the windows never
+  claimed whose runs all ended (cancelled while queued: `stranded_windows`),
   requests a run of the `reconcile` check when published windows drifted, and requests
   `<export>_manifest` once every window is completed (run key stamped with the windows'
   attempts, so the same state is finalized once) — or, when one batch holds every window
@@ -506,6 +507,7 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
             same_run = cursor.get("run") == tick.run_id
             waiting = cursor.get("backlog", []) if same_run else []
             done = set(cursor.get("requested", [])) if same_run else set()
+            tick.requeued = stranded_windows(context.instance, tick, set(tick.to_export) | set(new_keys) | set(waiting))
             stamps = {k: _request_stamp(tick, k, cursor.get("refresh")) for k in current | set(new_keys)}
             outstanding = set(tick.to_export) | set(new_keys) | (set(waiting) & current)
             wanted = {k for k in outstanding if stamps[k] not in done}
@@ -551,6 +553,34 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(cursor))
 
     return _planner
+
+
+def stranded_windows(instance: dg.DagsterInstance, tick: api.ChunkTaskPlan, wanted: set[str]) -> dict[str, int]:
+    """Windows never claimed that no run will export any more → how many ended runs of the
+    chunk run asked for them (tag `rivet/windows`).
+
+    The planner requests a window once (its cursor remembers the request); a run cancelled
+    while QUEUED, or a backfill cancelled before its steps started, ends without claiming
+    it, so it stays `pending` with no worker and nothing else asks for it. Only when no run
+    of the chunk run is queued or running (one may still claim it) and the window is not
+    wanted this tick anyway; not after the chunk run's max attempts of such runs (each
+    requeue that ends unclaimed again counts: a loop of runs failing before their claim stops)."""
+    candidates = [k for k in tick.unclaimed if k not in wanted]
+    if not candidates or tick.run_id is None:
+        return {}
+    tags = {"rivet/chunk_run": tick.run_id}
+    if instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT)):
+        return {}
+    asked: dict[str, int] = {}
+    for run in instance.get_runs(dg.RunsFilter(tags=tags, statuses=_ENDED), limit=1000):
+        for key in run.tags.get("rivet/windows", "").split(","):
+            asked[key] = asked.get(key, 0) + 1
+    found = {k: asked[k] for k in candidates if 0 < asked.get(k, 0) < max(tick.max_attempts, 1)}
+    if found:
+        _log.warning("export '%s': window(s) %s of chunk run %s were requested in runs that ended before "
+                     "claiming them (cancelled while queued?); requesting them again", tick.export_name,
+                     ", ".join(found), tick.run_id)
+    return found
 
 
 def window_batches(order: list[str], wanted: set[str], size: int) -> list[list[str]]:
@@ -604,6 +634,8 @@ def _run_key(tick: api.ChunkTaskPlan, key: str, refresh_tick: float | None) -> s
     died, nor the next take-over against this one)."""
     if key in tick.orphaned:
         return f"{tick.run_id}:{key}:takeover-{tick.orphaned[key]}"
+    if key in tick.requeued:
+        return f"{tick.run_id}:{key}:requeue-{tick.requeued[key]}"
     if key in tick.refill:
         return f"{tick.run_id}/{tick.marks.get(key, '')}:{key}:{tick.refill[key]}"
     if key in tick.refreshed:

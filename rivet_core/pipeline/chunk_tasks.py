@@ -293,6 +293,15 @@ class ChunkTaskPlan:
     #: Windows left by an ended worker that used every attempt (`max_chunk_attempts`): not
     #: taken over; someone must fix the cause and run them again (also a line of `warnings`).
     exhausted: list[str] = field(default_factory=list)
+    #: Pending windows nobody ever claimed (no worker), in window order: normally waiting for
+    #: a requested run; the orchestrator knows whether that run still may come.
+    unclaimed: list[str] = field(default_factory=list)
+    #: The chunk run's `max_chunk_attempts` (0 without a run in progress).
+    max_attempts: int = 0
+    #: Set by the orchestrator: unclaimed windows it requests again because every run it
+    #: requested them in ended before claiming them (cancelled while queued) → how many
+    #: such runs ended (its run keys stay unique).
+    requeued: dict[str, int] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -303,7 +312,7 @@ class ChunkTaskPlan:
     def to_export(self) -> list[str]:
         """Windows this tick asks to (re-)export, in window order."""
         wanted = (set(self.keys if self.fresh else self.added) | set(self.refill) | set(self.refreshed)
-                  | set(self.orphaned))
+                  | set(self.orphaned) | set(self.requeued))
         return [k for k in self.keys if k in wanted]
 
 
@@ -610,7 +619,10 @@ def plan_chunk_tasks(config: RivetConfig, export: ExportConfig, *, state=None,  
             name, current.run_id, keys, fresh=fresh, added=added, refill=refill, marks=marks, drifted=drifted,
             refreshed=[] if fresh else [k for k in refresh_keys if k in present],
             not_completed=sum(t.status != "completed" for t in tasks), stamp=_stamp(tasks),
-            warnings=warnings, finalize_due_again=due_again, orphaned=orphaned, exhausted=exhausted)
+            warnings=warnings, finalize_due_again=due_again, orphaned=orphaned, exhausted=exhausted,
+            unclaimed=[t.window_key for t in sorted(tasks, key=lambda t: t.window_key)
+                       if t.status == "pending" and not t.worker],
+            max_attempts=current.max_chunk_attempts)
     finally:
         run.close()
 

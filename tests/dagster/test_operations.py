@@ -312,3 +312,31 @@ def test_a_terminated_full_export_ends_canceled_without_a_retry_and_publishes_no
         assert dg.DagsterEventType.STEP_UP_FOR_RETRY not in kinds
     view = target.view("orders_full")
     assert view.current_manifest() is None and view.data_keys() == []
+
+
+def test_windows_of_a_run_cancelled_while_queued_are_requested_again_and_the_manifest_publishes(
+        pg_url: str, tmp_path: Path, home: Path) -> None:
+    """The planner's run is terminated while QUEUED (Dagster ends it CANCELED without
+    starting it): its windows were never claimed. The next plan, finding no run of the chunk
+    run queued or running, requests them again under a new run key; the published data
+    equals the source."""
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, pg_url)
+    defs = build_definitions(config)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        planner = Planner(defs, instance)
+        first = planner.tick()
+        request = first.run_requests[0]
+        queued = instance.create_run_for_job(defs.resolve_job_def(request.job_name), tags=dict(request.tags),
+                                             status=dg.DagsterRunStatus.NOT_STARTED)
+        instance.report_run_canceled(queued)  # what terminate does to a run that has not started
+        _, tasks = chunk_run(config)
+        assert {(t.status, t.worker) for t in tasks.values()} == {("pending", None)}
+
+        again = planner.tick()
+        assert requested(again) == KEYS and jobs(again) == [PUBLISH_JOB]
+        assert again.run_requests[0].run_key != request.run_key
+        planner.run(again)
+        assert_quiet(planner.tick())
+    assert_published_equals_source(target, pg_url)
