@@ -205,8 +205,11 @@ class ChunkStore(StoreBase):
                 if values:
                     _insert_tasks(tx, values)
         except self.database.IntegrityError:
+            # Our transaction rolled back, so a run in progress now is another opener's — also
+            # when it has our run id (two openers in the same millisecond: `new_run_id`), which
+            # the primary key, not the in-progress index, refused.
             winner = self.find_in_progress_chunk_run(export_name)
-            if winner is not None and winner.run_id != run_id:
+            if winner is not None:
                 raise ChunkRunInProgress.for_run(export_name, winner.run_id) from None
             raise
 
