@@ -25,6 +25,7 @@ from rivet_dagster.partitions import (
     window_for_key,
 )
 from rivet_dagster.store_clients import with_store_clients
+from rivet_dagster.termination import stops_on_terminate
 
 
 def quality_check_names(export: api.ExportConfig) -> dict[tuple[str, str | None], str]:
@@ -116,6 +117,7 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export),
     )
     @with_store_clients(export)
+    @stops_on_terminate(export_name, "the export")
     def _export(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)

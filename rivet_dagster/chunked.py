@@ -22,6 +22,10 @@ A `mode: chunked` export becomes:
   materialization recorded as metadata `rivet/fingerprint` — (run key
   `<chunk run>/<attempt>:<key>:<fingerprint>`, so a change is requested once), re-exports
   every window on each `dagster.refresh` cron tick (cursor: the last tick handled),
+  takes over the windows of a Dagster run that ended without finishing them (killed,
+  terminated: `worker_gone`) — back to pending and requested again under a run key naming
+  the attempt, up to the chunk run's max attempts —, requests again the windows never
+  claimed whose runs all ended (cancelled while queued: `stranded_windows`),
   requests a run of the `reconcile` check when published windows drifted, and requests
   `<export>_manifest` once every window is completed (run key stamped with the windows'
   attempts, so the same state is finalized once) — or, when one batch holds every window
@@ -66,6 +70,7 @@ from rivet_dagster.naming import (
 from rivet_dagster.partition_lookups import cached_partition_lookups
 from rivet_dagster.partitions import chunk_partitions
 from rivet_dagster.store_clients import required_keys, with_store_clients
+from rivet_dagster.termination import stops_on_terminate
 
 _log = logging.getLogger("rivet.dagster.planner")
 
@@ -146,6 +151,7 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="chunks"),
     )
     @with_store_clients(export)
+    @stops_on_terminate(export_name, "the chunk window batch")
     def _chunks(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
@@ -223,6 +229,7 @@ def build_manifest_asset(config: api.RivetConfig, export: api.ExportConfig) -> d
         **{**shared_asset_kwargs(config, export, role="manifest"), "deps": [asset_key(config, export)]},
     )
     @with_store_clients(export)
+    @stops_on_terminate(export_name, "the manifest")
     def _manifest(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
         run = api.ChunkFinalizeRun(cfg, cfg.export(export_name), run_label=context.run.run_id,
@@ -453,7 +460,8 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
                            "changed at the source since they were exported (one grouped fingerprint query: "
                            "COUNT, and MAX(change_column) when set)" + (f", re-exports every window on `{refresh}`"
                                                                          if refresh else "") +
-                           ", runs the `reconcile` check when published windows drifted, and requests the "
+                           ", takes over the windows of runs that ended without finishing them (killed, "
+                           "terminated), runs the `reconcile` check when published windows drifted, and requests the "
                            "manifest once every window is done — in the same run as the last batch when that "
                            f"batch holds every window still to export. Plans against the source every "
                            f"{PLANNER_INTERVAL_SECONDS} s, and as soon as the runs of a chunk run in progress "
@@ -471,7 +479,10 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         if refresh:
             cursor["refresh"], due = refresh_due(refresh, timezone, cursor.get("refresh"), datetime.now(UTC))
         recorded = recorded_fingerprints(context.instance, chunk_key) if exp.change_column else None
-        tick = api.plan_chunk_tasks(cfg, exp, recorded=recorded, refresh=due, words=dagster_words)
+        # A window whose Dagster run ended without finishing it (killed, terminated) is taken
+        # over: back to pending, requested again under a run key naming its attempt.
+        tick = api.plan_chunk_tasks(cfg, exp, recorded=recorded, refresh=due, words=dagster_words,
+                                    is_gone=lambda worker: worker_gone(context.instance, worker))
         for warning in tick.warnings:
             context.log.warning(warning)
         registered = list(context.instance.get_dynamic_partitions(partitions.name))
@@ -496,6 +507,7 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
             same_run = cursor.get("run") == tick.run_id
             waiting = cursor.get("backlog", []) if same_run else []
             done = set(cursor.get("requested", [])) if same_run else set()
+            tick.requeued = stranded_windows(context.instance, tick, set(tick.to_export) | set(new_keys) | set(waiting))
             stamps = {k: _request_stamp(tick, k, cursor.get("refresh")) for k in current | set(new_keys)}
             outstanding = set(tick.to_export) | set(new_keys) | (set(waiting) & current)
             wanted = {k for k in outstanding if stamps[k] not in done}
@@ -535,10 +547,40 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
                 f"nothing changed: {len(tick.keys)} window(s) published and true to the source" if not tick.run_id
                 else f"chunk run {tick.run_id}: every window is done; the manifest waits for {in_flight} run(s) "
                      "of it still queued or running (one of them may publish it)" if tick.complete and in_flight
-                else f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize"))
+                else f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize" + (
+                    f"; {len(tick.exhausted)} of them used every attempt and wait for someone to fix the cause "
+                    f"and materialize them again: {', '.join(tick.exhausted[:10])}" if tick.exhausted else "")))
         return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(cursor))
 
     return _planner
+
+
+def stranded_windows(instance: dg.DagsterInstance, tick: api.ChunkTaskPlan, wanted: set[str]) -> dict[str, int]:
+    """Windows never claimed that no run will export any more → how many ended runs of the
+    chunk run asked for them (tag `rivet/windows`).
+
+    The planner requests a window once (its cursor remembers the request); a run cancelled
+    while QUEUED, or a backfill cancelled before its steps started, ends without claiming
+    it, so it stays `pending` with no worker and nothing else asks for it. Only when no run
+    of the chunk run is queued or running (one may still claim it) and the window is not
+    wanted this tick anyway; not after the chunk run's max attempts of such runs (each
+    requeue that ends unclaimed again counts: a loop of runs failing before their claim stops)."""
+    candidates = [k for k in tick.unclaimed if k not in wanted]
+    if not candidates or tick.run_id is None:
+        return {}
+    tags = {"rivet/chunk_run": tick.run_id}
+    if instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT)):
+        return {}
+    asked: dict[str, int] = {}
+    for run in instance.get_runs(dg.RunsFilter(tags=tags, statuses=_ENDED), limit=1000):
+        for key in run.tags.get("rivet/windows", "").split(","):
+            asked[key] = asked.get(key, 0) + 1
+    found = {k: asked[k] for k in candidates if 0 < asked.get(k, 0) < max(tick.max_attempts, 1)}
+    if found:
+        _log.warning("export '%s': window(s) %s of chunk run %s were requested in runs that ended before "
+                     "claiming them (cancelled while queued?); requesting them again", tick.export_name,
+                     ", ".join(found), tick.run_id)
+    return found
 
 
 def window_batches(order: list[str], wanted: set[str], size: int) -> list[list[str]]:
@@ -587,7 +629,13 @@ def _request_stamp(tick: api.ChunkTaskPlan, key: str, refresh_tick: float | None
 def _run_key(tick: api.ChunkTaskPlan, key: str, refresh_tick: float | None) -> str:
     """`<chunk run>:<key>` for a new window; a changed window adds the attempt it replaces and
     what the source holds now (`<chunk run>/<attempt>:<key>:<fingerprint>`: requested once per
-    change); a refreshed one the refresh tick."""
+    change); a refreshed one the refresh tick; a window taken over from an ended run the
+    attempts it used (`<chunk run>:<key>:takeover-<n>`: never deduplicated against the run that
+    died, nor the next take-over against this one)."""
+    if key in tick.orphaned:
+        return f"{tick.run_id}:{key}:takeover-{tick.orphaned[key]}"
+    if key in tick.requeued:
+        return f"{tick.run_id}:{key}:requeue-{tick.requeued[key]}"
     if key in tick.refill:
         return f"{tick.run_id}/{tick.marks.get(key, '')}:{key}:{tick.refill[key]}"
     if key in tick.refreshed:

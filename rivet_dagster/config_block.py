@@ -268,10 +268,18 @@ def scaffold_export(cron: str) -> list[str]:
 
 
 #: The block, as the core's config loader knows it (entry point `rivet.config_blocks: dagster`).
+def doctor_checks(config: Any) -> list[tuple[str, bool, str, str | None]]:
+    """`rivet doctor`: the Dagster instance has the settings rivet's recoveries need
+    (instance_settings.py; imported here only when doctor runs, so a config load stays light)."""
+    from rivet_dagster.instance_settings import doctor_checks as check_instance
+
+    return check_instance(config)
+
+
 BLOCK = ConfigBlock(
     name="dagster", export_model=ExportDagsterConfig, defaults_model=DagsterDefaults,
     check_export=check_export, scaffold_defaults=scaffold_defaults, scaffold_export=scaffold_export,
-    package="rivet-dagster",
+    package="rivet-dagster", doctor_checks=doctor_checks,
 )
 register_config_block(BLOCK)  # known even where the package metadata (entry points) is not installed
 

@@ -63,6 +63,7 @@ from rivet_dagster.naming import asset_key, check_unique_names, manifest_asset_k
 from rivet_dagster.naming import key_prefix as export_key_prefix
 from rivet_dagster.s3 import s3_resources
 from rivet_dagster.store_clients import use_resource, with_store_clients
+from rivet_dagster.termination import stops_on_terminate
 
 
 def _apply_outer_prefix(config: api.RivetConfig, prefix: Sequence[str], group: str | None) -> None:
@@ -89,7 +90,8 @@ def _whole_run_asset(config: api.RivetConfig, export: api.ExportConfig, reason: 
         key=key, description=description,
         kinds={config.source.type, export.format, export.destination.type},
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="run"),
-    )(with_store_clients(export)(whole_run_body(str(config.config_path), export.name)))
+    )(with_store_clients(export)(stops_on_terminate(export.name, "the chunked run")(
+        whole_run_body(str(config.config_path), export.name))))
 
 
 def _partitioned_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetsDefinition:

@@ -47,6 +47,7 @@ from rivet_dagster.metadata import (
 )
 from rivet_dagster.partition_lookups import cached_partition_lookups
 from rivet_dagster.partitions import sub_prefix_for_key
+from rivet_dagster.termination import stops_on_terminate
 
 
 @dataclass
@@ -163,6 +164,13 @@ class RivetIOManager(dg.ConfigurableIOManager):
     """
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        # The write is part of the step: a terminate while it runs stops it too (no retry).
+        what = {PendingChunks: "the chunk windows' write", PendingManifest: "the manifest's write"}.get(
+            type(obj), "the export's write")
+        export_name = obj.run.export.name if hasattr(obj, "run") else str(context.asset_key.to_user_string())
+        stops_on_terminate(export_name, what)(self._handle_output)(context, obj)
+
+    def _handle_output(self, context: dg.OutputContext, obj: Any) -> None:
         if isinstance(obj, PendingChunks):
             self._publish_chunks(context, obj.run)
             return

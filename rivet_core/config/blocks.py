@@ -75,6 +75,10 @@ class ConfigBlock:
     scaffold_export: Callable[[str], list[str]] | None = None
     #: The distribution that provides the block (named in install hints).
     package: str | None = None
+    #: `rivet doctor`, for a config that uses the block: checks of the integration's own
+    #: runtime settings (its instance, its environment) → [(name, ok, detail, fix)]. As light
+    #: as the block module: the core calls it without knowing the integration.
+    doctor_checks: Callable[[Any], list[tuple[str, bool, str, str | None]]] | None = None
 
     def models(self) -> list[type[BaseModel]]:
         """The block's top models (export block first)."""

@@ -13,6 +13,8 @@ the fix:
   ignores it should a crash leave it behind); and that the prefix is not inside the `data/`
   folder of a prefix another export published (`check_not_nested`: typically another
   config's export, which the config load cannot see — its gc would refuse to clean);
+- integrations (each block the config uses, `ConfigBlock.doctor_checks`): their own
+  runtime settings, e.g. the orchestrator instance's;
 - state store: open + migrate, then the same writability probe a run makes before it reads
   the source (state/writable.py: a no-op `UPDATE … WHERE false` on the cursor table in a
   write transaction) — proves write access (SQLite takes its write lock, PostgreSQL checks
@@ -146,7 +148,28 @@ def run_doctor(config_path: str | Path, params: Mapping[str, str] | None = None)
     checks.extend(check_destinations(config))
     checks.append(check_state(config))
     checks.append(check_staging(config))
+    checks.extend(check_integrations(config))
     return DoctorReport(checks)
+
+
+def check_integrations(config: Any) -> list[Check]:
+    """The checks each integration block the config uses brings (`ConfigBlock.doctor_checks`,
+    e.g. that the orchestrator's instance has the settings rivet's recoveries need): the core
+    runs them without knowing the integrations by name."""
+    from rivet_core.config.blocks import known_blocks
+
+    checks: list[Check] = []
+    for name, block in sorted(known_blocks().items()):
+        used = getattr(config, name, None) is not None or any(
+            getattr(e, name, None) is not None for e in config.exports)
+        if block.doctor_checks is None or not used:
+            continue
+        try:
+            found = block.doctor_checks(config)
+        except Exception as exc:  # error boundary: a broken integration check is one [FAIL] line
+            found = [(name, False, f"the {name} integration's check failed: {_message(exc)}", None)]
+        checks.extend(Check(check, ok, detail, fix) for check, ok, detail, fix in found)
+    return checks
 
 
 # ------------------------------------------------------------------------------ source

@@ -22,7 +22,10 @@ An orchestrated chunked export is a sequence of checkpointed chunk runs (`chunk_
   run that continues the published one — when its count differs from the rows it exported
   (rows inserted, deleted, new keys inside a keyset window) or its fingerprint differs
   from the one the caller recorded at its export (updates). `refresh=True` resets every
-  window to pending instead. A finalized run with nothing new or changed opens nothing.
+  window to pending instead. Windows whose worker the caller says is gone (`is_gone`: an
+  orchestrator run that was killed or terminated) are taken over: a `running` one back to
+  pending (I5), each listed in `orphaned` to be run again while its attempts last. A
+  finalized run with nothing new or changed opens nothing.
   The result (`ChunkTaskPlan`) says which windows to run and whether the finalize is due.
 - **A window batch** (`ChunkWindowRun`, one or more window keys): claims exactly those
   tasks (`claim_chunk_task`: a completed window is re-claimed on purpose, a failed one gets
@@ -284,6 +287,21 @@ class ChunkTaskPlan:
     #: (previous chunk run id, why) when a completed chunk run never published and its windows
     #: were carried into this one: the finalize is due again (also a line of `warnings`).
     finalize_due_again: tuple[str, str] | None = None
+    #: Windows whose worker ended without finishing them (`is_gone`), taken over by this call
+    #: → the attempts they used (a `running` one was returned to pending): to export again.
+    orphaned: dict[str, int] = field(default_factory=dict)
+    #: Windows left by an ended worker that used every attempt (`max_chunk_attempts`): not
+    #: taken over; someone must fix the cause and run them again (also a line of `warnings`).
+    exhausted: list[str] = field(default_factory=list)
+    #: Pending windows nobody ever claimed (no worker), in window order: normally waiting for
+    #: a requested run; the orchestrator knows whether that run still may come.
+    unclaimed: list[str] = field(default_factory=list)
+    #: The chunk run's `max_chunk_attempts` (0 without a run in progress).
+    max_attempts: int = 0
+    #: Set by the orchestrator: unclaimed windows it requests again because every run it
+    #: requested them in ended before claiming them (cancelled while queued) → how many
+    #: such runs ended (its run keys stay unique).
+    requeued: dict[str, int] = field(default_factory=dict)
 
     @property
     def complete(self) -> bool:
@@ -293,7 +311,8 @@ class ChunkTaskPlan:
     @property
     def to_export(self) -> list[str]:
         """Windows this tick asks to (re-)export, in window order."""
-        wanted = set(self.keys if self.fresh else self.added) | set(self.refill) | set(self.refreshed)
+        wanted = (set(self.keys if self.fresh else self.added) | set(self.refill) | set(self.refreshed)
+                  | set(self.orphaned) | set(self.requeued))
         return [k for k in self.keys if k in wanted]
 
 
@@ -519,7 +538,7 @@ class ChunkTaskRun(ChunkedRun):
 # ------------------------------------------------------------------------------- planner
 def plan_chunk_tasks(config: RivetConfig, export: ExportConfig, *, state=None,  # noqa: ANN001
                      recorded: Mapping[str, str] | None = None, refresh: bool = False,
-                     words: Wording | None = None) -> ChunkTaskPlan:
+                     words: Wording | None = None, is_gone: Callable[[str], bool] | None = None) -> ChunkTaskPlan:
     """One planning call (module docstring): keeps the checkpoint in step with the
     source and says which windows to (re-)export and whether the run can be finalized.
 
@@ -530,12 +549,20 @@ def plan_chunk_tasks(config: RivetConfig, export: ExportConfig, *, state=None,  
     `recorded[key]`, the fingerprint the caller recorded when the window was last exported
     (a window without a record counts as changed). `refresh=True` re-exports every window:
     they are reset to pending (the finalize waits for all of them) with their keys and
-    bounds kept."""
+    bounds kept.
+
+    Orphans: `is_gone(worker)` says whether the worker that last claimed a window (the
+    orchestrator's run) has ended. A window not completed whose worker is gone is taken over
+    (`_take_over`): returned to pending when it was left `running` (I5), and listed in
+    `orphaned` so the orchestrator requests it again — while its attempts are below the
+    run's `max_chunk_attempts`; past that it is listed in `exhausted` with a warning. Without
+    this a killed worker's windows stay `running` and nothing ever exports them again."""
     run = ChunkTaskRun(config, export, state=state, notifications=None, words=words)
     try:
         chunk_plan = run.plan_grid()
         store, name = run.state, run.export.name
         current = store.find_in_progress_chunk_run(name)
+        resumed = current is not None  # its tasks (`before`) may hold windows of ended workers
         previous = None
         if current is not None:
             run.refuse_changed(current, chunk_plan)
@@ -574,6 +601,16 @@ def plan_chunk_tasks(config: RivetConfig, export: ExportConfig, *, state=None,  
                 store.add_chunk_tasks(current.run_id, [_task_spec(w) for w in extra])
             for t in completed if refresh_keys else ():
                 store.reset_chunk_task_for_re_export(current.run_id, t.chunk_index, "refresh: re-export every window")
+        orphaned, exhausted = _take_over(store, current, before, is_gone) if is_gone is not None and resumed \
+            else ({}, [])
+        if exhausted:
+            warnings.append(_worded(words, "orphans_exhausted", {
+                "export": name, "run_id": current.run_id, "keys": ", ".join(exhausted),
+                "attempts": current.max_chunk_attempts}, (
+                f"export '{name}': window(s) {', '.join(exhausted)} of chunk run {current.run_id} were left "
+                f"unfinished by ended runs and used their {current.max_chunk_attempts} attempt(s); they are not "
+                "taken over again — see `rivet state chunks` for their last error, fix the cause, then run "
+                "them again (a deliberate re-run gets a fresh budget)")))
         tasks = store.list_chunk_tasks(current.run_id)
         keys = sorted(t.window_key for t in tasks)
         present = set(keys)
@@ -582,9 +619,41 @@ def plan_chunk_tasks(config: RivetConfig, export: ExportConfig, *, state=None,  
             name, current.run_id, keys, fresh=fresh, added=added, refill=refill, marks=marks, drifted=drifted,
             refreshed=[] if fresh else [k for k in refresh_keys if k in present],
             not_completed=sum(t.status != "completed" for t in tasks), stamp=_stamp(tasks),
-            warnings=warnings, finalize_due_again=due_again)
+            warnings=warnings, finalize_due_again=due_again, orphaned=orphaned, exhausted=exhausted,
+            unclaimed=[t.window_key for t in sorted(tasks, key=lambda t: t.window_key)
+                       if t.status == "pending" and not t.worker],
+            max_attempts=current.max_chunk_attempts)
     finally:
         run.close()
+
+
+def _take_over(store, run: ChunkRunRow, tasks: Sequence[ChunkTaskRow],  # noqa: ANN001
+               is_gone: Callable[[str], bool]) -> tuple[dict[str, int], list[str]]:
+    """(orphaned: key → attempts used, exhausted keys) among `tasks`: the windows not completed
+    whose last worker is gone. A `running` one is returned to pending first (compare-and-swap:
+    a window claimed since is left alone). A window already pending or failed with attempts
+    left needs no write: the next batch claims it. The worker stays on the task, so a tick
+    that dies before its request still finds the orphan on the next call."""
+    gone: dict[str, bool] = {}  # one look per worker: a ranged run leaves several windows
+    orphaned: dict[str, int] = {}
+    exhausted: list[str] = []
+    for t in sorted(tasks, key=lambda t: t.window_key):
+        if t.status == "completed" or not t.worker:
+            continue
+        if t.worker not in gone:
+            gone[t.worker] = is_gone(t.worker)
+        if not gone[t.worker]:
+            continue
+        if t.attempts >= run.max_chunk_attempts:
+            exhausted.append(t.window_key)
+            continue
+        if t.status == "running" and not store.return_orphaned_chunk_task(
+                run.run_id, t.chunk_index, t.worker, f"left running by {t.worker}, which ended; taken over"):
+            continue
+        log.warning("export '%s': window %s was left %s by %s, which ended; taking it over (attempt %d of %d)",
+                    run.export_name, t.window_key, t.status, t.worker, t.attempts + 1, run.max_chunk_attempts)
+        orphaned[t.window_key] = t.attempts
+    return orphaned, exhausted
 
 
 def _unpublished(run: ChunkTaskRun, previous: ChunkRunRow) -> str | None:

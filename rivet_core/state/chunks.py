@@ -205,8 +205,11 @@ class ChunkStore(StoreBase):
                 if values:
                     _insert_tasks(tx, values)
         except self.database.IntegrityError:
+            # Our transaction rolled back, so a run in progress now is another opener's — also
+            # when it has our run id (two openers in the same millisecond: `new_run_id`), which
+            # the primary key, not the in-progress index, refused.
             winner = self.find_in_progress_chunk_run(export_name)
-            if winner is not None and winner.run_id != run_id:
+            if winner is not None:
                 raise ChunkRunInProgress.for_run(export_name, winner.run_id) from None
             raise
 
@@ -430,6 +433,17 @@ class ChunkStore(StoreBase):
     def reset_stale_running_chunk_tasks(self, run_id: str) -> int:
         """running → pending (resume after a crash: nobody is working on them any more)."""
         return self._reset(run_id, "status = 'running'", "status = 'pending', worker = NULL")
+
+    def return_orphaned_chunk_task(self, run_id: str, chunk_index: int, worker: str, reason: str) -> bool:
+        """running for `worker` → pending, attempts kept (I5: they still bound the window), the
+        worker kept for forensics and last_error = reason. The caller knows `worker` ended
+        without finishing the task (an orchestrator run that was killed or terminated). A
+        compare-and-swap: False when the task was claimed or finished since."""
+        params = {"run_id": run_id, "chunk_index": int(chunk_index), "worker": worker, "reason": reason,
+                  "now": utc_now_text()}
+        with self.database.transaction() as tx:
+            return tx.execute("UPDATE chunk_task SET status = 'pending', last_error = :reason, updated_at = :now "
+                              f"WHERE {_ONE_TASK} AND status = 'running' AND worker = :worker", params).rowcount == 1
 
     def reset_failed_chunk_tasks_for_resume(self, run_id: str) -> int:
         """failed → pending with attempts 0 (an explicit --resume gives pinned chunks a fresh

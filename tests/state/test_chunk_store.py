@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing
 import sqlite3
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -469,3 +470,43 @@ def test_several_processes_draining_one_run_at_once_claim_every_chunk_exactly_on
     finally:
         finisher.close()
     assert backend.query("SELECT status FROM chunk_run WHERE run_id = 'big'") == [("completed",)]
+
+
+def test_on_postgresql_two_openers_of_the_same_run_id_the_loser_is_told_the_run_is_in_progress(pg_url, tmp_path):
+    """Two window batches of one export open its chunk run in the same millisecond, so with
+    the same run id (`new_run_id`): both pre-checks see no run in progress, the second
+    INSERT waits on the first's primary key, then fails. The loser must hear
+    ChunkRunInProgress (its caller then joins the winner's run), not a raw
+    `duplicate key value violates unique constraint "chunk_run_pkey"` (issue 39 finding 5)."""
+    import threading
+
+    import psycopg
+
+    store = StateStore.open(tmp_path / "rivet.yaml", state_url=pg_url)
+    try:
+        with psycopg.connect(pg_url) as other:  # the winner's transaction, open until commit below
+            other.execute("INSERT INTO chunk_run (run_id, export_name, plan_hash, status, max_chunk_attempts, "
+                          "created_at, updated_at) VALUES ('orders_r1', 'orders', '0123456789abcdef', "
+                          "'in_progress', 3, '2026-12-07T00:00:00+00:00', '2026-12-07T00:00:00+00:00')")
+            outcome: list[BaseException | None] = []
+
+            def open_run() -> None:
+                try:
+                    create(store)
+                    outcome.append(None)
+                except BaseException as exc:  # noqa: BLE001 - reported to the test thread
+                    outcome.append(exc)
+
+            opener = threading.Thread(target=open_run)
+            opener.start()
+            deadline = time.monotonic() + 30
+            while not pg_exec(pg_url, "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                      "AND query LIKE 'INSERT INTO chunk_run%'"):
+                assert opener.is_alive() and time.monotonic() < deadline, outcome
+                time.sleep(0.02)  # until the opener waits on the winner's key (bounded)
+            other.commit()
+            opener.join(timeout=30)
+        assert len(outcome) == 1 and isinstance(outcome[0], ChunkRunInProgress), outcome
+        assert outcome[0].run_id == "orders_r1"
+    finally:
+        store.close()
