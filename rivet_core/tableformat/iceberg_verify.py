@@ -80,9 +80,6 @@ def check_iceberg(dest: Destination, manifest: Manifest, listing: list[ObjectInf
             recorded = table.snapshot_by_id(recorded_id)
             files_now = _files(table, current)
             files_then = _files(table, recorded) if recorded is not None else {}
-            keys = list(getattr(export, "merge_on", None) or [])
-            key_rows = table.scan(selected_fields=tuple(keys)).to_arrow() \
-                if depth == "full" and keys and current is not None else None
     except Exception as exc:  # error boundary: any reader failure is a finding (could not verify)
         return [_read_error(f"cannot read the Iceberg table {name} at {root}: {redact_secrets(exc)}")], set()
     findings: list[Finding] = []
@@ -130,15 +127,24 @@ def check_iceberg(dest: Destination, manifest: Manifest, listing: list[ObjectInf
             elif entry[1] != part.rows:
                 findings.append(_mismatch(f"part '{part.path}': the table counts {entry[1]} rows, the manifest "
                                           f"{part.rows}"))
-    if key_rows is not None:
-        from rivet_core.tableformat.merge_keys import table_key_problem
-
-        problem = table_key_problem(manifest.export_name, keys, key_rows, f"{name} ({root})")
-        if problem is not None:
-            findings.append(_mismatch(problem))
+    keys = list(getattr(export, "merge_on", None) or [])
+    if depth == "full" and keys and current is not None:
+        findings += _key_scan(table, keys, manifest.export_name, f"{name} ({root})")
     if present is not None and not sub:
         claimed |= {k for k in present if k.startswith("metadata/")}
     return findings, claimed
+
+
+def _key_scan(table: Any, keys: list[str], export: str, where: str) -> list[Finding]:
+    """Depth full: the current snapshot's `merge_on` columns, scanned (merge_keys.py)."""
+    from rivet_core.tableformat.merge_keys import table_key_problem
+
+    try:
+        rows = table.scan(selected_fields=tuple(keys)).to_arrow()
+    except Exception as exc:  # error boundary: a reader failure is a finding (could not verify)
+        return [_read_error(f"cannot read the merge_on columns of {where}: {redact_secrets(exc)}")]
+    problem = table_key_problem(export, keys, rows, where)
+    return [] if problem is None else [_mismatch(problem)]
 
 
 def _foreign(history: list[Any], export: str) -> list[Finding]:
