@@ -48,6 +48,7 @@ def _config(tmp_path: Path, url: str, fmt: str, **extra: Any) -> Path:
     export: dict[str, Any] = {"name": "items", "table": "items", "mode": "incremental", "cursor_column": "updated_at",
                               "format": "parquet", "table_format": fmt,
                               "destination": {"type": "local", "path": str(tmp_path / "out")}, **extra}
+    export = {k: v for k, v in export.items() if v is not None}
     if fmt == "iceberg":
         export["iceberg"] = {"catalog_url": f"sqlite:///{tmp_path / 'catalog.db'}", "namespace": "lake"}
     return write_config(tmp_path, source_block(url), [export])
@@ -262,3 +263,21 @@ def test_validate_fails_when_an_append_removed_rows_of_a_published_run(tmp_path,
     verdict = _validate(config, "--depth", "sample")
     assert verdict.returncode == 3, verdict.stdout + verdict.stderr
     assert "rows of published runs left the table" in verdict.stdout + verdict.stderr
+
+
+def test_a_full_export_too_refuses_to_overwrite_another_writers_commit_until_asked(tmp_path, pg_url, fmt):
+    """A full export overwrites every run, but not silently over another writer's commit:
+    the operator decides (`--full-refresh`), and validate says FAILED meanwhile."""
+    _items(pg_url)
+    _insert(pg_url, [1, 2])
+    config = _config(tmp_path, pg_url, fmt, mode="full", cursor_column=None)
+    _ok(config)
+    current = _read(tmp_path, fmt)
+    assert current is not None
+    _foreign_append(tmp_path, fmt, current)
+    refused = _run(config)
+    assert refused.returncode == 3 and "another writer" in refused.stderr, refused.stdout + refused.stderr
+    assert _validate(config).returncode == 3
+    _ok(config, "--full-refresh")
+    assert _rows(tmp_path, fmt) == _source(pg_url)
+    assert _validate(config).returncode == 0
