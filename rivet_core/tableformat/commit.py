@@ -36,7 +36,8 @@ Before anything is written (issue 33):
 - `merge_on` keys: a NULL or repeated key in the run's parts refuses the run (merge_keys.py);
 - another writer: a commit no run of this export made since the last baseline refuses the
   run, naming the version(s) and the fix (`--full-refresh`, whose overwrite is allowed past
-  the refusal and becomes the new baseline; chain.py).
+  the refusal and becomes the new baseline; chain.py) — at the schema gate before any part
+  (`refuse_foreign_writer`, asked by pipeline/job.py and chunked.py), and again here.
 """
 
 from __future__ import annotations
@@ -99,6 +100,28 @@ def check_merge_keys(plan: ResolvedUnit, summary: RunSummary, dest: Destination)
     rows = pa.concat_tables([pq.read_table(f"{root}/{loc.sub_prefix}{p.path}", columns=keys, filesystem=fs)
                              for p in parts], promote_options="permissive")
     refuse_unfit_keys(plan.export.name, keys, rows)
+
+
+def refuse_foreign_writer(plan: ResolvedUnit, dest: Destination) -> None:
+    """The run's preflight, at the schema gate (before any part reaches the destination):
+    refuse when the export's table holds another writer's commit since the last baseline —
+    unless this run re-baselines (`--full-refresh`). The commit checks again (a backstop)."""
+    if plan.export.table_format is None or plan.full_refresh:
+        return
+    if plan.export.table_format == "iceberg":
+        from rivet_core.tableformat.iceberg_commit import iceberg_foreign
+
+        name, foreign = iceberg_foreign(plan, dest)
+        refuse_foreign(plan.export.name, name, foreign, "snapshot(s)")
+        return
+    from deltalake import DeltaTable
+
+    loc = table_location(plan, dest)
+    with delta_log(loc) as log:  # a GCS table: a local copy of its log
+        if not DeltaTable.is_deltatable(log.uri, storage_options=log.storage_options):
+            return
+        foreign = foreign_versions(DeltaTable(log.uri, storage_options=log.storage_options), plan.export.name)
+    refuse_foreign(plan.export.name, loc.uri, foreign, "version(s)")
 
 
 def refuse_foreign(export: str, table_name: str, foreign: list[Any], what: str) -> None:

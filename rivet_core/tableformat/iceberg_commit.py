@@ -103,24 +103,13 @@ class IcebergCommitter:
 
     # ------------------------------------------------------------------ commit
     def commit(self) -> Any:
-        from pyiceberg.exceptions import NoSuchTableError
 
         schema = self.part_schema()
         namespace, _ = identifier(self.export)
         with open_catalog(self.export, self.loc) as catalog, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "delete matched no rows" on an empty window is expected
             catalog.create_namespace_if_not_exists(namespace)
-            try:
-                table = catalog.load_table(identifier(self.export))
-            except NoSuchTableError:
-                table = None
-            except Exception as exc:  # error boundary: the catalog row outlived its metadata
-                from rivet_core.redact import redact_secrets
-
-                raise TableCommitError(
-                    f"export '{self.export.name}': the catalog names the table {table_name(self.export)}, but its "
-                    f"metadata cannot be read ({redact_secrets(exc)}) — if the export's prefix was removed, drop the "
-                    "table from the catalog (pyiceberg: catalog.drop_table) and run again") from None
+            table = load_existing(catalog, self.export)
             if table is None:
                 tx = catalog.create_table_transaction(
                     identifier(self.export), schema=schema, location=self.root,
@@ -275,6 +264,34 @@ class IcebergCommitter:
             return None
         value = found[0].table.get("snapshot_id")
         return None if value is None else int(value)
+
+
+def iceberg_foreign(plan: ResolvedUnit, dest: Destination) -> tuple[str, list[int]]:
+    """(the table's name, its foreign snapshots since the baseline) for the run's preflight
+    (commit.py `refuse_foreign_writer`); no table yet: no snapshot."""
+    loc = table_location(plan, dest)
+    name = f"{table_name(plan.export)} ({location_uri(loc)})"
+    with open_catalog(plan.export, loc) as catalog:
+        table = load_existing(catalog, plan.export)
+        return name, [] if table is None else foreign_snapshots(table, plan.export.name)
+
+
+def load_existing(catalog: Any, export: Any) -> Any:
+    """The export's table from the catalog (None: not created yet); a catalog row whose
+    metadata is gone fails the run, naming the fix."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return catalog.load_table(identifier(export))
+    except NoSuchTableError:
+        return None
+    except Exception as exc:  # error boundary: the catalog row outlived its metadata
+        from rivet_core.redact import redact_secrets
+
+        raise TableCommitError(
+            f"export '{export.name}': the catalog names the table {table_name(export)}, but its "
+            f"metadata cannot be read ({redact_secrets(exc)}) — if the export's prefix was removed, drop the "
+            "table from the catalog (pyiceberg: catalog.drop_table) and run again") from None
 
 
 def foreign_snapshots(table: Any, export: str) -> list[int]:

@@ -193,10 +193,12 @@ def test_a_foreign_commit_refuses_the_next_run_and_validate_stays_failed_until_a
     _foreign_append(tmp_path, fmt, current)  # ids 1, 2 once more
     assert _validate(config).returncode == 3
     _insert(pg_url, [3, 4], minute=1000)
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*"))
     refused = _run(config)
     assert refused.returncode == 3, refused.stdout + refused.stderr
     message = refused.stdout + refused.stderr
     assert "items" in message and "--full-refresh" in message and "another writer" in message
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*")) == before  # nothing written
     assert [r[0] for r in _rows(tmp_path, fmt)] == [1, 1, 2, 2]  # nothing committed on top of it
     verdict = _validate(config)
     assert verdict.returncode == 3, verdict.stdout + verdict.stderr  # still FAILED
