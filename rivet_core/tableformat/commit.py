@@ -58,6 +58,7 @@ from rivet_core.tableformat.chain import (
     PublishedRuns,
     commit_props,
     is_baseline,
+    refuse_foreign,
 )
 from rivet_core.tableformat.delta_log import delta_log, is_log_copy
 from rivet_core.tableformat.errors import TableCommitError
@@ -122,18 +123,6 @@ def refuse_foreign_writer(plan: ResolvedUnit, dest: Destination) -> None:
             return
         foreign = foreign_versions(DeltaTable(log.uri, storage_options=log.storage_options), plan.export.name)
     refuse_foreign(plan.export.name, loc.uri, foreign, "version(s)")
-
-
-def refuse_foreign(export: str, table_name: str, foreign: list[Any], what: str) -> None:
-    """Raise `TableCommitError` when `foreign` (versions or snapshot ids since the baseline
-    no run of `export` made) is not empty: a run never commits on top of another writer."""
-    if foreign:
-        raise TableCommitError(
-            f"export '{export}': the table {table_name} holds {what} {foreign} that no run of this export made "
-            "(another writer changed the table) — nothing was committed and the cursor did not move; check what "
-            f"that writer did, then re-baseline the table from the source: rivet run -e {export} --full-refresh "
-            "(an incremental, full or chunked export; a time_window or time-partitioned one: move the table's "
-            "prefix aside and run again — docs/operations.md \"A table another writer changed\")")
 
 
 def operation_for(plan: ResolvedUnit) -> str:

@@ -43,6 +43,7 @@ from rivet_core.tableformat.chain import (
     PublishedRuns,
     commit_props,
     is_baseline,
+    refuse_foreign,
 )
 from rivet_core.tableformat.errors import TableCommitError
 from rivet_core.tableformat.iceberg_catalog import (
@@ -119,8 +120,6 @@ class IcebergCommitter:
                 return self.commit_result(tx.commit_transaction(), "create")
             self.check_location(table)
             if self.operation != "overwrite" or not self.plan.full_refresh:
-                from rivet_core.tableformat.commit import refuse_foreign
-
                 refuse_foreign(self.export.name, f"{table_name(self.export)} ({self.root})",
                                foreign_snapshots(table, self.export.name), "snapshot(s)")
             tx = table.transaction()
@@ -268,7 +267,7 @@ class IcebergCommitter:
 
 def iceberg_foreign(plan: ResolvedUnit, dest: Destination) -> tuple[str, list[int]]:
     """(the table's name, its foreign snapshots since the baseline) for the run's preflight
-    (commit.py `refuse_foreign_writer`); no table yet: no snapshot."""
+    (commit.py `refuse_foreign_writer`, chain.py `refuse_foreign`); no table yet: no snapshot."""
     loc = table_location(plan, dest)
     name = f"{table_name(plan.export)} ({location_uri(loc)})"
     with open_catalog(plan.export, loc) as catalog:

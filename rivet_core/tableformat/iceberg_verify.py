@@ -13,7 +13,7 @@ integration's manifest check pass the export. A prefix is consistent when:
 - every snapshot since the export's last baseline (its newest create or overwrite) was
   made by this export — not only those after the manifest's, so a later run cannot hide
   another writer's; `rivet run --full-refresh` re-baselines;
-- the chain of published runs adds up (verify.py `chain_findings`): after an append, the previous
+- the chain of published runs adds up (chain.py `chain_findings`): after an append, the previous
   published snapshot's rows plus the manifest's; after a create or overwrite, the
   manifest's rows;
 - every data file of the current snapshot under this unit's prefix exists, with its size;
@@ -31,8 +31,14 @@ from typing import Any
 from rivet_core.destination import Destination, ObjectInfo
 from rivet_core.manifest.model import Manifest
 from rivet_core.redact import redact_secrets
-from rivet_core.tableformat.chain import EXPORT_KEY, RUN_KEY, PublishedRuns, is_baseline
-from rivet_core.tableformat.verify import chain_findings, made_by_findings
+from rivet_core.tableformat.chain import (
+    EXPORT_KEY,
+    RUN_KEY,
+    PublishedRuns,
+    chain_findings,
+    is_baseline,
+    made_by_findings,
+)
 
 Finding = tuple[str, dict[str, Any]]
 
