@@ -283,3 +283,20 @@ def test_a_full_export_too_refuses_to_overwrite_another_writers_commit_until_ask
     _ok(config, "--full-refresh")
     assert _rows(tmp_path, fmt) == _source(pg_url)
     assert _validate(config).returncode == 0
+
+
+def test_a_chunked_export_refuses_another_writers_commit_before_its_first_window(tmp_path, pg_url):
+    _items(pg_url)
+    _insert(pg_url, list(range(1, 31)))
+    config = _config(tmp_path, pg_url, "delta", mode="chunked", cursor_column=None, chunk_column="id", chunk_size=10)
+    _ok(config)
+    current = _read(tmp_path, "delta")
+    assert current is not None
+    _foreign_append(tmp_path, "delta", current.slice(0, 1))
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*"))
+    refused = _run(config)
+    assert refused.returncode == 3 and "another writer" in refused.stderr, refused.stdout + refused.stderr
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*")) == before  # no window written
+    _ok(config, "--full-refresh")
+    assert _rows(tmp_path, "delta") == _source(pg_url)
+    assert _validate(config).returncode == 0
