@@ -36,6 +36,8 @@ RUN_KEY, EXPORT_KEY, OP_KEY = "rivet_run_id", "rivet_export", "rivet_operation"
 BASELINE_OPS = frozenset({"create", "overwrite", "repair"})
 #: Where gc parks the run copies it retires (rivet_core/manifest/retention.py).
 GC_PARK = "_quarantine/gc/"
+#: Where a superseded time partition's run copy goes (`_quarantine/<run>/`, finalize.py).
+QUARANTINE = "_quarantine/"
 _MAX_COPY_BYTES = 64 * 1024 * 1024
 
 
@@ -80,10 +82,15 @@ class PublishedRuns:
         return parse_manifest(self.dest.read_bytes(key, max_bytes=_MAX_COPY_BYTES)).status == "success"
 
     def _parked_copies(self) -> dict[str, str]:
-        """`manifest-<run>.json` → its key under `_quarantine/gc/<stamp>/` (listed once)."""
+        """`manifest-<run>.json` → its key under `_quarantine/gc/<stamp>/` (gc) or
+        `_quarantine/<run>/` (a time partition's superseded run, finalize.py), listed once."""
         if self._parked is None:
-            self._parked = {o.key.rsplit("/", 1)[-1]: o.key for o in self.dest.list(GC_PARK)
-                            if o.key.count("/") == 3 and o.key.rsplit("/", 1)[-1].startswith("manifest-")}
+            self._parked = {}
+            for o in self.dest.list(QUARANTINE):
+                name = o.key.rsplit("/", 1)[-1]
+                depth = 3 if o.key.startswith(GC_PARK) else 2
+                if o.key.count("/") == depth and name.startswith("manifest-"):
+                    self._parked[name] = o.key
         return self._parked
 
 

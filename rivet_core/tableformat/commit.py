@@ -86,6 +86,23 @@ def commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> 
     return DeltaCommitter(plan, summary, dest).commit()
 
 
+def commit_empty_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> TableCommit | None:
+    """A replacing run (full, chunked, `--full-refresh`, a time partition) that found no row:
+    its part of the table is emptied in one commit of removals — left alone, the table kept
+    rows the source no longer has, and a time partition's superseded parts, which its manifest
+    then moves to `_quarantine/`, stayed referenced (a reader failed on the missing file).
+    None when nothing is committed (no table, or nothing to remove): the manifest then names
+    the unchanged version (chain.py `unchanged_block`)."""
+    if operation_for(plan) not in ("overwrite", "replace_partition"):
+        return None
+    if plan.export.table_format == "iceberg":
+        from rivet_core.tableformat.iceberg_commit import IcebergCommitter
+
+        result: TableCommit | None = IcebergCommitter(plan, summary, dest, operation_for(plan)).commit_empty()
+        return result
+    return DeltaCommitter(plan, summary, dest).commit_empty()
+
+
 def check_merge_keys(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> None:
     """Refuse the run when its parts' `merge_on` keys are NULL or repeated (merge_keys.py):
     before the table is created or changed, whatever the store (delta_rewrite.py's GCS
@@ -185,7 +202,27 @@ class DeltaCommitter:
         """The run's commit, published before this returns (a GCS table: delta_log.py)."""
         return self.in_log(self._commit)
 
-    def in_log(self, work: Callable[[], TableCommit]) -> TableCommit:
+    def commit_empty(self) -> TableCommit | None:
+        """The removals of a replacing run without rows (`commit_empty_table`)."""
+        return self.in_log(self._commit_empty)
+
+    def _commit_empty(self) -> TableCommit | None:
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(self.log.uri, storage_options=self.log.storage_options):
+            return None
+        table = self._table()
+        if not self.plan.full_refresh:
+            refuse_foreign(self.export.name, self.loc.uri, foreign_versions(table, self.export.name), "version(s)")
+        sub = self.loc.sub_prefix
+        removals = self._removals(table, lambda path: self.operation == "overwrite" or path.startswith(sub))
+        if not removals:
+            return None
+        table.create_write_transaction(removals, mode="append", schema=table.schema(),
+                                       commit_properties=self._properties())
+        return self._result(self._table(), self.operation)
+
+    def in_log(self, work: Callable[[], Any]) -> Any:
         """Run `work` with `self.log` opened for writing; its commits are published when it
         returns (a GCS table's log copy: delta_log.py), never when it raises."""
         with delta_log(self.loc, publish=True) as log:

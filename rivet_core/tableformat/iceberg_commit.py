@@ -128,6 +128,27 @@ class IcebergCommitter:
             tx.add_files([self.file_uri(p) for p in self.parts], snapshot_properties=self.props)
             return self.commit_result(tx.commit_transaction(), self.operation)
 
+    def commit_empty(self) -> Any:
+        """A replacing run without rows: its rows deleted, nothing appended (commit.py
+        `commit_empty_table`); None when there is no table or the delete matched nothing."""
+        with open_catalog(self.export, self.loc) as catalog, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "delete matched no rows" is expected
+            table = load_existing(catalog, self.export)
+            if table is None:
+                return None
+            self.check_location(table)
+            if not self.plan.full_refresh:
+                refuse_foreign(self.export.name, f"{table_name(self.export)} ({self.root})",
+                               foreign_snapshots(table, self.export.name), "snapshot(s)")
+            before = table.current_snapshot()
+            tx = table.transaction()
+            self._stage(tx, table)
+            after = tx.commit_transaction()
+            if after.current_snapshot() is None or (before is not None and
+                                                    after.current_snapshot().snapshot_id == before.snapshot_id):
+                return None
+            return self.commit_result(after, self.operation)
+
     def check_location(self, table: Any) -> None:
         if table.location().rstrip("/") != self.root.rstrip("/"):
             raise TableCommitError(

@@ -300,3 +300,29 @@ def test_a_chunked_export_refuses_another_writers_commit_before_its_first_window
     _ok(config, "--full-refresh")
     assert _rows(tmp_path, "delta") == _source(pg_url)
     assert _validate(config).returncode == 0
+
+
+def test_a_time_partition_that_became_empty_is_emptied_in_the_table_and_stays_readable(tmp_path, pg_url, fmt):
+    """Re-running a day whose rows were all deleted at the source: the day's files leave the
+    table in one commit (before, the table kept referencing the parts the new manifest moved
+    to `_quarantine/`, and a reader failed on the missing file)."""
+    from datetime import date
+
+    from rivet_core import api
+
+    _items(pg_url)
+    _insert(pg_url, [1, 2])  # 2026-03-01
+    db_exec(pg_url, "INSERT INTO items SELECT id + 100, name, updated_at + INTERVAL '1 day' FROM items")
+    config = _config(tmp_path, pg_url, fmt, mode="time_window", cursor_column=None, time_column="updated_at",
+                     days_window=3650)
+    cfg = api.load_config(config)
+    day1 = api.DayWindow(start=date(2026, 3, 1), end=date(2026, 3, 2))
+    day2 = api.DayWindow(start=date(2026, 3, 2), end=date(2026, 3, 3))
+    for day in (day1, day2):
+        assert api.run_export(cfg, "items", window=day).status == "success"
+    db_exec(pg_url, "DELETE FROM items WHERE id < 100")
+    again = api.run_export(cfg, "items", window=day1)
+    assert again.status == "success", again.error_message
+    assert _rows(tmp_path, fmt) == _source(pg_url)  # readable, day 1 empty, day 2 whole
+    verdict = _validate(config)
+    assert verdict.returncode == 0, verdict.stdout + verdict.stderr
