@@ -160,6 +160,10 @@ class ChunkedRun(ExportRun):
 
         self.summary.schema_fingerprint = schema_fingerprint(self.output_schema)
         refuse_unholdable(self.export, self.output_schema)  # table_format: before any window
+        if self.export.table_format is not None:
+            from rivet_core.tableformat.commit import refuse_foreign_writer
+
+            refuse_foreign_writer(self.plan, self.dest)  # another writer's commit: before any window
         if self.options.resume:
             record_gated_upstream(self.summary, "when the resumed chunk run started")
             return

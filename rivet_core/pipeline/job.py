@@ -234,6 +234,10 @@ class ExportRun:
 
         self.summary.schema_fingerprint = schema_fingerprint(staged.schema)
         refuse_unholdable(self.export, staged.schema)  # table_format: before any part
+        if staged.rows and self.export.table_format is not None:  # an empty poll commits nothing
+            from rivet_core.tableformat.commit import refuse_foreign_writer
+
+            refuse_foreign_writer(self.plan, self.dest)  # another writer's commit: before any part
         check_schema_drift(self.state, self.summary, staged.schema, self.export.on_schema_drift or "warn")
 
     def publish(self, staged: StagedExtract) -> RunSummary:

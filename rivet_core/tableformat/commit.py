@@ -36,7 +36,8 @@ Before anything is written (issue 33):
 - `merge_on` keys: a NULL or repeated key in the run's parts refuses the run (merge_keys.py);
 - another writer: a commit no run of this export made since the last baseline refuses the
   run, naming the version(s) and the fix (`--full-refresh`, whose overwrite is allowed past
-  the refusal and becomes the new baseline; chain.py).
+  the refusal and becomes the new baseline; chain.py) — at the schema gate before any part
+  (`refuse_foreign_writer`, asked by pipeline/job.py and chunked.py), and again here.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from rivet_core.tableformat.chain import (
     PublishedRuns,
     commit_props,
     is_baseline,
+    refuse_foreign,
 )
 from rivet_core.tableformat.delta_log import delta_log, is_log_copy
 from rivet_core.tableformat.errors import TableCommitError
@@ -84,6 +86,23 @@ def commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> 
     return DeltaCommitter(plan, summary, dest).commit()
 
 
+def commit_empty_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> TableCommit | None:
+    """A replacing run (full, chunked, `--full-refresh`, a time partition) that found no row:
+    its part of the table is emptied in one commit of removals — left alone, the table kept
+    rows the source no longer has, and a time partition's superseded parts, which its manifest
+    then moves to `_quarantine/`, stayed referenced (a reader failed on the missing file).
+    None when nothing is committed (no table, or nothing to remove): the manifest then names
+    the unchanged version (chain.py `unchanged_block`)."""
+    if operation_for(plan) not in ("overwrite", "replace_partition"):
+        return None
+    if plan.export.table_format == "iceberg":
+        from rivet_core.tableformat.iceberg_commit import IcebergCommitter
+
+        result: TableCommit | None = IcebergCommitter(plan, summary, dest, operation_for(plan)).commit_empty()
+        return result
+    return DeltaCommitter(plan, summary, dest).commit_empty()
+
+
 def check_merge_keys(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> None:
     """Refuse the run when its parts' `merge_on` keys are NULL or repeated (merge_keys.py):
     before the table is created or changed, whatever the store (delta_rewrite.py's GCS
@@ -101,16 +120,26 @@ def check_merge_keys(plan: ResolvedUnit, summary: RunSummary, dest: Destination)
     refuse_unfit_keys(plan.export.name, keys, rows)
 
 
-def refuse_foreign(export: str, table_name: str, foreign: list[Any], what: str) -> None:
-    """Raise `TableCommitError` when `foreign` (versions or snapshot ids since the baseline
-    no run of `export` made) is not empty: a run never commits on top of another writer."""
-    if foreign:
-        raise TableCommitError(
-            f"export '{export}': the table {table_name} holds {what} {foreign} that no run of this export made "
-            "(another writer changed the table) — nothing was committed and the cursor did not move; check what "
-            f"that writer did, then re-baseline the table from the source: rivet run -e {export} --full-refresh "
-            "(an incremental, full or chunked export; a time_window or time-partitioned one: move the table's "
-            "prefix aside and run again — docs/operations.md \"A table another writer changed\")")
+def refuse_foreign_writer(plan: ResolvedUnit, dest: Destination) -> None:
+    """The run's preflight, at the schema gate (before any part reaches the destination):
+    refuse when the export's table holds another writer's commit since the last baseline —
+    unless this run re-baselines (`--full-refresh`). The commit checks again (a backstop)."""
+    if plan.export.table_format is None or plan.full_refresh:
+        return
+    if plan.export.table_format == "iceberg":
+        from rivet_core.tableformat.iceberg_commit import iceberg_foreign
+
+        name, foreign = iceberg_foreign(plan, dest)
+        refuse_foreign(plan.export.name, name, foreign, "snapshot(s)")
+        return
+    from deltalake import DeltaTable
+
+    loc = table_location(plan, dest)
+    with delta_log(loc) as log:  # a GCS table: a local copy of its log
+        if not DeltaTable.is_deltatable(log.uri, storage_options=log.storage_options):
+            return
+        foreign = foreign_versions(DeltaTable(log.uri, storage_options=log.storage_options), plan.export.name)
+    refuse_foreign(plan.export.name, loc.uri, foreign, "version(s)")
 
 
 def operation_for(plan: ResolvedUnit) -> str:
@@ -173,7 +202,27 @@ class DeltaCommitter:
         """The run's commit, published before this returns (a GCS table: delta_log.py)."""
         return self.in_log(self._commit)
 
-    def in_log(self, work: Callable[[], TableCommit]) -> TableCommit:
+    def commit_empty(self) -> TableCommit | None:
+        """The removals of a replacing run without rows (`commit_empty_table`)."""
+        return self.in_log(self._commit_empty)
+
+    def _commit_empty(self) -> TableCommit | None:
+        from deltalake import DeltaTable
+
+        if not DeltaTable.is_deltatable(self.log.uri, storage_options=self.log.storage_options):
+            return None
+        table = self._table()
+        if not self.plan.full_refresh:
+            refuse_foreign(self.export.name, self.loc.uri, foreign_versions(table, self.export.name), "version(s)")
+        sub = self.loc.sub_prefix
+        removals = self._removals(table, lambda path: self.operation == "overwrite" or path.startswith(sub))
+        if not removals:
+            return None
+        table.create_write_transaction(removals, mode="append", schema=table.schema(),
+                                       commit_properties=self._properties())
+        return self._result(self._table(), self.operation)
+
+    def in_log(self, work: Callable[[], Any]) -> Any:
         """Run `work` with `self.log` opened for writing; its commits are published when it
         returns (a GCS table's log copy: delta_log.py), never when it raises."""
         with delta_log(self.loc, publish=True) as log:

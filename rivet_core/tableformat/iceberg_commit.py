@@ -43,6 +43,7 @@ from rivet_core.tableformat.chain import (
     PublishedRuns,
     commit_props,
     is_baseline,
+    refuse_foreign,
 )
 from rivet_core.tableformat.errors import TableCommitError
 from rivet_core.tableformat.iceberg_catalog import (
@@ -103,24 +104,13 @@ class IcebergCommitter:
 
     # ------------------------------------------------------------------ commit
     def commit(self) -> Any:
-        from pyiceberg.exceptions import NoSuchTableError
 
         schema = self.part_schema()
         namespace, _ = identifier(self.export)
         with open_catalog(self.export, self.loc) as catalog, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # "delete matched no rows" on an empty window is expected
             catalog.create_namespace_if_not_exists(namespace)
-            try:
-                table = catalog.load_table(identifier(self.export))
-            except NoSuchTableError:
-                table = None
-            except Exception as exc:  # error boundary: the catalog row outlived its metadata
-                from rivet_core.redact import redact_secrets
-
-                raise TableCommitError(
-                    f"export '{self.export.name}': the catalog names the table {table_name(self.export)}, but its "
-                    f"metadata cannot be read ({redact_secrets(exc)}) — if the export's prefix was removed, drop the "
-                    "table from the catalog (pyiceberg: catalog.drop_table) and run again") from None
+            table = load_existing(catalog, self.export)
             if table is None:
                 tx = catalog.create_table_transaction(
                     identifier(self.export), schema=schema, location=self.root,
@@ -130,8 +120,6 @@ class IcebergCommitter:
                 return self.commit_result(tx.commit_transaction(), "create")
             self.check_location(table)
             if self.operation != "overwrite" or not self.plan.full_refresh:
-                from rivet_core.tableformat.commit import refuse_foreign
-
                 refuse_foreign(self.export.name, f"{table_name(self.export)} ({self.root})",
                                foreign_snapshots(table, self.export.name), "snapshot(s)")
             tx = table.transaction()
@@ -139,6 +127,27 @@ class IcebergCommitter:
             self._stage(tx, table)
             tx.add_files([self.file_uri(p) for p in self.parts], snapshot_properties=self.props)
             return self.commit_result(tx.commit_transaction(), self.operation)
+
+    def commit_empty(self) -> Any:
+        """A replacing run without rows: its rows deleted, nothing appended (commit.py
+        `commit_empty_table`); None when there is no table or the delete matched nothing."""
+        with open_catalog(self.export, self.loc) as catalog, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "delete matched no rows" is expected
+            table = load_existing(catalog, self.export)
+            if table is None:
+                return None
+            self.check_location(table)
+            if not self.plan.full_refresh:
+                refuse_foreign(self.export.name, f"{table_name(self.export)} ({self.root})",
+                               foreign_snapshots(table, self.export.name), "snapshot(s)")
+            before = table.current_snapshot()
+            tx = table.transaction()
+            self._stage(tx, table)
+            after = tx.commit_transaction()
+            if after.current_snapshot() is None or (before is not None and
+                                                    after.current_snapshot().snapshot_id == before.snapshot_id):
+                return None
+            return self.commit_result(after, self.operation)
 
     def check_location(self, table: Any) -> None:
         if table.location().rstrip("/") != self.root.rstrip("/"):
@@ -275,6 +284,34 @@ class IcebergCommitter:
             return None
         value = found[0].table.get("snapshot_id")
         return None if value is None else int(value)
+
+
+def iceberg_foreign(plan: ResolvedUnit, dest: Destination) -> tuple[str, list[int]]:
+    """(the table's name, its foreign snapshots since the baseline) for the run's preflight
+    (commit.py `refuse_foreign_writer`, chain.py `refuse_foreign`); no table yet: no snapshot."""
+    loc = table_location(plan, dest)
+    name = f"{table_name(plan.export)} ({location_uri(loc)})"
+    with open_catalog(plan.export, loc) as catalog:
+        table = load_existing(catalog, plan.export)
+        return name, [] if table is None else foreign_snapshots(table, plan.export.name)
+
+
+def load_existing(catalog: Any, export: Any) -> Any:
+    """The export's table from the catalog (None: not created yet); a catalog row whose
+    metadata is gone fails the run, naming the fix."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return catalog.load_table(identifier(export))
+    except NoSuchTableError:
+        return None
+    except Exception as exc:  # error boundary: the catalog row outlived its metadata
+        from rivet_core.redact import redact_secrets
+
+        raise TableCommitError(
+            f"export '{export.name}': the catalog names the table {table_name(export)}, but its "
+            f"metadata cannot be read ({redact_secrets(exc)}) — if the export's prefix was removed, drop the "
+            "table from the catalog (pyiceberg: catalog.drop_table) and run again") from None
 
 
 def foreign_snapshots(table: Any, export: str) -> list[int]:

@@ -13,7 +13,7 @@ integration's manifest check pass the export. A prefix is consistent when:
 - every snapshot since the export's last baseline (its newest create or overwrite) was
   made by this export — not only those after the manifest's, so a later run cannot hide
   another writer's; `rivet run --full-refresh` re-baselines;
-- the chain of published runs adds up (verify.py `chain_findings`): after an append, the previous
+- the chain of published runs adds up (chain.py `chain_findings`): after an append, the previous
   published snapshot's rows plus the manifest's; after a create or overwrite, the
   manifest's rows;
 - every data file of the current snapshot under this unit's prefix exists, with its size;
@@ -31,8 +31,14 @@ from typing import Any
 from rivet_core.destination import Destination, ObjectInfo
 from rivet_core.manifest.model import Manifest
 from rivet_core.redact import redact_secrets
-from rivet_core.tableformat.chain import EXPORT_KEY, RUN_KEY, PublishedRuns, is_baseline
-from rivet_core.tableformat.verify import chain_findings, made_by_findings
+from rivet_core.tableformat.chain import (
+    EXPORT_KEY,
+    RUN_KEY,
+    PublishedRuns,
+    chain_findings,
+    is_baseline,
+    made_by_findings,
+)
 
 Finding = tuple[str, dict[str, Any]]
 
@@ -80,9 +86,6 @@ def check_iceberg(dest: Destination, manifest: Manifest, listing: list[ObjectInf
             recorded = table.snapshot_by_id(recorded_id)
             files_now = _files(table, current)
             files_then = _files(table, recorded) if recorded is not None else {}
-            keys = list(getattr(export, "merge_on", None) or [])
-            key_rows = table.scan(selected_fields=tuple(keys)).to_arrow() \
-                if depth == "full" and keys and current is not None else None
     except Exception as exc:  # error boundary: any reader failure is a finding (could not verify)
         return [_read_error(f"cannot read the Iceberg table {name} at {root}: {redact_secrets(exc)}")], set()
     findings: list[Finding] = []
@@ -130,15 +133,24 @@ def check_iceberg(dest: Destination, manifest: Manifest, listing: list[ObjectInf
             elif entry[1] != part.rows:
                 findings.append(_mismatch(f"part '{part.path}': the table counts {entry[1]} rows, the manifest "
                                           f"{part.rows}"))
-    if key_rows is not None:
-        from rivet_core.tableformat.merge_keys import table_key_problem
-
-        problem = table_key_problem(manifest.export_name, keys, key_rows, f"{name} ({root})")
-        if problem is not None:
-            findings.append(_mismatch(problem))
+    keys = list(getattr(export, "merge_on", None) or [])
+    if depth == "full" and keys and current is not None:
+        findings += _key_scan(table, keys, manifest.export_name, f"{name} ({root})")
     if present is not None and not sub:
         claimed |= {k for k in present if k.startswith("metadata/")}
     return findings, claimed
+
+
+def _key_scan(table: Any, keys: list[str], export: str, where: str) -> list[Finding]:
+    """Depth full: the current snapshot's `merge_on` columns, scanned (merge_keys.py)."""
+    from rivet_core.tableformat.merge_keys import table_key_problem
+
+    try:
+        rows = table.scan(selected_fields=tuple(keys)).to_arrow()
+    except Exception as exc:  # error boundary: a reader failure is a finding (could not verify)
+        return [_read_error(f"cannot read the merge_on columns of {where}: {redact_secrets(exc)}")]
+    problem = table_key_problem(export, keys, rows, where)
+    return [] if problem is None else [_mismatch(problem)]
 
 
 def _foreign(history: list[Any], export: str) -> list[Finding]:

@@ -40,7 +40,14 @@ from typing import Any
 from rivet_core.destination import Destination, ObjectInfo
 from rivet_core.manifest.model import Manifest
 from rivet_core.redact import redact_secrets
-from rivet_core.tableformat.chain import EXPORT_KEY, RUN_KEY, PublishedRuns, is_baseline
+from rivet_core.tableformat.chain import (
+    EXPORT_KEY,
+    RUN_KEY,
+    PublishedRuns,
+    chain_findings,
+    is_baseline,
+    made_by_findings,
+)
 
 #: Commits another writer may make without changing the table's rows or files: a VACUUM
 #: (delta-rs logs a START and an END commit) deletes only files no current version
@@ -137,22 +144,6 @@ def check_table(dest: Destination, manifest: Manifest, listing: list[ObjectInfo]
     return findings, claimed
 
 
-def made_by_findings(what: str, made_by: str | None, manifest: Manifest, block: dict[str, Any],
-             published: PublishedRuns) -> list[Finding]:
-    """The manifest's version was committed by its run — or, for an empty poll's `unchanged`
-    block, by a published run of the export (chain.py)."""
-    if made_by is None:
-        return []
-    if block.get("operation") == "unchanged":
-        if made_by == manifest.run_id or made_by in published:
-            return []
-        return [_mismatch(f"{what}, which the empty run '{manifest.run_id}' names as unchanged, was committed by "
-                          f"run '{made_by}', which never published — run the export again")]
-    if made_by != manifest.run_id:
-        return [_mismatch(f"{what} was committed by run '{made_by}', not by the manifest's run '{manifest.run_id}'")]
-    return []
-
-
 def _foreign(history: dict[int, dict[str, Any]], export: str) -> list[Finding]:
     """Versions since the export's last baseline that another writer made (chain.py)."""
     baseline = max((v for v, h in history.items() if is_baseline(h, export)), default=-1)
@@ -181,26 +172,6 @@ def _row_total(files: dict[str, tuple[int | None, int | None]]) -> int | None:
     """The rows a version's files hold (None: a file without a row count)."""
     counts = [rows for _size, rows in files.values()]
     return None if any(c is None for c in counts) else sum(int(c) for c in counts if c is not None)
-
-
-def chain_findings(block: dict[str, Any], manifest: Manifest, rows: int | None, rows_before: int | None,
-           what: str, previous: Any) -> list[Finding]:
-    """The rows at the manifest's version against what the chain of published runs implies
-    (module docstring); shared with iceberg_verify.py."""
-    if rows is None:
-        return []
-    findings: list[Finding] = []
-    if block.get("rows") is not None and int(block["rows"]) != rows:
-        findings.append(_mismatch(f"{what} holds {rows} rows, the manifest's table block says {block['rows']}"))
-    operation = block.get("operation")
-    if operation in ("create", "overwrite") and rows != manifest.row_count:
-        findings.append(_mismatch(f"{what} ({operation}) holds {rows} rows, the run's parts {manifest.row_count}"))
-    if operation == "append" and rows_before is not None and rows != rows_before + manifest.row_count:
-        findings.append(_mismatch(
-            f"{what} holds {rows} rows, but the previous published commit ({previous}) held {rows_before} and the "
-            f"run appended {manifest.row_count} — rows of published runs left the table; re-baseline from the "
-            f"source: rivet run -e {manifest.export_name} --full-refresh"))
-    return findings
 
 
 def _delta_key_scan(loc: Any, files: dict[str, Any], keys: list[str], export: str) -> list[Finding]:

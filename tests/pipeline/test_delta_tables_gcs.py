@@ -195,3 +195,19 @@ def _foreign_append(gcs: GCSArea, rows: pa.Table) -> None:
         log.push()
     finally:
         log.close()
+
+
+def test_a_repeated_merge_key_is_refused_before_the_gcs_copy_on_write_merge(tmp_path, pg_url, gcs):
+    """Issue 33 finding 4 on GCS, where rivet makes the MERGE itself (delta_rewrite.py): a key
+    twice in one run refuses the run before any commit; the table stays as it was."""
+    db_exec(pg_url, "CREATE TABLE items (id INT, name VARCHAR(50), amount NUMERIC(12,2), "
+                    "updated_at TIMESTAMPTZ NOT NULL)")
+    _insert(pg_url, range(1, 4))
+    config = _config(tmp_path, pg_url, gcs, mode="incremental", cursor_column="updated_at", merge_on=["id"])
+    _run(config)
+    before = _rows(gcs)
+    _insert(pg_url, [2, 2], minute=1000, name="again")
+    refused = rivet("run", "-c", str(config))
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "merge_on ['id']" in refused.stderr and "id=2" in refused.stderr
+    assert _rows(gcs) == before and _table(gcs).version() == 0

@@ -48,6 +48,7 @@ def _config(tmp_path: Path, url: str, fmt: str, **extra: Any) -> Path:
     export: dict[str, Any] = {"name": "items", "table": "items", "mode": "incremental", "cursor_column": "updated_at",
                               "format": "parquet", "table_format": fmt,
                               "destination": {"type": "local", "path": str(tmp_path / "out")}, **extra}
+    export = {k: v for k, v in export.items() if v is not None}
     if fmt == "iceberg":
         export["iceberg"] = {"catalog_url": f"sqlite:///{tmp_path / 'catalog.db'}", "namespace": "lake"}
     return write_config(tmp_path, source_block(url), [export])
@@ -192,10 +193,12 @@ def test_a_foreign_commit_refuses_the_next_run_and_validate_stays_failed_until_a
     _foreign_append(tmp_path, fmt, current)  # ids 1, 2 once more
     assert _validate(config).returncode == 3
     _insert(pg_url, [3, 4], minute=1000)
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*"))
     refused = _run(config)
     assert refused.returncode == 3, refused.stdout + refused.stderr
     message = refused.stdout + refused.stderr
     assert "items" in message and "--full-refresh" in message and "another writer" in message
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*")) == before  # nothing written
     assert [r[0] for r in _rows(tmp_path, fmt)] == [1, 1, 2, 2]  # nothing committed on top of it
     verdict = _validate(config)
     assert verdict.returncode == 3, verdict.stdout + verdict.stderr  # still FAILED
@@ -262,3 +265,64 @@ def test_validate_fails_when_an_append_removed_rows_of_a_published_run(tmp_path,
     verdict = _validate(config, "--depth", "sample")
     assert verdict.returncode == 3, verdict.stdout + verdict.stderr
     assert "rows of published runs left the table" in verdict.stdout + verdict.stderr
+
+
+def test_a_full_export_too_refuses_to_overwrite_another_writers_commit_until_asked(tmp_path, pg_url, fmt):
+    """A full export overwrites every run, but not silently over another writer's commit:
+    the operator decides (`--full-refresh`), and validate says FAILED meanwhile."""
+    _items(pg_url)
+    _insert(pg_url, [1, 2])
+    config = _config(tmp_path, pg_url, fmt, mode="full", cursor_column=None)
+    _ok(config)
+    current = _read(tmp_path, fmt)
+    assert current is not None
+    _foreign_append(tmp_path, fmt, current)
+    refused = _run(config)
+    assert refused.returncode == 3 and "another writer" in refused.stderr, refused.stdout + refused.stderr
+    assert _validate(config).returncode == 3
+    _ok(config, "--full-refresh")
+    assert _rows(tmp_path, fmt) == _source(pg_url)
+    assert _validate(config).returncode == 0
+
+
+def test_a_chunked_export_refuses_another_writers_commit_before_its_first_window(tmp_path, pg_url):
+    _items(pg_url)
+    _insert(pg_url, list(range(1, 31)))
+    config = _config(tmp_path, pg_url, "delta", mode="chunked", cursor_column=None, chunk_column="id", chunk_size=10)
+    _ok(config)
+    current = _read(tmp_path, "delta")
+    assert current is not None
+    _foreign_append(tmp_path, "delta", current.slice(0, 1))
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*"))
+    refused = _run(config)
+    assert refused.returncode == 3 and "another writer" in refused.stderr, refused.stdout + refused.stderr
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "out").rglob("*")) == before  # no window written
+    _ok(config, "--full-refresh")
+    assert _rows(tmp_path, "delta") == _source(pg_url)
+    assert _validate(config).returncode == 0
+
+
+def test_a_time_partition_that_became_empty_is_emptied_in_the_table_and_stays_readable(tmp_path, pg_url, fmt):
+    """Re-running a day whose rows were all deleted at the source: the day's files leave the
+    table in one commit (before, the table kept referencing the parts the new manifest moved
+    to `_quarantine/`, and a reader failed on the missing file)."""
+    from datetime import date
+
+    from rivet_core import api
+
+    _items(pg_url)
+    _insert(pg_url, [1, 2])  # 2026-03-01
+    db_exec(pg_url, "INSERT INTO items SELECT id + 100, name, updated_at + INTERVAL '1 day' FROM items")
+    config = _config(tmp_path, pg_url, fmt, mode="time_window", cursor_column=None, time_column="updated_at",
+                     days_window=3650)
+    cfg = api.load_config(config)
+    day1 = api.DayWindow(start=date(2026, 3, 1), end=date(2026, 3, 2))
+    day2 = api.DayWindow(start=date(2026, 3, 2), end=date(2026, 3, 3))
+    for day in (day1, day2):
+        assert api.run_export(cfg, "items", window=day).status == "success"
+    db_exec(pg_url, "DELETE FROM items WHERE id < 100")
+    again = api.run_export(cfg, "items", window=day1)
+    assert again.status == "success", again.error_message
+    assert _rows(tmp_path, fmt) == _source(pg_url)  # readable, day 1 empty, day 2 whole
+    verdict = _validate(config)
+    assert verdict.returncode == 0, verdict.stdout + verdict.stderr

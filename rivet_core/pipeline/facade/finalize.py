@@ -182,17 +182,11 @@ def _commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) ->
     -1 and removed every earlier commit as an orphan (issue 33)."""
     if plan.export.table_format is None or summary.status != "success":
         return
-    if not summary.manifest_parts:
-        from rivet_core.tableformat.chain import unchanged_block
-
-        with best_effort("read the published table block", warn=summary.add_warning,
-                         message="the manifest names no table version: {reason}"):
-            summary.table_commit = unchanged_block(dest)
-        return
     from rivet_core.tableformat import commit_table
+    from rivet_core.tableformat.commit import commit_empty_table
 
     try:
-        commit = commit_table(plan, summary, dest)
+        commit = commit_table(plan, summary, dest) if summary.manifest_parts else commit_empty_table(plan, summary, dest)
     except Exception as exc:  # error boundary: becomes the run's failure, before the manifest
         summary.status = "failed"
         summary.error_message = redact_secrets(f"table commit failed: {exc}")
@@ -200,6 +194,13 @@ def _commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) ->
         summary.exit_code = getattr(exc, "exit_code", 1) or 1
         log.error("export '%s': %s — no manifest, cursor NOT advanced", summary.export_name,
                   summary.error_message)
+        return
+    if commit is None:  # no row and nothing to remove: the published version stays
+        from rivet_core.tableformat.chain import unchanged_block
+
+        with best_effort("read the published table block", warn=summary.add_warning,
+                         message="the manifest names no table version: {reason}"):
+            summary.table_commit = unchanged_block(dest)
         return
     summary.table_commit = commit.to_dict()
     summary.journal.record("TableCommitted", format=commit.format, version=commit.version,
