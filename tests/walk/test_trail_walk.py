@@ -112,15 +112,24 @@ from tests.walk.trail import (
     shapes_from_env,
 )
 
-#: One CI case per group of shapes, and how many examples it gets by default: the local
-#: shapes are cheap (a step costs milliseconds to a second), S3's cost seconds per step.
+#: One CI case per group of shapes, and how many examples it gets by default. A group stops
+#: at its first failure, so the shapes a finding needs are spread over groups rather than
+#: pooled: a table that appends or merges, a table that is replaced, partition_by, files.
+#: Local shapes are cheap (a step costs milliseconds to a second), S3's seconds per step.
 GROUPS: dict[str, tuple[Callable[[Shape], bool], int]] = {
-    "files-replacing-local": (lambda s: s.where == "local" and not s.is_table and s.mode != "incremental", 10),
-    "files-incremental-local": (lambda s: s.where == "local" and not s.is_table and s.mode == "incremental", 10),
-    "delta-local": (lambda s: s.where == "local" and s.table_format == "delta", 10),
-    "iceberg-local": (lambda s: s.where == "local" and s.table_format == "iceberg", 10),
+    "incremental-tables-local": (lambda s: _local(s) and s.is_table and s.mode == "incremental", 12),
+    "replacing-tables-local": (lambda s: _local(s) and s.is_table and s.mode != "incremental", 6),
+    "partition_by-local": (lambda s: s.where == "local" and s.partition_by, 8),
+    "files-replacing-local": (lambda s: _local(s) and not s.is_table and s.mode != "incremental", 8),
+    "files-incremental-local": (lambda s: _local(s) and not s.is_table and s.mode == "incremental", 6),
     "s3": (lambda s: s.where == "s3", 2),
 }
+
+
+def _local(shape: Shape) -> bool:
+    return shape.where == "local" and not shape.partition_by
+
+
 EARLY_POINTS = POINTS[:3]
 
 
@@ -644,3 +653,25 @@ def test_partition_by_validate_fails_when_a_bucket_folder_is_deleted(request):
 @pytest.mark.parametrize("kind", ["delta", "iceberg"])
 def test_a_foreign_commit_keeps_validate_failing_after_the_next_run(request, kind):
     replay(f"incremental-{kind}-local", [_INSERT, _RUN, ("foreign_commit", {}), _INSERT, _RUN], request)
+
+
+# --------------------------------------------------------------------------- found by the walk itself
+def test_validate_fails_when_a_published_prefix_is_emptied(request):
+    """Data gone after successful runs must not read as a legacy prefix with exit 0."""
+    replay("incremental-parquet-local", [_INSERT, _RUN, ("delete_folder", {"what": "prefix"})], request)
+
+
+def test_time_window_on_a_sqlite_date_column_keeps_the_cutoff_day(request):
+    """docs/modes.md: `time_column >= today − days_window`; SQLite keeps a DATE as text, and
+    the day of the cutoff itself must not be compared away."""
+    replay("time_window-parquet-local", [("insert", {"k": "own", "d": DATES[-1 - DAYS_WINDOW]}), _RUN], request)
+
+
+def test_a_table_bucket_emptied_after_a_crash_stays_readable(request):
+    """partition_by + Delta, full: a run killed after its first bucket's cursor commit, the
+    bucket's only row moves to another date, the next run republishes the bucket empty — the
+    bucket's table must stay readable (it referenced a part that run moved away)."""
+    replay("full-delta-local-partition_by", [
+        ("insert", {"k": "own", "d": DATES[4]}), ("insert", {"k": "own", "d": DATES[2]}),
+        ("run_killed", {"point": "after_cursor_commit"}), ("update", {"pick": 1, "d": DATES[0], "move": True}),
+        _RUN], request)
