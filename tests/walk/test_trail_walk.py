@@ -22,7 +22,9 @@ What "true" means — what a reader must see, per mode (docs/modes.md, docs/mani
   rows whose `updated_at` is above the cursor (per bucket with partition_by), so deleted
   rows stay and an update adds a version. Compared as a set: a crash between the manifest
   and the cursor re-exports a run (at-least-once, docs/invariants.md I3). With `retention`
-  (or `rivet gc --keep-runs N`) only the last N runs that delivered rows count. A run of a
+  (or `rivet gc --keep-runs N`) only the last N runs that delivered rows count; a run that
+  starts from nothing (`--full-refresh`) is a new baseline: the runs before it leave the
+  dataset (docs/adr/0007-readable-layout-and-retention.md, "What current is"). A run of a
   `partition_by` export killed in some bucket may have published the buckets before it:
   its versions are "maybe" — the view holds every true version and nothing outside
   truth ∪ maybe;
@@ -43,7 +45,7 @@ table or manifest references is gone) is not true.
 The checks, after every step, for every export:
 
 1. unless the model knows the destination was damaged from outside (a foreign commit, a
-   deleted folder: `broken`, until a re-baseline that replaces the data) the view is true —
+   deleted folder: `broken`, until a `--full-refresh` run re-baselines it) the view is true —
    a run, an empty poll, a killed run and gc never make it false;
 2. `rivet validate` (default depth) exits 0 exactly when the view is true: a PASSED over a
    false view is the bug class of the issue, a FAILED over a true one is a bug too.
@@ -158,6 +160,8 @@ class Trail:
         if self.shape.mode != "incremental":
             self.snapshot = sorted(source.values(), key=repr)
             return
+        if refresh:  # a run that starts from nothing is the dataset's new baseline
+            self.runs, self.cursors, self.maybe = {}, {}, set()
         fetched: dict[str, list[Row]] = {}
         for row in source.values():
             b = self.bucket(row)
@@ -372,15 +376,15 @@ class TrailWalk(RuleBasedStateMachine):
     @enabled("rebaseline")
     @rule()
     def rebaseline(self) -> None:
-        """`rivet run --full-refresh`: every row again; for an export that replaces its data
-        (full, chunked, time_window) this is the documented way back from outside damage."""
+        """`rivet run --full-refresh`: every row again, a run that starts from nothing — for an
+        incremental export the dataset's new baseline (docs/adr/0007-readable-layout-and-
+        retention.md, "What current is"); the documented way back from outside damage."""
         trail = self.primary
         self.changed = False
         result = rivet_quick("run", "-c", str(trail.config), "-e", trail.name, "--full-refresh")
         if result.returncode == 0:
             self._published(trail, refresh=True)
-            if trail.shape.mode != "incremental":
-                trail.broken = ""
+            trail.broken = ""
 
     # ------------------------------------------------------------------ gc
     @enabled("gc", lambda self: not self.primary.shape.partition_by)
