@@ -45,7 +45,9 @@ table or manifest references is gone) is not true.
 The checks, after every step, for every export:
 
 1. unless the model knows the destination was damaged from outside (a foreign commit, a
-   deleted folder: `broken`, until a `--full-refresh` run re-baselines it) the view is true —
+   deleted folder: `broken`, until a `--full-refresh` run re-baselines Parquet/CSV; a
+   table's explicit way back is not modelled yet, so it stays `broken` and only check 2
+   applies) the view is true —
    a run, an empty poll, a killed run and gc never make it false;
 2. `rivet validate` (default depth) exits 0 exactly when the view is true: a PASSED over a
    false view is the bug class of the issue, a FAILED over a true one is a bug too.
@@ -378,13 +380,15 @@ class TrailWalk(RuleBasedStateMachine):
     def rebaseline(self) -> None:
         """`rivet run --full-refresh`: every row again, a run that starts from nothing — for an
         incremental export the dataset's new baseline (docs/adr/0007-readable-layout-and-
-        retention.md, "What current is"); the documented way back from outside damage."""
+        retention.md, "What current is"); the documented way back from outside damage for
+        Parquet/CSV."""
         trail = self.primary
         self.changed = False
         result = rivet_quick("run", "-c", str(trail.config), "-e", trail.name, "--full-refresh")
         if result.returncode == 0:
             self._published(trail, refresh=True)
-            trail.broken = ""
+            if not trail.shape.is_table:
+                trail.broken = ""  # a table's way back (re-baseline, adopt) is not settled yet
 
     # ------------------------------------------------------------------ gc
     @enabled("gc", lambda self: not self.primary.shape.partition_by)
@@ -687,3 +691,10 @@ def test_a_run_killed_after_its_file_write_leaves_every_earlier_row_in_an_increm
     it was, not start it over with its own rows."""
     replay(f"incremental-{kind}-local", [_INSERT, _RUN, ("run_killed", {"point": "after_file_write"}), _INSERT, _RUN],
            request)
+
+
+@pytest.mark.parametrize("kind", ["delta", "iceberg"])
+def test_a_replacing_table_export_of_an_emptied_source_empties_the_table(request, kind):
+    """A full run that reads 0 rows replaces the table with nothing, as it replaces a
+    Parquet export's manifest."""
+    replay(f"full-{kind}-local", [_INSERT, _RUN, ("delete", {"pick": 0}), _RUN], request)
