@@ -24,7 +24,8 @@ What "true" means — what a reader must see, per mode (docs/modes.md, docs/mani
   and the cursor re-exports a run (at-least-once, docs/invariants.md I3). With `retention`
   (or `rivet gc --keep-runs N`) only the last N runs that delivered rows count; a run that
   starts from nothing (`--full-refresh`) is a new baseline: the runs before it leave the
-  dataset (docs/adr/0007-readable-layout-and-retention.md, "What current is"). A run of a
+  dataset (docs/adr/0007-readable-layout-and-retention.md, "What current is") — with
+  merge_on it merges every current row over the table instead. A run of a
   `partition_by` export killed in some bucket may have published the buckets before it:
   its versions are "maybe" — the view holds every true version and nothing outside
   truth ∪ maybe;
@@ -121,12 +122,12 @@ from tests.walk.trail import (
 #: pooled: a table that appends or merges, a table that is replaced, partition_by, files.
 #: Local shapes are cheap (a step costs milliseconds to a second), S3's seconds per step.
 GROUPS: dict[str, tuple[Callable[[Shape], bool], int]] = {
-    "incremental-tables-local": (lambda s: _local(s) and s.is_table and s.mode == "incremental", 30),
+    "incremental-tables-local": (lambda s: _local(s) and s.is_table and s.mode == "incremental", 20),
     "replacing-tables-local": (lambda s: _local(s) and s.is_table and s.mode != "incremental", 15),
     "partition_by-local": (lambda s: s.where == "local" and s.partition_by, 20),
     "files-replacing-local": (lambda s: _local(s) and not s.is_table and s.mode != "incremental", 20),
     "files-incremental-local": (lambda s: _local(s) and not s.is_table and s.mode == "incremental", 20),
-    "s3": (lambda s: s.where == "s3", 3),
+    "s3": (lambda s: s.where == "s3", 2),
 }
 
 
@@ -162,8 +163,10 @@ class Trail:
         if self.shape.mode != "incremental":
             self.snapshot = sorted(source.values(), key=repr)
             return
-        if refresh:  # a run that starts from nothing is the dataset's new baseline
+        if refresh and not self.shape.merge_on:  # a run from nothing: the dataset's new baseline
             self.runs, self.cursors, self.maybe = {}, {}, set()
+        if refresh:  # merge_on: every current row is merged again over what the table holds
+            self.cursors = {}
         fetched: dict[str, list[Row]] = {}
         for row in source.values():
             b = self.bucket(row)
