@@ -242,15 +242,18 @@ def _read_part(data: bytes, fmt: str) -> pa.Table:
 def manifest_rows(area: Area, sub: str, fmt: str, *, every_run: bool) -> list[Row]:
     """The parts a reader is told to read (docs/manifest.md, "Layout"): the current
     `manifest.json`'s, or — for an incremental dataset, every run's parts together — those of
-    each success run copy `manifest-<run_id>.json` still at the prefix."""
+    each success run copy `manifest-<run_id>.json` still at the prefix, from the last run
+    that started from nothing (no `cursor_low`: the first run or a full refresh) on
+    (docs/adr/0007-readable-layout-and-retention.md, "What current is")."""
     keys = area.keys(sub)
     names = [k for k in keys if "/" not in k and k.startswith("manifest") and k.endswith(".json")]
     names = [n for n in names if n != "manifest.json"] if every_run else [n for n in names if n == "manifest.json"]
+    manifests = [json.loads(area.read(sub, name)) for name in names]
+    manifests = sorted((m for m in manifests if m.get("status") == "success"), key=lambda m: m["started_at"])
+    baselines = [i for i, m in enumerate(manifests)
+                 if ((m.get("source") or {}).get("extraction") or {}).get("cursor_low") is None]
     parts: dict[str, None] = {}
-    for name in names:
-        manifest = json.loads(area.read(sub, name))
-        if manifest.get("status") != "success":
-            continue
+    for manifest in manifests[baselines[-1] if baselines else 0:]:
         for part in manifest.get("parts", []):
             if part.get("status", "committed") == "committed":
                 parts[part["path"]] = None
