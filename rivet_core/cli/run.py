@@ -132,7 +132,7 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
     if as_json:
         click.echo(json.dumps({"runs": [summary_json(s) for s in summaries],
                                "refused": [{"export_name": e.export_name,
-                                            "status": "locked" if isinstance(e, ExportLocked) else "cursor_lost",
+                                            "status": "locked" if isinstance(e, ExportLocked) else e.code,
                                             "exit_code": e.exit_code, "error": redact_secrets(e.message)}
                                            for e in refused]}, indent=2, default=str))
     return worst_exit([s.exit_code for s in summaries] + [e.exit_code for e in refused])

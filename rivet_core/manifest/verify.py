@@ -16,7 +16,9 @@ listing) and never downloads data parts:
    `manifest_export_mismatch` (two exports pointed at one prefix: the verdict must not pass).
 3. every depth: one listing; each committed part must exist at its recorded size;
    depth ≥ sample: where both the manifest and the listing carry a real MD5 they must match.
-   Same-`export_family` sibling run copies (split units) contribute their parts.
+   Same-`export_family` sibling run copies (split units) contribute their parts; an
+   incremental dataset's earlier runs since its last baseline (the run copies a reader
+   reads with the current one) must have every part too (`_dataset_predecessors`).
    A manifest with a `table` block (`table_format: delta`): the table's version, files and
    row counts agree with it (rivet_core/tableformat/verify.py: `table_mismatch`, or
    `table_read_error` when the table cannot be read).
@@ -58,6 +60,7 @@ from rivet_core.manifest.layout import (
     MAX_SUCCESS_BYTES,
     SUCCESS_KEY,
     is_sidecar,
+    ledger_order,
     parse_success_marker,
     run_manifest_key,
 )
@@ -303,6 +306,34 @@ def _family_parts(dest: Destination, m: Manifest, listing: list[ObjectInfo]) -> 
         if prev is None or sib.finished_at > prev.finished_at:
             latest[sib.export_name] = sib
     return [p for sib in latest.values() for p in sib.committed_parts]
+
+
+def _dataset_predecessors(dest: Destination, m: Manifest, listing: list[ObjectInfo]) -> list[Manifest]:
+    """The earlier runs of an incremental dataset that a reader reads with `m` (docs/manifest.md:
+    every success run copy at the prefix root since the last run that started from nothing,
+    in the ledger's order — what `rivet_core.api.dataset_manifests` hands a reader), so that
+    their parts are verified too: a reader of the dataset sees them, and a part of an earlier
+    run that is gone is data gone. Empty for any other manifest. Copies that do not parse are
+    skipped, as for a reader (manifest/layout.py `read_run_manifests`)."""
+    extraction = m.source.extraction
+    if extraction is None or extraction.strategy != "incremental" or extraction.cursor_low is None:
+        return []
+    own = run_manifest_key(m.run_id)
+    runs: list[Manifest] = []
+    for obj in listing:
+        if obj.key == own or not _RUN_COPY.match(obj.key) or obj.size > MAX_MANIFEST_BYTES:
+            continue
+        try:
+            run = parse_manifest(dest.read_bytes(obj.key, max_bytes=MAX_MANIFEST_BYTES))
+        except (DestinationError, ManifestError) as exc:
+            log.warning("skipping run manifest '%s' at %s: %s", obj.key, dest.uri, _detail(exc))
+            continue
+        if run.status == "success" and run.export_name == m.export_name and ledger_order(run) < ledger_order(m):
+            runs.append(run)
+    runs.sort(key=ledger_order)
+    baseline = max((i for i, run in enumerate(runs)
+                    if run.source.extraction is None or run.source.extraction.cursor_low is None), default=0)
+    return runs[baseline:]
 
 
 def _check_parts(v: Verification, parts: list[ManifestPart], listing: list[ObjectInfo],
@@ -584,6 +615,15 @@ def verify_at_destination(dest: Destination, depth: str = "sample", *,
         table_findings, table_keys = check_table(dest, manifest, listing, export, depth)
         v.failures.extend(VerifyFailure(kind, fields) for kind, fields in table_findings)
         claimed |= table_keys
+
+    # 3c. an appending dataset: the earlier runs a reader reads together with this one
+    if listing is not None and run_id is None and manifest.table is None:
+        for earlier in _dataset_predecessors(dest, manifest, listing):
+            claimed |= {p.path for p in earlier.committed_parts}
+            probe = Verification()
+            _check_parts(probe, list(earlier.committed_parts), listing, "light")
+            v.parts_failed += probe.parts_failed
+            v.failures += [VerifyFailure(f.kind, {**f.fields, "run_id": earlier.run_id}) for f in probe.failures]
 
     # 4. the success marker (a run copy: only whether the marker is this run's)
     if run_id is None:

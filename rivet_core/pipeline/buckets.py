@@ -372,9 +372,14 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     root = export_destination(config, root_export(export))
     log.info("export '%s': partition_by '%s': %d partition(s) hold rows", export.name, export.partition_by,
              len(children))
+    full_refresh = bool(getattr(options, "full_refresh", False))
+    # A full refresh of an append log is a new baseline: the buckets the source no longer
+    # holds are withdrawn as a replacing run's are — except an Iceberg bucket's, whose files a
+    # catalog outside the prefix names (facade/bucket_set.py).
     bucket_set = BucketSetFacade(root, export.name, export.partition_by or "", run_id,
-                                 replacing=not adds_rows_each_run(export),
-                                 full_refresh=bool(getattr(options, "full_refresh", False)))
+                                 replacing=not adds_rows_each_run(export) or (
+                                     full_refresh and export.table_format != "iceberg"),
+                                 full_refresh=full_refresh)
     bucket_set.open([bucket_slot(export, b) for b, _ in children], present_slots(config, export))
     done: list[tuple[Bucket, RunSummary]] = []
     for bucket, child in children:

@@ -29,7 +29,7 @@ from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.destination import Destination, open_destination
 from rivet_core.errors import DataIntegrityError, best_effort
 from rivet_core.orchestrator import accepts_legacy_run_id
-from rivet_core.pipeline.lost_cursor import resolve_missing_cursor
+from rivet_core.pipeline.lost_cursor import refuse_vanished_destination, resolve_missing_cursor
 from rivet_core.pipeline.staging import claim_staging, sweep_dead_staging
 from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
@@ -138,6 +138,10 @@ class ExportRun:
                     log.warning("export '%s': continuing from the destination manifest's cursor_high %r "
                                 "(--from-manifest)", export.name, adopted)
                     self.plan = resolve_unit(config, export, stored_cursor=adopted, window=self.options.window)
+            elif cursor_run and stored is not None and not self.options.full_refresh and \
+                    any(e.name == export.name for e in config.exports):  # a partition_by bucket: its set's record
+                refuse_vanished_destination(self.state, export, self.dest, config_path=str(config.config_path),
+                                            cursor=stored)
             # A table export re-baselines (an overwrite commit) where every row is exported again.
             self.plan.full_refresh = self.options.full_refresh and (
                 cursor_run or export.mode == "full" or (export.mode == "chunked" and not export.keyset_incremental))

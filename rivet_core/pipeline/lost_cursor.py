@@ -102,4 +102,33 @@ def resolve_missing_cursor(state: StateStore, export: ExportConfig, dest: Destin
         export_name=export.name)
 
 
-__all__ = ["CursorLost", "resolve_missing_cursor"]
+class PublishedDataGone(CursorLost):
+    """An incremental export's cursor has moved past rows its destination no longer holds (exit 3)."""
+
+    code = "published_data_gone"
+
+
+def refuse_vanished_destination(state: StateStore, export: ExportConfig, dest: Destination, *,
+                                config_path: str, cursor: str) -> None:
+    """The inverse of a lost state store: the store holds a cursor, but the prefix it was
+    published to no longer holds a `manifest.json` although the run ledger records successful
+    runs there (a deleted prefix, a wiped bucket). Continuing from the cursor would publish
+    only the rows after it — every earlier row silently gone from the dataset. Refused
+    (exit 3, nothing read or written) unless `--full-refresh` exports every row again.
+    Silent when the ledger cannot answer: it is a second witness, never a reason to fail."""
+    if not dest.supports_manifest or dest.head("manifest.json") is not None:
+        return
+    found = None
+    with best_effort("read the run ledger"):
+        found = state.published_runs(export.name, dest.uri)
+    if found is None:
+        return
+    raise PublishedDataGone(
+        f"export '{export.name}': the destination {dest.uri} has no manifest.json, but {found.evidence()} and the "
+        f"cursor stands at {cursor!r} — the published data was removed, and continuing from the cursor would "
+        f"publish only newer rows. Nothing was done; restore the prefix, or re-run with `rivet run -c "
+        f"{config_path} -e {export.name} --full-refresh` to export every row again",
+        export_name=export.name)
+
+
+__all__ = ["CursorLost", "PublishedDataGone", "refuse_vanished_destination", "resolve_missing_cursor"]

@@ -219,9 +219,16 @@ def is_calendar_column(export: ExportConfig, schema: pa.Schema) -> bool:
 def calendar_window_params(plan: ResolvedUnit, schema: pa.Schema) -> list[Any] | None:
     """A time partition on a DATE column compares it with the window's local dates (the
     New York day 2024-01-02 holds the rows dated 2024-01-02), not with its UTC instants cut
-    to a date; None for any other column or plan (described `schema` decides)."""
-    if plan.window is None or not is_calendar_column(plan.export, schema):
+    to a date; a `days_window` run on a DATE column with the cutoff's date, not its midnight
+    instant — SQLite keeps a DATE as text, where '2024-01-02' < '2024-01-02 00:00:00' would
+    drop the cutoff day itself. None for any other column or plan (described `schema`
+    decides)."""
+    if not is_calendar_column(plan.export, schema):
         return None
+    if plan.window is None:
+        if plan.time_window_start is None:
+            return None
+        return [plan.time_window_start.date()]
     start, end = plan.window.local_dates
     _, params = build_time_range_query(dialect_for(plan.engine), plan.base_query, plan.export.time_column or "",
                                        start, end, "timestamp")

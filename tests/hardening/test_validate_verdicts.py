@@ -179,3 +179,55 @@ def test_a_prefix_the_ledger_never_published_stays_legacy_and_validate_writes_no
     verdicts = {e["export_name"]: e["verification"] for e in json.loads(result.stdout)["exports"]}
     assert verdicts["items"]["passed"] and verdicts["others"]["legacy_run"]
     assert (tmp_path / ".rivet_state.db").read_bytes() == state  # read, never written
+
+
+# --- an incremental dataset is every run since its baseline (issue 33: the reader's view) ----
+def _incremental(tmp_path: Path) -> tuple[Path, str]:
+    url = _source(tmp_path, rows=6)
+    config = write_config(tmp_path, source_block(url), [{
+        "name": "items", "table": "items", "mode": "incremental", "cursor_column": "id", "format": "parquet",
+        "destination": {"type": "local", "path": "out"}}])
+    assert cli("run", "-c", str(config)).returncode == 0
+    with sqlite3.connect(tmp_path / "src.db") as conn:
+        conn.executemany("INSERT INTO items VALUES (?, ?)", [(i, f"v{i}") for i in range(7, 10)])
+    assert cli("run", "-c", str(config)).returncode == 0
+    return config, url
+
+
+def _dataset_ids(prefix: Path) -> list[int]:
+    """What a reader of the incremental dataset sees: every success run copy's parts (pyarrow)."""
+    ids = []
+    for copy in sorted(prefix.glob("manifest-*.json")):
+        for part in json.loads(copy.read_text())["parts"]:
+            ids += pq.read_table(prefix / part["path"]).column("id").to_pylist()
+    return sorted(ids)
+
+
+def test_a_part_of_an_earlier_run_of_an_incremental_dataset_gone_fails_validation(tmp_path):
+    config, _ = _incremental(tmp_path)
+    out = tmp_path / "out"
+    assert _dataset_ids(out) == list(range(1, 10))
+    first = min(out.glob("manifest-*.json"), key=lambda p: json.loads(p.read_text())["sequence"])
+    lost = json.loads(first.read_text())["parts"][0]["path"]
+    (out / lost).unlink()  # the current manifest's own parts are intact
+    result = cli("validate", "-c", str(config), "--format", "json")
+    assert result.returncode == 3, result.stdout + result.stderr
+    [missing] = [f for f in _verdict(result)["failures"] if f["kind"] == "part_missing"]
+    assert missing["path"] == lost and missing["run_id"] == json.loads(first.read_text())["run_id"]
+
+
+def test_an_incremental_run_refuses_to_continue_from_its_cursor_into_an_emptied_prefix(tmp_path):
+    import shutil
+
+    config, _ = _incremental(tmp_path)
+    shutil.rmtree(tmp_path / "out")
+    with sqlite3.connect(tmp_path / "src.db") as conn:
+        conn.execute("INSERT INTO items VALUES (10, 'v10')")
+    refused = cli("run", "-c", str(config))
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert "has no manifest.json" in refused.stderr and "--full-refresh" in refused.stderr
+    assert not list((tmp_path / "out").rglob("*.*"))  # nothing was written
+    assert cli("validate", "-c", str(config)).returncode == 3  # manifest_gone, until the way back
+    assert cli("run", "-c", str(config), "--full-refresh").returncode == 0
+    assert cli("validate", "-c", str(config)).returncode == 0
+    assert _dataset_ids(tmp_path / "out") == list(range(1, 11))

@@ -152,6 +152,7 @@ class Trail:
     cursors: dict[str, int] = field(default_factory=dict)
     maybe: set[Row] = field(default_factory=set)  # appends: versions a killed run may have published
     broken: str = ""        # why the destination is known to be damaged from outside
+    published: bool = False  # a run succeeded: the run ledger knows the prefix, so its trail must stay
     in_doubt: str = ""      # why the model cannot say what a crash left
 
     # ------------------------------------------------------------------ the model
@@ -160,13 +161,12 @@ class Trail:
 
     def publish(self, source: dict[int, Row], *, move_cursor: bool = True, refresh: bool = False) -> None:
         """A successful run, as the model sees it."""
+        self.published = True
         if self.shape.mode != "incremental":
             self.snapshot = sorted(source.values(), key=repr)
             return
-        if refresh and not self.shape.merge_on:  # a run from nothing: the dataset's new baseline
+        if refresh:  # a run from nothing: the dataset's new baseline (a table: an overwrite commit)
             self.runs, self.cursors, self.maybe = {}, {}, set()
-        if refresh:  # merge_on: every current row is merged again over what the table holds
-            self.cursors = {}
         fetched: dict[str, list[Row]] = {}
         for row in source.values():
             b = self.bucket(row)
@@ -388,10 +388,9 @@ class TrailWalk(RuleBasedStateMachine):
         trail = self.primary
         self.changed = False
         result = rivet_quick("run", "-c", str(trail.config), "-e", trail.name, "--full-refresh")
-        if result.returncode == 0:
+        if result.returncode == 0:  # the documented way back, for files and tables alike
             self._published(trail, refresh=True)
-            if not trail.shape.is_table:
-                trail.broken = ""  # a table's way back (re-baseline, adopt) is not settled yet
+            trail.broken = ""
 
     # ------------------------------------------------------------------ gc
     @enabled("gc", lambda self: not self.primary.shape.partition_by)
@@ -470,6 +469,11 @@ class TrailWalk(RuleBasedStateMachine):
     def _view(self, trail: Trail) -> tuple[list[Row], str]:
         assert self.area is not None
         rows: list[Row] = []
+        root = self.area.keys(trail.sub)
+        if trail.published and "manifest.json" not in root and "_partitions.json" not in root:
+            # A reader told to read manifest.json finds none where runs were published: the
+            # data is gone, whatever the source holds now (validate: manifest_gone).
+            return [], f"{trail.sub}: no manifest.json where a run published"
         try:
             for sub in self._bucket_subs(trail):
                 rows += self._read(trail, sub)
@@ -480,6 +484,8 @@ class TrailWalk(RuleBasedStateMachine):
     def _read(self, trail: Trail, sub: str) -> list[Row]:
         assert self.area is not None
         shape = trail.shape
+        if shape.table_format:  # the table is read by its own reader, and its trail by the manifest
+            manifest_rows(self.area, sub, shape.fmt, every_run=False, read=False)
         if shape.table_format == "delta":
             return delta_rows(self.area, sub)
         if shape.table_format == "iceberg":

@@ -90,6 +90,8 @@ def valid_shapes() -> list[Shape]:
             continue  # retention is refused with a table; gc of {partition} is outside the walk
         if part and mode == "time_window":
             continue  # partition_by is not compatible with time_window
+        if part and (merge or (table_format == "iceberg" and mode in ("full", "chunked"))):
+            continue  # refused at load: a bucket's table cannot see a row move out (docs/modes.md)
         if nested and not (keep and where == "local" and mode == "full" and kind == "parquet"):
             continue  # the nested neighbour is the retention-sweep case
         shapes.append(Shape(mode, "parquet" if table_format else kind, table_format, where, part, merge, keep,
@@ -239,12 +241,13 @@ def _read_part(data: bytes, fmt: str) -> pa.Table:
     return pq.read_table(io.BytesIO(data))
 
 
-def manifest_rows(area: Area, sub: str, fmt: str, *, every_run: bool) -> list[Row]:
+def manifest_rows(area: Area, sub: str, fmt: str, *, every_run: bool, read: bool = True) -> list[Row]:
     """The parts a reader is told to read (docs/manifest.md, "Layout"): the current
     `manifest.json`'s, or — for an incremental dataset, every run's parts together — those of
     each success run copy `manifest-<run_id>.json` still at the prefix, from the last run
     that started from nothing (no `cursor_low`: the first run or a full refresh) on
-    (docs/adr/0007-readable-layout-and-retention.md, "What current is")."""
+    (docs/adr/0007-readable-layout-and-retention.md, "What current is"). Raises ViewBroken
+    when a listed part is not there."""
     keys = area.keys(sub)
     names = [k for k in keys if "/" not in k and k.startswith("manifest") and k.endswith(".json")]
     names = [n for n in names if n != "manifest.json"] if every_run else [n for n in names if n == "manifest.json"]
@@ -262,7 +265,8 @@ def manifest_rows(area: Area, sub: str, fmt: str, *, every_run: bool) -> list[Ro
     for path in parts:
         if path not in present:
             raise ViewBroken(f"{sub}: the manifest lists {path}, which is not there")
-        rows += normalize(_read_part(area.read(sub, path), fmt))
+        if read:  # `read=False`: only whether the trail's files are there (a table's manifest)
+            rows += normalize(_read_part(area.read(sub, path), fmt))
     return rows
 
 

@@ -240,6 +240,11 @@ def _commit_cursor(summary: RunSummary, state: StateStore) -> None:
     published = summary.manifest_written or summary.destination_kind == "stdout"
     if not (published and summary.status == "success"):
         return
+    # The ledger learns that this prefix holds published data before the cursor moves past it:
+    # a crash between the cursor and the ledger's tail (record_outcome) must not leave a cursor
+    # the ledger cannot tie to a publish (lost_cursor.py `refuse_vanished_destination`).
+    with best_effort("run ledger write", warn=summary.add_warning):  # advisory; the tail writes it again
+        state.finish_run(summary.run_id, "success")
     # One committed boundary per run: the cursor's when the run has one (keyset_incremental
     # chunked runs too), else the completed chunk run's highest chunk index (PG2).
     if summary.cursor_high:
