@@ -31,6 +31,7 @@ from tests.dagster.support import Target, create_orders, id_amounts, source_rows
 from tests.dagster.test_chunk_freshness import (
     KEYS,
     PUBLISH_JOB,
+    RECONCILE_JOB,
     Planner,
     assert_quiet,
     chunk_run,
@@ -39,7 +40,7 @@ from tests.dagster.test_chunk_freshness import (
     published,
     requested,
 )
-from tests.helpers import REPO, rivet
+from tests.helpers import REPO, db_exec, rivet
 
 #: A run worker: executes one run request (job, tags, partition) on the instance at
 #: DAGSTER_HOME, in its own process, as Dagster's run launcher does.
@@ -338,5 +339,57 @@ def test_windows_of_a_run_cancelled_while_queued_are_requested_again_and_the_man
         assert requested(again) == KEYS and jobs(again) == [PUBLISH_JOB]
         assert again.run_requests[0].run_key != request.run_key
         planner.run(again)
+        assert_quiet(planner.tick())
+    assert_published_equals_source(target, pg_url)
+
+
+# ------------------------------------------------------------------------------ finding 6
+def latest_reconcile(instance: dg.DagsterInstance) -> Any:
+    """The `reconcile` execution the UI shows: the newest Dagster recorded."""
+    key = dg.AssetCheckKey(dg.AssetKey("orders_chunked_manifest"), "reconcile")
+    return instance.event_log_storage.get_latest_asset_check_execution_by_key([key])[key]
+
+
+def test_a_reconcile_that_evaluated_before_the_fixed_windows_published_is_evaluated_again_and_goes_green(
+        pg_url: str, tmp_path: Path, home: Path) -> None:
+    """Rows deleted at the source under a published window: the plan requests the `reconcile`
+    check and the window's run (with the manifest), the check first. Should the daemon create
+    the runs the other way round — the publishing run first, parked while it stages the
+    window, the check's run created after it and evaluated meanwhile (red) — the red verdict
+    is the newest execution although the data is fixed. The next plan finds every window true
+    to the source and evaluates the check again: green, and nothing more after that. (A check
+    evaluated while the window is claimed says "could not be compared" and passes; the red
+    comes from the seconds before the claim: run start-up, a wait for a source pool slot.)"""
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, pg_url)
+    defs = build_definitions(config)
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        planner = Planner(defs, instance)
+        planner.publish_everything()
+        db_exec(pg_url, "DELETE FROM orders WHERE id IN (210, 211, 212)")
+        changed = planner.tick()
+        assert [r.job_name for r in changed.run_requests] == [RECONCILE_JOB, PUBLISH_JOB]
+        check_request, publish_request = changed.run_requests
+        proc = worker(home, config, publish_request, RIVET_TEST_PAUSE_AT="before_chunk_claim",
+                      RIVET_TEST_PAUSE_DIR=str(pause))
+        try:
+            wait_for_barrier(proc, pause / "before_chunk_claim.reached")
+            [red] = planner.run(dg.SensorResult(run_requests=[check_request]))
+            assert not red.get_asset_check_evaluations()[0].passed
+            (pause / "before_chunk_claim.release").touch()
+            _, err = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, err[-3000:]
+        assert latest_reconcile(instance).status.value == "FAILED"  # the race of issue 39 finding 6
+
+        recheck = planner.tick()
+        assert jobs(recheck) == [RECONCILE_JOB]
+        planner.run(recheck)
+        assert latest_reconcile(instance).status.value == "SUCCEEDED"
         assert_quiet(planner.tick())
     assert_published_equals_source(target, pg_url)
