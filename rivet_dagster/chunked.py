@@ -16,7 +16,8 @@ A `mode: chunked` export becomes:
   `reconcile` (per window: source COUNT vs rows written). Downstream assets read the whole
   export from it through the IO manager.
 - **`<export>_planner`** sensor: plans the windows against the source
-  (`api.plan_chunk_tasks`), registers new keys in ascending order, requests runs for
+  (`api.plan_chunk_tasks`), registers new keys in ascending order, deletes the keys the plan
+  no longer has and wipes their materializations (`withdraw_partitions`), requests runs for
   new windows and for windows that changed at the source since their last materialization
   — count moved, or (with `change_column`) their fingerprint differs from the one their
   materialization recorded as metadata `rivet/fingerprint` — (run key
@@ -497,6 +498,7 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         dynamic = []
         if stale:
             dynamic.append(partitions.build_delete_request(stale))
+            withdraw_partitions(context.instance, chunk_key, stale, carried=len(registered) - len(stale))
         if new_keys:
             dynamic.append(partitions.build_add_request(new_keys))
         requests: list[dg.RunRequest] = []
@@ -565,6 +567,31 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(cursor))
 
     return _planner
+
+
+def withdraw_partitions(instance: dg.DagsterInstance, key: dg.AssetKey, stale: list[str], *, carried: int) -> None:
+    """Wipe the materializations of window keys the plan no longer has, alongside deleting
+    their partition keys; `carried`: how many registered keys the plan keeps.
+
+    Deleting a dynamic partition key leaves its materializations in the event log, and Dagster
+    still counts them as materialized partitions of the asset: after a `chunk_size` change and
+    `rivet state reset-chunks`, the old windows next to the new ones, for windows that no longer
+    exist. Dagster's own SQL storages (SQLite, PostgreSQL) cannot wipe single partitions, so
+    when the plan keeps no registered key (a new grid: nothing of the asset's history describes
+    a window that exists) the asset's whole history is wiped; otherwise the stale partitions
+    are wiped where the storage can, and on SQLite/PostgreSQL their old materializations stay
+    (the history of the windows kept holds the fingerprints the planner compares against).
+    Best effort: a wipe that fails leaves a wrong count in the UI, never wrong data."""
+    with api.best_effort("wipe the materializations of withdrawn chunk windows", logger=_log):
+        if carried == 0:
+            instance.wipe_assets([key])
+        else:
+            try:
+                instance.wipe_asset_partitions(key, stale)
+            except NotImplementedError:  # Dagster's SQL storages: see above
+                return
+        _log.info("asset %s: withdrew %d window(s) the plan no longer has: %s", key.to_user_string(), len(stale),
+                  ", ".join(stale[:10]))
 
 
 def stale_reconcile_request(instance: dg.DagsterInstance, job_name: str, export_name: str,

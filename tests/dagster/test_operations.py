@@ -393,3 +393,33 @@ def test_a_reconcile_that_evaluated_before_the_fixed_windows_published_is_evalua
         assert latest_reconcile(instance).status.value == "SUCCEEDED"
         assert_quiet(planner.tick())
     assert_published_equals_source(target, pg_url)
+
+
+# ------------------------------------------------------------------------------ finding 7
+def test_after_a_chunk_size_change_and_reset_chunks_the_old_windows_are_withdrawn_from_dagster(
+        pg_url: str, tmp_path: Path, home: Path) -> None:
+    """Published with 100-row windows, then `chunk_size: 200` and `rivet state reset-chunks`:
+    the planner registers the three new windows, deletes the six old partition keys and wipes
+    their materializations, so Dagster counts as materialized exactly the windows that exist
+    (before: the six old keys stayed materialized next to the three new ones)."""
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, pg_url)
+    defs = build_definitions(config)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        planner = Planner(defs, instance)
+        planner.publish_everything()
+        assert sorted(instance.get_materialized_partitions(dg.AssetKey("orders_chunked"))) == KEYS
+
+        config.write_text(config.read_text().replace("chunk_size: 100", "chunk_size: 200"))
+        reset = rivet("state", "reset-chunks", "-c", str(config), "-e", "orders_chunked")
+        assert reset.returncode == 0, reset.stderr
+        planner = Planner(build_definitions(config), instance)
+        planner.cursor = None
+        first = planner.tick()
+        new_keys = sorted(instance.get_dynamic_partitions("orders_chunked_chunks"))
+        assert len(new_keys) == 3 and not set(new_keys) & set(KEYS)
+        planner.run(first)
+        assert_quiet(planner.tick())
+        assert sorted(instance.get_materialized_partitions(dg.AssetKey("orders_chunked"))) == new_keys
+    assert_published_equals_source(target, pg_url)
