@@ -27,7 +27,15 @@ import dagster as dg
 import pytest
 
 from rivet_dagster import build_definitions
-from tests.dagster.support import Target, create_orders, id_amounts, source_rows
+from tests.dagster.support import (
+    Target,
+    create_orders,
+    export_block,
+    id_amounts,
+    orders_config,
+    run_job,
+    source_rows,
+)
 from tests.dagster.test_chunk_freshness import (
     KEYS,
     PUBLISH_JOB,
@@ -423,3 +431,56 @@ def test_after_a_chunk_size_change_and_reset_chunks_the_old_windows_are_withdraw
         assert_quiet(planner.tick())
         assert sorted(instance.get_materialized_partitions(dg.AssetKey("orders_chunked"))) == new_keys
     assert_published_equals_source(target, pg_url)
+
+
+# ------------------------------------------------------------------------------ finding 4
+def test_a_read_during_which_a_new_publish_moves_its_parts_away_starts_again_from_the_new_manifest(
+        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The IO manager's read of a `retention: {keep_runs: 1}` export: while it reads the first
+    published run's part, the export publishes again (a real run on the same instance, the
+    source changed meanwhile) and retention moves the old part out of the prefix. The read
+    starts again from the new manifest and returns exactly the source as it is now — never a
+    table mixing the two publishes (before: `DestinationError: … does not exist`)."""
+    from rivet_core.config import load_config
+    from rivet_dagster import io_manager
+
+    create_orders(pg_url, rows=300)
+    target = Target("local", tmp_path)
+    config = orders_config(tmp_path, pg_url, [export_block("orders_full", "full", target.destination("orders_full"),
+                                                           retention={"keep_runs": 1})])
+    defs = build_definitions(config)
+    assert run_job(defs, "orders_full_job", instance).success
+    real_read, republished = io_manager._read_part, []
+
+    def read_while_a_publish_lands(dest: Any, key: str, fmt: str) -> Any:
+        if not republished:  # the first part: the next publish lands before its bytes are read
+            db_exec(pg_url, "UPDATE orders SET amount = amount + 1 WHERE id < 100")
+            republished.append(run_job(defs, "orders_full_job", instance).success)
+        return real_read(dest, key, fmt)
+
+    monkeypatch.setattr(io_manager, "_read_part", read_while_a_publish_lands)
+    cfg = load_config(config)
+    table = io_manager.read_export(cfg, cfg.export("orders_full"))
+    assert republished == [True]
+    assert table is not None and id_amounts(table) == source_rows(pg_url)
+
+
+def test_a_part_missing_while_the_manifest_stays_current_fails_the_read_naming_the_part(
+        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    """No publish landed: a part the current manifest lists is gone (a damaged dataset). The
+    read does not loop or return a partial table: it fails naming the part."""
+    from rivet_core.config import load_config
+    from rivet_dagster import io_manager
+
+    create_orders(pg_url, rows=300)
+    target = Target("local", tmp_path)
+    config = orders_config(tmp_path, pg_url, [export_block("orders_full", "full", target.destination("orders_full"),
+                                                           retention={"keep_runs": 1})])
+    assert run_job(build_definitions(config), "orders_full_job", instance).success
+    manifest = target.view("orders_full").current_manifest()
+    assert manifest is not None
+    [part] = [p["path"] for p in manifest["parts"]]
+    (tmp_path / "out" / "orders_full" / part).unlink()
+    cfg = load_config(config)
+    with pytest.raises(Exception, match=f"{part}' does not exist"):
+        io_manager.read_export(cfg, cfg.export("orders_full"))
