@@ -16,7 +16,8 @@ A `mode: chunked` export becomes:
   `reconcile` (per window: source COUNT vs rows written). Downstream assets read the whole
   export from it through the IO manager.
 - **`<export>_planner`** sensor: plans the windows against the source
-  (`api.plan_chunk_tasks`), registers new keys in ascending order, requests runs for
+  (`api.plan_chunk_tasks`), registers new keys in ascending order, deletes the keys the plan
+  no longer has and wipes their materializations (`withdraw_partitions`), requests runs for
   new windows and for windows that changed at the source since their last materialization
   — count moved, or (with `change_column`) their fingerprint differs from the one their
   materialization recorded as metadata `rivet/fingerprint` — (run key
@@ -26,7 +27,10 @@ A `mode: chunked` export becomes:
   terminated: `worker_gone`) — back to pending and requested again under a run key naming
   the attempt, up to the chunk run's max attempts —, requests again the windows never
   claimed whose runs all ended (cancelled while queued: `stranded_windows`),
-  requests a run of the `reconcile` check when published windows drifted, and requests
+  requests a run of the `reconcile` check when published windows drifted (before the runs
+  that export them, so the publishing run's verdict is the newest) and again, once per
+  manifest, when every window is true to the source but the check's newest verdict is red
+  (`stale_reconcile_request`), and requests
   `<export>_manifest` once every window is completed (run key stamped with the windows'
   attempts, so the same state is finalized once) — or, when one batch holds every window
   still to export, requests that batch as a run of `<export>_publish_job`, which publishes
@@ -53,6 +57,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
+from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
 from dagster._utils.schedules import get_latest_completed_cron_tick, is_valid_cron_string
 
 from rivet_core import api
@@ -461,7 +466,8 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
                            "COUNT, and MAX(change_column) when set)" + (f", re-exports every window on `{refresh}`"
                                                                          if refresh else "") +
                            ", takes over the windows of runs that ended without finishing them (killed, "
-                           "terminated), runs the `reconcile` check when published windows drifted, and requests the "
+                           "terminated), runs the `reconcile` check when published windows drifted (and again when it "
+                           "stayed red after they were fixed), and requests the "
                            "manifest once every window is done — in the same run as the last batch when that "
                            f"batch holds every window still to export. Plans against the source every "
                            f"{PLANNER_INTERVAL_SECONDS} s, and as soon as the runs of a chunk run in progress "
@@ -492,6 +498,7 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         dynamic = []
         if stale:
             dynamic.append(partitions.build_delete_request(stale))
+            withdraw_partitions(context.instance, chunk_key, stale, carried=len(registered) - len(stale))
         if new_keys:
             dynamic.append(partitions.build_add_request(new_keys))
         requests: list[dg.RunRequest] = []
@@ -518,16 +525,19 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
                 tags={"rivet/chunk_run": tick.run_id}, statuses=_IN_FLIGHT)) if batches or tick.complete else 0
             # The last batch carries the manifest and its checks (one run start-up fewer).
             fold = fold_manifest(tick, batches, outstanding, in_flight)
+            if tick.drifted:  # the published data misses (or holds extra) rows: turn `reconcile` red now
+                # Requested before the windows' runs: Dagster records a check's execution when its
+                # run is created, and the newest one is the verdict the UI shows — so the run that
+                # publishes the refilled windows (its `reconcile` evaluated after them) comes last.
+                drift = ",".join(f"{k}={tick.refill[k]}" for k in tick.drifted)
+                requests.append(dg.RunRequest(job_name=check_job.name, tags=tags, run_key=(
+                    f"{tick.run_id}:reconcile:{hashlib.sha256(drift.encode()).hexdigest()[:16]}")))
             for batch in batches[:runs_per_tick]:
                 requests.append(_batch_request(last_job.name if fold else chunk_job.name, tick, batch,
                                                cursor.get("refresh"), tags, publish=fold))
                 done.update(stamps[k] for k in batch)
             backlog = [k for batch in batches[runs_per_tick:] for k in batch]
             requested_stamps = sorted(done & set(stamps.values()))
-            if tick.drifted:  # the published data misses (or holds extra) rows: turn `reconcile` red now
-                drift = ",".join(f"{k}={tick.refill[k]}" for k in tick.drifted)
-                requests.append(dg.RunRequest(job_name=check_job.name, tags=tags, run_key=(
-                    f"{tick.run_id}:reconcile:{hashlib.sha256(drift.encode()).hexdigest()[:16]}")))
             # The manifest waits for every window still wanted, requested in an earlier tick or not,
             # and for the runs of the chunk run still going (a folded run finalizes it itself;
             # should it fail, the plan after it ends requests the manifest on its own).
@@ -537,6 +547,10 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
             if backlog:
                 context.log.info(f"chunk run {tick.run_id}: {len(backlog)} window(s) wait for the next tick "
                                  f"(dagster.max_runs_per_tick: {runs_per_tick})")
+        else:  # published and true to the source: a red `reconcile` verdict is outdated
+            recheck = stale_reconcile_request(context.instance, check_job.name, export_name,
+                                              manifest_asset_key(cfg, exp))
+            requests += [recheck] if recheck is not None else []
         if tick.run_id is not None:
             cursor["requested"] = requested_stamps
         cursor["run"] = tick.run_id or cursor.get("run")
@@ -553,6 +567,52 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(cursor))
 
     return _planner
+
+
+def withdraw_partitions(instance: dg.DagsterInstance, key: dg.AssetKey, stale: list[str], *, carried: int) -> None:
+    """Wipe the materializations of window keys the plan no longer has, alongside deleting
+    their partition keys; `carried`: how many registered keys the plan keeps.
+
+    Deleting a dynamic partition key leaves its materializations in the event log, and Dagster
+    still counts them as materialized partitions of the asset: after a `chunk_size` change and
+    `rivet state reset-chunks`, the old windows next to the new ones, for windows that no longer
+    exist. Dagster's own SQL storages (SQLite, PostgreSQL) cannot wipe single partitions, so
+    when the plan keeps no registered key (a new grid: nothing of the asset's history describes
+    a window that exists) the asset's whole history is wiped; otherwise the stale partitions
+    are wiped where the storage can, and on SQLite/PostgreSQL their old materializations stay
+    (the history of the windows kept holds the fingerprints the planner compares against).
+    Best effort: a wipe that fails leaves a wrong count in the UI, never wrong data."""
+    with api.best_effort("wipe the materializations of withdrawn chunk windows", logger=_log):
+        if carried == 0:
+            instance.wipe_assets([key])
+        else:
+            try:
+                instance.wipe_asset_partitions(key, stale)
+            except NotImplementedError:  # Dagster's SQL storages: see above
+                return
+        _log.info("asset %s: withdrew %d window(s) the plan no longer has: %s", key.to_user_string(), len(stale),
+                  ", ".join(stale[:10]))
+
+
+def stale_reconcile_request(instance: dg.DagsterInstance, job_name: str, export_name: str,
+                            manifest_key: dg.AssetKey) -> dg.RunRequest | None:
+    """A run of the `reconcile` check when its newest execution FAILED although the plan just
+    found every published window true to the source, else None.
+
+    Dagster shows the check execution created last (it is recorded when its run is created),
+    whatever finished last: a `reconcile` run created while the refilled windows were still
+    being exported can evaluate the old counts after the publishing run's own, green, verdict,
+    and nothing would evaluate it again. Once per published manifest (run key: the storage id
+    of the manifest's latest materialization), so a check that stays red costs one run."""
+    check_key = dg.AssetCheckKey(manifest_key, "reconcile")
+    latest = instance.event_log_storage.get_latest_asset_check_execution_by_key([check_key]).get(check_key)
+    if latest is None or latest.status != AssetCheckExecutionRecordStatus.FAILED:
+        return None
+    records = instance.fetch_materializations(manifest_key, limit=1).records
+    if not records:
+        return None
+    return dg.RunRequest(job_name=job_name, tags={"rivet/export": export_name},
+                         run_key=f"reconcile:recheck:{records[0].storage_id}")
 
 
 def stranded_windows(instance: dg.DagsterInstance, tick: api.ChunkTaskPlan, wanted: set[str]) -> dict[str, int]:

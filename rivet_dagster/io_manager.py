@@ -21,11 +21,14 @@ every run since its last full baseline (so a run that found nothing new does not
 for the others the parts the current `manifest.json` lists, per partition for partitioned
 exports. An input with metadata `{"rivet/latest_run_only": True}` gets only the latest
 run's rows. For a chunked export, depend on
-`<export>_manifest` (the whole export); a chunk asset input is refused.
+`<export>_manifest` (the whole export); a chunk asset input is refused. A publish that
+lands while the parts are read (and moves them away: retention, a re-materialized window)
+makes the read start again from the new manifests (`_read_manifests_parts`).
 """
 
 
 import io
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -48,6 +51,8 @@ from rivet_dagster.metadata import (
 from rivet_dagster.partition_lookups import cached_partition_lookups
 from rivet_dagster.partitions import sub_prefix_for_key
 from rivet_dagster.termination import stops_on_terminate
+
+_log = logging.getLogger("rivet.dagster.io_manager")
 
 
 @dataclass
@@ -132,17 +137,44 @@ def read_export(config: api.RivetConfig, export: api.ExportConfig, sub_prefix: s
         found = api.read_table(api.export_destination(config, export, sub_prefix=sub_prefix), sub_prefix,
                                export=export)
         return None if found is None else found[0]
-    manifests = api.dataset_manifests(config, export, sub_prefix=sub_prefix, latest_run_only=latest_run_only)
+    manifests, tables = _read_manifests_parts(config, export, sub_prefix, latest_run_only)
     if not manifests:
         return None
-    dest = api.export_destination(config, export, sub_prefix=sub_prefix)
-    tables = [_read_part(dest, p.path, m.format) for m in manifests for p in m.parts if p.status == "committed"]
     if tables:
         return pa.concat_tables(tables, promote_options="permissive")
     if latest_run_only:  # an empty latest run: no rows, but the export's columns
         earlier = read_export(config, export, sub_prefix)
         return earlier.schema.empty_table() if earlier is not None else None
     return None
+
+
+#: How many times a read starts again from the manifests current now, when a part of the ones
+#: it started from vanished (a new publish landed and retention moved it away).
+READ_ATTEMPTS = 3
+
+
+def _read_manifests_parts(config: api.RivetConfig, export: api.ExportConfig, sub_prefix: str,
+                          latest_run_only: bool) -> tuple[list[Any], list[pa.Table]]:
+    """(the dataset's manifests, the committed parts they list, read), from one set of manifests.
+
+    A publish that lands while the parts are read can move the parts of the manifest this read
+    started from out of the prefix (`retention: {keep_runs: 1}`, a re-materialized chunk
+    window's parts quarantined). The read then starts again from the manifests current now —
+    never a table mixing two publishes — up to READ_ATTEMPTS times; a part missing while the
+    manifests are still the same is a damaged dataset, and that error is raised as it is."""
+    dest = api.export_destination(config, export, sub_prefix=sub_prefix)
+    for attempt in range(1, READ_ATTEMPTS + 1):
+        manifests = api.dataset_manifests(config, export, sub_prefix=sub_prefix, latest_run_only=latest_run_only)
+        try:
+            return manifests, [_read_part(dest, p.path, m.format) for m in manifests for p in m.parts
+                               if p.status == "committed"]
+        except api.RivetError:
+            now = api.dataset_manifests(config, export, sub_prefix=sub_prefix, latest_run_only=latest_run_only)
+            if attempt == READ_ATTEMPTS or [m.run_id for m in now] == [m.run_id for m in manifests]:
+                raise
+            _log.info("export '%s': a new manifest was published while its parts were read; reading again "
+                      "from it (attempt %d of %d)", export.name, attempt + 1, READ_ATTEMPTS)
+    raise AssertionError("unreachable")  # the loop returns or raises
 
 
 def dataset_row_count(config: api.RivetConfig, export: api.ExportConfig, summary: api.RunSummary) -> int:

@@ -758,6 +758,7 @@ class ChunkWindowRun(ChunkTaskRun):
         return self.chunk_run.run_id
 
     def claim(self, *, is_gone: Callable[[str], bool] | None = None) -> list[ChunkTaskRow]:
+        fault_point("before_chunk_claim")  # a run started, its windows not yet claimed (tests park it here)
         try:
             chunk_plan = self.plan_grid()
             self._gate_probe_schema()  # the schema-drift facade, before anything is claimed

@@ -22,6 +22,7 @@ import shlex
 import shutil
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -155,6 +156,8 @@ class ExportRun:
         self.finalized = False
         if self.export_lock is not None:
             self._sweep_dead_staging()
+        if self.export_lock is not None and self.lock_mode == "exclusive":
+            self._fail_dead_runs()
         if self.options.ledger:
             self.open_ledger()
 
@@ -173,6 +176,27 @@ class ExportRun:
                 "Warning", context="staging_cleanup",
                 message=f"removed staging of {len(removed)} dead run(s) ({sum(r.bytes for r in removed)} bytes): "
                         + ", ".join(r.run_id for r in removed))
+
+    def _fail_dead_runs(self) -> None:
+        """Holding the export's exclusive lock: the run ledger's `running` rows of this export's
+        runs that are gone (killed before they could record an outcome) become `failed`, so
+        `rivet state` and the run history stop showing a run that will never end. Live runs —
+        their run ids are on live lock rows (other time partitions run under their own locks) —
+        are never touched."""
+        dead: list[str] = []  # housekeeping never fails a run
+        with best_effort("run ledger cleanup", logger=log,
+                         message=f"export '{self.export.name}': run ledger cleanup skipped: {{reason}}"):
+            before = datetime.now(UTC).isoformat()  # the state store's timestamp format
+            live = {h.run_id for h in self.state.list_export_locks(self.export.name)
+                    if h.run_id and h.stale_reason() is None} | {self.summary.run_id}
+            dead = self.state.fail_dead_runs(self.export.name, live, before)
+        if dead:
+            log.warning("export '%s': run(s) %s were left `running` in the run ledger by a process that is "
+                        "gone; marked failed", self.export.name, ", ".join(dead))
+            self.summary.journal.record(
+                "Warning", context="run_ledger",
+                message=f"marked failed {len(dead)} run(s) left running by a process that is gone: "
+                        + ", ".join(dead))
 
     def open_ledger(self) -> None:
         """The run's `run_status` row (advisory: a failed write is a warning)."""

@@ -62,6 +62,27 @@ class RunLedgerStore(StoreBase):
             tx.execute("UPDATE run_status SET status = :status, finished_at = :finished_at WHERE run_id = :run_id",
                        {"run_id": run_id, "status": status, "finished_at": utc_now_text()})
 
+    def fail_dead_runs(self, export_name: str, live: set[str], started_before: str) -> list[str]:
+        """Mark `failed` the export's `running` rows of runs that are gone; returns their ids.
+
+        A run killed outright (SIGKILL, OOM, a lost machine) never reaches `finish_run`, so its
+        row would say `running` forever. The caller holds the export's exclusive lock and names
+        the runs that are `live` (the run ids on live lock rows, its own included); a row of
+        another run is then a dead run's. Rows started at or after `started_before` (when the
+        caller read the lock rows) are left alone: a run that took its lock since may not have
+        recorded its run id on it yet. A chunk run's row is left alone too: it stays `running`
+        between the window batches of many processes (chunk_tasks.py decides its fate)."""
+        params = {"name": export_name, "before": started_before}
+        with self.database.transaction() as tx:
+            rows = tx.execute("SELECT run_id FROM run_status WHERE export_name = :name AND status = 'running' "
+                              "AND started_at < :before AND run_id NOT IN "
+                              "(SELECT run_id FROM chunk_run WHERE export_name = :name)", params).scalars()
+            dead = sorted(str(r) for r in rows if str(r) not in live)
+            for run_id in dead:
+                tx.execute("UPDATE run_status SET status = 'failed', finished_at = :now "
+                           "WHERE run_id = :run_id AND status = 'running'", {"run_id": run_id, "now": utc_now_text()})
+        return dead
+
     def published_runs(self, export_name: str, prefix: str) -> PublishedRuns | None:
         """The successful runs the ledger records for `export_name` at `prefix` or below it
         (a time partition's or a bucket's prefix; a bucket's runs are named

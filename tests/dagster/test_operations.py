@@ -27,10 +27,19 @@ import dagster as dg
 import pytest
 
 from rivet_dagster import build_definitions
-from tests.dagster.support import Target, create_orders, id_amounts, source_rows
+from tests.dagster.support import (
+    Target,
+    create_orders,
+    export_block,
+    id_amounts,
+    orders_config,
+    run_job,
+    source_rows,
+)
 from tests.dagster.test_chunk_freshness import (
     KEYS,
     PUBLISH_JOB,
+    RECONCILE_JOB,
     Planner,
     assert_quiet,
     chunk_run,
@@ -39,7 +48,7 @@ from tests.dagster.test_chunk_freshness import (
     published,
     requested,
 )
-from tests.helpers import REPO, rivet
+from tests.helpers import REPO, db_exec, rivet
 
 #: A run worker: executes one run request (job, tags, partition) on the instance at
 #: DAGSTER_HOME, in its own process, as Dagster's run launcher does.
@@ -340,3 +349,138 @@ def test_windows_of_a_run_cancelled_while_queued_are_requested_again_and_the_man
         planner.run(again)
         assert_quiet(planner.tick())
     assert_published_equals_source(target, pg_url)
+
+
+# ------------------------------------------------------------------------------ finding 6
+def latest_reconcile(instance: dg.DagsterInstance) -> Any:
+    """The `reconcile` execution the UI shows: the newest Dagster recorded."""
+    key = dg.AssetCheckKey(dg.AssetKey("orders_chunked_manifest"), "reconcile")
+    return instance.event_log_storage.get_latest_asset_check_execution_by_key([key])[key]
+
+
+def test_a_reconcile_that_evaluated_before_the_fixed_windows_published_is_evaluated_again_and_goes_green(
+        pg_url: str, tmp_path: Path, home: Path) -> None:
+    """Rows deleted at the source under a published window: the plan requests the `reconcile`
+    check and the window's run (with the manifest), the check first. Should the daemon create
+    the runs the other way round — the publishing run first, parked while it stages the
+    window, the check's run created after it and evaluated meanwhile (red) — the red verdict
+    is the newest execution although the data is fixed. The next plan finds every window true
+    to the source and evaluates the check again: green, and nothing more after that. (A check
+    evaluated while the window is claimed says "could not be compared" and passes; the red
+    comes from the seconds before the claim: run start-up, a wait for a source pool slot.)"""
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, pg_url)
+    defs = build_definitions(config)
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        planner = Planner(defs, instance)
+        planner.publish_everything()
+        db_exec(pg_url, "DELETE FROM orders WHERE id IN (210, 211, 212)")
+        changed = planner.tick()
+        assert [r.job_name for r in changed.run_requests] == [RECONCILE_JOB, PUBLISH_JOB]
+        check_request, publish_request = changed.run_requests
+        proc = worker(home, config, publish_request, RIVET_TEST_PAUSE_AT="before_chunk_claim",
+                      RIVET_TEST_PAUSE_DIR=str(pause))
+        try:
+            wait_for_barrier(proc, pause / "before_chunk_claim.reached")
+            [red] = planner.run(dg.SensorResult(run_requests=[check_request]))
+            assert not red.get_asset_check_evaluations()[0].passed
+            (pause / "before_chunk_claim.release").touch()
+            _, err = proc.communicate(timeout=180)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 0, err[-3000:]
+        assert latest_reconcile(instance).status.value == "FAILED"  # the race of issue 39 finding 6
+
+        recheck = planner.tick()
+        assert jobs(recheck) == [RECONCILE_JOB]
+        planner.run(recheck)
+        assert latest_reconcile(instance).status.value == "SUCCEEDED"
+        assert_quiet(planner.tick())
+    assert_published_equals_source(target, pg_url)
+
+
+# ------------------------------------------------------------------------------ finding 7
+def test_after_a_chunk_size_change_and_reset_chunks_the_old_windows_are_withdrawn_from_dagster(
+        pg_url: str, tmp_path: Path, home: Path) -> None:
+    """Published with 100-row windows, then `chunk_size: 200` and `rivet state reset-chunks`:
+    the planner registers the three new windows, deletes the six old partition keys and wipes
+    their materializations, so Dagster counts as materialized exactly the windows that exist
+    (before: the six old keys stayed materialized next to the three new ones)."""
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, pg_url)
+    defs = build_definitions(config)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        planner = Planner(defs, instance)
+        planner.publish_everything()
+        assert sorted(instance.get_materialized_partitions(dg.AssetKey("orders_chunked"))) == KEYS
+
+        config.write_text(config.read_text().replace("chunk_size: 100", "chunk_size: 200"))
+        reset = rivet("state", "reset-chunks", "-c", str(config), "-e", "orders_chunked")
+        assert reset.returncode == 0, reset.stderr
+        planner = Planner(build_definitions(config), instance)
+        planner.cursor = None
+        first = planner.tick()
+        new_keys = sorted(instance.get_dynamic_partitions("orders_chunked_chunks"))
+        assert len(new_keys) == 3 and not set(new_keys) & set(KEYS)
+        planner.run(first)
+        assert_quiet(planner.tick())
+        assert sorted(instance.get_materialized_partitions(dg.AssetKey("orders_chunked"))) == new_keys
+    assert_published_equals_source(target, pg_url)
+
+
+# ------------------------------------------------------------------------------ finding 4
+def test_a_read_during_which_a_new_publish_moves_its_parts_away_starts_again_from_the_new_manifest(
+        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The IO manager's read of a `retention: {keep_runs: 1}` export: while it reads the first
+    published run's part, the export publishes again (a real run on the same instance, the
+    source changed meanwhile) and retention moves the old part out of the prefix. The read
+    starts again from the new manifest and returns exactly the source as it is now — never a
+    table mixing the two publishes (before: `DestinationError: … does not exist`)."""
+    from rivet_core.config import load_config
+    from rivet_dagster import io_manager
+
+    create_orders(pg_url, rows=300)
+    target = Target("local", tmp_path)
+    config = orders_config(tmp_path, pg_url, [export_block("orders_full", "full", target.destination("orders_full"),
+                                                           retention={"keep_runs": 1})])
+    defs = build_definitions(config)
+    assert run_job(defs, "orders_full_job", instance).success
+    real_read, republished = io_manager._read_part, []
+
+    def read_while_a_publish_lands(dest: Any, key: str, fmt: str) -> Any:
+        if not republished:  # the first part: the next publish lands before its bytes are read
+            db_exec(pg_url, "UPDATE orders SET amount = amount + 1 WHERE id < 100")
+            republished.append(run_job(defs, "orders_full_job", instance).success)
+        return real_read(dest, key, fmt)
+
+    monkeypatch.setattr(io_manager, "_read_part", read_while_a_publish_lands)
+    cfg = load_config(config)
+    table = io_manager.read_export(cfg, cfg.export("orders_full"))
+    assert republished == [True]
+    assert table is not None and id_amounts(table) == source_rows(pg_url)
+
+
+def test_a_part_missing_while_the_manifest_stays_current_fails_the_read_naming_the_part(
+        pg_url: str, tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    """No publish landed: a part the current manifest lists is gone (a damaged dataset). The
+    read does not loop or return a partial table: it fails naming the part."""
+    from rivet_core.config import load_config
+    from rivet_dagster import io_manager
+
+    create_orders(pg_url, rows=300)
+    target = Target("local", tmp_path)
+    config = orders_config(tmp_path, pg_url, [export_block("orders_full", "full", target.destination("orders_full"),
+                                                           retention={"keep_runs": 1})])
+    assert run_job(build_definitions(config), "orders_full_job", instance).success
+    manifest = target.view("orders_full").current_manifest()
+    assert manifest is not None
+    [part] = [p["path"] for p in manifest["parts"]]
+    (tmp_path / "out" / "orders_full" / part).unlink()
+    cfg = load_config(config)
+    with pytest.raises(Exception, match=f"{part}' does not exist"):
+        io_manager.read_export(cfg, cfg.export("orders_full"))

@@ -328,11 +328,12 @@ def test_a_plain_run_while_a_checkpoint_run_is_in_progress_is_refused_and_reset_
     assert canonical_rows(out, ["id", "name"]) == source_rows(pg_items, ITEMS)
     assert state_rows(config, "SELECT status FROM chunk_run") == [("completed",)]
     assert state_rows(config, "SELECT DISTINCT status FROM chunk_task") == [("completed",)]
-    # The abandoned run's ledger row stays `running` (= interrupted, like any crashed run);
-    # the fresh run's row is closed.
+    # The abandoned run's ledger row, left `running` by the kill, is marked `failed` by the
+    # fresh run (its chunk run was reset, its process is gone), like the refused run's; the
+    # fresh run's row is closed.
     fresh_id = canonical_manifest(out)["run_id"]
     assert state_rows(config, "SELECT status FROM run_status WHERE run_id = ?", [fresh_id]) == [("success",)]
-    assert len(state_rows(config, "SELECT run_id FROM run_status WHERE status = 'running'")) == 1
+    assert state_rows(config, "SELECT DISTINCT status FROM run_status WHERE run_id != ?", [fresh_id]) == [("failed",)]
 
 
 @pytest.mark.postgres

@@ -90,3 +90,25 @@ def test_crash_at_each_fault_point_then_rerun_loses_nothing(tmp_path, source_url
     assert again.returncode == 0, again.stderr
     assert manifest_ids(out) == list(range(1, ROWS + 4))
     assert cursor_of(config, "items") == "2026-01-01T00:43:00.000000"
+
+
+def test_a_killed_run_left_running_in_the_run_ledger_is_marked_failed_by_the_next_run(tmp_path, pg_url):
+    """`rivet run` SIGKILLed after its part landed never records an outcome: its run_status
+    row says `running`. The next run of the export, holding the export lock, finds no live
+    holder with that run id and marks the row `failed`; its own row ends `success`, and the
+    published data holds each source id once."""
+    db_exec(pg_url, "CREATE TABLE items (id INT PRIMARY KEY, name VARCHAR(50), updated_at TIMESTAMP NULL)")
+    _seed(pg_url, 1, ROWS)
+    config = _config(tmp_path, pg_url)
+    crashed = rivet("run", "-c", str(config), env={"RIVET_TEST_PANIC_AT": "after_file_write"})
+    assert crashed.returncode == -9, crashed.stderr
+    [(dead_id, status)] = state_rows(config, "SELECT run_id, status FROM run_status")
+    assert status == "running"
+
+    rerun = rivet_quick("run", "-c", str(config))
+    assert rerun.returncode == 0, rerun.stderr
+    ledger = dict(state_rows(config, "SELECT run_id, status FROM run_status"))
+    assert ledger.pop(dead_id) == "failed" and list(ledger.values()) == ["success"]
+    [(finished,)] = state_rows(config, "SELECT finished_at FROM run_status WHERE run_id = ?", [dead_id])
+    assert finished is not None
+    assert manifest_ids(tmp_path / "out") == list(range(1, ROWS + 1))
