@@ -176,7 +176,7 @@ def dataset_manifests(config: RivetConfig, export: ExportConfig, *, sub_prefix: 
     `retention:` block) moves the copies of runs it no longer keeps out of the prefix root,
     so this is the union of the kept runs (docs/adr/0007-readable-layout-and-retention.md)."""
     from rivet_core.manifest import read_run_manifests
-    from rivet_core.pipeline.gc import adds_rows_each_run
+    from rivet_core.pipeline.dataset_kind import adds_rows_each_run
 
     dest = export_destination(config, export, sub_prefix=sub_prefix)
     current = read_manifest(dest)

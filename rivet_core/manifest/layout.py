@@ -59,6 +59,11 @@ def part_name(key: str) -> str | None:
     return None if "/" in rest or not rest else rest
 
 
+def is_run_copy(key: str) -> bool:
+    """`manifest-<run>.json` at the prefix root: one run's immutable manifest copy."""
+    return "/" not in key and bool(_RUN_COPY.match(key))
+
+
 def is_sidecar(key: str) -> bool:
     """True for keys verification never counts as data or untracked (docs/rivet-compat.md "Manifest, verification and verdicts").
 
@@ -150,7 +155,7 @@ def ledger_order(manifest: Manifest) -> tuple[int, int | str, str]:
 
 
 __all__ = [
-    "read_run_manifests", "ledger_order", "next_sequence", "DATA_PREFIX", "data_key", "part_name",
+    "is_run_copy", "read_run_manifests", "ledger_order", "next_sequence", "DATA_PREFIX", "data_key", "part_name",
     "MANIFEST_KEY", "SUCCESS_KEY", "QUARANTINE_PREFIX", "DOCTOR_PROBE_KEY", "MAX_MANIFEST_BYTES",
     "MAX_SUCCESS_BYTES", "run_token", "run_manifest_key", "is_sidecar",
     "parse_success_marker", "read_manifest", "ManifestError",

@@ -284,22 +284,30 @@ def _preview(body: bytes, limit: int = 64) -> str:
     return redact_secrets(text + ("…" if len(body) > limit else ""))
 
 
+def _other_run_copies(dest: Destination, m: Manifest, listing: list[ObjectInfo]) -> list[Manifest]:
+    """Every run copy `manifest-<run>.json` at the prefix root but `m`'s own, parsed; a copy
+    that is too large or does not parse is skipped with a warning (its parts then show up as
+    untracked, advisory, rather than failing the verdict on a file we cannot interpret)."""
+    own = run_manifest_key(m.run_id)
+    copies: list[Manifest] = []
+    for obj in listing:
+        if obj.key == own or not _RUN_COPY.match(obj.key) or obj.size > MAX_MANIFEST_BYTES:
+            continue
+        try:
+            copies.append(parse_manifest(dest.read_bytes(obj.key, max_bytes=MAX_MANIFEST_BYTES)))
+        except (DestinationError, ManifestError) as exc:
+            log.warning("skipping run manifest '%s' at %s: %s", obj.key, dest.uri, _detail(exc))
+    return copies
+
+
 def _family_parts(dest: Destination, m: Manifest, listing: list[ObjectInfo]) -> list[ManifestPart]:
     """Committed parts of the latest run copy of each same-family sibling unit (docs/rivet-compat.md "Manifest, verification and verdicts").
 
     Unreadable or foreign sibling copies are skipped: their parts then show up as
     untracked (advisory) rather than failing the verdict on a file we cannot interpret.
     """
-    own = run_manifest_key(m.run_id)
     latest: dict[str, Manifest] = {}
-    for obj in listing:
-        if obj.key == own or not _RUN_COPY.match(obj.key) or obj.size > MAX_MANIFEST_BYTES:
-            continue
-        try:
-            sib = parse_manifest(dest.read_bytes(obj.key, max_bytes=MAX_MANIFEST_BYTES))
-        except (DestinationError, ManifestError) as exc:
-            log.warning("skipping sibling manifest '%s' at %s: %s", obj.key, dest.uri, _detail(exc))
-            continue
+    for sib in _other_run_copies(dest, m, listing):
         if sib.export_family != m.export_family or sib.export_name == m.export_name:
             continue
         prev = latest.get(sib.export_name)
@@ -318,19 +326,9 @@ def _dataset_predecessors(dest: Destination, m: Manifest, listing: list[ObjectIn
     extraction = m.source.extraction
     if extraction is None or extraction.strategy != "incremental" or extraction.cursor_low is None:
         return []
-    own = run_manifest_key(m.run_id)
-    runs: list[Manifest] = []
-    for obj in listing:
-        if obj.key == own or not _RUN_COPY.match(obj.key) or obj.size > MAX_MANIFEST_BYTES:
-            continue
-        try:
-            run = parse_manifest(dest.read_bytes(obj.key, max_bytes=MAX_MANIFEST_BYTES))
-        except (DestinationError, ManifestError) as exc:
-            log.warning("skipping run manifest '%s' at %s: %s", obj.key, dest.uri, _detail(exc))
-            continue
-        if run.status == "success" and run.export_name == m.export_name and ledger_order(run) < ledger_order(m):
-            runs.append(run)
-    runs.sort(key=ledger_order)
+    runs = sorted((run for run in _other_run_copies(dest, m, listing)
+                   if run.status == "success" and run.export_name == m.export_name
+                   and ledger_order(run) < ledger_order(m)), key=ledger_order)
     baseline = max((i for i, run in enumerate(runs)
                     if run.source.extraction is None or run.source.extraction.cursor_low is None), default=0)
     return runs[baseline:]

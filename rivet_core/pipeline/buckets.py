@@ -41,7 +41,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +48,13 @@ from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, RivetError
 from rivet_core.manifest.bucket_index import INDEX_KEY, BucketIndexError, read_bucket_index
 from rivet_core.manifest.verify import Verification, VerifyFailure
+from rivet_core.pipeline.bucket_layout import (
+    TOKEN,
+    bucket_prefixes,
+    bucket_targets,
+    root_export,
+    token_suffix,
+)
 from rivet_core.pipeline.bucket_math import (
     NULL_BUCKET,
     Bucket,
@@ -63,7 +69,6 @@ from rivet_core.source.query import SupportsQuoteIdent, dialect_for
 
 log = logging.getLogger("rivet.run")
 
-TOKEN = "{partition}"
 #: The alias of the wrapped base query in a bucket's SQL (Rivet's).
 PART_ALIAS = "_rivet_part"
 #: More buckets than this is a misconfiguration (a day granularity over centuries, a
@@ -117,56 +122,6 @@ def child_destination(export: ExportConfig, segment: str) -> Any:
     dest = export.destination
     return dest.model_copy(update={"path": _render_token(dest.path, segment),
                                    "prefix": _render_token(dest.prefix, segment)})
-
-
-def root_export(export: ExportConfig) -> ExportConfig:
-    """The export with its destination cut just before `{partition}`: the prefix every
-    bucket lives under (what `rivet validate` lists); the remainder after the token is
-    `token_suffix`."""
-    dest = export.destination
-    update = {f: getattr(dest, f).split(TOKEN, 1)[0] for f in ("path", "prefix")
-              if getattr(dest, f) and TOKEN in getattr(dest, f)}
-    return export.model_copy(update={"destination": dest.model_copy(update=update)})
-
-
-def token_suffix(export: ExportConfig) -> str:
-    """What follows `{partition}` in the destination (`/` stripped at the front), e.g.
-    `parquet/` for `prefix: orders/{partition}/parquet/`; '' when the token ends it."""
-    dest = export.destination
-    for text in (dest.prefix, dest.path):
-        if text and TOKEN in text:
-            rest = text.split(TOKEN, 1)[1].lstrip("/")
-            return rest if not rest or rest.endswith("/") else rest + "/"
-    return ""
-
-
-def bucket_prefixes(config: RivetConfig, export: ExportConfig) -> list[str]:
-    """Every `<col>=<label>/<suffix>` sub-prefix under the export's root that holds a
-    `manifest.json` (the buckets some run published), sorted. [] for other exports."""
-    from rivet_core.unit.resolve import export_destination
-
-    if not export.partition_by:
-        return []
-    suffix = token_suffix(export)
-    pattern = re.compile(rf"^({re.escape(export.partition_by)}=[^/]+)/{re.escape(suffix)}manifest\.json$")
-    found = set()
-    for obj in export_destination(config, root_export(export), create=False).list(""):
-        match = pattern.match(obj.key)
-        if match:
-            found.add(f"{match[1]}/{suffix}")
-    return sorted(found)
-
-
-def bucket_targets(export: ExportConfig, prefixes: list[str]) -> list[tuple[str, str, str]]:
-    """(sub-prefix, display label, the bucket's sub-export name) for each bucket prefix: the
-    manifest under `<col>=<label>/` was written by `<export>__<label>` (`__null` for NULLs),
-    so verification expects that name there."""
-    out = []
-    for prefix in prefixes:
-        label = prefix.split("/", 1)[0].split("=", 1)[1]
-        suffix = "null" if label == NULL_BUCKET.label else label
-        out.append((prefix, f"{export.name} [{prefix.rstrip('/')}]", f"{export.name}__{suffix}"))
-    return out
 
 
 # ---------------------------------------------------------------------------- children
@@ -337,7 +292,7 @@ def _run_bucket(config: RivetConfig, export: ExportConfig, bucket: Bucket, child
                 state: Any, notifications: Any) -> RunSummary:
     """One bucket through the ordinary runner; a refusal before it read or wrote anything
     becomes its own failed summary, so the other buckets still run."""
-    from rivet_core.pipeline.gc import adds_rows_each_run
+    from rivet_core.pipeline.dataset_kind import adds_rows_each_run
     from rivet_core.pipeline.runner import run_unit
 
     # A table's earlier versions reference the previous run's parts: a table bucket keeps
@@ -357,7 +312,7 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     the bucket-set facade's `open` (record shrunk, stale buckets withdrawn) and its
     `published` after each bucket. Probing or planning errors raise before anything is
     written, as for any export."""
-    from rivet_core.pipeline.gc import adds_rows_each_run
+    from rivet_core.pipeline.dataset_kind import adds_rows_each_run
     from rivet_core.pipeline.job import RunOptions
     from rivet_core.unit.resolve import export_destination
 

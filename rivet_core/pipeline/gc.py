@@ -13,8 +13,8 @@ Two callers, one implementation (`gc_prefix`):
   worker of its orchestrated chunk run (a shared holder), holds it. `--dry-run` plans and prints, and writes nothing anywhere
   (no lock row, no journal, no destination change).
 
-Both take their policy from `policy_for`, the one door to a `RetentionPolicy` (a Dagster run
-reaches it through the finalize): it applies the refusals the config load applies to a
+Both take their policy from `policy_for`, the one door to a `RetentionPolicy` (an orchestrator's
+run reaches it through the finalize): it applies the refusals the config load applies to a
 `retention:` block (`refuse_gc`: no table, no stdout) and the block's bounds to command-line
 rules. At the prefix, the planner refuses (no step) when the manifests there do not describe
 every file gc may touch — a table, another export's trail (manifest/retention.py, `refusal`).
@@ -52,6 +52,7 @@ from rivet_core.manifest.retention import (
     plan_gc,
     read_snapshot,
 )
+from rivet_core.pipeline.dataset_kind import adds_rows_each_run
 from rivet_core.pipeline.journal import RunJournal
 
 if TYPE_CHECKING:
@@ -62,12 +63,6 @@ if TYPE_CHECKING:
     from rivet_core.unit.resolve import ResolvedUnit
 
 log = logging.getLogger("rivet.gc")
-
-
-def adds_rows_each_run(export: ExportConfig) -> bool:
-    """Does each run add rows to the dataset (incremental, keyset-incremental chunked) rather
-    than replace it? Decides what is readable: the union of the kept runs, or the current run."""
-    return export.mode == "incremental" or (export.mode == "chunked" and bool(export.keyset_incremental))
 
 
 def protector(state: StateStore | None, export_name: str) -> Callable[[RunRef], bool]:
@@ -238,7 +233,7 @@ def _bounded(export: ExportConfig, flag: str, value: float | None) -> None:
 def policy_for(export: ExportConfig, *, keep_runs: int | None = None, keep_days: float | None = None,
                grace_hours: float | None = None) -> RetentionPolicy | None:
     """THE retention policy of `export`, for every gc entry point (the finalize's retention
-    step, `rivet gc` with or without rules, `run_gc`, Dagster runs through the finalize):
+    step, `rivet gc` with or without rules, `run_gc`, an orchestrator's runs through the finalize):
     the export's `retention:` block with command-line rules over it; None when neither says
     what to keep. Raises `ConfigError` for an export gc must never touch (`refuse_gc`) or a
     rule out of bounds."""
@@ -283,7 +278,7 @@ def _gc_targets(config: RivetConfig, export: ExportConfig) -> list[tuple[Destina
     from rivet_core.unit.resolve import export_destination, partition_prefixes
 
     if export.partition_by:  # each bucket is a sub-export of its own (pipeline/buckets.py)
-        from rivet_core.pipeline.buckets import bucket_prefixes, bucket_targets, root_export
+        from rivet_core.pipeline.bucket_layout import bucket_prefixes, bucket_targets, root_export
 
         root = root_export(export)
         return [(export_destination(config, root, sub_prefix=prefix, create=False),

@@ -24,6 +24,7 @@ from rivet_core.config import ExportConfig
 from rivet_core.destination import Destination
 from rivet_core.errors import ConfigError, DataIntegrityError, best_effort
 from rivet_core.manifest import Manifest, read_manifest
+from rivet_core.manifest.layout import is_run_copy
 from rivet_core.redact import redact_secrets
 from rivet_core.state import StateStore
 
@@ -112,12 +113,15 @@ def refuse_vanished_destination(state: StateStore, export: ExportConfig, dest: D
                                 config_path: str, cursor: str) -> None:
     """The inverse of a lost state store: the store holds a cursor, but the prefix it was
     published to no longer holds a `manifest.json` although the run ledger records successful
-    runs there (a deleted prefix, a wiped bucket). Continuing from the cursor would publish
+    runs there and no run copy `manifest-<run>.json` is left either (a deleted prefix, a wiped
+    bucket). Continuing from the cursor would publish
     only the rows after it — every earlier row silently gone from the dataset. Refused
     (exit 3, nothing read or written) unless `--full-refresh` exports every row again.
     Silent when the ledger cannot answer: it is a second witness, never a reason to fail."""
     if not dest.supports_manifest or dest.head("manifest.json") is not None:
         return
+    if any(is_run_copy(obj.key) for obj in dest.list("")):
+        return  # the dataset's run copies are there (only manifest.json is not): its rows are not gone
     found = None
     with best_effort("read the run ledger"):
         found = state.published_runs(export.name, dest.uri)
