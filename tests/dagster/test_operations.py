@@ -209,6 +209,28 @@ def wait_for_barrier(proc: subprocess.Popen[str], reached: Path) -> None:
         time.sleep(0.02)
 
 
+def terminate_at(instance: dg.DagsterInstance, proc: subprocess.Popen[str], barrier: Path) -> set[Any]:
+    """Terminate as the UI does — the run marked CANCELING, then SIGINT to its worker (what
+    the code server's termination thread sends) — once the worker parked at `barrier`; the run
+    must end CANCELED without a STEP_UP_FOR_RETRY. Returns the run's event types."""
+    try:
+        wait_for_barrier(proc, barrier.with_name(barrier.name + ".reached"))
+        run = instance.get_runs()[0]
+        instance.report_run_canceling(run)  # the terminate request
+        proc.send_signal(signal.SIGINT)  # Dagster's send_interrupt in the run worker
+        barrier.with_name(barrier.name + ".release").touch()
+        _, err = proc.communicate(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    ended = instance.get_run_by_id(run.run_id)
+    assert ended is not None and ended.status == dg.DagsterRunStatus.CANCELED, (ended, err[-3000:])
+    kinds = {e.dagster_event.event_type for e in instance.all_logs(run.run_id) if e.dagster_event}
+    assert dg.DagsterEventType.STEP_UP_FOR_RETRY not in kinds
+    return kinds
+
+
 def test_a_terminated_chunk_run_ends_canceled_without_a_retry_and_publishes_nothing(
         pg_url: str, tmp_path: Path, home: Path) -> None:
     """Terminate as the UI does it — the run marked CANCELING, then SIGINT to its worker (what
@@ -225,23 +247,8 @@ def test_a_terminated_chunk_run_ends_canceled_without_a_retry_and_publishes_noth
     with dg.DagsterInstance.from_config(str(home)) as instance:
         planner = Planner(defs, instance)
         first = planner.tick()
-        proc = worker(home, config, first.run_requests[0], RIVET_TEST_PAUSE_AT="chunk_export:2",
-                      RIVET_TEST_PAUSE_DIR=str(pause))
-        try:
-            wait_for_barrier(proc, pause / "chunk_export:2.reached")
-            run = instance.get_runs()[0]
-            instance.report_run_canceling(run)  # the terminate request
-            proc.send_signal(signal.SIGINT)  # Dagster's send_interrupt in the run worker
-            (pause / "chunk_export:2.release").touch()
-            _, err = proc.communicate(timeout=180)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, err[-3000:]
-        ended = instance.get_run_by_id(run.run_id)
-        assert ended is not None and ended.status == dg.DagsterRunStatus.CANCELED, (ended, err[-3000:])
-        kinds = {e.dagster_event.event_type for e in instance.all_logs(run.run_id) if e.dagster_event}
-        assert dg.DagsterEventType.STEP_UP_FOR_RETRY not in kinds
+        kinds = terminate_at(instance, worker(home, config, first.run_requests[0], RIVET_TEST_PAUSE_AT="chunk_export:2",
+                                              RIVET_TEST_PAUSE_DIR=str(pause)), pause / "chunk_export:2")
         assert dg.DagsterEventType.ASSET_MATERIALIZATION not in kinds
         view = target.view("orders_chunked")
         assert view.current_manifest() is None and view.data_keys() == []
@@ -302,23 +309,9 @@ def test_a_terminated_full_export_ends_canceled_without_a_retry_and_publishes_no
     pause = tmp_path / "pause"
     pause.mkdir()
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        proc = worker(home, config, dg.RunRequest(job_name="orders_full_job"),
-                      RIVET_TEST_PAUSE_AT="during_source_read", RIVET_TEST_PAUSE_DIR=str(pause))
-        try:
-            wait_for_barrier(proc, pause / "during_source_read.reached")
-            run = instance.get_runs()[0]
-            instance.report_run_canceling(run)
-            proc.send_signal(signal.SIGINT)
-            (pause / "during_source_read.release").touch()
-            _, err = proc.communicate(timeout=180)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-        assert proc.returncode == 0, err[-3000:]
-        ended = instance.get_run_by_id(run.run_id)
-        assert ended is not None and ended.status == dg.DagsterRunStatus.CANCELED, (ended, err[-3000:])
-        kinds = {e.dagster_event.event_type for e in instance.all_logs(run.run_id) if e.dagster_event}
-        assert dg.DagsterEventType.STEP_UP_FOR_RETRY not in kinds
+        terminate_at(instance, worker(home, config, dg.RunRequest(job_name="orders_full_job"),
+                                      RIVET_TEST_PAUSE_AT="during_source_read", RIVET_TEST_PAUSE_DIR=str(pause)),
+                     pause / "during_source_read")
     view = target.view("orders_full")
     assert view.current_manifest() is None and view.data_keys() == []
 
