@@ -52,11 +52,11 @@ from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.malloc_arenas import limit_malloc_arenas
 from rivet_core.pipeline.quality import QualityIssue
 from rivet_core.pipeline.runner import run_unit
-from rivet_core.pipeline.summary import RunSummary
 from rivet_core.pipeline.time_range import RangeStaged, TimeRangeRun
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.notify import RunNotice, send_notifications
 from rivet_core.reporting.progress import ProgressTracker, callback_tracker
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 from rivet_core.unit.resolve import DayWindow, TimeWindow, export_destination, partition_prefixes
 

@@ -62,8 +62,8 @@ from rivet_core.pipeline.bucket_math import (
     bucket_containing,
 )
 from rivet_core.pipeline.facade.bucket_set import BucketSetFacade, BucketSlot
-from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
+from rivet_core.runrecord.summary import RunSummary, new_run_id
 from rivet_core.source import engine_of, open_source
 from rivet_core.source.query import SupportsQuoteIdent, dialect_for
 

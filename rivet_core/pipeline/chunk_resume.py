@@ -29,7 +29,7 @@ from rivet_core.errors import ConfigError, DestinationError, best_effort
 from rivet_core.manifest import SUCCESS_KEY, quarantine_object
 from rivet_core.pipeline.facade.chunk_commit import attempt_key, is_own_part
 from rivet_core.pipeline.facade.commit import PartRecord, part_column_checksums, rehydrate_part
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import ChunkTaskRow, FileRow
 
 if TYPE_CHECKING:

@@ -91,8 +91,8 @@ from rivet_core.pipeline.facade.commit import PartRecord
 from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.job import RunOptions
-from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
+from rivet_core.runrecord.summary import RunSummary, new_run_id
 from rivet_core.source import classify_error, open_source
 from rivet_core.source.query import dialect_for
 from rivet_core.state import (

@@ -29,7 +29,7 @@ from collections.abc import Collection
 from rivet_core.destination import Destination
 from rivet_core.errors import best_effort
 from rivet_core.manifest import quarantine_key, quarantine_object
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 
 log = logging.getLogger("rivet.withdraw")

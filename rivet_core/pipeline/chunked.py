@@ -48,8 +48,8 @@ from rivet_core.pipeline.faults import InjectedFault, fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.row_estimate import estimate_for_progress
 from rivet_core.pipeline.staging import claim_staging
-from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source import classify_error, open_source, render_cursor_value
 from rivet_core.source.query import dialect_for
 from rivet_core.state import ChunkRunInProgress

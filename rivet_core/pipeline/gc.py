@@ -53,12 +53,12 @@ from rivet_core.manifest.retention import (
     read_snapshot,
 )
 from rivet_core.pipeline.dataset_kind import adds_rows_each_run
-from rivet_core.pipeline.journal import RunJournal
+from rivet_core.runrecord.journal import RunJournal
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from rivet_core.pipeline.summary import RunSummary
+    from rivet_core.runrecord.summary import RunSummary
     from rivet_core.state import StateStore
     from rivet_core.unit.resolve import ResolvedUnit
 

@@ -32,9 +32,9 @@ from rivet_core.errors import DataIntegrityError, best_effort
 from rivet_core.orchestrator import accepts_legacy_run_id
 from rivet_core.pipeline.lost_cursor import refuse_vanished_destination, resolve_missing_cursor
 from rivet_core.pipeline.staging import claim_staging, sweep_dead_staging
-from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.progress import ProgressTracker
+from rivet_core.runrecord.summary import RunSummary, new_run_id
 from rivet_core.source import backoff_ms, classify_error
 from rivet_core.state import ExportLockHandle, StateStore
 from rivet_core.state.writable import assert_writable

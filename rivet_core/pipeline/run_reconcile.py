@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rivet_core.errors import DataIntegrityError
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source.base import SourceSession, strip_sql
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.pipeline.job import ExportRun, RunOptions
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 
 

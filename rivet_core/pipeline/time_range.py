@@ -42,9 +42,9 @@ from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityIssue, QualityTracker, quality_error
-from rivet_core.pipeline.summary import RunSummary, new_run_id
 from rivet_core.reporting.progress import feed_for
 from rivet_core.reporting.report import report_dir
+from rivet_core.runrecord.summary import RunSummary, new_run_id
 from rivet_core.source import batch_rows, open_source
 from rivet_core.source.query import PARTITION_INDEX, build_time_partitions_query, dialect_for
 from rivet_core.state import StateStore

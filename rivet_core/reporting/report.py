@@ -17,7 +17,7 @@ from rivet_core.orchestrator import with_legacy_run_id
 from rivet_core.redact import redact_secrets
 
 if TYPE_CHECKING:
-    from rivet_core.pipeline.summary import RunSummary
+    from rivet_core.runrecord.summary import RunSummary
     from rivet_core.unit.resolve import ResolvedUnit
 
 _BADGES = {"success": "SUCCESS", "failed": "FAILED", "running": "INTERRUPTED", "skipped": "SKIPPED"}

@@ -36,7 +36,7 @@ import pyarrow.parquet as pq
 
 from rivet_core.destination import Destination
 from rivet_core.manifest import ManifestPart, read_manifest
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.tableformat.chain import (
     EXPORT_KEY,
     RUN_KEY,

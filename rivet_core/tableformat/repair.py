@@ -30,7 +30,7 @@ import pyarrow as pa
 
 from rivet_core.destination import Destination
 from rivet_core.manifest import ManifestPart
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.tableformat.chain import OP_KEY
 from rivet_core.tableformat.commit import EXPORT_KEY, RUN_KEY, DeltaCommitter, operation_for
 from rivet_core.tableformat.errors import TableCommitError

@@ -26,7 +26,7 @@ from rivet_core.pipeline.facade.run_store import Progression, RunStore
 from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.faults import InjectedFault
 from rivet_core.pipeline.runner import run_unit
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 from rivet_core.state.database import open_state_database
 from tests.helpers import write_config

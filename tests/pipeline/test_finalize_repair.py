@@ -32,7 +32,7 @@ from rivet_core.pipeline.facade.finalize_repair import (
 )
 from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.runner import run_unit
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 from rivet_core.unit.resolve import resolve_unit
 from tests.helpers import write_config

@@ -30,7 +30,7 @@ from rivet_core.manifest import ManifestPart
 from rivet_core.manifest.column_checksums import ColumnSum, parquet_sums
 from rivet_core.manifest.model import ColumnChecksum
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 
 log = logging.getLogger("rivet.commit")

@@ -59,10 +59,10 @@ from rivet_core.manifest.model import normalize_strategy
 from rivet_core.pipeline.facade.run_store import Progression, RunStore
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.gc import apply_retention
-from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.notify import RunNotice, send_notifications
 from rivet_core.reporting.report import write_run_report
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 from rivet_core.unit.resolve import ResolvedUnit
 

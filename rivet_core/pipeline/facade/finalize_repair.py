@@ -55,8 +55,8 @@ from rivet_core.manifest.artifacts import write_manifest_files
 from rivet_core.manifest.column_checksums import run_level
 from rivet_core.pipeline.facade.finalize import _validate, record_outcome, resolve_status
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.summary import RunSummary
 from rivet_core.redact import redact_secrets
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 from rivet_core.unit.resolve import ResolvedUnit
 

@@ -20,7 +20,7 @@ from rivet_core.manifest import data_key
 from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.facade.commit import PartKind, record_part, write_part_file
 from rivet_core.pipeline.part_names import free_stem, part_names, part_stem
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 from rivet_core.unit.resolve import ResolvedUnit
 

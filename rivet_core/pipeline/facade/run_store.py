@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from rivet_core.errors import best_effort
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 
 log = logging.getLogger("rivet.run_store")

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from rivet_core.errors import SchemaDriftError, best_effort
 from rivet_core.lazy_modules import pa
-from rivet_core.pipeline.summary import RunSummary
+from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from rivet_core.errors import InvariantViolation
 from rivet_core.orchestrator import legacy_run_id_attribute
-from rivet_core.pipeline.journal import RunJournal
+from rivet_core.runrecord.journal import RunJournal
 
 log = logging.getLogger("rivet.run")
 
