@@ -112,19 +112,23 @@ def read_manifest(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES,
     return parse_manifest(data), data
 
 
-def next_sequence(dest: Destination) -> int | None:
-    """The `sequence` of the next publish at `dest` (its place in the prefix's ledger, which gc
-    orders runs by instead of a clock: manifest/retention.py): the current `manifest.json`'s
-    + 1; 1 when there is none or it was written before `sequence` existed. None when it
-    cannot be read — gc then cannot place the run and spares the runs around it
-    (retention.py, `_is_newer`)."""
+def read_predecessor(dest: Destination) -> tuple[Manifest | None, int | None]:
+    """The prefix's current `manifest.json` (the one the next publish replaces; None: there is
+    none, or it cannot be read) and the `sequence` of the next publish (its place in the
+    prefix's ledger, which gc orders runs by instead of a clock: manifest/retention.py): the
+    current manifest's + 1; 1 when there is none or it was written before `sequence`
+    existed; None when it cannot be read — gc then cannot place the run and spares the runs
+    around it (retention.py, `_is_newer`). One read serves both (the finalize facade)."""
     try:
         found = read_manifest(dest)
-    except (DestinationError, ManifestError):
-        return None
-    if found is None or found[0].sequence is None:
-        return 1
-    return found[0].sequence + 1
+    except (DestinationError, ManifestError) as exc:
+        log.warning("the manifest.json at %s cannot be read (%s): the next publish gets no ledger sequence",
+                    dest.uri, exc)
+        return None, None
+    if found is None:
+        return None, 1
+    previous = found[0]
+    return previous, 1 if previous.sequence is None else previous.sequence + 1
 
 
 def read_run_manifests(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES) -> list[Manifest]:
@@ -146,7 +150,7 @@ def read_run_manifests(dest: Destination, max_bytes: int = MAX_MANIFEST_BYTES) -
 
 
 def ledger_order(manifest: Manifest) -> tuple[int, int | str, str]:
-    """The order runs published in at one prefix: by `sequence` (`next_sequence`), never by a
+    """The order runs published in at one prefix: by `sequence` (`read_predecessor`), never by a
     clock a slow host falsifies; manifests written before `sequence` existed come first, among
     themselves by `finished_at`. manifest/retention.py orders its runs the same way."""
     if manifest.sequence is None:
@@ -155,7 +159,7 @@ def ledger_order(manifest: Manifest) -> tuple[int, int | str, str]:
 
 
 __all__ = [
-    "is_run_copy", "read_run_manifests", "ledger_order", "next_sequence", "DATA_PREFIX", "data_key", "part_name",
+    "is_run_copy", "read_run_manifests", "ledger_order", "read_predecessor", "DATA_PREFIX", "data_key", "part_name",
     "MANIFEST_KEY", "SUCCESS_KEY", "QUARANTINE_PREFIX", "DOCTOR_PROBE_KEY", "MAX_MANIFEST_BYTES",
     "MAX_SUCCESS_BYTES", "run_token", "run_manifest_key", "is_sidecar",
     "parse_success_marker", "read_manifest", "ManifestError",

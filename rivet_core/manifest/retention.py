@@ -55,7 +55,7 @@ the prefix do not describe every file there:
   config writing inside this export's data area; its files would look like orphans.
 
 Runs are ordered by the manifest's `sequence` (the previous `manifest.json`'s + 1: the
-finalize writes it, `rivet_core.manifest.layout.next_sequence`), never by a wall clock: a
+finalize writes it, `rivet_core.manifest.layout.read_predecessor`), never by a wall clock: a
 host whose clock is behind must not make a full refresh look older than the runs it
 replaced. Manifests written before `sequence` existed sort before every sequenced one (they
 are older: the first sequenced run read them as its predecessor), among themselves by

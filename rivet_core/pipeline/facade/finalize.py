@@ -47,14 +47,13 @@ from rivet_core.format.meta_columns import COL_ROW_HASH, ROW_HASH_CONTRACT
 from rivet_core.manifest import (
     Manifest,
     quarantine_object,
-    read_manifest,
     run_manifest_key,
     serialize_manifest,
     verify_at_destination,
 )
 from rivet_core.manifest.artifacts import write_manifest_files
 from rivet_core.manifest.column_checksums import run_level
-from rivet_core.manifest.layout import next_sequence
+from rivet_core.manifest.layout import read_predecessor
 from rivet_core.manifest.model import normalize_strategy
 from rivet_core.pipeline.facade.run_store import Progression, RunStore
 from rivet_core.pipeline.faults import fault_point
@@ -152,10 +151,14 @@ def _write_manifest(plan: ResolvedUnit, summary: RunSummary, dest: Destination, 
         return  # the prefix keeps describing the last delivering run
     summary.check_post_run_invariants()
     if summary.status == "success":
-        previous = _previous_manifest(plan, dest) if plan.window is not None or supersede else None
+        # One read: the manifest this run replaces (a time partition's, a chunk-task finalize's
+        # supersede) and this publish's place in the prefix's ledger (layout.py).
+        previous, sequence = read_predecessor(dest)
+        if not (plan.window is not None or supersede):
+            previous = None
         try:
-            manifest = build_manifest(plan, summary, dest)  # its place in the ledger (layout.py)
-            write_manifest_files(dest, dataclasses.replace(manifest, sequence=next_sequence(dest)))
+            manifest = build_manifest(plan, summary, dest)
+            write_manifest_files(dest, dataclasses.replace(manifest, sequence=sequence))
             summary.manifest_written = True
         except Exception as exc:  # error boundary: the amendment — a manifest failure fails the run
             summary.status = "failed"
@@ -206,16 +209,6 @@ def _commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) ->
     summary.journal.record("TableCommitted", format=commit.format, version=commit.version,
                            operation=commit.operation, files=commit.files, rows=commit.rows)
     fault_point("after_table_commit")
-
-
-def _previous_manifest(plan: ResolvedUnit, dest: Destination) -> Manifest | None:
-    """For a window unit (a time partition) or a chunk-task finalize, the manifest this run
-    is about to replace."""
-    found = None  # an unreadable old manifest supersedes nothing
-    with best_effort("read the previous manifest", logger=log,
-                     message=f"previous manifest at {dest.uri} unreadable ({{reason}}); nothing will be quarantined"):
-        found = read_manifest(dest)
-    return found[0] if found else None
 
 
 def _quarantine_superseded(summary: RunSummary, dest: Destination, previous: Manifest) -> None:
