@@ -87,6 +87,14 @@ def worker(home: Path, config: Path, request: dg.RunRequest, **env: str) -> subp
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
+def chunked_orders(pg_url: str, tmp_path: Path) -> tuple[Target, Path, dg.Definitions]:
+    """550 source orders, the chunked export of them to a local folder, and its definitions."""
+    create_orders(pg_url, rows=550)
+    target = Target("local", tmp_path)
+    config = orders_chunked(target, pg_url)
+    return target, config, build_definitions(config)
+
+
 def assert_published_equals_source(target: Target, url: str) -> dict[str, Any]:
     manifest, table = published(target)
     assert id_amounts(table) == source_rows(url)  # each id exactly once (id_amounts asserts it)
@@ -100,10 +108,7 @@ def test_windows_of_a_killed_chunk_run_are_taken_over_by_the_planner_and_the_man
     0–1 are committed, 2–5 stay `running` for a run Dagster then records as failed. The next
     plan returns them to pending, requests them (with the manifest) under a run key of their
     own, and the published data equals the source — no human action."""
-    create_orders(pg_url, rows=550)
-    target = Target("local", tmp_path)
-    config = orders_chunked(target, pg_url)
-    defs = build_definitions(config)
+    target, config, defs = chunked_orders(pg_url, tmp_path)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         planner = Planner(defs, instance)
         first = planner.tick()
@@ -152,10 +157,7 @@ def test_the_pool_slot_of_a_killed_run_is_freed_by_run_monitoring_with_the_shipp
 
     (home / "dagster.yaml").write_text((home / "dagster.yaml").read_text() + SHIPPED_INSTANCE.read_text()
                                        .replace("telemetry:\n  enabled: false\n", ""))
-    create_orders(pg_url, rows=550)
-    target = Target("local", tmp_path)
-    config = orders_chunked(target, pg_url)
-    defs = build_definitions(config)
+    target, config, defs = chunked_orders(pg_url, tmp_path)
     pool = f"source_{pg_url.rsplit('/', 1)[1]}"
     with dg.DagsterInstance.from_config(str(home)) as instance:
         first = Planner(defs, instance).tick()
@@ -238,10 +240,7 @@ def test_a_terminated_chunk_run_ends_canceled_without_a_retry_and_publishes_noth
     default in-process executor: the step fails once (no STEP_UP_FOR_RETRY although the asset
     has a RetryPolicy), the run ends CANCELED, nothing lands at the destination. The planner's
     next plan then takes the windows over and the published data equals the source."""
-    create_orders(pg_url, rows=550)
-    target = Target("local", tmp_path)
-    config = orders_chunked(target, pg_url)
-    defs = build_definitions(config)
+    target, config, defs = chunked_orders(pg_url, tmp_path)
     pause = tmp_path / "pause"
     pause.mkdir()
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -322,10 +321,7 @@ def test_windows_of_a_run_cancelled_while_queued_are_requested_again_and_the_man
     starting it): its windows were never claimed. The next plan, finding no run of the chunk
     run queued or running, requests them again under a new run key; the published data
     equals the source."""
-    create_orders(pg_url, rows=550)
-    target = Target("local", tmp_path)
-    config = orders_chunked(target, pg_url)
-    defs = build_definitions(config)
+    target, config, defs = chunked_orders(pg_url, tmp_path)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         planner = Planner(defs, instance)
         first = planner.tick()
@@ -361,10 +357,7 @@ def test_a_reconcile_that_evaluated_before_the_fixed_windows_published_is_evalua
     to the source and evaluates the check again: green, and nothing more after that. (A check
     evaluated while the window is claimed says "could not be compared" and passes; the red
     comes from the seconds before the claim: run start-up, a wait for a source pool slot.)"""
-    create_orders(pg_url, rows=550)
-    target = Target("local", tmp_path)
-    config = orders_chunked(target, pg_url)
-    defs = build_definitions(config)
+    target, config, defs = chunked_orders(pg_url, tmp_path)
     pause = tmp_path / "pause"
     pause.mkdir()
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -403,10 +396,7 @@ def test_after_a_chunk_size_change_and_reset_chunks_the_old_windows_are_withdraw
     the planner registers the three new windows, deletes the six old partition keys and wipes
     their materializations, so Dagster counts as materialized exactly the windows that exist
     (before: the six old keys stayed materialized next to the three new ones)."""
-    create_orders(pg_url, rows=550)
-    target = Target("local", tmp_path)
-    config = orders_chunked(target, pg_url)
-    defs = build_definitions(config)
+    target, config, defs = chunked_orders(pg_url, tmp_path)
     with dg.DagsterInstance.from_config(str(home)) as instance:
         planner = Planner(defs, instance)
         planner.publish_everything()
