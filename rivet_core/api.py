@@ -48,6 +48,7 @@ from rivet_core.pipeline.chunk_tasks import (
     reconcile_chunks,
 )
 from rivet_core.pipeline.extract import StagedExtract
+from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.malloc_arenas import limit_malloc_arenas
 from rivet_core.pipeline.quality import QualityIssue
@@ -93,6 +94,8 @@ __all__ = [
     # an integration's namespaced rivet.yaml block (rivet_core/config/blocks.py; usually
     # registered by the `rivet.config_blocks` entry point)
     "ConfigBlock", "config_blocks", "register_config_block",
+    # the fault hooks a test arms by environment (rivet_core/pipeline/faults.py), for readers outside the core
+    "fault_point",
 ]
 
 

@@ -116,6 +116,7 @@ def failure_for(summary: api.RunSummary) -> dg.Failure:
 
 
 def _read_part(dest: api.Destination, key: str, fmt: str) -> pa.Table:
+    api.fault_point("before_part_read")  # a test parks a reader here while a publish lands
     data = dest.read_bytes(key)
     if fmt == "csv":
         return pacsv.read_csv(io.BytesIO(data))

@@ -14,7 +14,8 @@ acts, and creates `.release`. The wait is bounded (`RIVET_TEST_PAUSE_TIMEOUT_S`,
 
 Points fire from the facades (record_part, RunStore, the single runner) and from the read
 loop (`during_source_read`, after each batch is staged — the source cursor is still open),
-so every runner inherits them. The environment is read at each call, so a test can arm a
+so every runner inherits them; `before_part_read` fires where a reader of a published
+dataset (the Dagster IO manager) is about to read a part the manifest lists. The environment is read at each call, so a test can arm a
 point in a subprocess only.
 """
 
@@ -29,7 +30,7 @@ from pathlib import Path
 from rivet_core.errors import RivetError, TransientError
 
 POINTS = ("during_source_read", "after_source_read", "after_file_write", "after_manifest_update",
-          "after_table_commit", "after_cursor_commit", "after_bucket_set_recorded")
+          "after_table_commit", "after_cursor_commit", "after_bucket_set_recorded", "before_part_read")
 
 #: Pause points already taken by this process (a pause fires once: a retried read or the
 #: next part passes straight through).

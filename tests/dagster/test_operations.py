@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -446,6 +447,75 @@ def test_a_read_during_which_a_new_publish_moves_its_parts_away_starts_again_fro
     table = io_manager.read_export(cfg, cfg.export("orders_full"))
     assert republished == [True]
     assert table is not None and id_amounts(table) == source_rows(pg_url)
+
+
+#: A downstream asset's run in a process of its own: it loads `orders_full` through rivet's IO
+#: manager and writes what it received (id → amount) to a JSON file for the oracle.
+DOWNSTREAM_READER = """
+import json, sys
+from pathlib import Path
+import dagster as dg
+from rivet_dagster import build_definitions
+config, out = sys.argv[1], Path(sys.argv[2])
+
+@dg.asset(ins={"orders": dg.AssetIn(key=dg.AssetKey("orders_full"))})
+def orders_copy(orders):
+    out.write_text(json.dumps(dict(zip(map(str, orders.column("id").to_pylist()),
+                                       map(str, orders.column("amount").to_pylist())))))
+
+defs = dg.Definitions.merge(build_definitions(config), dg.Definitions(
+    assets=[orders_copy], jobs=[dg.define_asset_job("copy_job", selection=[orders_copy])]))
+with dg.DagsterInstance.get() as instance:
+    assert defs.resolve_job_def("copy_job").execute_in_process(instance=instance).success
+"""
+
+
+def test_a_downstream_run_whose_read_a_publish_from_another_process_overtakes_reads_the_new_data_whole(
+        pg_url: str, tmp_path: Path) -> None:
+    """Two processes, as in production: a downstream asset's run reads the `retention:
+    {keep_runs: 1}` export through the IO manager and is parked just before its first part's
+    bytes (`RIVET_TEST_PAUSE_AT=before_part_read`, a file barrier); meanwhile `rivet run` in
+    another process publishes again from a changed source, and retention moves the part the
+    reader was about to read out of the prefix. Released, the reader starts again from the new
+    manifest: the downstream asset receives exactly the source as it is now (before the
+    restart: `DestinationError: … does not exist`, the run failed)."""
+    create_orders(pg_url, rows=300)
+    target = Target("local", tmp_path)
+    config = orders_config(tmp_path, pg_url, [export_block("orders_full", "full", target.destination("orders_full"),
+                                                           retention={"keep_runs": 1})])
+    first = rivet("run", "-c", str(config), "-e", "orders_full")
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = target.view("orders_full").current_manifest()
+    assert before is not None
+    barrier, received = tmp_path / "barrier", tmp_path / "received.json"
+    barrier.mkdir()
+    home = tmp_path / "reader_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    reader = subprocess.Popen(
+        [sys.executable, "-c", DOWNSTREAM_READER, str(config), str(received)], cwd=REPO, text=True,
+        env={**os.environ, "DAGSTER_HOME": str(home), "RIVET_TEST_PAUSE_AT": "before_part_read",
+             "RIVET_TEST_PAUSE_DIR": str(barrier)}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while not (barrier / "before_part_read.reached").exists():
+            assert reader.poll() is None, reader.communicate()[1][-3000:]
+            assert time.monotonic() < deadline, "the reader never reached its first part"
+            time.sleep(0.05)  # polling the barrier file with a deadline
+        db_exec(pg_url, "UPDATE orders SET amount = amount + 1 WHERE id < 100")
+        again = rivet("run", "-c", str(config), "-e", "orders_full")
+        assert again.returncode == 0, again.stderr[-3000:]
+        gone = [p["path"] for p in before["parts"] if not (tmp_path / "out" / "orders_full" / p["path"]).exists()]
+        assert gone, "retention moved the first publish's parts away while the reader was parked"
+        (barrier / "before_part_read.release").write_text("")
+        _, err = reader.communicate(timeout=180)
+    finally:
+        if reader.poll() is None:
+            reader.kill()
+            reader.wait()
+    assert reader.returncode == 0, err[-3000:]
+    got = {int(k): Decimal(v).quantize(Decimal("0.01")) for k, v in json.loads(received.read_text()).items()}
+    assert got == source_rows(pg_url)  # the new publish whole: the old parts were gone when it read
 
 
 def test_a_part_missing_while_the_manifest_stays_current_fails_the_read_naming_the_part(
