@@ -11,7 +11,8 @@ loads) + its full repository snapshot (`RepositorySnap.from_def`, every job's sn
 included — what the code server serializes for the webserver and daemon); and the same for
 N plain Dagster `@asset`s (the baseline: what Dagster itself costs per asset). Prints a table
 of the medians over bare `import dagster`, the snapshot's serialized bytes, and bytes per
-export. Run it from another checkout (`PYTHONPATH=/path/to/checkout`) to measure that code.
+export. The interpreters start in the temporary folder, so `PYTHONPATH=/path/to/checkout`
+measures that checkout's code (e.g. the main branch's, for a before/after table).
 """
 
 from __future__ import annotations
@@ -66,16 +67,17 @@ def write_config(folder: Path, exports: int) -> Path:
     return path
 
 
-def timed(code: str) -> tuple[float, str]:
-    """Wall seconds of a fresh interpreter running `code`, and what it printed."""
+def timed(code: str, cwd: Path) -> tuple[float, str]:
+    """Wall seconds of a fresh interpreter running `code` in `cwd`, and what it printed."""
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], check=True, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", code], check=True, capture_output=True, text=True,
+                          cwd=cwd)
     return time.perf_counter() - start, done.stdout.strip()
 
 
-def measure(code: str, repeat: int, bare: float) -> tuple[float, int]:
+def measure(code: str, repeat: int, bare: float, cwd: Path) -> tuple[float, int]:
     """(median seconds over bare `import dagster`, snapshot bytes) of `code`."""
-    runs = [timed(code) for _ in range(repeat)]
+    runs = [timed(code, cwd) for _ in range(repeat)]
     return statistics.median(t for t, _ in runs) - bare, int(runs[0][1].splitlines()[-1])
 
 
@@ -86,16 +88,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-baseline", action="store_true", help="skip the plain-Dagster rows")
     parser.add_argument("--json", type=Path, help="also write the rows to this file")
     args = parser.parse_args(argv)
-    bare = statistics.median(timed("import dagster")[0] for _ in range(args.repeat))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
+        bare = statistics.median(timed("import dagster", Path(tmp))[0] for _ in range(args.repeat))
         for n in args.exports:
             config = write_config(Path(tmp), n)
             kinds = [("rivet", _RIVET.format(config=str(config)))]
             kinds += [] if args.no_baseline else [("plain @asset", _PLAIN.format(exports=n))]
             for kind, build in kinds:
-                seconds, size = measure(_SNAPSHOT.format(build=build), args.repeat, bare)
+                seconds, size = measure(_SNAPSHOT.format(build=build), args.repeat, bare, Path(tmp))
                 rows.append({"kind": kind, "exports": n, "seconds": round(seconds, 2), "snapshot_bytes": size})
+                print(f"{kind}: {n} exports, {seconds:.2f} s, {size:,} bytes", file=sys.stderr, flush=True)
     print(f"import dagster alone: {bare:.2f} s (median of {args.repeat}); seconds below are over it\n")
     print(f"| {'definitions':<12} | {'exports':>7} | {'seconds':>7} | {'snapshot bytes':>14} | {'bytes/export':>12} |")
     print(f"|{'-' * 14}|{'-' * 8}:|{'-' * 8}:|{'-' * 15}:|{'-' * 13}:|")
