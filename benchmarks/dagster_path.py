@@ -290,10 +290,18 @@ def _instance(home: Path) -> Any:
     return dg.DagsterInstance.get()
 
 
-#: The jobs whose run materializes `orders_chunked_manifest`: the manifest on its own, or the
-#: last batch of windows with the manifest (the planner folds it in when that batch holds
-#: every window still to export; rivet_dagster/chunked.py `publish_job`).
-MANIFEST_JOBS = ("orders_chunked_manifest_job", "orders_chunked_publish_job")
+#: The planner runs (tag `rivet/request`) that materialize `orders_chunked_manifest`: the
+#: manifest on its own, or the last batch of windows with the manifest (the planner folds it
+#: in when that batch holds every window still to export; rivet_dagster/chunked.py
+#: `fold_manifest`). The runs are of Dagster's implicit asset job, told apart by this tag.
+MANIFEST_REQUESTS = ("manifest", "publish")
+
+
+def _manifest_runs(instance: Any, statuses: list[Any] | None = None) -> list[Any]:
+    import dagster as dg
+
+    return [r for kind in MANIFEST_REQUESTS for r in instance.get_runs(filters=dg.RunsFilter(
+        tags={"rivet/export": "orders_chunked", "rivet/request": kind}, statuses=statuses or []))]
 
 
 def _wait_for_manifest(instance: Any, proc: subprocess.Popen[bytes], timeout: float) -> Any:
@@ -309,7 +317,7 @@ def _wait_for_manifest(instance: Any, proc: subprocess.Popen[bytes], timeout: fl
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"dagster-daemon exited ({proc.returncode}) before the manifest")
-        runs = [r for job in MANIFEST_JOBS for r in instance.get_runs(filters=dg.RunsFilter(job_name=job))]
+        runs = _manifest_runs(instance)
         done = [r for r in runs if r.is_finished]
         if done:
             return done[0]
@@ -323,7 +331,7 @@ def _wait_for_manifest(instance: Any, proc: subprocess.Popen[bytes], timeout: fl
 
 def _first_tick(instance: Any) -> float | None:
     for state in instance.all_instigator_state():
-        if state.name == "orders_chunked_planner":
+        if state.name == "rivet_chunk_planner":
             ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, limit=1000)
             return min(t.timestamp for t in ticks) if ticks else None
     return None
@@ -379,16 +387,16 @@ def collect(instance: Any, manifest_run: Any) -> dict[str, Any]:
         created = record.create_timestamp.timestamp()
         end = record.end_time or created
         step = ev.get("STEP_SUCCESS", end) - ev.get("STEP_START", end)
-        runs.append({"run_id": run.run_id, "job": run.job_name, "windows": len((run.tags.get("rivet/windows") or "").split(",")),
+        runs.append({"run_id": run.run_id, "job": run.tags.get("rivet/request", run.job_name), "windows": len((run.tags.get("rivet/windows") or "").split(",")),
                      "created": created, "run_start": ev.get("RUN_START"), "end": end,
                      "wall": end - created, "queue_launch": (ev.get("RUN_START") or end) - created,
                      "step": step, "overhead": end - created - step, "status": run.status.value,
                      "verified_at": ev.get("manifest_verified"), "verified_passed": ev.get("verified_passed")})
     runs.sort(key=lambda r: r["created"])
     # Runs that export windows (the last of them may publish too: `folded`), and the manifest's.
-    chunk = [r for r in runs if r["job"] != "orders_chunked_manifest_job"]
+    chunk = [r for r in runs if r["job"] != "manifest"]
     manifest = next(r for r in runs if r["run_id"] == manifest_run.run_id)
-    folded = manifest["job"] != "orders_chunked_manifest_job"
+    folded = manifest["job"] != "manifest"
     start = first_tick if first_tick is not None else runs[0]["created"]
     verified_at = manifest["verified_at"] or manifest["end"]
     return {
@@ -648,8 +656,7 @@ def _recollect(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dic
     raw = json.loads((args.work / "dagster-chunked.json").read_text())
     for rec in raw["dagster"]:
         instance = _instance(args.work / f"chunked-{rec['instance']}-r{rec['rep']}" / "dagster_home")
-        [manifest_run] = [r for job in MANIFEST_JOBS for r in instance.get_runs(
-            filters=dg.RunsFilter(job_name=job, statuses=[dg.DagsterRunStatus.SUCCESS]), limit=1)][:1]
+        [manifest_run] = _manifest_runs(instance, [dg.DagsterRunStatus.SUCCESS])[:1]
         rec.update(collect(instance, manifest_run))
     return raw["dagster"], raw["rivet"], raw["command"]
 

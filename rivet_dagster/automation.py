@@ -1,5 +1,11 @@
 """Schedules and sensors: cron schedules from `dagster.schedule`, and a run-failure notifier.
 
+- A schedule launches its export's asset (and checks) by asset selection on Dagster's
+  implicit asset job (`__ASSET_JOB`), which every code location with assets has anyway: a
+  schedule with a job of its own, or with an asset-selection `target` (for which Dagster
+  makes an anonymous job), would cost a job resolution and snapshot each, and a code
+  location's load time would grow with the square of its exports (issue 34). With
+  `dagster.jobs: per_export` it targets the export's own `<export>_job` instead.
 - An unpartitioned export with `dagster.schedule` gets a cron schedule of its asset (and
   checks). A time-partitioned export's schedule re-exports the last `days_window` complete
   partitions on each tick, so late-arriving rows of recent windows are picked up — only
@@ -18,6 +24,7 @@ from datetime import timedelta
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
 
 from rivet_core import api
 from rivet_dagster.lineage import source_table_key
@@ -36,43 +43,65 @@ def _status(config: api.RivetConfig, export: api.ExportConfig) -> dg.DefaultSche
     return dg.DefaultScheduleStatus.RUNNING if status == "RUNNING" else dg.DefaultScheduleStatus.STOPPED
 
 
+def per_export_jobs(config: api.RivetConfig) -> bool:
+    """Whether the config opted into a job per export (`dagster.jobs: per_export`)."""
+    return config.dagster is not None and config.dagster.jobs == "per_export"
+
+
+def run_tags(config: api.RivetConfig, export: api.ExportConfig) -> dict[str, str]:
+    """The tags of every run rivet asks for: they name the export and its config (the
+    run-failure notifier reads them, `_exports_of_run`)."""
+    return {"rivet/export": export.name, "rivet/config": str(config.config_path)}
+
+
 def export_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
+    """`<export>_job` (only with `dagster.jobs: per_export`)."""
     return dg.define_asset_job(derived_name(config, export, "job"),
                                selection=dg.AssetSelection.assets(asset_key(config, export)),
-                               tags={"rivet/export": export.name, "rivet/config": str(config.config_path)})
+                               tags=run_tags(config, export))
 
 
 def build_schedule(config: api.RivetConfig, export: api.ExportConfig,
-                   job: Any) -> dg.ScheduleDefinition | None:
+                   job: Any | None = None) -> dg.ScheduleDefinition | None:
     """The export's cron schedule, in `dagster.timezone` (default UTC). A time-partitioned
     export's tick re-exports its last `days_window` complete partitions (of its granularity:
     hours, days, weeks or months); with a backfill policy they go as ranges (one run and one
-    source query per range), else one run per partition."""
+    source query per range), else one run per partition. Its runs select the export's asset
+    on the implicit asset job (the module docstring), or run `job` when given."""
     cron = export.dagster.schedule if export.dagster else None
     if not cron:
         return None
     name = derived_name(config, export, "schedule")
     zone = partition_timezone(export)
+    target: dict[str, Any] = {"job": job} if job is not None else {"job_name": IMPLICIT_ASSET_JOB_NAME}
+    # The implicit asset job holds every asset of the code location: a request must select.
+    selection = None if job is not None else [asset_key(config, export)]
+    tags = run_tags(config, export)
     if export.mode != "time_window":
-        return dg.ScheduleDefinition(name=name, cron_schedule=cron, job=job, execution_timezone=zone,
-                                     default_status=_status(config, export))
+        @dg.schedule(name=name, cron_schedule=cron, execution_timezone=zone,
+                     default_status=_status(config, export), **target)
+        def _whole(context: dg.ScheduleEvaluationContext):
+            return dg.RunRequest(asset_selection=selection, tags=tags)
+
+        return _whole
     count = max(int(export.days_window or 1), 1)
     partitions = export_partitions(config, export)
     policy = backfill_policy(export)
     per_run = (1 if policy is None else policy.max_partitions_per_run or count)
 
-    @dg.schedule(name=name, cron_schedule=cron, job=job, execution_timezone=zone,
-                 default_status=_status(config, export))
+    @dg.schedule(name=name, cron_schedule=cron, execution_timezone=zone,
+                 default_status=_status(config, export), **target)
     def _recent_partitions(context: dg.ScheduleEvaluationContext):
         tick = context.scheduled_execution_time
         keys = recent_partition_keys(count, tick, within=partitions)
         for i in range(0, len(keys), per_run):
             first, last = keys[i], keys[min(i + per_run, len(keys)) - 1]
             if first == last:
-                yield dg.RunRequest(run_key=f"{first}@{tick.isoformat()}", partition_key=first)
+                yield dg.RunRequest(run_key=f"{first}@{tick.isoformat()}", partition_key=first,
+                                    asset_selection=selection, tags=tags)
             else:
-                yield dg.RunRequest(run_key=f"{first}...{last}@{tick.isoformat()}",
-                                    tags={"dagster/asset_partition_range_start": first,
+                yield dg.RunRequest(run_key=f"{first}...{last}@{tick.isoformat()}", asset_selection=selection,
+                                    tags={**tags, "dagster/asset_partition_range_start": first,
                                           "dagster/asset_partition_range_end": last})
 
     return _recent_partitions

@@ -3,8 +3,9 @@
 The core (`rivet_core.api`: `ChunkWindowRun`, `ChunkFinalizeRun`, `plan_chunk_tasks`,
 `reconcile_chunks`, `chunk_task_problem`) speaks of windows, tasks, batches and a finalize;
 here they are what the Dagster layer makes of them — a window is a partition of the
-`<export>_chunks` asset, a batch is a partition run, planning is the `<export>_planner`
-sensor and the finalize is the `<export>_manifest` asset. `dagster_words` is the core's
+`<export>_chunks` asset, a batch is a partition run, planning is the config's
+`<config file stem>_chunk_planner` sensor and the finalize is the `<export>_manifest` asset.
+`dagster_words` is the core's
 `Wording`: every refusal and notice of the protocol is worded here, from the facts the core
 hands over, so the messages name what the user can click on.
 """
@@ -21,7 +22,7 @@ def _windows_missing(f: Mapping[str, Any]) -> str:
     return (f"export '{f['export']}': {f['missing']} of {f['total']} chunk window(s) not materialized "
             f"(chunk run {f['run_id']}) — nothing was published; materialize partition(s) {f['shown']} of the "
             f"chunk asset, then `{f['export']}_manifest` again" + (f" ({f['detail']})" if f["detail"] else "")
-            + ". A window is a partition once the export's `…_planner` sensor has registered it: run the "
+            + ". A window is a partition once the config's `…_chunk_planner` sensor has registered it: run the "
               "sensor under `dagster dev`, `dg dev` or a dagster-daemon (`dg launch` alone runs no sensor)")
 
 
@@ -48,7 +49,7 @@ _WORDS: dict[str, Callable[[Mapping[str, Any]], str]] = {
         "planner tick starts a fresh chunk run)"),
     "unknown_windows": lambda f: (
         f"export '{f['export']}': partition(s) {f['keys']} are not windows of chunk "
-        f"run {f['run_id']} (registered by an older plan?) — let the `{f['export']}_planner` "
+        f"run {f['run_id']} (registered by an older plan?) — let the config's `…_chunk_planner` "
         "sensor register the current windows"),
     "window_parts_lost": lambda f: (
         f"export '{f['export']}': window {f['window']} lost its part(s) at the "
@@ -58,7 +59,7 @@ _WORDS: dict[str, Callable[[Mapping[str, Any]], str]] = {
         f"`{f['export']}_manifest` run finalized it (or a reset removed it) meanwhile; this run "
         "published nothing"),
     "no_chunk_run": lambda f: (
-        f"export '{f['export']}': no chunk run recorded — let the `{f['export']}_planner` sensor "
+        f"export '{f['export']}': no chunk run recorded — let the config's `…_chunk_planner` sensor "
         "plan the windows and materialize them first"),
     "finalize_due_again": lambda f: (
         f"export '{f['export']}': chunk run {f['run_id']} completed every window but "

@@ -15,7 +15,12 @@ A `mode: chunked` export becomes:
   are missing. Carries `manifest_verified` (blocking, the same check as every export) and
   `reconcile` (per window: source COUNT vs rows written). Downstream assets read the whole
   export from it through the IO manager.
-- **`<export>_planner`** sensor: plans the windows against the source
+- **the planner** — one sensor per config, `<config stem>_chunk_planner` (`planner_name`),
+  for all its chunked exports: each evaluation plans every export in turn, each with its
+  own state in the cursor (`{"exports": {<export>: …}}`); one export whose plan raises is
+  logged and the others go on. Its runs select the export's assets on Dagster's implicit
+  asset job (`RunTargets`: no job per export, issue 34; `dagster.jobs: per_export` uses the
+  export's jobs instead). For each export it plans the windows against the source
   (`api.plan_chunk_tasks`), registers new keys in ascending order, deletes the keys the plan
   no longer has and wipes their materializations (`withdraw_partitions`), requests runs for
   new windows and for windows that changed at the source since their last materialization
@@ -33,7 +38,7 @@ A `mode: chunked` export becomes:
   (`stale_reconcile_request`), and requests
   `<export>_manifest` once every window is completed (run key stamped with the windows'
   attempts, so the same state is finalized once) — or, when one batch holds every window
-  still to export, requests that batch as a run of `<export>_publish_job`, which publishes
+  still to export, requests that batch with the manifest (run kind `publish`), which publishes
   in the same run (`fold_manifest`: one run start-up fewer). Windows are requested in ranged runs of
   consecutive windows (`window_batches`): up to `dagster.max_partitions_per_run` when set;
   unset, as few runs as may export at once (`windows_per_run`: `parallel` runs, 1 by default,
@@ -43,7 +48,7 @@ A `mode: chunked` export becomes:
   the backlog. It plans against the source once a minute, and looks at the instance every
   few seconds: while a chunk run is being exported, it plans again as soon as that run's
   Dagster runs have all ended (`plan_deferral`), so the manifest follows the last window by
-  seconds. STOPPED unless `dagster.schedule_status: RUNNING`.
+  seconds. STOPPED unless `dagster.schedule_status: RUNNING` (on any of its exports).
 
 No `from __future__ import annotations` here (Dagster resolves resource annotations).
 """
@@ -53,6 +58,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -63,6 +69,7 @@ from dagster._utils.schedules import get_latest_completed_cron_tick, is_valid_cr
 from rivet_core import api
 from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.assets import describe, drift_result
+from rivet_dagster.automation import export_job
 from rivet_dagster.chunk_words import dagster_chunk_problem, dagster_words
 from rivet_dagster.io_manager import PendingChunks, PendingManifest, chunk_failure
 from rivet_dagster.naming import (
@@ -71,6 +78,7 @@ from rivet_dagster.naming import (
     derived_name,
     manifest_asset_key,
     pool_name,
+    safe_name,
 )
 from rivet_dagster.partition_lookups import cached_partition_lookups
 from rivet_dagster.partitions import chunk_partitions
@@ -107,8 +115,8 @@ def require_partitionable(export: api.ExportConfig) -> None:
         raise api.ConfigError(problem)
     if export.dagster and export.dagster.schedule:
         raise api.ConfigError(
-            f"export '{export.name}': dagster.schedule does not apply to a chunked export — its "
-            f"`{export.name}_planner` sensor plans and requests the windows; start it with "
+            f"export '{export.name}': dagster.schedule does not apply to a chunked export — the config's "
+            "chunk planner sensor (`<config stem>_chunk_planner`) plans and requests the windows; start it with "
             "dagster.schedule_status: RUNNING (or from the UI) and remove dagster.schedule")
 
 
@@ -290,6 +298,48 @@ def build_reconcile_check(config: api.RivetConfig, export: api.ExportConfig) -> 
     return _reconcile
 
 
+#: What the planner asks a run of an export for → (its assets, its check) by asset selection
+#: on the implicit asset job; with `dagster.jobs: per_export`, the export's job of that kind.
+#: `chunks`: windows; `publish`: the last batch of windows and the manifest in one run
+#: (`fold_manifest`); `manifest`: the manifest alone; `reconcile`: that check alone.
+RUN_KINDS = ("chunks", "publish", "manifest", "reconcile")
+
+
+class RunTargets:
+    """How the planner asks for the runs of one chunked export.
+
+    By default by asset selection (`RunRequest(asset_selection=…)`), which Dagster launches
+    on its implicit asset job: the shared planner sensor names no job, so the code location
+    has no job per export to resolve and snapshot (issue 34: those made its load time grow
+    with the square of its exports). With `dagster.jobs: per_export`, by the export's own
+    jobs (`<export>_job`, `_publish_job`, `_manifest_job`, `_reconcile_job`)."""
+
+    def __init__(self, config: api.RivetConfig, export: api.ExportConfig, jobs: dict[str, Any] | None) -> None:
+        self.chunk_key, self.manifest_key = asset_key(config, export), manifest_asset_key(config, export)
+        self.jobs = jobs
+
+    def selection(self) -> list[dg.AssetKey]:
+        """Every asset this export's runs may select (the sensor's `asset_selection`)."""
+        return [self.chunk_key, self.manifest_key]
+
+    def request(self, kind: str, *, run_key: str, tags: dict[str, str],
+                partition_key: str | None = None) -> dg.RunRequest:
+        tags = {**tags, "rivet/request": kind}
+        if self.jobs is not None:
+            return dg.RunRequest(job_name=self.jobs[kind].name, run_key=run_key, tags=tags, partition_key=partition_key)
+        assets = {"chunks": [self.chunk_key], "publish": [self.chunk_key, self.manifest_key],
+                  "manifest": [self.manifest_key], "reconcile": []}[kind]
+        checks = [dg.AssetCheckKey(self.manifest_key, "reconcile")] if kind == "reconcile" else None
+        return dg.RunRequest(asset_selection=assets, asset_check_keys=checks, run_key=run_key, tags=tags,
+                             partition_key=partition_key)
+
+
+def planner_jobs(config: api.RivetConfig, export: api.ExportConfig) -> dict[str, Any]:
+    """The export's jobs by run kind (only with `dagster.jobs: per_export`)."""
+    return {"chunks": export_job(config, export), "publish": publish_job(config, export),
+            "manifest": manifest_job(config, export), "reconcile": reconcile_job(config, export)}
+
+
 def manifest_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
     return dg.define_asset_job(derived_name(config, export, "manifest_job"),
                                selection=dg.AssetSelection.assets(manifest_asset_key(config, export)),
@@ -309,10 +359,14 @@ def publish_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
                                tags={"rivet/export": export.name, "rivet/config": str(config.config_path)})
 
 
-def _sensor_status(config: api.RivetConfig, export: api.ExportConfig) -> dg.DefaultSensorStatus:
-    status = (export.dagster.schedule_status if export.dagster and export.dagster.schedule_status else
-              config.dagster.schedule_status if config.dagster and config.dagster.schedule_status else "STOPPED")
-    return dg.DefaultSensorStatus.RUNNING if status == "RUNNING" else dg.DefaultSensorStatus.STOPPED
+def _sensor_status(config: api.RivetConfig, exports: list[api.ExportConfig]) -> dg.DefaultSensorStatus:
+    """RUNNING when any of the planner's exports says `dagster.schedule_status: RUNNING`
+    (its own block, else the top-level one): one sensor plans them all."""
+    def status(export: api.ExportConfig) -> str:
+        return (export.dagster.schedule_status if export.dagster and export.dagster.schedule_status else
+                config.dagster.schedule_status if config.dagster and config.dagster.schedule_status else "STOPPED")
+    running = any(status(e) == "RUNNING" for e in exports)
+    return dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED
 
 
 def recorded_fingerprints(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, str]:
@@ -333,16 +387,18 @@ def recorded_fingerprints(instance: dg.DagsterInstance, key: dg.AssetKey) -> dic
     return found
 
 
-def _parse_cursor(cursor: str | None) -> dict[str, Any]:
-    """The planner's cursor: JSON `{"run": <chunk run>, "refresh": <last refresh tick, epoch s>}`
-    (older cursors were the bare chunk run id)."""
+def _parse_cursor(cursor: str | None) -> dict[str, dict[str, Any]]:
+    """The planner's cursor: JSON `{"exports": {<export>: <its state>}}`, each export's state
+    its own (`{"run": <chunk run>, "planned_at": …, "refresh": <last refresh tick, epoch s>,
+    "requested": […], "backlog": […]}`), so the exports of one sensor never share a stamp."""
     if not cursor:
         return {}
     try:
         value = json.loads(cursor)
     except ValueError:
-        return {"run": cursor}
-    return value if isinstance(value, dict) else {}
+        return {}
+    exports = value.get("exports") if isinstance(value, dict) else None
+    return {k: v for k, v in exports.items() if isinstance(v, dict)} if isinstance(exports, dict) else {}
 
 
 def windows_per_run(export: api.ExportConfig, windows: int, pool_limit: int | None = None) -> int:
@@ -435,14 +491,84 @@ def reconcile_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
                                tags={"rivet/export": export.name})
 
 
-def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chunk_job: Any,
-                         finalize_job: Any) -> dg.SensorDefinition:
+#: One export's evaluation: (its cursor state) → (run requests, partition requests, its new
+#: cursor state, why it asks for nothing — None when it asks).
+ExportPlan = Callable[[dg.SensorEvaluationContext, dict[str, Any]],
+                      tuple[list[dg.RunRequest], list[Any], dict[str, Any], str | None]]
+
+
+def planner_name(config: api.RivetConfig, outer_prefix: list[str]) -> str:
+    """The name of a config's planner sensor: `<config file stem>_chunk_planner`
+    (`rivet_chunk_planner` for rivet.yaml), behind the embedding's and the config's own key
+    prefix (`replica__rivet_chunk_planner`) so that merged configs keep their planners apart."""
+    top = config.dagster.key_prefix_list if config.dagster else []
+    return "__".join([*outer_prefix, *top, f"{safe_name(config.config_path.stem)}_chunk_planner"])
+
+
+def build_planner_sensor(config: api.RivetConfig, exports: list[api.ExportConfig], name: str,
+                         jobs: dict[str, dict[str, Any]] | None = None) -> dg.SensorDefinition:
+    """The one planner sensor of a config's partitioned chunked exports: each evaluation runs
+    every export's plan (`_export_planner`) with that export's own state in the cursor, and
+    returns their requests together. An export whose plan raises is logged and keeps its
+    state; the others go on (the tick fails only when every export failed). `jobs`: export
+    name → its jobs by run kind (`dagster.jobs: per_export`), else requests select assets."""
+    plans: dict[str, ExportPlan] = {}
+    for export in exports:
+        targets = RunTargets(config, export, jobs[export.name] if jobs is not None else None)
+        plans[export.name] = _export_planner(config, export, targets)
+    target: dict[str, Any] = (
+        {"jobs": [job for by_kind in jobs.values() for job in by_kind.values()]} if jobs is not None
+        else {"asset_selection": dg.AssetSelection.assets(
+            *[key for e in exports for key in (asset_key(config, e), manifest_asset_key(config, e))])})
+    names = ", ".join(f"`{e.name}`" for e in exports[:20]) + (f" and {len(exports) - 20} more" if len(exports) > 20
+                                                              else "")
+
+    @dg.sensor(name=name, minimum_interval_seconds=PLANNER_POLL_SECONDS, default_status=_sensor_status(config, exports),
+               description=f"Plans the chunk windows of {names} against the source: per export, registers new "
+                           "windows as partitions (ascending), requests ranged runs for new windows and for windows "
+                           "that changed at the source since they were exported, re-exports every window on its "
+                           "`dagster.refresh` cron, takes over the windows of runs that ended without finishing "
+                           "them, runs the `reconcile` check when published windows drifted, and requests the "
+                           "manifest once every window is done. Plans each export against the source every "
+                           f"{PLANNER_INTERVAL_SECONDS} s, and as soon as the runs of its chunk run in progress "
+                           "have ended.", **target)
+    def _planner(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        states = _parse_cursor(context.cursor)
+        requests: list[dg.RunRequest] = []
+        dynamic: list[Any] = []
+        reasons: list[str] = []
+        failures: list[BaseException] = []
+        for export_name, plan in plans.items():
+            try:
+                asked, parts, states[export_name], reason = plan(context, dict(states.get(export_name, {})))
+            except Exception as exc:  # the other exports' plans go on; this one keeps its state
+                if len(plans) == 1:
+                    raise
+                context.log.error(f"export '{export_name}': planning failed: {exc}")
+                failures.append(exc)
+                continue
+            requests += asked
+            dynamic += parts
+            if reason is not None:
+                reasons.append(reason if len(plans) == 1 else f"{export_name}: {reason}")
+        if failures and len(failures) == len(plans):
+            raise failures[0]
+        cursor = json.dumps({"exports": states})
+        if not requests and not dynamic:
+            return dg.SensorResult(cursor=cursor, skip_reason="; ".join(reasons) or "no chunked export to plan")
+        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=cursor)
+
+    return _planner
+
+
+def _export_planner(config: api.RivetConfig, export: api.ExportConfig, targets: RunTargets) -> ExportPlan:
+    """One chunked export's plan, as the planner sensor evaluates it (its docstring at the top
+    of this module)."""
     config_path = str(config.config_path)
     export_name = export.name
     partitions = chunk_partitions(config, export)
     chunk_key = asset_key(config, export)
-    check_job = reconcile_job(config, export)
-    last_job = publish_job(config, export)
+    base_tags = {"rivet/export": export_name, "rivet/config": config_path}
     dagster_cfg = export.dagster
     refresh = dagster_cfg.refresh if dagster_cfg else None
     timezone = (dagster_cfg.timezone if dagster_cfg and dagster_cfg.timezone else "UTC")
@@ -453,31 +579,11 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         raise api.ConfigError(f"export '{export_name}': dagster.refresh '{refresh}' is not a valid cron expression "
                               "(minute hour day-of-month month day-of-week, e.g. '0 2 * * 0')")
 
-    @dg.sensor(name=derived_name(config, export, "planner"), jobs=[chunk_job, finalize_job, check_job, last_job],
-               minimum_interval_seconds=PLANNER_POLL_SECONDS, default_status=_sensor_status(config, export),
-               description=f"Plans the chunk windows of `{export_name}` against the source, registers new "
-                           "ones as partitions (ascending), requests ranged runs (" + (
-                               f"up to {export.dagster.max_partitions_per_run} consecutive windows each"
-                               if fixed else f"as few as may run at once: `parallel` ({export.parallel}), "
-                               f"at most the limit of pool `{pool}`") +
-                           f", at most {runs_per_tick} runs per tick) for new "
-                           "windows and for windows that "
-                           "changed at the source since they were exported (one grouped fingerprint query: "
-                           "COUNT, and MAX(change_column) when set)" + (f", re-exports every window on `{refresh}`"
-                                                                         if refresh else "") +
-                           ", takes over the windows of runs that ended without finishing them (killed, "
-                           "terminated), runs the `reconcile` check when published windows drifted (and again when it "
-                           "stayed red after they were fixed), and requests the "
-                           "manifest once every window is done — in the same run as the last batch when that "
-                           f"batch holds every window still to export. Plans against the source every "
-                           f"{PLANNER_INTERVAL_SECONDS} s, and as soon as the runs of a chunk run in progress "
-                           "have ended.")
-    def _planner(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        cursor = _parse_cursor(context.cursor)
+    def _plan(context: dg.SensorEvaluationContext, cursor: dict[str, Any]):
         now = time.time()
         deferred = plan_deferral(context.instance, cursor, now)
         if deferred is not None:
-            return dg.SensorResult(cursor=context.cursor, skip_reason=deferred)
+            return [], [], cursor, deferred
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
         cursor["planned_at"] = now
@@ -506,7 +612,7 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         outstanding: set[str] = set()
         in_flight = 0
         if tick.run_id is not None:
-            tags = {"rivet/export": export_name, "rivet/chunk_run": tick.run_id}
+            tags = {**base_tags, "rivet/chunk_run": tick.run_id}
             # Windows wanted now, plus those an earlier tick of this chunk run left waiting —
             # less those already requested in the state they are in now (a refilled window
             # stays wanted until it runs: requesting it again in another batch would export it
@@ -530,11 +636,10 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
                 # run is created, and the newest one is the verdict the UI shows — so the run that
                 # publishes the refilled windows (its `reconcile` evaluated after them) comes last.
                 drift = ",".join(f"{k}={tick.refill[k]}" for k in tick.drifted)
-                requests.append(dg.RunRequest(job_name=check_job.name, tags=tags, run_key=(
+                requests.append(targets.request("reconcile", tags=tags, run_key=(
                     f"{tick.run_id}:reconcile:{hashlib.sha256(drift.encode()).hexdigest()[:16]}")))
             for batch in batches[:runs_per_tick]:
-                requests.append(_batch_request(last_job.name if fold else chunk_job.name, tick, batch,
-                                               cursor.get("refresh"), tags, publish=fold))
+                requests.append(_batch_request(targets, tick, batch, cursor.get("refresh"), tags, publish=fold))
                 done.update(stamps[k] for k in batch)
             backlog = [k for batch in batches[runs_per_tick:] for k in batch]
             requested_stamps = sorted(done & set(stamps.values()))
@@ -542,14 +647,12 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
             # and for the runs of the chunk run still going (a folded run finalizes it itself;
             # should it fail, the plan after it ends requests the manifest on its own).
             if tick.complete and not requests and not outstanding and not in_flight:
-                requests.append(dg.RunRequest(job_name=finalize_job.name, run_key=f"{tick.run_id}:manifest:{tick.stamp}",
-                                              tags=tags))
+                requests.append(targets.request("manifest", run_key=f"{tick.run_id}:manifest:{tick.stamp}", tags=tags))
             if backlog:
                 context.log.info(f"chunk run {tick.run_id}: {len(backlog)} window(s) wait for the next tick "
                                  f"(dagster.max_runs_per_tick: {runs_per_tick})")
         else:  # published and true to the source: a red `reconcile` verdict is outdated
-            recheck = stale_reconcile_request(context.instance, check_job.name, export_name,
-                                              manifest_asset_key(cfg, exp))
+            recheck = stale_reconcile_request(context.instance, targets, base_tags)
             requests += [recheck] if recheck is not None else []
         if tick.run_id is not None:
             cursor["requested"] = requested_stamps
@@ -557,16 +660,16 @@ def build_planner_sensor(config: api.RivetConfig, export: api.ExportConfig, chun
         cursor["in_progress"] = tick.run_id is not None
         cursor["backlog"] = backlog
         if not requests and not dynamic:
-            return dg.SensorResult(cursor=json.dumps(cursor), skip_reason=(
+            return [], [], cursor, (
                 f"nothing changed: {len(tick.keys)} window(s) published and true to the source" if not tick.run_id
                 else f"chunk run {tick.run_id}: every window is done; the manifest waits for {in_flight} run(s) "
                      "of it still queued or running (one of them may publish it)" if tick.complete and in_flight
                 else f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize" + (
                     f"; {len(tick.exhausted)} of them used every attempt and wait for someone to fix the cause "
-                    f"and materialize them again: {', '.join(tick.exhausted[:10])}" if tick.exhausted else "")))
-        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=json.dumps(cursor))
+                    f"and materialize them again: {', '.join(tick.exhausted[:10])}" if tick.exhausted else ""))
+        return requests, dynamic, cursor, None
 
-    return _planner
+    return _plan
 
 
 def withdraw_partitions(instance: dg.DagsterInstance, key: dg.AssetKey, stale: list[str], *, carried: int) -> None:
@@ -594,8 +697,8 @@ def withdraw_partitions(instance: dg.DagsterInstance, key: dg.AssetKey, stale: l
                   ", ".join(stale[:10]))
 
 
-def stale_reconcile_request(instance: dg.DagsterInstance, job_name: str, export_name: str,
-                            manifest_key: dg.AssetKey) -> dg.RunRequest | None:
+def stale_reconcile_request(instance: dg.DagsterInstance, targets: RunTargets,
+                            tags: dict[str, str]) -> dg.RunRequest | None:
     """A run of the `reconcile` check when its newest execution FAILED although the plan just
     found every published window true to the source, else None.
 
@@ -604,6 +707,7 @@ def stale_reconcile_request(instance: dg.DagsterInstance, job_name: str, export_
     being exported can evaluate the old counts after the publishing run's own, green, verdict,
     and nothing would evaluate it again. Once per published manifest (run key: the storage id
     of the manifest's latest materialization), so a check that stays red costs one run."""
+    manifest_key = targets.manifest_key
     check_key = dg.AssetCheckKey(manifest_key, "reconcile")
     latest = instance.event_log_storage.get_latest_asset_check_execution_by_key([check_key]).get(check_key)
     if latest is None or latest.status != AssetCheckExecutionRecordStatus.FAILED:
@@ -611,8 +715,7 @@ def stale_reconcile_request(instance: dg.DagsterInstance, job_name: str, export_
     records = instance.fetch_materializations(manifest_key, limit=1).records
     if not records:
         return None
-    return dg.RunRequest(job_name=job_name, tags={"rivet/export": export_name},
-                         run_key=f"reconcile:recheck:{records[0].storage_id}")
+    return targets.request("reconcile", tags=tags, run_key=f"reconcile:recheck:{records[0].storage_id}")
 
 
 def stranded_windows(instance: dg.DagsterInstance, tick: api.ChunkTaskPlan, wanted: set[str]) -> dict[str, int]:
@@ -663,20 +766,21 @@ def window_batches(order: list[str], wanted: set[str], size: int) -> list[list[s
     return batches
 
 
-def _batch_request(job_name: str, tick: api.ChunkTaskPlan, batch: list[str], refresh_tick: float | None,
+def _batch_request(targets: RunTargets, tick: api.ChunkTaskPlan, batch: list[str], refresh_tick: float | None,
                    tags: dict[str, str], *, publish: bool = False) -> dg.RunRequest:
     """One run for `batch`: a single partition, or a partition range (one source session and
     one run start-up for up to `max_partitions_per_run` windows). Tag `rivet/windows` names
     the windows, for people reading the run list and for tests. `publish`: the run also
-    materializes the manifest (`publish_job`); its run key says so (`+manifest`), so it never
-    collides with a plain request of the same windows."""
+    materializes the manifest (run kind `publish`); its run key says so (`+manifest`), so it
+    never collides with a plain request of the same windows."""
     tags = {**tags, "rivet/windows": ",".join(batch)}
     suffix = "+manifest" if publish else ""
+    kind = "publish" if publish else "chunks"
     if len(batch) == 1:
-        return dg.RunRequest(job_name=job_name, partition_key=batch[0],
-                             run_key=_run_key(tick, batch[0], refresh_tick) + suffix, tags=tags)
+        return targets.request(kind, partition_key=batch[0], run_key=_run_key(tick, batch[0], refresh_tick) + suffix,
+                               tags=tags)
     digest = hashlib.sha256("\n".join(_run_key(tick, k, refresh_tick) for k in batch).encode()).hexdigest()[:16]
-    return dg.RunRequest(job_name=job_name, run_key=f"{tick.run_id}:{batch[0]}..{batch[-1]}:{digest}{suffix}", tags={
+    return targets.request(kind, run_key=f"{tick.run_id}:{batch[0]}..{batch[-1]}:{digest}{suffix}", tags={
         **tags, "dagster/asset_partition_range_start": batch[0], "dagster/asset_partition_range_end": batch[-1]})
 
 

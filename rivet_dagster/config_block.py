@@ -95,6 +95,14 @@ class _DagsterCommon(BlockModel):
 class DagsterDefaults(_DagsterCommon):
     """Top-level `dagster:` — defaults for every export's `dagster:` block."""
 
+    #: `none` (default): no job per export — schedules, the chunk planner and backfills
+    #: launch the export's assets by selection on Dagster's implicit asset job, so a code
+    #: location's load time stays linear in its exports (issue 34). `per_export`: also an
+    #: `<export>_job` per export (and `_manifest_job`, `_publish_job`, `_reconcile_job` per
+    #: chunked export), for `dagster job launch` and jobs named in the UI — each job costs
+    #: Dagster a resolution and a snapshot of its own (rivet_dagster/factory.py).
+    jobs: Literal["none", "per_export"] = "none"
+
 
 class AutomationOnCron(BlockModel):
     """`automation_condition: {on_cron: "<cron>"}` — materialize once per cron tick, after

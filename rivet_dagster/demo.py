@@ -34,42 +34,62 @@ def _summarize(result, label: str, rows_out: list) -> bool:  # noqa: ANN001
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
 
-def _materialize_chunked(defs, instance, name: str, rows_out: list) -> bool:  # noqa: ANN001
+def _asset_job(defs, key):  # noqa: ANN001, ANN202
+    """The run of one asset (and its checks) on Dagster's implicit asset job, as a schedule
+    or `dg launch --assets` asks for it (the definitions have no job per export)."""
+    return defs.resolve_implicit_global_asset_job_def().get_subset(asset_selection={key})
+
+
+def _requested_job(defs, request):  # noqa: ANN001, ANN202
+    """What a planner run request runs: its job (`dagster.jobs: per_export`), else its
+    selection on the implicit asset job (the daemon launches it there)."""
+    if request.job_name:
+        return defs.resolve_job_def(request.job_name)
+    return defs.resolve_implicit_global_asset_job_def().get_subset(
+        asset_selection=set(request.asset_selection or ()),
+        asset_check_selection=set(request.asset_check_keys) if request.asset_check_keys is not None else None)
+
+
+def _materialize_chunked(defs, instance, config, name: str, rows_out: list) -> bool:  # noqa: ANN001
     """What the daemon does for a chunked export: one planner tick (register the windows),
     a run per request, then `<export>_manifest` publishes the manifest — unless the planner
-    folded it into its one batch's run (`<export>_publish_job`, rivet_dagster/chunked.py)."""
+    folded it into its one batch's run (run kind `publish`, rivet_dagster/chunked.py
+    `RunTargets`). The config's planner sensor plans every chunked export of it; only `name`'s
+    requests run here."""
     import dagster as dg
 
-    sensor = defs.resolve_sensor_def(f"{name}_planner")
+    from rivet_dagster.chunked import planner_name
+    from rivet_dagster.naming import manifest_asset_key
+
+    sensor = defs.resolve_sensor_def(planner_name(config, []))
     tick = sensor(dg.build_sensor_context(instance=instance, definitions=defs))
     for request in tick.dynamic_partitions_requests or []:
         if isinstance(request, dg.AddDynamicPartitionsRequest):
             instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     ok, published = True, False
-    window_jobs = (f"{name}_job", f"{name}_publish_job")
     # The planner asks for one window per run, or for several as one ranged run (the
     # partition-range tags, rivet_dagster/chunked.py `_batch_request`): run each as asked.
     for request in tick.run_requests or []:
-        if request.job_name not in window_jobs:
+        kind = request.tags.get("rivet/request")
+        if request.tags.get("rivet/export") != name or kind not in ("chunks", "publish"):
             continue  # the manifest (and its checks) run below, after every window
-        job = defs.resolve_job_def(request.job_name)
+        job = _requested_job(defs, request)
         tags = dict(request.tags or {})
         start, end = tags.get(RANGE_START), tags.get(RANGE_END)
         label = request.partition_key or (f"{start}…{end}" if start != end else start)
         if not label:
             continue
-        print(f"materializing {name} [{label}]{' and its manifest' if job.name == window_jobs[1] else ''} …",
-              flush=True)
+        print(f"materializing {name} [{label}]{' and its manifest' if kind == 'publish' else ''} …", flush=True)
         result = (job.execute_in_process(instance=instance, partition_key=request.partition_key,
                                          raise_on_error=False, run_config=QUIET)
                   if request.partition_key else
                   job.execute_in_process(instance=instance, tags={RANGE_START: start, RANGE_END: end},
                                          raise_on_error=False, run_config=QUIET))
         ok &= _summarize(result, f"{name} [{label}]", rows_out)
-        published |= job.name == window_jobs[1]
+        published |= kind == "publish"
     if not published:
         print(f"materializing {name}_manifest …", flush=True)
-        manifest_job = defs.resolve_job_def(f"{name}_manifest_job")
+        manifest_job = _asset_job(defs, manifest_asset_key(config, config.export(name)))
         ok &= _summarize(manifest_job.execute_in_process(instance=instance, raise_on_error=False,
                                                          run_config=QUIET), f"{name}_manifest", rows_out)
     return ok
@@ -83,6 +103,7 @@ def main() -> int:
     from rivet_core import api
     from rivet_dagster.definitions import DEMO_CONFIG
     from rivet_dagster.factory import build_definitions
+    from rivet_dagster.naming import asset_key
     from rivet_dagster.partitions import recent_partition_keys
 
     print("building the demo database (examples/demo/shop.db) if needed …", flush=True)
@@ -94,9 +115,9 @@ def main() -> int:
     with dg.DagsterInstance.get() as instance:
         for export in config.exports:
             if export.mode == "chunked":
-                ok &= _materialize_chunked(defs, instance, export.name, rows_out)
+                ok &= _materialize_chunked(defs, instance, config, export.name, rows_out)
                 continue
-            job = defs.resolve_job_def(f"{export.name}_job")
+            job = _asset_job(defs, asset_key(config, export))
             keys = (recent_partition_keys(int(export.days_window or 1), datetime.now(UTC))
                     if export.mode == "time_window" else [None])
             for key in keys:

@@ -3,21 +3,29 @@ merge into any code location.
 
 Per export, by mode:
 - `full`, `incremental`, `time_window`: one asset (assets.py) with its blocking
-  `manifest_verified` check (checks.py), a job, and a schedule when `dagster.schedule`
-  is set (automation.py);
-- `chunked` with stable windows (id ranges, days, keys): the partitioned chunk asset, the
-  `<export>_manifest` asset (carrying `manifest_verified` and `reconcile`), a job for each,
-  `<export>_publish_job` (the last batch of windows and the manifest in one run) and the
-  `<export>_planner` sensor (chunked.py);
+  `manifest_verified` check (checks.py), and a schedule when `dagster.schedule` is set
+  (automation.py);
+- `chunked` with stable windows (id ranges, days, keys): the partitioned chunk asset and
+  the `<export>_manifest` asset (carrying `manifest_verified` and `reconcile`), planned by
+  the config's one planner sensor `<config stem>_chunk_planner` (chunked.py), which loops
+  over every such export of the config;
 - `chunked` whose windows cannot be partition keys (`chunk_count`, `chunk_dense`,
   `keyset_incremental`, or `dagster.chunk_partitions: false`): one asset that runs the
   whole checkpointed chunked run (chunked_run.py).
 Each export depends on its source table's asset (lineage.py).
 
+No job per export (issue 34): Dagster resolves and snapshots every job of a code location,
+each against the whole asset graph, so a job per export (and four per chunked export) made
+the load time grow with the square of the exports — 1,000 took 43 s. Schedules and the
+planner select the export's assets on Dagster's implicit asset job instead, so a config adds
+no job, one sensor, and a schedule per scheduled export; `dagster.jobs: per_export` brings
+the per-export jobs back for those who launch them by name (`export_job`, `planner_jobs`).
+
 What makes the result embeddable (`dg.Definitions.merge` with other configs and the user's
 own definitions): no per-config resources — asset bodies know their config path, and the
-one IO manager instance is shared and stateless (io_manager.py); job, schedule, sensor and
-partitions names derive from asset keys (naming.py), which are unique in a code location;
+one IO manager instance is shared and stateless (io_manager.py); job, schedule and
+partitions names derive from asset keys (naming.py), which are unique in a code location,
+the planner's from the config file's name behind the key prefix (`planner_name`);
 source table specs are equal whoever builds them; the run-failure notifier is opt-in and
 watches only this config's exports; nothing process-wide changes (the demo code location,
 definitions.py, tunes malloc for itself).
@@ -43,7 +51,12 @@ import dagster as dg
 from rivet_core import api
 from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.assets import build_export_asset, describe
-from rivet_dagster.automation import build_failure_sensor, build_schedule, export_job
+from rivet_dagster.automation import (
+    build_failure_sensor,
+    build_schedule,
+    export_job,
+    per_export_jobs,
+)
 from rivet_dagster.buckets import partitioned_body
 from rivet_dagster.checks import build_manifest_check
 from rivet_dagster.chunked import (
@@ -51,7 +64,8 @@ from rivet_dagster.chunked import (
     build_manifest_asset,
     build_planner_sensor,
     build_reconcile_check,
-    manifest_job,
+    planner_jobs,
+    planner_name,
     require_partitionable,
 )
 from rivet_dagster.chunked_run import whole_run_body, whole_run_reason
@@ -145,39 +159,37 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
                 use_resource(config, kind, resource_key)
         check_unique_names(config, config.exports)
 
+        per_export = per_export_jobs(config)
         assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
         checks, jobs, schedules, sensors = [], [], [], []
+        chunked: list[api.ExportConfig] = []  # partitioned chunked exports: one planner for them all
         exports_by_key: dict[str, str] = {}
         for export in config.exports:
             exports_by_key[asset_key(config, export).to_user_string()] = export.name
-            if export.partition_by:  # one asset, its buckets listed in the materialization
-                assets.append(_partitioned_asset(config, export))
-                checks.append(build_manifest_check(config, export))
-                job = export_job(config, export)
-                jobs.append(job)
-                schedule = build_schedule(config, export, job)
-                if schedule is not None:
-                    schedules.append(schedule)
-                continue
             reason = whole_run_reason(export) if export.mode == "chunked" else None
-            if export.mode == "chunked" and reason is None:
+            if export.mode == "chunked" and reason is None and not export.partition_by:
                 require_partitionable(export)
-                chunk_job, finalize_job = export_job(config, export), manifest_job(config, export)
                 assets += [build_chunk_asset(config, export), build_manifest_asset(config, export)]
                 checks += [build_manifest_check(config, export, manifest_asset_key(config, export)),
                            build_reconcile_check(config, export)]
-                jobs += [chunk_job, finalize_job]
-                sensors.append(build_planner_sensor(config, export, chunk_job, finalize_job))
+                chunked.append(export)
                 exports_by_key[manifest_asset_key(config, export).to_user_string()] = export.name
                 continue
-            assets.append(build_export_asset(config, export) if reason is None
-                          else _whole_run_asset(config, export, reason))
+            if export.partition_by:  # one asset, its buckets listed in the materialization
+                assets.append(_partitioned_asset(config, export))
+            else:
+                assets.append(build_export_asset(config, export) if reason is None
+                              else _whole_run_asset(config, export, reason))
             checks.append(build_manifest_check(config, export))
-            job = export_job(config, export)
-            jobs.append(job)
+            job = export_job(config, export) if per_export else None
+            jobs += [job] if job is not None else []
             schedule = build_schedule(config, export, job)
             if schedule is not None:
                 schedules.append(schedule)
+        if chunked:
+            by_export = {e.name: planner_jobs(config, e) for e in chunked} if per_export else None
+            jobs += [job for kinds in (by_export or {}).values() for job in kinds.values()]
+            sensors.append(build_planner_sensor(config, chunked, planner_name(config, prefix), by_export))
         if notify_run_failures:
             name = "__".join([*prefix, "rivet_run_failure_notifier"])
             sensors.append(build_failure_sensor(str(path), name, exports_by_key))

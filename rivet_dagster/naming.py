@@ -62,9 +62,9 @@ def manifest_asset_key(config: api.RivetConfig, export: api.ExportConfig) -> dg.
 
 
 def derived_name(config: api.RivetConfig, export: api.ExportConfig, suffix: str) -> str:
-    """The name of a job, schedule, sensor or partitions definition of an export:
+    """The name of a job, schedule or partitions definition of an export:
     its asset key path joined by `__`, then `_<suffix>` (`orders_job`,
-    `sales__raw__orders_planner`). Asset keys are unique in a code location, so these are
+    `sales__raw__orders_schedule`). Asset keys are unique in a code location, so these are
     too — also when several configs are merged; `check_unique_names` catches the rest
     (two export names that sanitize alike)."""
     return "__".join(asset_key(config, export).path) + f"_{suffix}"

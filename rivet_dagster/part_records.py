@@ -1,6 +1,6 @@
 """The part records a chunk step wrote, kept for the manifest step of the same process.
 
-A run of `<export>_publish_job` (rivet_dagster/chunked.py `fold_manifest`) commits the
+A `publish` run of the planner (rivet_dagster/chunked.py `fold_manifest`) commits the
 chunk windows and then finalizes the chunk run, by default in one process (the
 `in_process` executor, rivet_dagster/executors.py). The finalize puts every window's parts
 in the manifest with their fingerprints (content xxh3, MD5, Form B column checksums); the

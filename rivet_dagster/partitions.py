@@ -22,7 +22,7 @@ still one manifest and `_SUCCESS` per partition.
 
 A chunked export's partitions are dynamic, `<export>_chunks`: one key per chunk window
 (`rivet_core.chunks.keys`: stable, sortable, `[A-Za-z0-9_.-]`), registered in ascending order
-by the `<export>_planner` sensor; all windows share the export's prefix and one manifest,
+by the config's chunk planner sensor; all windows share the export's prefix and one manifest,
 written by `<export>_manifest`.
 """
 

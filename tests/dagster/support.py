@@ -220,8 +220,74 @@ def id_amounts(table: pa.Table) -> dict[int, Decimal]:
 
 
 # ------------------------------------------------------------------------------ dagster
+#: The jobs an export had before `dagster.jobs: none` became the default (they remain with
+#: `per_export`), by name suffix → the run kind of rivet_dagster/chunked.py `RunTargets`.
+_JOB_KINDS = (("_publish_job", "publish"), ("_manifest_job", "manifest"), ("_reconcile_job", "reconcile"),
+              ("_job", "chunks"))
+
+
+def export_selection(job: str) -> tuple[set[dg.AssetKey], set[dg.AssetCheckKey] | None]:
+    """What the per-export job named `job` ran (`<asset key path joined by __>` + `_job`,
+    `_manifest_job`, `_publish_job`, `_reconcile_job`): its assets, and its checks when only
+    some (None: every check of those assets)."""
+    for suffix, kind in _JOB_KINDS:
+        if job.endswith(suffix):
+            key = dg.AssetKey(job[: -len(suffix)].split("__"))
+            manifest = dg.AssetKey([*key.path[:-1], f"{key.path[-1]}_manifest"])
+            if kind == "reconcile":
+                return set(), {dg.AssetCheckKey(manifest, "reconcile")}
+            return {"publish": {key, manifest}, "manifest": {manifest}, "chunks": {key}}[kind], None
+    raise AssertionError(f"{job!r} is not the name of a job of an export")
+
+
+def request_job(request: dg.RunRequest) -> str:
+    """The per-export job a run request of the planner stands for: its `job_name` with
+    `dagster.jobs: per_export`, else the name that job had, from the request's kind (tag
+    `rivet/request`) and its selection."""
+    if request.job_name:
+        return request.job_name
+    kind = request.tags["rivet/request"]
+    first = request.asset_check_keys[0].asset_key if kind == "reconcile" else request.asset_selection[0]
+    base = "__".join(first.path)
+    base = base.removesuffix("_manifest") if kind in ("reconcile", "manifest") else base
+    return base + {"publish": "_publish_job", "manifest": "_manifest_job", "reconcile": "_reconcile_job",
+                   "chunks": "_job"}[kind]
+
+
+def export_state(cursor: str | None, export: str = "orders_chunked") -> dict[str, Any]:
+    """One export's state in the planner sensor's cursor (`{"exports": {<export>: …}}`)."""
+    return dict(json.loads(cursor or "{}").get("exports", {}).get(export, {}))
+
+
+def with_export_state(cursor: str | None, export: str = "orders_chunked", *, drop: tuple[str, ...] = (),
+                      **changes: Any) -> str:
+    """The planner's cursor with one export's state changed (`changes`) and keys `drop`ped."""
+    states = json.loads(cursor or "{}").get("exports", {})
+    state = {k: v for k, v in {**states.get(export, {}), **changes}.items() if k not in drop}
+    return json.dumps({"exports": {**states, export: state}})
+
+
+def drop_planned_at(cursor: str | None) -> str | None:
+    """The cursor as a full planner interval later: every export's `planned_at` dropped."""
+    if not cursor:
+        return cursor
+    states = json.loads(cursor).get("exports", {})
+    return json.dumps({"exports": {k: {f: v for f, v in s.items() if f != "planned_at"} for k, s in states.items()}})
+
+
+def job_def(defs: dg.Definitions, job: str) -> dg.JobDefinition:
+    """`job` when the definitions have it (a test's own job, `dagster.jobs: per_export`);
+    else what the export's job of that name ran (`export_selection`), selected on Dagster's
+    implicit asset job — how the default definitions' schedules and planner launch it."""
+    if defs.get_repository_def().has_job(job):
+        return defs.resolve_job_def(job)
+    assets, checks = export_selection(job)
+    return defs.resolve_implicit_global_asset_job_def().get_subset(asset_selection=assets,
+                                                                  asset_check_selection=checks)
+
+
 def run_job(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, **kw: Any) -> Any:
-    return defs.resolve_job_def(job).execute_in_process(instance=instance, raise_on_error=False, **kw)
+    return job_def(defs, job).execute_in_process(instance=instance, raise_on_error=False, **kw)
 
 
 def materialization(result: Any) -> dg.AssetMaterialization:

@@ -68,12 +68,12 @@ def test_the_daily_schedule_requests_the_last_days_window_complete_partitions_be
     assert not {r.run_key for r in requests} & {r.run_key for r in later}
 
 
-def test_an_unpartitioned_schedule_requests_one_run_of_its_job(tmp_path: Path, instance: dg.DagsterInstance) -> None:
+def test_an_unpartitioned_schedule_requests_one_run_of_its_asset(tmp_path: Path, instance: dg.DagsterInstance) -> None:
     defs = scheduled_defs(tmp_path)
     requests = tick(defs, instance, "orders_inc_schedule", datetime(2026, 3, 10, 0, 15, tzinfo=UTC))
     assert len(requests) == 1
-    assert requests[0].partition_key is None
-    assert defs.resolve_schedule_def("orders_inc_schedule").job_name == "orders_inc_job"
+    assert requests[0].partition_key is None and requests[0].asset_selection == [dg.AssetKey("orders_inc")]
+    assert defs.resolve_schedule_def("orders_inc_schedule").job_name == "__ASSET_JOB"
 
 
 # ------------------------------------------------------------------------------ failure sensor

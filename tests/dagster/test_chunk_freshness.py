@@ -17,7 +17,6 @@ them with the source row set (each key once); it never trusts the tool's counter
 
 from __future__ import annotations
 
-import json
 import random
 import uuid
 from decimal import Decimal
@@ -37,11 +36,15 @@ from tests.dagster.support import (
     Target,
     check_evaluations,
     create_orders,
+    drop_planned_at,
     export_block,
+    export_state,
     id_amounts,
     orders_config,
+    request_job,
     run_job,
     source_rows,
+    with_export_state,
 )
 from tests.helpers import db_exec
 
@@ -50,7 +53,7 @@ PARTITIONS = f"{EXPORT}_chunks"
 CHUNK_JOB, MANIFEST_JOB, RECONCILE_JOB = f"{EXPORT}_job", f"{EXPORT}_manifest_job", f"{EXPORT}_reconcile_job"
 #: The windows of a batch that holds every window still to export, and the manifest, in one run.
 PUBLISH_JOB = f"{EXPORT}_publish_job"
-PLANNER = f"{EXPORT}_planner"
+PLANNER = "rivet_chunk_planner"  # the config's one planner sensor (rivet.yaml)
 
 
 def key(lo: int) -> str:
@@ -73,10 +76,8 @@ class Planner:
         `plan_deferral` decides whether it plans)."""
         sensor = self.defs.resolve_sensor_def(PLANNER)
         cursor = cursor if cursor is not None else self.cursor
-        if cursor and not soon and cursor.startswith("{"):
-            state = json.loads(cursor)
-            state.pop("planned_at", None)
-            cursor = json.dumps(state)
+        if not soon:
+            cursor = drop_planned_at(cursor)
         context = dg.build_sensor_context(instance=self.instance, definitions=self.defs, cursor=cursor)
         result = sensor(context)
         assert isinstance(result, dg.SensorResult)
@@ -94,13 +95,13 @@ class Planner:
         exports windows, PUBLISH_JOB's included), each as its own run."""
         outcomes = []
         for request in result.run_requests or []:
-            if only is not None and request.job_name not in ((CHUNK_JOB, PUBLISH_JOB) if only == CHUNK_JOB else (only,)):
+            if only is not None and request_job(request) not in ((CHUNK_JOB, PUBLISH_JOB) if only == CHUNK_JOB else (only,)):
                 continue
             kw: dict[str, Any] = {"tags": dict(request.tags)}
             if request.partition_key is not None:
                 kw["partition_key"] = request.partition_key
-            outcome = run_job(self.defs, request.job_name, self.instance, **kw)
-            assert outcome.success or request.job_name == RECONCILE_JOB, f"{request.job_name} {request.partition_key}"
+            outcome = run_job(self.defs, request_job(request), self.instance, **kw)
+            assert outcome.success or request_job(request) == RECONCILE_JOB, f"{request_job(request)} {request.partition_key}"
             outcomes.append(outcome)
         return outcomes
 
@@ -118,12 +119,12 @@ class Planner:
 def requested(result: dg.SensorResult, job: str | None = None) -> list[str | None]:
     """The windows the tick's runs of `job` (default: CHUNK_JOB and PUBLISH_JOB) export, in
     request order (a ranged run names its windows in tag `rivet/windows`)."""
-    return [k for r in result.run_requests or [] if r.job_name in ((job,) if job else (CHUNK_JOB, PUBLISH_JOB))
+    return [k for r in result.run_requests or [] if request_job(r) in ((job,) if job else (CHUNK_JOB, PUBLISH_JOB))
             for k in (r.tags["rivet/windows"].split(",") if "rivet/windows" in r.tags else [r.partition_key])]
 
 
 def jobs(result: dg.SensorResult) -> list[str]:
-    return sorted(r.job_name for r in result.run_requests or [])
+    return sorted(request_job(r) for r in result.run_requests or [])
 
 
 def assert_quiet(result: dg.SensorResult) -> None:
@@ -214,7 +215,7 @@ def test_an_updated_row_re_exports_exactly_its_window_then_the_manifest(
     db_exec(url, f"UPDATE orders SET amount = 4321.09, updated_at = {later} WHERE id = 42")
     changed = planner.tick()
     # The only window to export: it goes with the manifest and its checks, in one run.
-    assert [(r.job_name, r.partition_key) for r in changed.run_requests] == [(PUBLISH_JOB, KEYS[0])]
+    assert [(request_job(r), r.partition_key) for r in changed.run_requests] == [(PUBLISH_JOB, KEYS[0])]
     assert not planner.tick().run_requests  # until it runs: not requested again, no manifest of its own
     finalized = planner.run(changed)[0]
     rerun = instance.fetch_materializations(
@@ -332,7 +333,7 @@ def test_without_change_column_the_refresh_cron_re_exports_every_window_and_reco
     defs = build_definitions(config)
     planner = Planner(defs, instance)
     first_tick_requests = planner.publish_everything().run_requests
-    baseline = json.loads(planner.cursor)["refresh"]  # the first tick only noted the latest cron tick
+    baseline = export_state(planner.cursor)["refresh"]  # the first tick only noted the latest cron tick
     assert baseline > 0
 
     # Rows missing from the published window 200..299: its count moved, so the planner re-requests
@@ -357,12 +358,12 @@ def test_without_change_column_the_refresh_cron_re_exports_every_window_and_reco
     assert id_amounts(published(target)[1])[7] != Decimal("777.77")
 
     # … until the refresh cron ticks: then every window is requested, once.
-    stale_cursor = json.dumps({**json.loads(planner.cursor), "refresh": baseline - 86400})
+    stale_cursor = with_export_state(planner.cursor, refresh=baseline - 86400)
     refresh = planner.tick(cursor=stale_cursor)
     assert requested(refresh) == KEYS and jobs(refresh) == [PUBLISH_JOB]  # every window, then the manifest
     fresh_keys = {r.run_key for r in first_tick_requests}
     assert len(refresh.run_requests) == 1 and refresh.run_requests[0].run_key not in fresh_keys
-    assert json.loads(planner.cursor)["refresh"] == baseline  # this tick is handled
+    assert export_state(planner.cursor)["refresh"] == baseline  # this tick is handled
     _, tasks = chunk_run(config)
     assert {tasks[k].status for k in KEYS} == {"pending"}  # the manifest waits for all of them
     still = planner.tick()
@@ -437,7 +438,7 @@ def test_day_windows_with_a_change_column_re_export_the_day_whose_row_was_update
 
     db_exec(orders_pg, "UPDATE orders SET amount = 1.23, updated_at = now() WHERE id = 300")  # on March 3rd
     changed = planner.tick()
-    assert [(r.job_name, r.partition_key) for r in changed.run_requests] == [(PUBLISH_JOB, "2026-03-03_2026-03-04")]
+    assert [(request_job(r), r.partition_key) for r in changed.run_requests] == [(PUBLISH_JOB, "2026-03-03_2026-03-04")]
     planner.run(changed)
     assert_quiet(planner.tick())
     manifest, table = published(target)

@@ -45,7 +45,7 @@ CASES = [
      "next planner tick starts a fresh chunk run)"),
     ("UnknownWindows", FACTS,
      "export 'orders': partition(s) id_9 are not windows of chunk run orders_r1 (registered by an older plan?) "
-     "— let the `orders_planner` sensor register the current windows"),
+     "— let the config's `…_chunk_planner` sensor register the current windows"),
     ("WindowPartsLost", FACTS,
      "export 'orders': window id_1-2 lost its part(s) at the destination while the manifest was being built — "
      "materialize that partition again"),
@@ -53,8 +53,8 @@ CASES = [
      "export 'orders': chunk run orders_r1 is completed — another `orders_manifest` run finalized it (or a "
      "reset removed it) meanwhile; this run published nothing"),
     ("NoChunkRun", FACTS,
-     "export 'orders': no chunk run recorded — let the `orders_planner` sensor plan the windows and materialize "
-     "them first"),
+     "export 'orders': no chunk run recorded — let the config's `…_chunk_planner` sensor plan the windows and "
+     "materialize them first"),
 ]
 
 
@@ -74,7 +74,7 @@ def test_windows_missing_keeps_its_keys_and_wording() -> None:
     assert str(worded) == (
         "export 'orders': 2 of 6 chunk window(s) not materialized (chunk run orders_r1) — nothing was published; "
         "materialize partition(s) id_1-2, id_3-4 of the chunk asset, then `orders_manifest` again "
-        "(id_1-2: its part is missing). A window is a partition once the export's `…_planner` sensor "
+        "(id_1-2: its part is missing). A window is a partition once the config's `…_chunk_planner` sensor "
         "has registered it: run the sensor under `dagster dev`, `dg dev` or a dagster-daemon "
         "(`dg launch` alone runs no sensor)")
     neutral = api.ChunkWindowsMissing("orders", "orders_r1", tasks, 6)

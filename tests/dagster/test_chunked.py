@@ -32,11 +32,13 @@ from tests.dagster.support import (
     check_evaluations,
     check_only_job,
     create_orders,
+    drop_planned_at,
     export_block,
     id_amounts,
     materialization,
     meta,
     orders_config,
+    request_job,
     run_job,
     source_rows,
     with_jobs,
@@ -45,7 +47,8 @@ from tests.helpers import REPO, db_exec
 
 EXPORT = "orders_chunked"
 PARTITIONS = f"{EXPORT}_chunks"
-CHUNK_JOB, MANIFEST_JOB, PLANNER = f"{EXPORT}_job", f"{EXPORT}_manifest_job", f"{EXPORT}_planner"
+CHUNK_JOB, MANIFEST_JOB = f"{EXPORT}_job", f"{EXPORT}_manifest_job"
+PLANNER = "rivet_chunk_planner"  # the config's one planner sensor (rivet.yaml)
 PUBLISH_JOB = f"{EXPORT}_publish_job"  # a batch holding every window still to export, and the manifest
 INITIAL_ROWS = 550
 
@@ -85,8 +88,7 @@ def tick(defs: dg.Definitions, instance: dg.DagsterInstance) -> dg.SensorResult:
     dropped); its cursor and partition requests are applied like the daemon does."""
     sensor = defs.resolve_sensor_def(PLANNER)
     cursor = _cursors.get(id(instance))
-    if cursor and cursor.startswith("{"):
-        cursor = json.dumps({k: v for k, v in json.loads(cursor).items() if k != "planned_at"})
+    cursor = drop_planned_at(cursor)
     result = sensor(dg.build_sensor_context(instance=instance, definitions=defs, cursor=cursor))
     assert isinstance(result, dg.SensorResult)
     _cursors[id(instance)] = result.cursor
@@ -107,7 +109,7 @@ def added_keys(result: dg.SensorResult) -> list[str]:
 def requested(result: dg.SensorResult, job: str | None = None) -> list[str | None]:
     """The windows the tick's runs of `job` (default: CHUNK_JOB and PUBLISH_JOB) export, in
     request order (a ranged run names its windows in tag `rivet/windows`)."""
-    return [k for r in result.run_requests or [] if r.job_name in ((job,) if job else (CHUNK_JOB, PUBLISH_JOB))
+    return [k for r in result.run_requests or [] if request_job(r) in ((job,) if job else (CHUNK_JOB, PUBLISH_JOB))
             for k in (r.tags["rivet/windows"].split(",") if "rivet/windows" in r.tags else [r.partition_key])]
 
 
@@ -194,7 +196,7 @@ def test_the_planner_registers_every_window_in_ascending_order_and_requests_them
     assert requested(first) == INITIAL_KEYS and requested(first, MANIFEST_JOB) == []
     # Six consecutive windows, max_partitions_per_run 10: one ranged run, which publishes too.
     [batch] = first.run_requests
-    assert batch.job_name == PUBLISH_JOB
+    assert request_job(batch) == PUBLISH_JOB
     assert (batch.tags["dagster/asset_partition_range_start"], batch.tags["dagster/asset_partition_range_end"]) == (
         INITIAL_KEYS[0], INITIAL_KEYS[-1]) and batch.partition_key is None
     run, tasks = checkpoint(config)
@@ -280,7 +282,7 @@ def test_a_crashed_partition_is_taken_over_by_its_next_materialization_and_the_m
 
     ready = tick(defs, instance)
     assert requested(ready) == [] and len(ready.run_requests) == 1
-    assert ready.run_requests[0].job_name == MANIFEST_JOB
+    assert request_job(ready.run_requests[0]) == MANIFEST_JOB
 
     finalized = run_job(defs, MANIFEST_JOB, instance)
     assert finalized.success
@@ -336,7 +338,7 @@ def test_when_the_table_grows_the_planner_requests_only_the_new_windows_and_the_
     assert added_keys(grown) == new
     assert instance.get_dynamic_partitions(PARTITIONS) == INITIAL_KEYS + new
     assert requested(grown) == [key(500), *new]  # the half-full window 500..599 filled up
-    [batch] = [r for r in grown.run_requests if r.job_name == PUBLISH_JOB]  # 500 (refilled), 600, 700: one range
+    [batch] = [r for r in grown.run_requests if request_job(r) == PUBLISH_JOB]  # 500 (refilled), 600, 700: one range
     assert batch.run_key.startswith(f"{run_key_prefix(grown)}:{key(500)}..{key(700)}:")
     # Requested once: window 500 is still short of the source until the run happens, yet the
     # next tick asks for nothing (the cursor remembers the request and the fill it saw).
@@ -348,7 +350,7 @@ def test_when_the_table_grows_the_planner_requests_only_the_new_windows_and_the_
 
     assert materialize(defs, instance, key(500), key(700)).success  # insertion order: 500, 600, 700
     ready = tick(defs, instance)
-    assert [r.job_name for r in ready.run_requests] == [MANIFEST_JOB]
+    assert [request_job(r) for r in ready.run_requests] == [MANIFEST_JOB]
     result = run_job(defs, MANIFEST_JOB, instance)
     assert result.success
     checks = check_evaluations(result)

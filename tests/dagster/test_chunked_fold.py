@@ -10,13 +10,20 @@ The oracle re-reads the published parts with pyarrow and compares them with the 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import dagster as dg
 
 from rivet_dagster import build_definitions
-from tests.dagster.support import Target, check_evaluations, create_orders, id_amounts, run_job
+from tests.dagster.support import (
+    Target,
+    check_evaluations,
+    create_orders,
+    export_state,
+    id_amounts,
+    request_job,
+    run_job,
+)
 from tests.dagster.test_chunk_freshness import (
     CHUNK_JOB,
     EXPORT,
@@ -54,7 +61,7 @@ def test_one_batch_holding_every_window_publishes_in_the_same_run(
 
     first = planner.tick()
     [request] = first.run_requests
-    assert request.job_name == PUBLISH_JOB and requested(first, PUBLISH_JOB) == KEYS
+    assert request_job(request) == PUBLISH_JOB and requested(first, PUBLISH_JOB) == KEYS
     assert request.run_key.endswith("+manifest")
     [result] = planner.run(first)
     # One run: every window's materialization, the manifest's, and its checks, in step order.
@@ -94,7 +101,7 @@ def test_a_failed_chunk_step_runs_no_manifest_step_and_publishes_nothing(
     target, config, planner = exported_550(pg_url, tmp_path, instance)
     first = planner.tick()
     [request] = first.run_requests
-    assert request.job_name == PUBLISH_JOB
+    assert request_job(request) == PUBLISH_JOB
 
     db_exec(pg_url, "ALTER TABLE orders RENAME TO orders_away")  # the source breaks under the run
     failed = run_job(planner.defs, PUBLISH_JOB, instance, tags=dict(request.tags))
@@ -122,7 +129,7 @@ def test_no_manifest_run_is_requested_while_a_run_of_the_chunk_run_is_in_flight(
     # The folded run, between its chunk step and its manifest step: the windows are committed…
     assert run_job(planner.defs, CHUNK_JOB, instance, tags={
         "dagster/asset_partition_range_start": KEYS[0], "dagster/asset_partition_range_end": KEYS[-1]}).success
-    chunk_run_id = json.loads(planner.cursor)["run"]
+    chunk_run_id = export_state(planner.cursor)["run"]
     folded = dg.DagsterRun(job_name=PUBLISH_JOB, run_id="0" * 8 + "-0000-0000-0000-" + "0" * 12,
                            status=dg.DagsterRunStatus.STARTED, tags={"rivet/chunk_run": chunk_run_id})
     instance.add_run(folded)  # … and it is still running

@@ -22,7 +22,7 @@ from pathlib import Path
 import dagster as dg
 
 from rivet_dagster import build_definitions
-from tests.dagster.support import Target, create_orders, id_amounts, run_job
+from tests.dagster.support import Target, create_orders, id_amounts, request_job, run_job
 from tests.dagster.test_chunk_freshness import (
     CHUNK_JOB,
     EXPORT,
@@ -52,7 +52,7 @@ def test_a_manifest_refused_after_the_run_completed_is_requested_again_and_publi
     prefix = target.view("orders_chunked").root
     (prefix / "manifest.json").mkdir(parents=True)  # the destination refuses the manifest write
     [request] = first.run_requests
-    failed = run_job(planner.defs, request.job_name, instance, tags=dict(request.tags))
+    failed = run_job(planner.defs, request_job(request), instance, tags=dict(request.tags))
     assert not failed.success  # the windows were committed; the manifest step failed
     assert {e.partition for e in failed.get_asset_materialization_events()
             if e.asset_key == dg.AssetKey(EXPORT)} == set(KEYS)

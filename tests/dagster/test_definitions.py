@@ -118,7 +118,8 @@ def test_make_demo_materializes_the_chunked_demo_export_as_the_planner_asks(
     monkeypatch.setenv("RIVET_CONFIG", str(tmp_path / "rivet.yaml"))
     defs = load_module_defs(monkeypatch)
     rows: list[tuple[str, str, str, str]] = []
-    assert _materialize_chunked(defs, instance, "customers_chunked", rows), rows
+    config = api.load_config(tmp_path / "rivet.yaml")
+    assert _materialize_chunked(defs, instance, config, "customers_chunked", rows), rows
     assert [status for _, status, _, _ in rows] == ["SUCCESS"] * len(rows) and rows
     assert "manifest_verified=PASS" in rows[-1][3] and int(rows[0][2]) == 200  # one run; each window's rows once
     out = tmp_path / "output" / "customers_chunked"
@@ -129,7 +130,7 @@ def test_make_demo_materializes_the_chunked_demo_export_as_the_planner_asks(
 
 
 # ------------------------------------------------------------------------------ every mode
-def every_mode_config(tmp: Path) -> Path:
+def every_mode_config(tmp: Path, **dagster: Any) -> Path:
     exports = [
         {"name": "orders_full", "description": "All orders, every night.", "table": "public.orders",
          "mode": "full", "format": "parquet", "destination": {"type": "local", "path": "out/full"},
@@ -148,7 +149,8 @@ def every_mode_config(tmp: Path) -> Path:
     ]
     path = tmp / "rivet.yaml"
     path.write_text(yaml.safe_dump({"source": PG, "exports": exports,
-                                    "dagster": {"key_prefix": "rivet", "group": "exports"}}, sort_keys=False))
+                                    "dagster": {"key_prefix": "rivet", "group": "exports", **dagster}},
+                                   sort_keys=False))
     return path
 
 
@@ -240,8 +242,32 @@ def test_every_export_has_the_manifest_and_drift_checks_and_one_check_per_qualit
         assert check_names(defs, key) == {"manifest_verified", "schema_drift"}
 
 
-def test_each_export_gets_a_job_with_its_checks_and_its_schedule_as_configured(tmp_path: Path) -> None:
+def test_by_default_no_export_gets_a_job_and_each_schedule_selects_its_export_on_the_implicit_asset_job(
+        tmp_path: Path, instance: dg.DagsterInstance) -> None:
+    """A job per export makes Dagster resolve and snapshot one job per export (issue 34): by
+    default the code location has only Dagster's implicit asset job, and a schedule's run
+    selects its export's asset there (with the asset's checks: Dagster adds them)."""
     defs = build_definitions(every_mode_config(tmp_path))
+    assert {j.name for j in defs.resolve_all_job_defs()} == {"__ASSET_JOB"}
+    crons = {s.name: (s.cron_schedule, s.job_name, s.default_status) for s in defs.schedules}
+    assert crons == {
+        "rivet__orders_full_schedule": ("0 3 * * *", "__ASSET_JOB", dg.DefaultScheduleStatus.RUNNING),
+        "sales__raw__orders_inc_schedule": ("*/15 * * * *", "__ASSET_JOB", dg.DefaultScheduleStatus.STOPPED),
+        "rivet__orders_daily_schedule": ("10 0 * * *", "__ASSET_JOB", dg.DefaultScheduleStatus.STOPPED),
+    }
+    at = datetime(2026, 3, 10, 3, 0, tzinfo=UTC)
+    for name, key in (("rivet__orders_full_schedule", dg.AssetKey(["rivet", "orders_full"])),
+                      ("sales__raw__orders_inc_schedule", dg.AssetKey(["sales", "raw", "orders_inc"])),
+                      ("rivet__orders_daily_schedule", dg.AssetKey(["rivet", "orders_daily"]))):
+        context = dg.build_schedule_context(instance=instance, scheduled_execution_time=at,
+                                            repository_def=defs.get_repository_def())
+        requests = list(defs.resolve_schedule_def(name).evaluate_tick(context).run_requests or [])
+        assert requests and all(r.asset_selection == [key] for r in requests), name
+
+
+def test_with_jobs_per_export_each_export_gets_a_job_with_its_checks_and_its_schedule_runs_it(
+        tmp_path: Path) -> None:
+    defs = build_definitions(every_mode_config(tmp_path, jobs="per_export"))
     for job_name, key in (("rivet__orders_full_job", dg.AssetKey(["rivet", "orders_full"])),
                           ("sales__raw__orders_inc_job", dg.AssetKey(["sales", "raw", "orders_inc"])),
                           ("rivet__orders_daily_job", dg.AssetKey(["rivet", "orders_daily"]))):
@@ -259,6 +285,10 @@ def test_each_export_gets_a_job_with_its_checks_and_its_schedule_as_configured(t
                                             dg.DefaultScheduleStatus.STOPPED),
         "rivet__orders_daily_schedule": ("10 0 * * *", "rivet__orders_daily_job", dg.DefaultScheduleStatus.STOPPED),
     }
+
+
+def test_the_run_failure_notifier_is_opt_in(tmp_path: Path) -> None:
+    defs = build_definitions(every_mode_config(tmp_path))
     # the run-failure notifier is opt-in (a library must not watch a user's other jobs)
     assert not [s for s in defs.sensors if "notifier" in s.name]
     notifying = build_definitions(every_mode_config(tmp_path), notify_run_failures=True)

@@ -42,7 +42,7 @@ def test_two_configs_and_the_users_own_assets_merge_into_one_code_location(tmp_p
     (tmp_path / "b").mkdir()
     first = orders_config(tmp_path / "a", UNREACHABLE, [
         export_block("orders", "full", {"type": "local", "path": "out/orders"})])
-    # The same export name in the second config: a key prefix keeps assets and job names apart.
+    # The same export name in the second config: a key prefix keeps assets and sensor names apart.
     second = orders_config(tmp_path / "b", UNREACHABLE, [
         export_block("orders", "incremental", {"type": "local", "path": "out/orders"}, cursor_column="updated_at"),
         export_block("orders_chunked", "chunked", {"type": "local", "path": "out/chunks"},
@@ -57,10 +57,8 @@ def test_two_configs_and_the_users_own_assets_merge_into_one_code_location(tmp_p
     keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
     assert {"orders", "replica/orders", "replica/orders_chunked", "replica/orders_chunked_manifest",
             "revenue", "postgres/shopdb/public/orders"} <= keys
-    jobs = {j.name for j in defs.resolve_all_job_defs()}
-    assert {"orders_job", "replica__orders_job", "replica__orders_chunked_job",
-            "replica__orders_chunked_publish_job"} <= jobs
-    assert defs.resolve_sensor_def("replica__orders_chunked_planner") is not None
+    assert {j.name for j in defs.resolve_all_job_defs()} == {"__ASSET_JOB"}  # no job per export (issue 34)
+    assert defs.resolve_sensor_def("replica__rivet_chunk_planner") is not None
     # both configs' exports hang off the one source table asset
     graph = defs.resolve_asset_graph()
     assert graph.get(dg.AssetKey("orders")).parent_keys == {SOURCE}
@@ -88,9 +86,11 @@ def test_an_export_name_with_a_space_loads_with_every_derived_name_sanitized(tmp
     dg.Definitions.validate_loadable(defs)
     keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
     assert {"big_orders", "chunky_orders", "chunky_orders_manifest"} <= keys
-    assert defs.resolve_sensor_def("chunky_orders_planner") is not None
+    assert defs.resolve_sensor_def("rivet_chunk_planner") is not None
+    per_export = orders_config(tmp_path, UNREACHABLE, yaml.safe_load(path.read_text())["exports"],
+                               dagster={"jobs": "per_export"})
     assert {"big_orders_job", "chunky_orders_job", "chunky_orders_manifest_job", "chunky_orders_publish_job"} <= {
-        j.name for j in defs.resolve_all_job_defs()}
+        j.name for j in build_definitions(per_export).resolve_all_job_defs()}
 
 
 def test_importing_and_building_changes_nothing_in_the_process_or_on_disk(tmp_path: Path) -> None:

@@ -33,7 +33,9 @@ from tests.dagster.support import (
     create_orders,
     export_block,
     id_amounts,
+    job_def,
     orders_config,
+    request_job,
     run_job,
     source_rows,
 )
@@ -51,17 +53,18 @@ from tests.dagster.test_chunk_freshness import (
 )
 from tests.helpers import REPO, db_exec, rivet
 
-#: A run worker: executes one run request (job, tags, partition) on the instance at
-#: DAGSTER_HOME, in its own process, as Dagster's run launcher does.
+#: A run worker: executes one run request (the export job it stands for — tests/dagster/support.py
+#: `request_job` —, tags, partition) on the instance at DAGSTER_HOME, in its own process, as
+#: Dagster's run launcher does.
 RUN_WORKER = """
 import json, sys
 import dagster as dg
 from rivet_dagster import build_definitions
+from tests.dagster.support import run_job
 job, tags, partition, config = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] or None, sys.argv[4]
 defs = build_definitions(config)
 with dg.DagsterInstance.get() as instance:
-    defs.resolve_job_def(job).execute_in_process(instance=instance, tags=tags, partition_key=partition,
-                                                 raise_on_error=False)
+    run_job(defs, job, instance, tags=tags, partition_key=partition)
 """
 
 
@@ -82,7 +85,7 @@ def home(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
 def worker(home: Path, config: Path, request: dg.RunRequest, **env: str) -> subprocess.Popen[str]:
     """Start a run worker process for `request`."""
     return subprocess.Popen(
-        [sys.executable, "-c", RUN_WORKER, request.job_name, json.dumps(dict(request.tags)),
+        [sys.executable, "-c", RUN_WORKER, request_job(request), json.dumps(dict(request.tags)),
          request.partition_key or "", str(config)],
         cwd=REPO, env={**os.environ, "DAGSTER_HOME": str(home), **env}, text=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -327,7 +330,7 @@ def test_windows_of_a_run_cancelled_while_queued_are_requested_again_and_the_man
         planner = Planner(defs, instance)
         first = planner.tick()
         request = first.run_requests[0]
-        queued = instance.create_run_for_job(defs.resolve_job_def(request.job_name), tags=dict(request.tags),
+        queued = instance.create_run_for_job(job_def(defs, request_job(request)), tags=dict(request.tags),
                                              status=dg.DagsterRunStatus.NOT_STARTED)
         instance.report_run_canceled(queued)  # what terminate does to a run that has not started
         _, tasks = chunk_run(config)
@@ -366,7 +369,7 @@ def test_a_reconcile_that_evaluated_before_the_fixed_windows_published_is_evalua
         planner.publish_everything()
         db_exec(pg_url, "DELETE FROM orders WHERE id IN (210, 211, 212)")
         changed = planner.tick()
-        assert [r.job_name for r in changed.run_requests] == [RECONCILE_JOB, PUBLISH_JOB]
+        assert [request_job(r) for r in changed.run_requests] == [RECONCILE_JOB, PUBLISH_JOB]
         check_request, publish_request = changed.run_requests
         proc = worker(home, config, publish_request, RIVET_TEST_PAUSE_AT="before_chunk_claim",
                       RIVET_TEST_PAUSE_DIR=str(pause))

@@ -10,7 +10,6 @@ pyarrow, never against the planner's own counts.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import dagster as dg
@@ -20,7 +19,14 @@ from hypothesis import strategies as st
 from rivet_core.config import load_config
 from rivet_dagster import build_definitions
 from rivet_dagster.chunked import window_batches, windows_per_run
-from tests.dagster.support import Target, create_orders, export_block, id_amounts, orders_config
+from tests.dagster.support import (
+    Target,
+    create_orders,
+    export_block,
+    export_state,
+    id_amounts,
+    orders_config,
+)
 from tests.dagster.test_chunk_freshness import (
     KEYS,
     PUBLISH_JOB,
@@ -70,12 +76,12 @@ def test_windows_go_in_ranged_runs_capped_per_tick_and_the_manifest_waits_for_th
     assert requested(first) == KEYS[:4] and run.partition_key is None
     assert (run.tags["dagster/asset_partition_range_start"], run.tags["dagster/asset_partition_range_end"]) == (
         KEYS[0], KEYS[3])
-    assert json.loads(planner.cursor)["backlog"] == KEYS[4:]  # waiting for the next tick
+    assert export_state(planner.cursor)["backlog"] == KEYS[4:]  # waiting for the next tick
     planner.run(first)
 
     second = planner.tick()  # the backlog: the last batch, which publishes in the same run
     assert requested(second) == KEYS[4:] and jobs(second) == [PUBLISH_JOB]
-    assert json.loads(planner.cursor)["backlog"] == []
+    assert export_state(planner.cursor)["backlog"] == []
     planner.run(second)
     manifest, table = published(target)
     assert id_amounts(table) == amounts(pg_url) and manifest["row_count"] == 550  # each id once
@@ -94,13 +100,13 @@ def test_between_plans_the_planner_polls_the_instance_and_plans_as_soon_as_the_r
 
     first = planner.tick()
     assert requested(first) == KEYS[:4]
-    planned_at = json.loads(planner.cursor)["planned_at"]
+    planned_at = export_state(planner.cursor)["planned_at"]
     waiting = planner.tick(soon=True)  # its run has not even started: nothing to plan for
     assert not waiting.run_requests and not waiting.dynamic_partitions_requests
     assert "next plan against the source" in waiting.skip_reason.skip_message
-    assert json.loads(planner.cursor)["planned_at"] == planned_at
+    assert export_state(planner.cursor)["planned_at"] == planned_at
 
-    chunk_run_id = json.loads(planner.cursor)["run"]
+    chunk_run_id = export_state(planner.cursor)["run"]
     other = dg.DagsterRun(job_name="orders_chunked_manifest_job", run_id="0" * 8 + "-0000-0000-0000-" + "0" * 12,
                           status=dg.DagsterRunStatus.STARTED, tags={"rivet/chunk_run": chunk_run_id})
     instance.add_run(other)
@@ -110,11 +116,11 @@ def test_between_plans_the_planner_polls_the_instance_and_plans_as_soon_as_the_r
     instance.delete_run(other.run_id)
 
     second = planner.tick(soon=True)  # the first run ended and none is in flight: plan now
-    assert requested(second) == KEYS[4:] and json.loads(planner.cursor)["planned_at"] > planned_at
+    assert requested(second) == KEYS[4:] and export_state(planner.cursor)["planned_at"] > planned_at
     assert jobs(second) == [PUBLISH_JOB]  # the last batch and the manifest
     planner.run(second)
     assert_quiet(planner.tick(soon=True))  # the last run ended: one plan, published
-    assert json.loads(planner.cursor)["in_progress"] is False
+    assert export_state(planner.cursor)["in_progress"] is False
     idle = planner.tick(soon=True)  # published: the next plan waits for the interval
     assert not idle.run_requests and "next plan against the source" in idle.skip_reason.skip_message
     manifest, table = published(target)

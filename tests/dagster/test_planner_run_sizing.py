@@ -27,6 +27,7 @@ from tests.dagster.support import (
     export_block,
     id_amounts,
     orders_config,
+    request_job,
     run_job,
 )
 from tests.dagster.test_chunk_freshness import (
@@ -90,7 +91,7 @@ def test_twelve_large_windows_are_one_run_that_publishes(pg_url: str, tmp_path: 
     planner = Planner(build_definitions(config), instance)
     first = planner.tick()
     [request] = first.run_requests  # before: 10 windows, then 2, then the manifest: three runs
-    assert request.job_name == PUBLISH_JOB and len(requested(first)) == SPARSE
+    assert request_job(request) == PUBLISH_JOB and len(requested(first)) == SPARSE
     planner.run(first)
     manifest, table = published(target)
     assert id_amounts(table) == amounts(pg_url) and manifest["row_count"] == SPARSE
@@ -135,9 +136,9 @@ def test_a_retried_ranged_run_does_not_export_its_committed_windows_again(
     planner = Planner(build_definitions(config), instance)
     first = planner.tick()
     [request] = first.run_requests
-    assert request.job_name == PUBLISH_JOB and requested(first) == KEYS
+    assert request_job(request) == PUBLISH_JOB and requested(first) == KEYS
     monkeypatch.setenv("RIVET_TEST_TRANSIENT_AT", "after_chunk_complete:2")
-    result = run_job(planner.defs, request.job_name, instance, tags=dict(request.tags))
+    result = run_job(planner.defs, request_job(request), instance, tags=dict(request.tags))
     assert result.success
     retries = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_UP_FOR_RETRY]
     assert [e.step_key for e in retries] == [EXPORT]  # the chunk step failed once and was retried

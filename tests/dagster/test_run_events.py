@@ -22,7 +22,7 @@ import pytest
 
 from rivet_dagster import build_definitions
 from rivet_dagster.event_batching import EVENT_BATCH_SIZE_ENV, enable_event_batching
-from tests.dagster.support import Target, create_orders, id_amounts
+from tests.dagster.support import Target, create_orders, id_amounts, request_job
 from tests.dagster.test_chunk_freshness import (
     KEYS,
     PUBLISH_JOB,
@@ -104,7 +104,7 @@ def test_a_ranged_chunk_run_emits_one_materialization_per_window_in_one_write(
     first = planner.tick()
     [request] = first.run_requests
     # every window in one ranged run, which also publishes the manifest (the last batch)
-    assert request.job_name == PUBLISH_JOB and requested(first) == KEYS
+    assert request_job(request) == PUBLISH_JOB and requested(first) == KEYS
     [outcome] = planner.run(first)
 
     events = instance.all_logs(outcome.run_id)

@@ -18,7 +18,13 @@ EXPORT = "orders_chunked"
 
 
 def definitions() -> dg.Definitions:
-    return build_definitions(os.environ["RIVET_CONFIG"], executor=executor_from_env())
+    """The config's definitions, plus the export's two jobs the runs reconstruct by name (a
+    config has no job per export by default: docs/dagster-guide.md "Jobs")."""
+    return dg.Definitions.merge(
+        build_definitions(os.environ["RIVET_CONFIG"], executor=executor_from_env()),
+        dg.Definitions(jobs=[dg.define_asset_job(f"{EXPORT}_job", selection=dg.AssetSelection.assets(EXPORT)),
+                             dg.define_asset_job(f"{EXPORT}_manifest_job",
+                                                 selection=dg.AssetSelection.assets(f"{EXPORT}_manifest"))]))
 
 
 def chunk_job() -> dg.JobDefinition:

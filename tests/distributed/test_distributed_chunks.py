@@ -61,7 +61,7 @@ def deployment(tmp_path: Path, pg_url: str, extra_pg_db: Callable[[str], str], d
 def register_windows(instance: dg.DagsterInstance) -> list[str]:
     """One planner evaluation, its partition requests applied as the daemon would."""
     defs = definitions()
-    result = defs.resolve_sensor_def(f"{EXPORT}_planner")(dg.build_sensor_context(instance=instance,
+    result = defs.resolve_sensor_def("rivet_chunk_planner")(dg.build_sensor_context(instance=instance,
                                                                                   definitions=defs))
     keys = [k for r in result.dynamic_partitions_requests or [] if isinstance(r, dg.AddDynamicPartitionsRequest)
             for k in r.partition_keys]
