@@ -95,6 +95,10 @@ class _DagsterCommon(BlockModel):
 class DagsterDefaults(_DagsterCommon):
     """Top-level `dagster:` — defaults for every export's `dagster:` block."""
 
+    #: The unpartitioned (full, incremental) exports as one subsettable multi-asset: the
+    #: selected ones run in one step (rivet_dagster/multi_asset.py). `false`: one asset each.
+    multi_asset: bool | None = None
+
 
 class AutomationOnCron(BlockModel):
     """`automation_condition: {on_cron: "<cron>"}` — materialize once per cron tick, after

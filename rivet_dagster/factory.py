@@ -59,6 +59,7 @@ from rivet_dagster.config_block import ExportDagsterConfig
 from rivet_dagster.config_path import caller_dir, resolve_config_path
 from rivet_dagster.io_manager import IO_MANAGER_KEY, RIVET_IO_MANAGER
 from rivet_dagster.lineage import source_table_specs
+from rivet_dagster.multi_asset import build_multi_assets, in_multi_asset, multi_asset_enabled
 from rivet_dagster.naming import asset_key, check_unique_names, manifest_asset_key
 from rivet_dagster.naming import key_prefix as export_key_prefix
 from rivet_dagster.s3 import s3_resources
@@ -148,6 +149,8 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
         assets: list[dg.AssetsDefinition | dg.AssetSpec] = []
         checks, jobs, schedules, sensors = [], [], [], []
         exports_by_key: dict[str, str] = {}
+        multi = multi_asset_enabled(config)
+        one_step: list[api.ExportConfig] = []  # the unpartitioned exports of one step (multi_asset.py)
         for export in config.exports:
             exports_by_key[asset_key(config, export).to_user_string()] = export.name
             if export.partition_by:  # one asset, its buckets listed in the materialization
@@ -170,14 +173,19 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
                 sensors.append(build_planner_sensor(config, export, chunk_job, finalize_job))
                 exports_by_key[manifest_asset_key(config, export).to_user_string()] = export.name
                 continue
-            assets.append(build_export_asset(config, export) if reason is None
-                          else _whole_run_asset(config, export, reason))
-            checks.append(build_manifest_check(config, export))
+            if reason is None and multi and in_multi_asset(export):
+                one_step.append(export)  # its asset, checks and step: the config's multi-asset below
+            else:
+                assets.append(build_export_asset(config, export) if reason is None
+                              else _whole_run_asset(config, export, reason))
+                checks.append(build_manifest_check(config, export))
             job = export_job(config, export)
             jobs.append(job)
             schedule = build_schedule(config, export, job)
             if schedule is not None:
                 schedules.append(schedule)
+        if one_step:
+            assets += build_multi_assets(config, one_step)
         if notify_run_failures:
             name = "__".join([*prefix, "rivet_run_failure_notifier"])
             sensors.append(build_failure_sensor(str(path), name, exports_by_key))
