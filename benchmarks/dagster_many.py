@@ -140,7 +140,7 @@ def check_outputs(out: Path, count: int, rows: int) -> str:
 
 def run_round(args: argparse.Namespace, engine: str, rep: int) -> list[dict[str, Any]]:
     records = []
-    for method in METHODS:
+    for method in args.methods:
         work = args.work / f"{engine}-{method.split()[0]}-r{rep}"
         shutil.rmtree(work, ignore_errors=True)
         url = (sqlite_source(work / "src", args.exports, args.rows) if engine == "sqlite"
@@ -191,7 +191,7 @@ def report(args: argparse.Namespace, records: list[dict[str, Any]], command: str
     for engine in args.engines:
         rows = [r for r in records if r["engine"] == engine]
         base = statistics.median(r["wall"] for r in rows if r["method"] == "rivet run")
-        for method in METHODS:
+        for method in args.methods:
             walls = [r["wall"] for r in rows if r["method"] == method]
             checks = ", ".join(sorted({r["check"] for r in rows if r["method"] == method}))
             body.append(f"| {engine} | `{method}` | {_fmt(walls)} | {statistics.median(walls) / base:.2f} | "
@@ -213,11 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=200, help="rows per table")
     ap.add_argument("--engines", default="sqlite,pg")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--methods", default=",".join(METHODS), help=f"a subset of: {', '.join(METHODS)}")
     ap.add_argument("--output", type=Path, default=DOC)
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the work folders (logs, instances, outputs)")
     args = ap.parse_args(argv)
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    if "rivet run" not in args.methods or set(args.methods) - set(METHODS):
+        raise SystemExit(f"--methods: `rivet run` (the baseline) and any of {', '.join(METHODS[1:])}")
     if "pg" in args.engines and not args.pg_url:
         raise SystemExit("needs TEST_PG_DSN or --pg-url (bash scripts/services.sh start DIR pg)")
     args.work = args.work or Path(tempfile.mkdtemp(prefix="rivet-bench-many."))

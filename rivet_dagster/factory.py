@@ -57,6 +57,7 @@ from rivet_dagster.chunked import (
 from rivet_dagster.chunked_run import whole_run_body, whole_run_reason
 from rivet_dagster.config_block import ExportDagsterConfig
 from rivet_dagster.config_path import caller_dir, resolve_config_path
+from rivet_dagster.executors import resolve_executor
 from rivet_dagster.io_manager import IO_MANAGER_KEY, RIVET_IO_MANAGER
 from rivet_dagster.lineage import source_table_specs
 from rivet_dagster.multi_asset import build_multi_assets, in_multi_asset, multi_asset_enabled
@@ -107,7 +108,7 @@ def _partitioned_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
     )(with_store_clients(export)(partitioned_body(str(config.config_path), export.name)))
 
 
-def build_definitions(config_path: str | os.PathLike[str], executor: dg.ExecutorDefinition | None = None, *,
+def build_definitions(config_path: str | os.PathLike[str], executor: dg.ExecutorDefinition | str | None = "default", *,
                       key_prefix: str | Sequence[str] = (), group_name: str | None = None,
                       owners: Sequence[str] = (), tags: Mapping[str, str] | None = None,
                       source_assets: bool | Callable[[dg.AssetKey], bool] = True,
@@ -129,6 +130,8 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
     dagster-azure `AzureBlobStorageResource` or `ADLS2Resource` for every GCS / Azure export
     without one of its own (default: the client built from rivet.yaml;
     rivet_dagster/store_clients.py).
+    `executor`: `"default"` runs rivet's jobs in-process (RIVET_DAGSTER_EXECUTOR overrides it),
+    None leaves the executor to the project (rivet_dagster/executors.py `resolve_executor`).
     A relative
     `config_path` resolves against `relative_to`, else the calling module's folder, else the
     current directory."""
@@ -192,7 +195,7 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
         defs = dg.Definitions(assets=assets, asset_checks=checks, jobs=jobs, schedules=schedules,
                               sensors=sensors,
                               resources={IO_MANAGER_KEY: RIVET_IO_MANAGER, **s3_resources(config.exports)},
-                              executor=executor)  # None: Dagster's default (executors.py)
+                              executor=resolve_executor(executor))  # default: in-process (executors.py)
         if owners or tags:
             defs = defs.map_asset_specs(func=lambda spec: spec.merge_attributes(
                 owners=list(owners), tags=dict(tags or {})))

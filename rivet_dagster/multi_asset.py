@@ -82,6 +82,11 @@ class ExportFailure:
     message: str
     transient: bool
 
+    def line(self) -> str:
+        """The message, naming the export once (the core's own messages often start with it)."""
+        named = f"export '{self.export_name}'"
+        return self.message if self.message.startswith(named) else f"{named}: {self.message}"
+
 
 def check_specs(config: api.RivetConfig, export: api.ExportConfig) -> list[dg.AssetCheckSpec]:
     """The export's checks: its quality gates, `schema_drift` and the blocking `manifest_verified`."""
@@ -146,7 +151,7 @@ def _multi_asset(config: api.RivetConfig, pool: str, exports: list[api.ExportCon
                     raise terminated(name, "the export") from None
                 if failure is not None:
                     failures.append(failure)
-                    context.log.error(f"export '{name}' failed: {failure.message}")
+                    context.log.error(f"failed, the step goes on with the next export — {failure.line()}")
             elif dg.AssetCheckKey(key, MANIFEST_CHECK) in context.selected_asset_check_keys and key not in done:
                 with store_clients(context, export):  # the check alone: verify what is there
                     yield verify_prefixes(cfg, export, [""])._replace(asset_key=key, check_name=MANIFEST_CHECK)
@@ -162,7 +167,7 @@ def step_failure(failures: list[ExportFailure], selected: int) -> dg.Failure:
     names = ", ".join(f"'{f.export_name}'" for f in failures)
     return dg.Failure(
         description=(f"{len(failures)} of {selected} export(s) failed: {names} — the others were published. "
-                     + " | ".join(f"export '{f.export_name}': {f.message}" for f in failures)),
+                     + " | ".join(f.line() for f in failures)),
         metadata={"failed_exports": [f.export_name for f in failures]},
         allow_retries=all(f.transient for f in failures))
 
