@@ -124,6 +124,8 @@ def build_multi_assets(config: api.RivetConfig, exports: Sequence[api.ExportConf
 def _multi_asset(config: api.RivetConfig, pool: str, exports: list[api.ExportConfig]) -> dg.AssetsDefinition:
     config_path = str(config.config_path)
     by_key = {asset_key(config, e): e.name for e in exports}
+    # the exports as built: their resource keys include the ones `build_definitions` gave them
+    built = {e.name: e for e in exports}
     # The largest retry budget of the exports: a retry re-runs only the exports that failed.
     policy = max((retry_policy(config, e) for e in exports), key=lambda p: p.max_retries)
     resources: set[str] = set().union(*(required_keys(e) for e in exports))
@@ -145,7 +147,7 @@ def _multi_asset(config: api.RivetConfig, pool: str, exports: list[api.ExportCon
             export = cfg.export(name)
             if key in context.selected_asset_keys and key not in done:
                 try:
-                    with store_clients(context, export):
+                    with store_clients(context, built[name]):
                         failure = yield from _run_export(context, cfg, export, key)
                 except INTERRUPTS:  # a terminate names the export it stopped; never retried
                     raise terminated(name, "the export") from None
@@ -153,7 +155,7 @@ def _multi_asset(config: api.RivetConfig, pool: str, exports: list[api.ExportCon
                     failures.append(failure)
                     context.log.error(f"failed, the step goes on with the next export — {failure.line()}")
             elif dg.AssetCheckKey(key, MANIFEST_CHECK) in context.selected_asset_check_keys and key not in done:
-                with store_clients(context, export):  # the check alone: verify what is there
+                with store_clients(context, built[name]):  # the check alone: verify what is there
                     yield verify_prefixes(cfg, export, [""])._replace(asset_key=key, check_name=MANIFEST_CHECK)
         if failures:
             raise step_failure(failures, len(context.selected_asset_keys))
