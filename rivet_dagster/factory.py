@@ -2,9 +2,12 @@
 merge into any code location.
 
 Per export, by mode:
-- `full`, `incremental`, `time_window`: one asset (assets.py) with its blocking
-  `manifest_verified` check (checks.py), a job, and a schedule when `dagster.schedule`
-  is set (automation.py);
+- `full`, `incremental` (not `partition_by`): one asset of the config's subsettable
+  multi-asset, whose one step runs the selected exports with their checks, the blocking
+  `manifest_verified` among them (multi_asset.py; `dagster.multi_asset: false`: one asset
+  each, as `time_window`), a job, and a schedule when `dagster.schedule` is set (automation.py);
+- `time_window`: one asset (assets.py) with its blocking `manifest_verified` check
+  (checks.py), a job, and a schedule when `dagster.schedule` is set;
 - `chunked` with stable windows (id ranges, days, keys): the partitioned chunk asset, the
   `<export>_manifest` asset (carrying `manifest_verified` and `reconcile`), a job for each,
   `<export>_publish_job` (the last batch of windows and the manifest in one run) and the

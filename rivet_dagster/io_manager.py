@@ -24,6 +24,10 @@ run's rows. For a chunked export, depend on
 `<export>_manifest` (the whole export); a chunk asset input is refused. A publish that
 lands while the parts are read (and moves them away: retention, a re-materialized window)
 makes the read start again from the new manifests (`_read_manifests_parts`).
+
+A config's multi-asset (rivet_dagster/multi_asset.py) publishes each export in its step
+through the same `ExportRun.publish` and hands over a `PublishedExport`: nothing is left to
+write; its exports are read back by `load_input` like any other.
 """
 
 
