@@ -13,7 +13,8 @@ compile_tree(Path(__file__).resolve().parent.parent)  # as installed (benchmarks
 
 SCENARIOS = {"governor_oltp": "benchmarks.governor_oltp", "startup": "benchmarks.startup",
              "dagster-full": "benchmarks.dagster_path:main_full",
-             "dagster-chunked": "benchmarks.dagster_path:main_chunked"}
+             "dagster-chunked": "benchmarks.dagster_path:main_chunked",
+             "dagster-many": "benchmarks.dagster_many"}
 
 if len(sys.argv) > 2 and sys.argv[1] == "--scenario":
     if sys.argv[2] not in SCENARIOS:

@@ -92,6 +92,20 @@ def run_flag(context: dg.AssetExecutionContext, tag: str) -> bool:
     return context.run.tags.get(tag, "").strip().lower() in ("1", "true", "yes")
 
 
+def run_options(context: dg.AssetExecutionContext, config: api.RivetConfig, export: api.ExportConfig,
+                progress: api.ProgressTracker, window: api.TimeWindow | None = None) -> api.RunOptions:
+    """The core's options for one export run inside a Dagster step (one asset, or one export
+    of a config's multi-asset, rivet_dagster/multi_asset.py). `validate`: the finalize verifies
+    the destination before the report and notification (so both carry the verdict); a
+    transient failure Dagster will retry is not notified; the core's own retries are off."""
+    return api.RunOptions(orchestrator_run_id=context.run.run_id, orchestrator=ORCHESTRATOR, window=window,
+                          internal_retries=False, progress=progress, validate=True,
+                          defer_transient_notice=will_retry(context, config, export),
+                          full_refresh=run_flag(context, "rivet/full_refresh"),
+                          from_manifest=run_flag(context, "rivet/from_manifest"),
+                          reconcile=run_flag(context, "rivet/reconcile"))
+
+
 def describe(config: api.RivetConfig, export: api.ExportConfig) -> str:
     """The asset description (built in rivet_dagster/metadata.py with the other UI text)."""
     return describe_export(config, export)
@@ -126,14 +140,7 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
         windows = [window_for_key(partitions, k) for k in context.partition_keys] if partitions else [None]
         # Progress lines (rows, size, rate, ETA) in the run's event log, like `rivet run` logs them.
         progress = api.callback_tracker(cfg, exp, context.log.info)
-        # validate: the finalize verifies the destination before the report and notification
-        # (so both carry the verdict); a transient failure Dagster will retry is not notified.
-        options = api.RunOptions(orchestrator_run_id=context.run.run_id, orchestrator=ORCHESTRATOR, window=windows[0],
-                                 internal_retries=False, progress=progress, validate=True,
-                                 defer_transient_notice=will_retry(context, config, export),
-                                 full_refresh=run_flag(context, "rivet/full_refresh"),
-                                 from_manifest=run_flag(context, "rivet/from_manifest"),
-                                 reconcile=run_flag(context, "rivet/reconcile"))
+        options = run_options(context, config, export, progress, windows[0])
         run = api.ExportRun(cfg, exp, options) if len(windows) == 1 else api.TimeRangeRun(cfg, exp, windows, options)
         context.log.info(f"rivet run {run.summary.run_id} → {run.dest.uri}")
         try:

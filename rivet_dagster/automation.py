@@ -192,6 +192,11 @@ def build_failure_sensor(config_path: str, name: str, exports_by_key: dict[str, 
         if reported:
             return
         message = context.failure_event.message if context.failure_event else "run failed"
+        # what failed in the step: one step runs several exports and their checks (multi_asset.py)
+        errors = [e.event_specific_data.error.message.strip() for e in context.get_step_failure_events()
+                  if e.event_specific_data is not None and e.event_specific_data.error is not None]
+        if errors:
+            message = api.redact_secrets(f"{message} — {'; '.join(errors)}")
         for export_name in exports:
             for warning in api.send_notifications(config.notifications, api.RunNotice(
                     run_id=run.run_id, export_name=export_name, status="failed", rows=0, duration_ms=0,

@@ -140,6 +140,11 @@ class RivetExportsComponent(dg.Component, dg.Model, dg.Resolvable):
                                   "(or ADLS2Resource) for the Azure exports (default: the client "
                                   "built from rivet.yaml's fields).")
 
+    executor: str = Field(
+        default="default", description="Executor of these definitions: `default` (in-process; "
+                                       "RIVET_DAGSTER_EXECUTOR overrides it), `in_process`, `multiprocess`, "
+                                       "`celery`, or `none` when the project's definitions.py sets its own.")
+
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         here = context.path if context.path.is_dir() else context.path.parent
         try:
@@ -148,6 +153,7 @@ class RivetExportsComponent(dg.Component, dg.Model, dg.Resolvable):
                 group_name=self.group_name, owners=self.owners, tags=self.tags,
                 source_assets=_first_definer(context) if self.source_assets else False,
                 notify_run_failures=self.notify_run_failures, s3_resource_key=self.s3_resource_key,
-                gcs_resource_key=self.gcs_resource_key, azure_resource_key=self.azure_resource_key)
+                gcs_resource_key=self.gcs_resource_key, azure_resource_key=self.azure_resource_key,
+                executor=self.executor)
         except api.ConfigError as exc:
             raise api.ConfigError(f"{here / 'defs.yaml'}: rivet config '{self.config}': {exc}") from exc

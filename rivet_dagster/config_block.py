@@ -102,6 +102,9 @@ class DagsterDefaults(_DagsterCommon):
     #: chunked export), for `dagster job launch` and jobs named in the UI — each job costs
     #: Dagster a resolution and a snapshot of its own (rivet_dagster/factory.py).
     jobs: Literal["none", "per_export"] = "none"
+    #: The unpartitioned (full, incremental) exports as one subsettable multi-asset: the
+    #: selected ones run in one step (rivet_dagster/multi_asset.py). `false`: one asset each.
+    multi_asset: bool | None = None
 
 
 class AutomationOnCron(BlockModel):

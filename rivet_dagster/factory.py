@@ -2,9 +2,12 @@
 merge into any code location.
 
 Per export, by mode:
-- `full`, `incremental`, `time_window`: one asset (assets.py) with its blocking
-  `manifest_verified` check (checks.py), and a schedule when `dagster.schedule` is set
-  (automation.py);
+- `full`, `incremental` (not `partition_by`): one asset of the config's subsettable
+  multi-asset, whose one step runs the selected exports with their checks, the blocking
+  `manifest_verified` among them (multi_asset.py; `dagster.multi_asset: false`: one asset
+  each, as `time_window`), and a schedule when `dagster.schedule` is set (automation.py);
+- `time_window`: one asset (assets.py) with its blocking `manifest_verified` check
+  (checks.py), and a schedule when `dagster.schedule` is set;
 - `chunked` with stable windows (id ranges, days, keys): the partitioned chunk asset and
   the `<export>_manifest` asset (carrying `manifest_verified` and `reconcile`), planned by
   the config's one planner sensor `<config stem>_chunk_planner` (chunked.py), which loops
@@ -71,8 +74,10 @@ from rivet_dagster.chunked import (
 from rivet_dagster.chunked_run import whole_run_body, whole_run_reason
 from rivet_dagster.config_block import ExportDagsterConfig
 from rivet_dagster.config_path import caller_dir, resolve_config_path
+from rivet_dagster.executors import resolve_executor
 from rivet_dagster.io_manager import IO_MANAGER_KEY, RIVET_IO_MANAGER
 from rivet_dagster.lineage import source_table_specs
+from rivet_dagster.multi_asset import build_multi_assets, in_multi_asset, multi_asset_enabled
 from rivet_dagster.naming import asset_key, check_unique_names, manifest_asset_key
 from rivet_dagster.naming import key_prefix as export_key_prefix
 from rivet_dagster.s3 import s3_resources
@@ -120,7 +125,7 @@ def _partitioned_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
     )(with_store_clients(export)(partitioned_body(str(config.config_path), export.name)))
 
 
-def build_definitions(config_path: str | os.PathLike[str], executor: dg.ExecutorDefinition | None = None, *,
+def build_definitions(config_path: str | os.PathLike[str], executor: dg.ExecutorDefinition | str | None = "default", *,
                       key_prefix: str | Sequence[str] = (), group_name: str | None = None,
                       owners: Sequence[str] = (), tags: Mapping[str, str] | None = None,
                       source_assets: bool | Callable[[dg.AssetKey], bool] = True,
@@ -142,6 +147,8 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
     dagster-azure `AzureBlobStorageResource` or `ADLS2Resource` for every GCS / Azure export
     without one of its own (default: the client built from rivet.yaml;
     rivet_dagster/store_clients.py).
+    `executor`: `"default"` runs rivet's jobs in-process (RIVET_DAGSTER_EXECUTOR overrides it),
+    None leaves the executor to the project (rivet_dagster/executors.py `resolve_executor`).
     A relative
     `config_path` resolves against `relative_to`, else the calling module's folder, else the
     current directory."""
@@ -164,6 +171,8 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
         checks, jobs, schedules, sensors = [], [], [], []
         chunked: list[api.ExportConfig] = []  # partitioned chunked exports: one planner for them all
         exports_by_key: dict[str, str] = {}
+        multi = multi_asset_enabled(config)
+        one_step: list[api.ExportConfig] = []  # the unpartitioned exports of one step (multi_asset.py)
         for export in config.exports:
             exports_by_key[asset_key(config, export).to_user_string()] = export.name
             reason = whole_run_reason(export) if export.mode == "chunked" else None
@@ -177,15 +186,20 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
                 continue
             if export.partition_by:  # one asset, its buckets listed in the materialization
                 assets.append(_partitioned_asset(config, export))
+                checks.append(build_manifest_check(config, export))
+            elif reason is None and multi and in_multi_asset(export):
+                one_step.append(export)  # its asset, checks and step: the config's multi-asset below
             else:
                 assets.append(build_export_asset(config, export) if reason is None
                               else _whole_run_asset(config, export, reason))
-            checks.append(build_manifest_check(config, export))
+                checks.append(build_manifest_check(config, export))
             job = export_job(config, export) if per_export else None
             jobs += [job] if job is not None else []
             schedule = build_schedule(config, export, job)
             if schedule is not None:
                 schedules.append(schedule)
+        if one_step:
+            assets += build_multi_assets(config, one_step)
         if chunked:
             by_export = {e.name: planner_jobs(config, e) for e in chunked} if per_export else None
             jobs += [job for kinds in (by_export or {}).values() for job in kinds.values()]
@@ -196,7 +210,7 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
         defs = dg.Definitions(assets=assets, asset_checks=checks, jobs=jobs, schedules=schedules,
                               sensors=sensors,
                               resources={IO_MANAGER_KEY: RIVET_IO_MANAGER, **s3_resources(config.exports)},
-                              executor=executor)  # None: Dagster's default (executors.py)
+                              executor=resolve_executor(executor))  # default: in-process (executors.py)
         if owners or tags:
             defs = defs.map_asset_specs(func=lambda spec: spec.merge_attributes(
                 owners=list(owners), tags=dict(tags or {})))

@@ -24,6 +24,10 @@ run's rows. For a chunked export, depend on
 `<export>_manifest` (the whole export); a chunk asset input is refused. A publish that
 lands while the parts are read (and moves them away: retention, a re-materialized window)
 makes the read start again from the new manifests (`_read_manifests_parts`).
+
+A config's multi-asset (rivet_dagster/multi_asset.py) publishes each export in its step
+through the same `ExportRun.publish` and hands over a `PublishedExport`: nothing is left to
+write; its exports are read back by `load_input` like any other.
 """
 
 
@@ -61,6 +65,15 @@ class PendingPublish:
 
     run: api.ExportRun
     staged: api.StagedExtract
+
+
+@dataclass
+class PublishedExport:
+    """What a config's multi-asset hands to the IO manager: an export its step already
+    published through the same `ExportRun.publish` (rivet_dagster/multi_asset.py says why);
+    the IO manager writes nothing more, and `load_input` reads it like any export."""
+
+    summary: api.RunSummary
 
 
 class RivetExportFailed(dg.Failure):
@@ -186,6 +199,17 @@ def dataset_row_count(config: api.RivetConfig, export: api.ExportConfig, summary
     return sum(m.row_count for m in api.dataset_manifests(config, export))
 
 
+def published_metadata(pending: PendingPublish, summary: api.RunSummary, *, partition: bool) -> dict[str, Any]:
+    """The materialization's metadata after `pending` was published: the run's numbers, and
+    Dagster's standard keys (the whole dataset's rows for an unpartitioned export)."""
+    meta = materialization_metadata(summary, pending.staged.schema, partition=partition)
+    if summary.status != "failed":
+        rows = None if partition else dataset_row_count(pending.run.config, pending.run.export, summary)
+        meta.update(standard_metadata(pending.run.config, pending.run.export, dataset_uri(summary),
+                                      pending.staged.schema, dataset_rows=rows))
+    return meta
+
+
 class RivetIOManager(dg.ConfigurableIOManager):
     """Publishes staged exports (handle_output) and reads them back (load_input).
 
@@ -219,17 +243,13 @@ class RivetIOManager(dg.ConfigurableIOManager):
             if summary.status == "failed":
                 raise failure_for(summary)
             return
+        if isinstance(obj, PublishedExport):  # a multi-asset's export, published by its step
+            return
         if not isinstance(obj, PendingPublish):
             raise dg.DagsterInvariantViolationError(
                 "the rivet IO manager only stores export assets built by rivet_dagster")
         summary = obj.run.publish(obj.staged)
-        partition = context.has_asset_partitions
-        meta = materialization_metadata(summary, obj.staged.schema, partition=partition)
-        if summary.status != "failed":
-            rows = None if partition else dataset_row_count(obj.run.config, obj.run.export, summary)
-            meta.update(standard_metadata(obj.run.config, obj.run.export, dataset_uri(summary),
-                                          obj.staged.schema, dataset_rows=rows))
-        context.add_output_metadata(meta)
+        context.add_output_metadata(published_metadata(obj, summary, partition=context.has_asset_partitions))
         if summary.status == "failed" or summary.exit_code != 0:  # exit 3: the verdict failed
             raise failure_for(summary)
 

@@ -17,7 +17,5 @@ def defs() -> dg.Definitions:
     # process: Dagster calls this function each time it reconstructs the repository (six times
     # in one `dg launch`), and each call loads every component again and snapshots the schema
     # of every installed component type — seconds each (docs/dagster-guide.md, "What a run
-    # costs"). Steps run inside their run's process (in_process): a rivet run is one step plus
-    # its checks, and Dagster's multiprocess default would start a second interpreter for it.
-    return dg.Definitions.merge(dg.load_from_defs_folder(path_within_project=Path(__file__).parent),
-                                dg.Definitions(executor=dg.in_process_executor))
+    # costs"). The rivet component gives its definitions the in-process executor itself.
+    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)

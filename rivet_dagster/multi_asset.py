@@ -1,0 +1,228 @@
+"""One subsettable multi-asset per config for its unpartitioned exports: many exports, one step.
+
+Materializing 50 small exports as 50 assets is 50 steps — each with its own step start,
+IO manager call, check step and event-log bookkeeping, and with a multiprocess executor an
+interpreter each. Like dagster-dlt and dagster-sling (one `@multi_asset` per pipeline or
+replication), the `full` and `incremental` exports of a config (not `partition_by`, not
+chunked, not time-partitioned: those keep their own assets) are one
+`@dg.multi_asset(can_subset=True)`: one asset per export as before — same key, group,
+kinds, description, metadata, code version, automation, lineage to the source table — and
+one step that runs the exports Dagster selected (`context.selected_asset_keys`), one after
+the other as `rivet run` does, through the core's `ExportRun` phases.
+
+Per export the step yields what the export's own asset and checks yield: the quality
+checks and `schema_drift`, an `Output` with the materialization's metadata, and the
+blocking `manifest_verified` result (the same `verify_prefixes` as checks.py). Selected on
+its own (no export of its asset selected), `manifest_verified` only verifies the
+destination, as the standalone check does.
+
+Why the step publishes (ADR-0003 amended): an exception in the IO manager's
+`handle_output` ends the step at once, so one export whose publish fails would stop the
+exports after it. Here the step calls the same `ExportRun.publish` the IO manager calls —
+the one facade of the commit and finalize sequence — and only then yields the `Output`
+(a `PublishedExport`: the IO manager writes nothing more, and `load_input` reads the export
+for a downstream asset as for any other). An export that fails is finalized as failed by
+the core, yields no `Output` (its downstream assets do not run), and the others go on; the
+step then fails naming every failed export. It is retried (the largest `max_retries` of the
+exports) only when every failure was transient, and a retry skips the exports already
+materialized in this run. A terminate stops the step without a retry (termination.py).
+
+`dagster: {multi_asset: false}` at the top of rivet.yaml keeps one asset per export.
+
+No `from __future__ import annotations` here: Dagster reads the body's context annotation.
+"""
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from rivet_core import api
+from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
+from rivet_dagster.assets import (
+    describe,
+    drift_result,
+    quality_check_names,
+    quality_results,
+    run_options,
+)
+from rivet_dagster.checks import verify_prefixes
+from rivet_dagster.config_block import defaults_block
+from rivet_dagster.io_manager import (
+    IO_MANAGER_KEY,
+    PendingPublish,
+    PublishedExport,
+    is_transient,
+    published_metadata,
+)
+from rivet_dagster.naming import asset_key, derived_name
+from rivet_dagster.store_clients import required_keys, store_clients
+from rivet_dagster.termination import INTERRUPTS, stops_on_terminate, terminated
+
+MANIFEST_CHECK = "manifest_verified"
+
+
+def multi_asset_enabled(config: api.RivetConfig) -> bool:
+    """The top-level `dagster.multi_asset` (default on)."""
+    block = defaults_block(config)
+    return block is None or block.multi_asset is not False
+
+
+def in_multi_asset(export: api.ExportConfig) -> bool:
+    """Unpartitioned exports share the config's step; partitioned and chunked ones do not."""
+    return export.mode in ("full", "incremental") and not export.partition_by
+
+
+@dataclass
+class ExportFailure:
+    """One export of the step that failed: its message (redacted) and whether a retry may help."""
+
+    export_name: str
+    message: str
+    transient: bool
+
+    def line(self) -> str:
+        """The message, naming the export once (the core's own messages often start with it)."""
+        named = f"export '{self.export_name}'"
+        return self.message if self.message.startswith(named) else f"{named}: {self.message}"
+
+
+def check_specs(config: api.RivetConfig, export: api.ExportConfig) -> list[dg.AssetCheckSpec]:
+    """The export's checks: its quality gates, `schema_drift` and the blocking `manifest_verified`."""
+    key = asset_key(config, export)
+    specs = [dg.AssetCheckSpec(name, asset=key, description=f"quality gate {check}" + (f" on `{col}`" if col else ""))
+             for (check, col), name in quality_check_names(export).items()]
+    specs.append(dg.AssetCheckSpec("schema_drift", asset=key,
+                                   description=f"schema drift (on_schema_drift: {export.on_schema_drift or 'warn'})"))
+    specs.append(dg.AssetCheckSpec(MANIFEST_CHECK, asset=key, blocking=True,
+                                   description="Verify the destination against manifest.json and _SUCCESS "
+                                               "(same verdicts as `rivet validate`)."))
+    return specs
+
+
+def asset_spec(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetSpec:
+    """The export's asset, declared as its own `@dg.asset` declares it (asset_options.py)."""
+    kwargs = shared_asset_kwargs(config, export)
+    return dg.AssetSpec(
+        key=asset_key(config, export), description=describe(config, export), skippable=True,
+        kinds={config.source.type, export.format, export.destination.type}, deps=kwargs["deps"],
+        group_name=kwargs["group_name"], metadata=kwargs["metadata"], code_version=kwargs["code_version"],
+        automation_condition=kwargs.get("automation_condition"), freshness_policy=kwargs.get("freshness_policy"),
+    ).with_io_manager_key(IO_MANAGER_KEY)
+
+
+def build_multi_assets(config: api.RivetConfig, exports: Sequence[api.ExportConfig]) -> list[dg.AssetsDefinition]:
+    """One multi-asset per Dagster pool of the exports (a pool is an op's, so exports with
+    different `dagster.pool` cannot share a step)."""
+    by_pool: dict[str, list[api.ExportConfig]] = {}
+    for export in exports:
+        by_pool.setdefault(shared_asset_kwargs(config, export)["pool"], []).append(export)
+    return [_multi_asset(config, pool, members) for pool, members in by_pool.items()]
+
+
+def _multi_asset(config: api.RivetConfig, pool: str, exports: list[api.ExportConfig]) -> dg.AssetsDefinition:
+    config_path = str(config.config_path)
+    by_key = {asset_key(config, e): e.name for e in exports}
+    # the exports as built: their resource keys include the ones `build_definitions` gave them
+    built = {e.name: e for e in exports}
+    # The largest retry budget of the exports: a retry re-runs only the exports that failed.
+    policy = max((retry_policy(config, e) for e in exports), key=lambda p: p.max_retries)
+    resources: set[str] = set().union(*(required_keys(e) for e in exports))
+    label = f"{config.config_path.name}: {', '.join(by_key.values())}"
+
+    @dg.multi_asset(
+        name=derived_name(config, exports[0], f"and_{len(exports) - 1}_more" if len(exports) > 1 else "export_step"),
+        specs=[asset_spec(config, e) for e in exports],
+        check_specs=[spec for e in exports for spec in check_specs(config, e)],
+        can_subset=True, pool=pool, retry_policy=policy, required_resource_keys=resources,
+        description=f"rivet exports of {config_path}: the selected ones run in this one step",
+    )
+    @stops_on_terminate(label, "the step")
+    def _exports(context: dg.AssetExecutionContext) -> Iterator[Any]:
+        cfg = api.load_config(config_path)
+        done = _materialized_in_this_run(context, by_key) if context.retry_number else set()
+        failures: list[ExportFailure] = []
+        for key, name in by_key.items():
+            export = cfg.export(name)
+            if key in context.selected_asset_keys and key not in done:
+                try:
+                    with store_clients(context, built[name]):
+                        failure = yield from _run_export(context, cfg, export, key)
+                except INTERRUPTS:  # a terminate names the export it stopped; never retried
+                    raise terminated(name, "the export") from None
+                if failure is not None:
+                    failures.append(failure)
+                    context.log.error(f"failed, the step goes on with the next export — {failure.line()}")
+            elif dg.AssetCheckKey(key, MANIFEST_CHECK) in context.selected_asset_check_keys and key not in done:
+                with store_clients(context, built[name]):  # the check alone: verify what is there
+                    yield verify_prefixes(cfg, export, [""])._replace(asset_key=key, check_name=MANIFEST_CHECK)
+        if failures:
+            raise step_failure(failures, len(context.selected_asset_keys))
+
+    return _exports
+
+
+def step_failure(failures: list[ExportFailure], selected: int) -> dg.Failure:
+    """The step's failure once every selected export ran: names each failed export; retried
+    only when each failure was transient (a retry helps none of the others)."""
+    names = ", ".join(f"'{f.export_name}'" for f in failures)
+    return dg.Failure(
+        description=(f"{len(failures)} of {selected} export(s) failed: {names} — the others were published. "
+                     + " | ".join(f.line() for f in failures)),
+        metadata={"failed_exports": [f.export_name for f in failures]},
+        allow_retries=all(f.transient for f in failures))
+
+
+def _materialized_in_this_run(context: dg.AssetExecutionContext, by_key: dict[dg.AssetKey, str]) -> set[dg.AssetKey]:
+    """The exports an earlier attempt of this step already materialized (a retry skips them)."""
+    done = set()
+    for key in by_key:
+        event = context.instance.get_latest_materialization_event(key)
+        if event is not None and event.run_id == context.run.run_id:
+            done.add(key)
+    return done
+
+
+def _run_export(context: dg.AssetExecutionContext, cfg: api.RivetConfig, export: api.ExportConfig,
+                key: dg.AssetKey) -> Iterator[Any]:
+    """One export of the step: its checks, its `Output` and `manifest_verified`; returns (as the
+    generator's value) its failure, or None. The phases are the export asset's (assets.py)
+    with the publish of the IO manager (io_manager.py), in that order."""
+    progress = api.callback_tracker(cfg, export, context.log.info)
+    run = api.ExportRun(cfg, export, run_options(context, cfg, export, progress))
+    context.log.info(f"rivet run {run.summary.run_id} of export '{export.name}' → {run.dest.uri}")
+    try:
+        staged = run.extract()
+        progress.finish()
+    except api.DataIntegrityError as exc:
+        yield from _for(key, quality_results(export, run.summary.quality_issues, None))
+        return _failed(run.fail(exc))
+    except Exception as exc:
+        return _failed(run.fail(exc))
+    yield from _for(key, quality_results(export, staged.quality_issues, staged.rows))
+    try:
+        run.gate_schema(staged)
+    except api.SchemaDriftError as exc:
+        yield drift_result(export, run.summary)._replace(asset_key=key)
+        return _failed(run.fail(exc))
+    yield drift_result(export, run.summary)._replace(asset_key=key)
+    pending = PendingPublish(run, staged)
+    try:
+        summary = run.publish(staged)
+    except Exception as exc:  # the core finalized what it could; nothing is recorded as materialized
+        return ExportFailure(export.name, api.redact_secrets(str(exc)), is_transient(exc))
+    if summary.status == "failed" or summary.exit_code != 0:  # exit 3: the verdict failed
+        return _failed(summary)
+    yield dg.Output(PublishedExport(summary), output_name=key.to_python_identifier(),
+                    metadata=published_metadata(pending, summary, partition=False))
+    yield verify_prefixes(cfg, export, [""])._replace(asset_key=key, check_name=MANIFEST_CHECK)
+    return None
+
+
+def _for(key: dg.AssetKey, results: list[dg.AssetCheckResult]) -> list[dg.AssetCheckResult]:
+    return [r._replace(asset_key=key) for r in results]
+
+
+def _failed(summary: api.RunSummary) -> ExportFailure:
+    return ExportFailure(summary.export_name, summary.error_message or summary.status, summary.exit_code == 2)

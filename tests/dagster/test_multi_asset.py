@@ -1,0 +1,219 @@
+"""Many exports of one config in one step: the config's subsettable multi-asset
+(rivet_dagster/multi_asset.py), against real PostgreSQL, materialized with real Dagster
+(`execute_in_process` on a throwaway instance, and a run worker process for the terminate).
+
+The oracle re-reads what landed — the parts the current manifest.json lists, with pyarrow —
+and compares it with the source rows queried with psycopg; steps are counted from the run's
+own STEP_START events.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import pyarrow as pa
+import pytest
+
+from rivet_dagster import build_definitions
+from rivet_dagster.executors import IN_PROCESS_FIRST
+from tests.dagster.support import (
+    Target,
+    check_evaluations,
+    check_only_job,
+    export_block,
+    id_amounts,
+    orders_config,
+    run_job,
+    source_rows,
+    with_jobs,
+)
+
+NAMES = ("alpha", "beta", "gamma")
+
+
+def three_exports(target: Target, url: str, **top: Any) -> Path:
+    """Three full exports of `orders` (each to its own folder) in one rivet.yaml."""
+    return orders_config(target.tmp, url, [export_block(n, "full", target.destination(n)) for n in NAMES], **top)
+
+
+def steps_started(result: Any) -> list[str]:
+    return [e.step_key for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_START]
+
+
+def published_equals_source(target: Target, name: str, url: str) -> bool:
+    view = target.view(name)
+    manifest = view.current_manifest()
+    return manifest is not None and id_amounts(view.parts_table([manifest])) == source_rows(url)
+
+
+def nothing_published(target: Target, name: str) -> bool:
+    view = target.view(name)
+    return view.current_manifest() is None and view.data_keys() == []
+
+
+def select(defs: dg.Definitions, name: str, *selection: Any) -> dg.Definitions:
+    return with_jobs(defs, dg.define_asset_job(name, selection=dg.AssetSelection.assets(*selection)))
+
+
+def test_a_selection_of_two_of_three_exports_runs_only_those_two_in_one_step(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    defs = select(build_definitions(three_exports(local, orders_pg)), "pick", "alpha", "gamma")
+    result = run_job(defs, "pick", instance)
+
+    assert result.success
+    assert len(steps_started(result)) == 1  # the exports and their checks: one step, not four
+    assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {"alpha", "gamma"}
+    assert published_equals_source(local, "alpha", orders_pg)
+    assert published_equals_source(local, "gamma", orders_pg)
+    assert nothing_published(local, "beta")
+
+
+def test_each_export_of_the_step_gets_its_own_checks_and_manifest_verified_in_that_step(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    defs = build_definitions(three_exports(local, orders_pg))
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance, raise_on_error=False)
+
+    assert result.success
+    [step] = steps_started(result)
+    evaluations = result.get_asset_check_evaluations()
+    by_check = {(e.asset_key.path[-1], e.check_name): e for e in evaluations}
+    for name in NAMES:
+        assert published_equals_source(local, name, orders_pg)
+        assert by_check[(name, "manifest_verified")].passed, name
+        assert by_check[(name, "schema_drift")].passed, name
+    check_steps = {e.step_key for e in result.all_events if e.event_type == dg.DagsterEventType.ASSET_CHECK_EVALUATION}
+    assert check_steps == {step}
+
+    # Selected on its own, manifest_verified only verifies: a deleted part is named, nothing is re-exported.
+    view = local.view("beta")
+    before = view.current_manifest()
+    assert before is not None
+    view.delete(before["parts"][0]["path"])
+    alone = run_job(with_jobs(defs, check_only_job("verify_beta", dg.AssetKey("beta"))), "verify_beta", instance)
+    verdict = check_evaluations(alone)["manifest_verified"]
+    assert not verdict.passed and verdict.asset_key == dg.AssetKey("beta")
+    assert before["parts"][0]["path"] in (verdict.description or "")
+    assert alone.get_asset_materialization_events() == []
+    assert view.current_manifest() == before
+
+
+def test_one_failing_export_leaves_the_others_published_and_fails_the_step_naming_it(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    exports = [export_block("alpha", "full", local.destination("alpha")),
+               export_block("bad", "full", local.destination("bad"), quality={"row_count_min": 1_000_000}),
+               export_block("gamma", "full", local.destination("gamma"))]
+    defs = build_definitions(orders_config(local.tmp, orders_pg, exports))
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance, raise_on_error=False)
+
+    assert not result.success
+    assert len(steps_started(result)) == 1
+    assert published_equals_source(local, "alpha", orders_pg)
+    assert published_equals_source(local, "gamma", orders_pg)  # the export after the failed one still ran
+    assert nothing_published(local, "bad")
+    assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {"alpha", "gamma"}
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    message = failure.event_specific_data.error.message
+    assert "1 of 3 export(s) failed: 'bad'" in message and "row_count 600 below minimum 1000000" in message
+    gate = {(e.asset_key.path[-1], e.check_name): e for e in result.get_asset_check_evaluations()}
+    assert not gate[("bad", "quality_row_count_min")].passed
+    # not retried: a quality gate fails the same way again
+    assert dg.DagsterEventType.STEP_UP_FOR_RETRY not in {e.event_type for e in result.all_events}
+
+
+DOWNSTREAM_READ: dict[str, pa.Table] = {}
+
+
+@dg.asset(ins={"alpha": dg.AssetIn(key="alpha"), "gamma": dg.AssetIn(key="gamma")})
+def both_exports(alpha: pa.Table, gamma: pa.Table) -> None:
+    DOWNSTREAM_READ.update(alpha=alpha, gamma=gamma)
+
+
+def test_a_downstream_asset_reads_each_export_the_step_published(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    DOWNSTREAM_READ.clear()
+    defs = with_jobs(build_definitions(three_exports(local, orders_pg)),
+                     dg.define_asset_job("with_downstream", selection=dg.AssetSelection.assets(
+                         "alpha", "gamma", both_exports)), assets=[both_exports])
+    result = run_job(defs, "with_downstream", instance)
+
+    assert result.success
+    assert len(steps_started(result)) == 2  # the exports' one step, then the downstream asset
+    for name in ("alpha", "gamma"):
+        assert id_amounts(DOWNSTREAM_READ[name]) == source_rows(orders_pg), name
+
+
+def test_multi_asset_false_gives_each_export_its_own_asset_and_step(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    defs = select(build_definitions(three_exports(local, orders_pg, dagster={"multi_asset": False})),
+                  "pick", "alpha", "gamma")
+    result = run_job(defs, "pick", instance)
+
+    assert result.success
+    assert sorted(steps_started(result)) == ["alpha", "alpha_manifest_verified", "gamma", "gamma_manifest_verified"]
+    assert published_equals_source(local, "alpha", orders_pg) and nothing_published(local, "beta")
+
+
+def test_the_definitions_run_in_process_unless_told_otherwise(
+        orders_pg: str, local: Target, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = three_exports(local, orders_pg)
+    assert build_definitions(config).resolve_implicit_global_asset_job_def().executor_def is IN_PROCESS_FIRST
+    assert build_definitions(config).executor is IN_PROCESS_FIRST
+    # the project's own executor instead: none of ours, so Dagster merges the two definitions
+    mine = dg.Definitions.merge(build_definitions(config, executor=None),
+                                dg.Definitions(executor=dg.multiprocess_executor))
+    assert mine.resolve_implicit_global_asset_job_def().executor_def is dg.multiprocess_executor
+    monkeypatch.setenv("RIVET_DAGSTER_EXECUTOR", "multiprocess")
+    assert build_definitions(config).executor is dg.multiprocess_executor
+
+
+#: A run worker: materializes every asset of the config in one run on the instance at
+#: DAGSTER_HOME, in its own process, as Dagster's run launcher does.
+ALL_ASSETS_WORKER = """
+import sys
+import dagster as dg
+from rivet_dagster import build_definitions
+defs = build_definitions(sys.argv[1])
+with dg.DagsterInstance.get() as instance:
+    defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance, raise_on_error=False)
+"""
+
+
+def test_a_terminate_during_the_second_export_ends_the_run_canceled_without_a_retry(
+        orders_pg: str, local: Target, tmp_path: Path) -> None:
+    """The first export (no rows: it never reaches the paused read) is published; the terminate
+    stops the second in its source read — nothing of it lands — and the third never starts.
+    One step failure naming the second export, no STEP_UP_FOR_RETRY although the step has a
+    RetryPolicy, the run CANCELED (tests/dagster/test_operations.py `terminate_at`)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.dagster.test_operations import terminate_at
+    from tests.helpers import REPO
+
+    empty = export_block("alpha", "full", local.destination("alpha"), query="SELECT * FROM orders WHERE id < 0")
+    del empty["table"]
+    exports = [empty, *[export_block(n, "full", local.destination(n)) for n in ("beta", "gamma")]]
+    config = orders_config(local.tmp, orders_pg, exports)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", ALL_ASSETS_WORKER, str(config)], cwd=REPO, text=True,
+                            env={**os.environ, "DAGSTER_HOME": str(home), "RIVET_TEST_PAUSE_AT": "during_source_read",
+                                 "RIVET_TEST_PAUSE_DIR": str(pause)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        kinds = terminate_at(instance, proc, pause / "during_source_read")
+        run = instance.get_runs()[0]
+        logs = [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event]
+    assert dg.DagsterEventType.STEP_FAILURE in kinds
+    assert len([e for e in logs if e.event_type == dg.DagsterEventType.STEP_START]) == 1
+    [failure] = [e for e in logs if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert "export 'beta': the export was interrupted" in failure.event_specific_data.error.message
+    assert [e.asset_key.path[-1] for e in logs if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION] == ["alpha"]
+    assert local.view("alpha").current_manifest() is not None
+    assert nothing_published(local, "beta") and nothing_published(local, "gamma")
