@@ -126,18 +126,16 @@ def run_checkpointed(config: RivetConfig, export: ExportConfig, options: RunOpti
 
 def source_database(config: RivetConfig) -> str | None:
     """The source database's name, for names an orchestrator derives from it (asset keys,
-    groups, pools), without a connection: `database`, else the path of the URL — the one in
-    the file, or the one `url_env` names when that variable is set (None when it is not, or
-    when the URL names no database). SQLite sources are named by their file instead."""
-    import os
-
+    groups, pools), from the config file alone: `database` (beside `url_env` or `url_file`
+    it only names the database), else the path of a literal `url` (None otherwise). Never
+    from the environment, where a variable unset while definitions load would rename every
+    key. SQLite sources are named by their file instead."""
     from rivet_core.config.source_url import url_database
 
     source = config.source
     if source.database:
         return source.database
-    url = source.url or (os.environ.get(source.url_env) if source.url_env else None)
-    return url_database(url) if url else None
+    return url_database(source.url) if source.url else None
 
 
 def destination_uri(config: RivetConfig, export: ExportConfig) -> str:

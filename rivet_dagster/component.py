@@ -105,11 +105,29 @@ class RivetExportsScaffolder(dg.Scaffolder[ScaffoldParams]):
         params = request.params or ScaffoldParams()
         if not config.exists():
             if params.source_env:
-                api.scaffold_config(config, source_env=params.source_env, schema=params.schema_name,
-                                    table=params.table)
+                _generate_config(config, params)
             else:
                 config.write_text(STARTER_CONFIG, encoding="utf-8")
         scaffold_component(request, {"config": "rivet.yaml"})
+
+
+def _generate_config(config: Path, params: ScaffoldParams) -> None:
+    """`rivet init` into `config`. A refusal (the variable unset, the database unreachable)
+    becomes a one-line CLI error, and the folder `dg scaffold defs` created for it is removed
+    again when it is still empty: left behind, it makes the retry fail with "already exists"."""
+    import click
+
+    try:
+        api.scaffold_config(config, source_env=params.source_env or "", schema=params.schema_name,
+                            table=params.table)
+    except api.RivetError as exc:
+        folder = config.parent
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        raise click.ClickException(
+            f"rivet_dagster.RivetExportsComponent: cannot generate {config.name} for {folder}: {exc} "
+            "— nothing was written; fix it and run the same `dg scaffold defs` again (or leave out "
+            "--json-params for a commented starter rivet.yaml)") from None
 
 
 @dg.scaffold_with(RivetExportsScaffolder)

@@ -139,6 +139,26 @@ def test_dg_scaffold_defs_writes_a_component_and_a_starter_config_that_loads(pro
     assert {"orders", "postgres/postgres/public/orders"} <= assets
 
 
+def test_dg_scaffold_defs_with_its_source_variable_unset_fails_in_one_line_and_the_retry_works(
+        project: Path) -> None:
+    """`--json-params '{"source_env": …}'` with the variable unset: one message naming the
+    variable and the fix, no traceback, no `defs/sales/` left to block the retry (issue 34)."""
+    env = {k: v for k, v in os.environ.items() if k != "SALES_DB_URL"}
+    params = ("scaffold", "defs", "rivet_dagster.RivetExportsComponent", "sales",
+              "--json-params", '{"source_env": "SALES_DB_URL"}')
+    path = os.pathsep.join(p for p in (str(project / "src"), os.environ.get("PYTHONPATH", "")) if p)
+    proc = subprocess.run([str(VENV_BIN / "dg"), *params], cwd=project, capture_output=True, text=True,
+                          timeout=600, env={**env, "PYTHONPATH": path, "NO_COLOR": "1",
+                                            "DAGSTER_HOME": str(project / ".dagster_home")})
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Traceback" not in said, said
+    assert "'SALES_DB_URL' is not set" in said and "export SALES_DB_URL=" in said, said
+    assert not (project / "src/shop_pipeline/defs/sales").exists()
+
+    dg(project, *params, env={"SALES_DB_URL": f"sqlite:///{project / SHOP / 'data' / 'shop.db'}"})
+    assert "url_env: SALES_DB_URL" in (project / "src/shop_pipeline/defs/sales/rivet.yaml").read_text()
+
+
 @pytest.mark.parametrize(("break_it", "names"), [
     (lambda p: (p / SHOP / "defs.yaml").write_text(
         "type: rivet_dagster.RivetExportsComponent\nattributes:\n  confg: rivet.yaml\n"), ["confg", "defs.yaml"]),
