@@ -73,7 +73,7 @@ __all__ = [
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
-    "dataset_manifests", "destination_uri", "source_database", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
+    "dataset_manifests", "destination_uri", "source_database", "url_env_database", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
     # partition_by exports: one sub-export per date bucket (rivet_core/pipeline/buckets.py)
     "PartitionedResult", "bucket_prefixes", "partitioned_dataset_rows", "run_partitioned", "verify_bucket_set",
     # a `table_format: delta` export read as its table (rivet_core/tableformat/read.py; imported on call)
@@ -136,6 +136,21 @@ def source_database(config: RivetConfig) -> str | None:
     if source.database:
         return source.database
     return url_database(source.url) if source.url else None
+
+
+def url_env_database(config: RivetConfig) -> str | None:
+    """The database the `url_env` variable names right now (a SQLite file: its stem), or None
+    — for a message that suggests the `database:` line, never for a name (`source_database`)."""
+    import os
+    from pathlib import PurePosixPath
+
+    from rivet_core.config.source_url import url_database
+
+    variable = config.source.url_env
+    url = os.environ.get(variable) if variable else None
+    if not url:
+        return None
+    return PurePosixPath(url.split("///", 1)[-1]).stem if config.source.type == "sqlite" else url_database(url)
 
 
 def destination_uri(config: RivetConfig, export: ExportConfig) -> str:

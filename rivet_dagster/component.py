@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import BaseModel, Field
@@ -76,6 +77,37 @@ def _first_definer(context: dg.ComponentLoadContext) -> Callable[[dg.AssetKey], 
         return True
 
     return keep
+
+
+class _ComponentChecks(dg.AssetChecksDefinition):
+    """A check definition that stays one when `dg` edits it. `dg` stamps each component's
+    definitions with its origin (`Definitions.with_definition_metadata_update`), which remakes
+    every check as a plain `AssetsDefinition` (Dagster's `with_attributes`); the repository
+    then turns it back into a check with `execution_type` passed on, and Dagster printed a
+    BetaWarning about that parameter on every load and launch (issue 34). Returning this
+    class from `with_attributes` leaves the repository nothing to convert."""
+
+    @classmethod
+    def of(cls, checks: dg.AssetsDefinition) -> _ComponentChecks:
+        """`checks`, as this class: the same attributes, Dagster's Beta notice about its own
+        `execution_type` attribute kept out (no user code passes it)."""
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", category=dg.BetaWarning)
+            return cls(**checks.get_attributes_dict())
+
+    def with_attributes(self, **kwargs: Any) -> _ComponentChecks:  # type: ignore[override]
+        return _ComponentChecks.of(super().with_attributes(**kwargs))
+
+
+def _component_checks(defs: dg.Definitions) -> dg.Definitions:
+    """`defs` with every check as a `_ComponentChecks`."""
+    checks = [_ComponentChecks.of(c) for c in defs.asset_checks or []]
+    if not checks:
+        return defs
+    fields = ("assets", "schedules", "sensors", "jobs", "resources", "executor", "loggers", "metadata")
+    return dg.Definitions(**{f: getattr(defs, f) for f in fields}, asset_checks=checks)
 
 
 class ScaffoldParams(BaseModel):
@@ -161,11 +193,11 @@ class RivetExportsComponent(dg.Component, dg.Model, dg.Resolvable):
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
         here = context.path if context.path.is_dir() else context.path.parent
         try:
-            return build_definitions(
+            return _component_checks(build_definitions(
                 self.config, relative_to=here, key_prefix=self.key_prefix or (),
                 group_name=self.group_name, owners=self.owners, tags=self.tags,
                 source_assets=_first_definer(context) if self.source_assets else False,
                 notify_run_failures=self.notify_run_failures, s3_resource_key=self.s3_resource_key,
-                gcs_resource_key=self.gcs_resource_key, azure_resource_key=self.azure_resource_key)
+                gcs_resource_key=self.gcs_resource_key, azure_resource_key=self.azure_resource_key))
         except api.ConfigError as exc:
             raise api.ConfigError(f"{here / 'defs.yaml'}: rivet config '{self.config}': {exc}") from exc

@@ -51,21 +51,14 @@ def source_name(config: api.RivetConfig) -> str:
 
 def _warn_unnamed(config: api.RivetConfig) -> None:
     """The warning of `source_name`, when the variable names a database the keys now do not."""
-    import os
-
-    from rivet_core.config.source_url import url_database
-
-    variable = config.source.url_env
-    url = os.environ.get(variable) if variable else None
-    named = (PurePosixPath(url.split("///", 1)[-1]).stem if config.source.type == "sqlite"
-             else url_database(url)) if url else None
+    named = api.url_env_database(config)
     where = str(config.config_path)
     if not named or where in _warned_unnamed:
         return
     _warned_unnamed.add(where)
     log.warning("rivet config %s: the source asset keys, the default group and the pool use '%s' for "
                 "the database — they are taken from the config, never from %s; add `database: %s` "
-                "under source: to name it", where, config.source.type, variable, named)
+                "under source: to name it", where, config.source.type, config.source.url_env, named)
 
 
 def key_prefix(config: api.RivetConfig, export: api.ExportConfig) -> list[str]:
