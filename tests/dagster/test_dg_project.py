@@ -7,7 +7,10 @@ instances beside the project's own asset; `dg list defs --json` shows the lineag
 (source table → export → the user's asset); `dg launch` materializes exports and the user's
 asset, and the destination re-read with pyarrow equals the SQLite source; `dg scaffold defs`
 writes a defs.yaml and a starter rivet.yaml that loads; a wrong attribute or a broken
-rivet.yaml fails `dg check defs` naming the field and the file, and writes nothing.
+rivet.yaml fails `dg check defs` naming the field and the file, once, and writes nothing.
+Issue 34's newcomer dead ends: `dg scaffold defs --json-params` with its variable unset,
+the chunk planner under `dg dev`, the BetaWarning on launch, clashes with the user's own
+definitions.
 """
 
 from __future__ import annotations
@@ -223,21 +226,49 @@ def test_under_dg_dev_a_chunked_exports_planner_runs_by_itself_and_the_export_pu
     assert ids == source_ids
 
 
-@pytest.mark.parametrize(("break_it", "names"), [
+@pytest.mark.parametrize(("break_it", "names", "once"), [
     (lambda p: (p / SHOP / "defs.yaml").write_text(
-        "type: rivet_dagster.RivetExportsComponent\nattributes:\n  confg: rivet.yaml\n"), ["confg", "defs.yaml"]),
+        "type: rivet_dagster.RivetExportsComponent\nattributes:\n  confg: rivet.yaml\n"), ["confg", "defs.yaml"],
+     "attributes.confg Additional properties are not allowed"),
     (lambda p: (p / SHOP / "rivet.yaml").write_text(
         (p / SHOP / "rivet.yaml").read_text().replace("format: parquet", "formt: parquet", 1)),
-     ["formt", "rivet.yaml"]),
+     ["formt", "rivet.yaml"], "unknown field `formt` at exports[0]"),
 ], ids=["wrong attribute in defs.yaml", "unknown key in rivet.yaml"])
-def test_bad_input_fails_dg_check_defs_naming_the_field_and_the_file_and_writes_nothing(
-        project: Path, break_it, names: list[str]) -> None:  # noqa: ANN001
+def test_bad_input_fails_dg_check_defs_in_one_message_naming_the_field_and_the_file_and_writes_nothing(
+        project: Path, break_it, names: list[str], once: str) -> None:  # noqa: ANN001
     break_it(project)
     before = sorted(p.relative_to(project) for p in project.rglob("*") if ".dagster_home" not in p.parts)
     proc = dg(project, "check", "defs", check=False)
     assert proc.returncode != 0
     said = proc.stdout + proc.stderr
     for name in names:
+        assert name in said, f"{name!r} not named in:\n{said[-3000:]}"
+    # one message: not the same problems again under "The above exception was caused by" (issue 34)
+    assert said.count(once) == 1 and "Traceback" not in said, said[-4000:]
+    after = sorted(p.relative_to(project) for p in project.rglob("*")
+                   if ".dagster_home" not in p.parts and "__pycache__" not in p.parts)
+    assert [p for p in after if p not in before and "__pycache__" not in p.parts] == []
+
+
+@pytest.mark.parametrize(("users_own", "names"), [
+    ('@dg.asset(key=["shop", "customers"])\ndef my_customers() -> None: ...\n',
+     ["export 'customers'", "asset key 'shop/customers'", "`my_customers`", "analytics.py", "key_prefix"]),
+    ('@dg.asset(key=["sqlite", "shop", "orders"])\ndef orders_table() -> None: ...\n',
+     ["the source table asset", "'sqlite/shop/orders'", "`orders_table`", "source_assets: false"]),
+    ('customers_job = dg.define_asset_job("shop__customers_job", selection="revenue_by_customer")\n',
+     ["export 'customers'", "job 'shop__customers_job'", "`customers_job`", "key_prefix"]),
+], ids=["export key", "source table key", "job name"])
+def test_a_clash_with_the_users_own_definitions_names_the_rivet_yaml_the_export_and_the_fix(
+        project: Path, users_own: str, names: list[str]) -> None:
+    """Not Dagster's bare `Duplicate asset key` (issue 34): the message names the component's
+    defs.yaml and rivet.yaml, the export, the user's module and object, and what resolves it."""
+    analytics = project / "src/shop_pipeline/defs/analytics.py"
+    analytics.write_text(analytics.read_text() + "\n\n" + users_own)
+    before = sorted(p.relative_to(project) for p in project.rglob("*") if ".dagster_home" not in p.parts)
+    proc = dg(project, "check", "defs", check=False)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "Duplicate" not in said, said[-4000:]
+    for name in [str(project / SHOP / "defs.yaml"), "rivet.yaml", *names]:
         assert name in said, f"{name!r} not named in:\n{said[-3000:]}"
     after = sorted(p.relative_to(project) for p in project.rglob("*")
                    if ".dagster_home" not in p.parts and "__pycache__" not in p.parts)
