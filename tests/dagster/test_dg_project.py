@@ -167,6 +167,31 @@ def test_dg_scaffold_defs_with_its_source_variable_unset_fails_in_one_line_and_t
     assert "url_env: SALES_DB_URL" in (project / "src/shop_pipeline/defs/sales/rivet.yaml").read_text()
 
 
+def test_a_scaffolded_postgres_component_keeps_its_source_keys_when_the_variable_is_unset_at_load(
+        project: Path, pg_url: str) -> None:
+    """The newcomer's dead end (issue 34): with `url_env` unset while the code location loads,
+    the source keys silently became `postgres/postgres/...`. The scaffold now writes the
+    database's name into rivet.yaml (`source.database`), so `dg list defs` shows the same keys
+    with the variable set or unset, and no warning per key."""
+    from tests.dagster.support import create_orders
+
+    create_orders(pg_url, rows=10)
+    database = pg_url.rsplit("/", 1)[-1]
+    dg(project, "scaffold", "defs", "rivet_dagster.RivetExportsComponent", "warehouse",
+       "--json-params", '{"source_env": "WAREHOUSE_DB_URL"}', env={"WAREHOUSE_DB_URL": pg_url})
+    assert f"database: {database}" in (project / "src/shop_pipeline/defs/warehouse/rivet.yaml").read_text()
+
+    def source_keys(url: str) -> tuple[set[str], str]:
+        """(the postgres source keys `dg list defs` shows, its stderr) with the variable = url."""
+        proc = dg(project, "list", "defs", "--json", env={"WAREHOUSE_DB_URL": url})
+        return {a["asset_key"] for a in json.loads(proc.stdout)["assets"]
+                if a["asset_key"].startswith("postgres/")}, proc.stderr
+
+    assert source_keys(pg_url)[0] == {f"postgres/{database}/public/orders"}
+    keys, said = source_keys("")  # unset while the code location loads
+    assert keys == {f"postgres/{database}/public/orders"} and "WAREHOUSE_DB_URL" not in said, said[-3000:]
+
+
 DG_DEV_TIMEOUT = 300  # dg dev up, the planner's first tick, the window runs and the manifest (~60 s here)
 
 
