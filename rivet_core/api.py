@@ -74,7 +74,7 @@ __all__ = [
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
-    "dataset_manifests", "destination_uri", "source_database", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
+    "dataset_manifests", "destination_uri", "source_database", "url_env_database", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
     # partition_by exports: one sub-export per date bucket (rivet_core/pipeline/buckets.py)
     "PartitionedResult", "bucket_prefixes", "partitioned_dataset_rows", "run_partitioned", "verify_bucket_set",
     # a `table_format: delta` export read as its table (rivet_core/tableformat/read.py; imported on call)
@@ -129,18 +129,31 @@ def run_checkpointed(config: RivetConfig, export: ExportConfig, options: RunOpti
 
 def source_database(config: RivetConfig) -> str | None:
     """The source database's name, for names an orchestrator derives from it (asset keys,
-    groups, pools), without a connection: `database`, else the path of the URL — the one in
-    the file, or the one `url_env` names when that variable is set (None when it is not, or
-    when the URL names no database). SQLite sources are named by their file instead."""
-    import os
-
+    groups, pools), from the config file alone: `database` (beside `url_env` or `url_file`
+    it only names the database), else the path of a literal `url` (None otherwise). Never
+    from the environment, where a variable unset while definitions load would rename every
+    key. SQLite sources are named by their file instead."""
     from rivet_core.config.source_url import url_database
 
     source = config.source
     if source.database:
         return source.database
-    url = source.url or (os.environ.get(source.url_env) if source.url_env else None)
-    return url_database(url) if url else None
+    return url_database(source.url) if source.url else None
+
+
+def url_env_database(config: RivetConfig) -> str | None:
+    """The database the `url_env` variable names right now (a SQLite file: its stem), or None
+    — for a message that suggests the `database:` line, never for a name (`source_database`)."""
+    import os
+    from pathlib import PurePosixPath
+
+    from rivet_core.config.source_url import url_database
+
+    variable = config.source.url_env
+    url = os.environ.get(variable) if variable else None
+    if not url:
+        return None
+    return PurePosixPath(url.split("///", 1)[-1]).stem if config.source.type == "sqlite" else url_database(url)
 
 
 def destination_uri(config: RivetConfig, export: ExportConfig) -> str:

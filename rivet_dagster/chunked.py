@@ -48,7 +48,7 @@ A `mode: chunked` export becomes:
   the backlog. It plans against the source once a minute, and looks at the instance every
   few seconds: while a chunk run is being exported, it plans again as soon as that run's
   Dagster runs have all ended (`plan_deferral`), so the manifest follows the last window by
-  seconds. STOPPED unless `dagster.schedule_status: RUNNING` (on any of its exports).
+  seconds. RUNNING from the start unless `dagster.planner_status: STOPPED` (on all of its exports).
 
 No `from __future__ import annotations` here (Dagster resolves resource annotations).
 """
@@ -68,10 +68,11 @@ from dagster._utils.schedules import get_latest_completed_cron_tick, is_valid_cr
 
 from rivet_core import api
 from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
-from rivet_dagster.assets import describe, drift_result
+from rivet_dagster.assets import drift_result
 from rivet_dagster.automation import export_job
 from rivet_dagster.chunk_words import dagster_chunk_problem, dagster_words
 from rivet_dagster.io_manager import PendingChunks, PendingManifest, chunk_failure
+from rivet_dagster.metadata import describe_chunk_asset, describe_manifest_asset
 from rivet_dagster.naming import (
     ORCHESTRATOR,
     asset_key,
@@ -116,17 +117,12 @@ def require_partitionable(export: api.ExportConfig) -> None:
     if export.dagster and export.dagster.schedule:
         raise api.ConfigError(
             f"export '{export.name}': dagster.schedule does not apply to a chunked export — the config's "
-            "chunk planner sensor (`<config stem>_chunk_planner`) plans and requests the windows; start it with "
-            "dagster.schedule_status: RUNNING (or from the UI) and remove dagster.schedule")
+            "chunk planner sensor (`<config stem>_chunk_planner`) plans and requests the windows (it runs from "
+            "the start unless dagster.planner_status: STOPPED) — remove dagster.schedule")
 
 
 def chunked_description(config: api.RivetConfig, export: api.ExportConfig) -> str:
-    return describe(config, export) + (
-        f"\n- partitions: one per chunk window (`{derived_name(config, export, 'chunks')}`), registered by the "
-        f"`{derived_name(config, export, 'planner')}` sensor\n"
-        "- checkpointed: Dagster-managed chunked exports always use the chunk checkpoint "
-        "(`chunk_checkpoint: true` is implied)\n"
-        f"- published by `{export.name}_manifest` once every window is materialized")
+    return describe_chunk_asset(config, export, planner_name(config, []))
 
 
 def worker_gone(instance: dg.DagsterInstance, worker: str) -> bool:
@@ -235,9 +231,7 @@ def build_manifest_asset(config: api.RivetConfig, export: api.ExportConfig) -> d
 
     @dg.asset(
         key=manifest_asset_key(config, export),
-        description=(f"The published dataset of chunked export `{export_name}`: finalizes the chunk run "
-                     "(manifest.json, _SUCCESS, metrics, report, notification) once every window of "
-                     f"`{derived_name(config, export, 'chunks')}` is materialized, and refuses otherwise (I6)."),
+        description=describe_manifest_asset(export),
         kinds={export.format, export.destination.type},
         **{**shared_asset_kwargs(config, export, role="manifest"), "deps": [asset_key(config, export)]},
     )
@@ -360,11 +354,13 @@ def publish_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
 
 
 def _sensor_status(config: api.RivetConfig, exports: list[api.ExportConfig]) -> dg.DefaultSensorStatus:
-    """RUNNING when any of the planner's exports says `dagster.schedule_status: RUNNING`
-    (its own block, else the top-level one): one sensor plans them all."""
+    """RUNNING unless every one of the planner's exports says `dagster.planner_status: STOPPED`
+    (its own block, else the top-level one): a chunked export's windows exist only once its
+    planner has run, and a planner started by hand is stored under the location name the
+    starting command used. One sensor plans them all."""
     def status(export: api.ExportConfig) -> str:
-        return (export.dagster.schedule_status if export.dagster and export.dagster.schedule_status else
-                config.dagster.schedule_status if config.dagster and config.dagster.schedule_status else "STOPPED")
+        return (export.dagster.planner_status if export.dagster and export.dagster.planner_status else
+                config.dagster.planner_status if config.dagster and config.dagster.planner_status else "RUNNING")
     running = any(status(e) == "RUNNING" for e in exports)
     return dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED
 

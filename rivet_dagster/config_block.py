@@ -72,6 +72,9 @@ class _DagsterCommon(BlockModel):
     key_prefix: Annotated[str | list[str] | None, BeforeValidator(_key_prefix_shape)] = None
     pool: Str | None = None
     schedule_status: Literal["RUNNING", "STOPPED"] | None = None
+    #: The chunk planner sensor's default status: RUNNING unless set STOPPED here — a chunked
+    #: export does nothing until its planner runs (rivet_dagster/chunked.py `_sensor_status`).
+    planner_status: Literal["RUNNING", "STOPPED"] | None = None
     start_date: Str | None = None
 
     @field_validator("group")

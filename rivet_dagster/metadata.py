@@ -120,6 +120,33 @@ def describe_export(config: api.RivetConfig, export: api.ExportConfig) -> str:
     return "\n".join(lines)
 
 
+def chunk_unit(export: api.ExportConfig) -> str:
+    """What one partition of a chunked export holds, in the user's words."""
+    if export.chunk_by_days:
+        return f"{export.chunk_by_days} day(s) of `{export.chunk_column}`"
+    if export.chunk_by_key:
+        return f"a range of `{export.chunk_by_key}`"
+    return f"up to {export.chunk_size:,} values of `{export.chunk_column}`" if export.chunk_size else "a slice"
+
+
+def describe_chunk_asset(config: api.RivetConfig, export: api.ExportConfig, planner: str) -> str:
+    """The description of a chunked export's partitioned asset: what a partition is and what
+    makes the export visible — no internal names (a partitions definition, an invariant)."""
+    return describe_export(config, export) + (
+        f"\n- partitions: one per chunk of the table ({chunk_unit(export)}), added as the table grows "
+        f"by the `{planner}` sensor, which also requests their runs\n"
+        "- resumable: a run that stops keeps the chunks it finished\n"
+        f"- visible to readers once `{export.name}_manifest` has published every chunk")
+
+
+def describe_manifest_asset(export: api.ExportConfig) -> str:
+    """The description of a chunked export's `<export>_manifest` asset."""
+    return (f"The published dataset of chunked export `{export.name}`: once every chunk of `{export.name}` "
+            "is materialized, it writes manifest.json and _SUCCESS (with the run report and "
+            "notification) — readers see the export from then on. Until then it fails, naming "
+            "the chunks still missing.")
+
+
 # ------------------------------------------------------------------------------ materializations
 def column_schema(schema: pa.Schema) -> dg.TableSchema:
     return dg.TableSchema(columns=[

@@ -25,23 +25,40 @@ def safe_name(text: str) -> str:
     return cleaned if not cleaned[0].isdigit() else f"_{cleaned}"
 
 
+#: Configs whose unnamed database was already reported in this process (`source_name`).
+_warned_unnamed: set[str] = set()
+
+
 def source_name(config: api.RivetConfig) -> str:
-    """A short name for the source database: the database (or SQLite file) name — for a
-    `url_env` source read from that variable when the definitions load (`api.source_database`).
-    Without it the engine's name stands in, and a warning says so: the source asset keys, the
-    default group and the pool then no longer tell two databases apart."""
-    url = config.source.resolve_url(config.config_dir) if config.source.type == "sqlite" else None
-    if url:
-        return safe_name(PurePosixPath(url.split("///", 1)[-1]).stem)
-    database = api.source_database(config)
-    if database:
-        return safe_name(database)
-    if config.source.url_env:
-        log.warning("rivet config %s: %s is not set while the definitions load, so the source "
-                    "asset keys, the default group and the pool use '%s' in place of the database "
-                    "name — set it for the code location too, as for its runs",
-                    config.config_path, config.source.url_env, config.source.type)
-    return safe_name(config.source.type)
+    """A short name for the source database, from the config file alone (never the
+    environment: a variable unset while the definitions load must not rename the asset
+    keys): `source.database` (a SQLite file: its stem), else the database of a literal
+    `url`, else the engine's name. For a `url_env` source without `source.database`, a
+    warning — once per config and process — names the `database:` line that keeps the
+    keys, the default group and the pool naming the database its variable points at."""
+    source = config.source
+    if source.type == "sqlite":
+        path = source.database or (source.url.split("///", 1)[-1] if source.url else None)
+        if path:
+            return safe_name(PurePosixPath(path).stem)
+    else:
+        database = api.source_database(config)
+        if database:
+            return safe_name(database)
+    _warn_unnamed(config)
+    return safe_name(source.type)
+
+
+def _warn_unnamed(config: api.RivetConfig) -> None:
+    """The warning of `source_name`, when the variable names a database the keys now do not."""
+    named = api.url_env_database(config)
+    where = str(config.config_path)
+    if not named or where in _warned_unnamed:
+        return
+    _warned_unnamed.add(where)
+    log.warning("rivet config %s: the source asset keys, the default group and the pool use '%s' for "
+                "the database — they are taken from the config, never from %s; add `database: %s` "
+                "under source: to name it", where, config.source.type, config.source.url_env, named)
 
 
 def key_prefix(config: api.RivetConfig, export: api.ExportConfig) -> list[str]:

@@ -63,7 +63,10 @@ def source_errors(src: SourceConfig) -> list[str]:
             f"(got {len(url_fields)} set: {', '.join(url_fields)}) — keep one, url_env is "
             "recommended"
         )
-    if url_fields and structured:
+    # `database` beside a URL form only names the database (for the names an orchestrator
+    # derives from it, `api.source_database`); the connection takes the URL's.
+    if url_fields and [f for f in structured if f != "database"]:
+        structured = [f for f in structured if f != "database"]
         errors.append(
             "source: pick either URL-based config (url, url_env, url_file) OR structured "
             "fields (host, port, user, password / password_env, database), not both — found "

@@ -145,8 +145,10 @@ def _comment(text: str) -> str:
 
 
 def render(engine: str, exports: list[ScaffoldExport], options: InitOptions,
-           now: datetime | None = None) -> str:
-    """The commented YAML text (pure)."""
+           now: datetime | None = None, database: str | None = None) -> str:
+    """The commented YAML text (pure). `database`: the server database the URL names,
+    written as `source.database` so the names derived from it (an orchestrator's asset
+    keys) come from the file, not from the variable."""
     now = now or datetime.now(UTC)
     where = f"--table {options.table}" if options.table else (
         f"schema {options.schema or 'default'}"
@@ -159,6 +161,8 @@ def render(engine: str, exports: list[ScaffoldExport], options: InitOptions,
         "source:",
         f"  type: {engine}",
         f"  url_env: {_scalar(options.source_env)}   # the URL (with its password) stays in the environment",
+        *([f"  database: {_scalar(database)}   # its name, for names derived from it (the URL still connects)"]
+          if database and engine != "sqlite" else []),
         "",
     ]
     for block in config_blocks().values():  # the installed integrations' top-level blocks
@@ -224,7 +228,9 @@ def write_scaffold(options: InitOptions, output: Path, *, force: bool = False) -
         raise ConfigError(f"'{output}' already exists — pass --force to overwrite it, or choose "
                           "another path with -o")
     engine, exports = introspect(options)
-    text = render(engine, exports, options)
+    from rivet_core.config.source_url import url_database
+
+    text = render(engine, exports, options, database=url_database(source_url_from_env(options.source_env)))
     _check_loads(text, output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.tmp")

@@ -1,7 +1,8 @@
 """Shared by the end-to-end tests of the Dagster tooling (test_dagster_cli.py, test_ui.py).
 
 They drive the real `dagster` CLI and `dagster dev` in subprocesses, never mocks. Each test
-module works on a throwaway copy of the demo: examples/demo/rivet.yaml copied into a temp dir
+module works on a throwaway copy of the demo: examples/demo/rivet.yaml (its chunk planner
+stopped: `dagster.planner_status: STOPPED`) copied into a temp dir
 with a small demo SQLite database beside it (RIVET_DEMO_ORDERS=500 instead of the default
 1 M rows, which take ~25 s to build and ~20 s to export) and its own DAGSTER_HOME (telemetry
 off, the "join the community" modal marked as seen). The repository's examples/demo and
@@ -54,7 +55,12 @@ def make_demo(root: Path) -> Demo:
 
     root.mkdir(parents=True, exist_ok=True)
     config = root / "rivet.yaml"
-    shutil.copyfile(DEMO_CONFIG, config)
+    # The chunk planner runs by default (issue 34); here it stays stopped, so a test's
+    # `dagster dev` launches only the runs the test asks for, and SIGTERM meets no tick of it
+    # in flight (the daemon then logs "Could not reach user code server").
+    text = DEMO_CONFIG.read_text()
+    assert "\ndagster:\n  group: shop\n" in text, "the demo config's top-level dagster block moved"
+    config.write_text(text.replace("\ndagster:\n  group: shop\n", "\ndagster:\n  group: shop\n  planner_status: STOPPED\n", 1))
     db = root / "shop.db"  # the config's `sqlite:///shop.db` is relative to the config's dir
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("RIVET_DEMO_ORDERS", str(DEMO_ORDERS))

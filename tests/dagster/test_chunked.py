@@ -170,18 +170,23 @@ def test_a_chunked_export_is_a_dynamically_partitioned_asset_plus_a_manifest_ass
     assert isinstance(spec.partitions_def, dg.DynamicPartitionsDefinition) and spec.partitions_def.name == PARTITIONS
     assert chunk_asset.backfill_policy == dg.BackfillPolicy.multi_run(max_partitions_per_run=10)
     assert chunk_asset.op.pool == "source_shopdb"
-    assert "chunk_checkpoint: true` is implied" in spec.description
     manifest_spec = next(iter(defs.resolve_assets_def(manifest).specs))
+    # In the user's words (issue 34): what a partition is, who adds them, when readers see it —
+    # no partitions-definition name and no invariant number.
+    assert "one per chunk of the table (up to 100 values of `id`)" in spec.description
+    assert f"`{PLANNER}` sensor" in spec.description and f"`{EXPORT}_manifest`" in spec.description
+    for description in (spec.description, manifest_spec.description):
+        assert PARTITIONS not in description and "(I6)" not in description and "checkpoint" not in description
     assert manifest_spec.partitions_def is None and {d.asset_key for d in manifest_spec.deps} == {chunks}
     checks = {(c.asset_key, c.name) for cd in defs.asset_checks for c in cd.check_specs}
     assert {(manifest, "manifest_verified"), (manifest, "reconcile")} <= checks
 
     planner = defs.resolve_sensor_def(PLANNER)
-    assert planner.default_status == dg.DefaultSensorStatus.STOPPED
-    (tmp_path / "running").mkdir()
-    running = build_definitions(chunked_config(Target("local", tmp_path / "running"), url,
-                                               schedule_status="RUNNING"))
-    assert running.resolve_sensor_def(PLANNER).default_status == dg.DefaultSensorStatus.RUNNING
+    assert planner.default_status == dg.DefaultSensorStatus.RUNNING  # the export needs it (issue 34)
+    (tmp_path / "stopped").mkdir()
+    stopped = build_definitions(chunked_config(Target("local", tmp_path / "stopped"), url,
+                                               planner_status="STOPPED"))
+    assert stopped.resolve_sensor_def(PLANNER).default_status == dg.DefaultSensorStatus.STOPPED
 
 
 # ------------------------------------------------------------------------------ planner

@@ -352,32 +352,43 @@ def test_loading_the_definitions_prints_no_dagster_beta_warning_for_rivets_own_a
     assert len(warned) == 1 and "the user own notice" in warned[0], proc.stderr
 
 
-def test_a_url_env_source_is_named_by_the_database_its_variable_names(
+def test_a_url_env_source_is_named_by_the_config_whether_or_not_its_variable_is_set(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
-    """Source asset keys, the default group and the pool carry the database of the URL that
-    `url_env` names (a password with `/` and `@` included); unset while loading, the engine's
-    name stands in and a warning says which variable to set."""
+    """Source asset keys, the default group and the pool never depend on the environment
+    (issue 34): `source.database` beside `url_env` names the database; without it the
+    engine's name stands in, set or unset, and one warning (not one per key) names the
+    `database:` line to add — without the URL's password."""
     import logging
 
     config = tmp_path / "rivet.yaml"
-    config.write_text(yaml.safe_dump({
-        "source": {"type": "postgres", "url_env": "SHOP_DB_URL"},
-        "exports": [{"name": "orders", "table": "public.orders", "mode": "full", "format": "parquet",
-                     "destination": {"type": "local", "path": "out"}}]}))
 
-    def loaded() -> tuple[set[str], set[str]]:
+    def loaded(source: dict) -> tuple[set[str], set[str]]:
+        config.write_text(yaml.safe_dump({
+            "source": source,
+            "exports": [{"name": name, "table": f"public.{name}", "mode": "full", "format": "parquet",
+                         "destination": {"type": "local", "path": f"out/{name}"}}
+                        for name in ("orders", "customers")]}))
         defs = build_definitions(config)
         keys = {k.to_user_string() for k in defs.resolve_all_asset_keys()}
         pools = {p for a in defs.assets or [] if isinstance(a, dg.AssetsDefinition)
                  for p in (a.op.pool,) if p}
         return keys, pools
 
-    monkeypatch.setenv("SHOP_DB_URL", "postgresql://app:s3/cr@t@db.internal:5432/shopdb?sslmode=require")
-    keys, pools = loaded()
+    named = {"type": "postgres", "url_env": "SHOP_DB_URL", "database": "shopdb"}
+    monkeypatch.setenv("SHOP_DB_URL", "postgresql://app:s3/cr@t@db.internal:5432/otherdb?sslmode=require")
+    assert loaded(named) == loaded(named)
+    keys, pools = loaded(named)
     assert "postgres/shopdb/public/orders" in keys and pools == {"source_shopdb"}
     monkeypatch.delenv("SHOP_DB_URL")
-    with caplog.at_level(logging.WARNING, logger="rivet_dagster"):
-        keys, pools = loaded()
+    assert loaded(named) == (keys, pools)
+
+    unnamed = {"type": "postgres", "url_env": "SHOP_DB_URL"}
+    keys, pools = loaded(unnamed)
     assert "postgres/postgres/public/orders" in keys and pools == {"source_postgres"}
-    assert any("SHOP_DB_URL is not set while the definitions load" in r.getMessage() for r in caplog.records)
+    monkeypatch.setenv("SHOP_DB_URL", "postgresql://app:s3/cr@t@db.internal:5432/shopdb?sslmode=require")
+    with caplog.at_level(logging.WARNING, logger="rivet_dagster"):
+        assert loaded(unnamed) == (keys, pools)
+        loaded(unnamed)
+    said = [r.getMessage() for r in caplog.records if "database: shopdb" in r.getMessage()]
+    assert len(said) == 1 and str(config) in said[0], said
     assert not any("s3/cr@t" in r.getMessage() for r in caplog.records)

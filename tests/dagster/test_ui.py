@@ -13,6 +13,10 @@ Chromium is headless Debian `chromium` ($CHROMIUM_PATH); without it the browser 
 (see e2e_demo.chromium_path). `--virtual-time-budget` lets the single-page app render before
 the DOM dump / screenshot; without it the page is blank.
 
+The scale case (issue 34 item 4) starts its own `dagster dev` on a 200-export config after
+the demo's has stopped, and screenshots the global asset graph and one export's Lineage tab
+into the test's tmp dir.
+
 After a `dagster asset materialize` of `customers` against the same instance, the asset
 page test reads the row count and the check results off the Overview, `manifest_verified`
 off the Checks tab, and keeps the screenshot and DOM dumps in $RIVET_ARTIFACTS (default
@@ -85,6 +89,7 @@ class DagsterDev:
     demo: Demo
     workdir: Path
     port: int = field(default_factory=_free_port)
+    start_timeout: float = START_TIMEOUT
     proc: subprocess.Popen | None = None
     stopped: tuple[float, bool, list[str]] | None = None   # (seconds, needed SIGKILL, leftovers)
     lingering: list[str] = field(default_factory=list)     # alive when the SIGTERM grace ran out
@@ -111,7 +116,7 @@ class DagsterDev:
                  "-h", "127.0.0.1", "-p", str(self.port)],
                 cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + self.start_timeout
         while True:
             try:
                 with urllib.request.urlopen(self.url + "/server_info", timeout=2):
@@ -122,7 +127,7 @@ class DagsterDev:
                 pytest.fail(f"dagster dev exited with {self.proc.returncode} before serving; its log:\n{self.log()}",
                             pytrace=False)
             if time.monotonic() > deadline:
-                pytest.fail(f"dagster dev did not serve /server_info within {START_TIMEOUT} s; its log:\n"
+                pytest.fail(f"dagster dev did not serve /server_info within {self.start_timeout} s; its log:\n"
                             f"{self.log()}", pytrace=False)
             time.sleep(0.3)
 
@@ -389,3 +394,61 @@ def test_sigterm_stops_dagster_dev_and_every_child(dagster_dev: DagsterDev) -> N
     print(f"dagster dev and {len(before) - 1} children stopped {seconds:.1f} s after SIGTERM")
     errors = [line for line in dagster_dev.log(tail=10**7).splitlines() if " - ERROR - " in line or "Traceback" in line]
     assert not errors, "dagster dev logged errors:\n" + "\n".join(errors[:20])
+
+
+SCALE_EXPORTS = 200
+SCALE_GROUPS = 4
+SCALE_START_TIMEOUT = 240  # dagster dev serving a 200-export location (about 30 s here, 75 s under load)
+
+
+def _scale_demo(root: Path) -> Demo:
+    """The demo database with a config of SCALE_EXPORTS full exports of its two tables, in
+    SCALE_GROUPS groups (`area_<n>`)."""
+    demo = make_demo(root)
+    lines = ["source: {type: sqlite, url: 'sqlite:///shop.db'}", "exports:"]
+    for i in range(SCALE_EXPORTS):
+        table = ("customers", "orders")[i % 2]
+        lines += [f"  - name: {table}_{i:03d}", f"    table: {table}", "    mode: full", "    format: parquet",
+                  f"    destination: {{type: local, path: output/{table}_{i:03d}}}",
+                  f"    dagster: {{group: area_{i % SCALE_GROUPS}}}"]
+    demo.config.write_text("\n".join(lines) + "\n")
+    return demo
+
+
+def test_a_200_export_config_serves_its_asset_graph_and_an_asset_page_with_groups_and_lineage_in_chromium(
+        tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    """Issue 34 item 4, the scale case: `dagster dev` on 200 exports serves within
+    SCALE_START_TIMEOUT; the global lineage shows every group and the 200 assets, an export's
+    Lineage tab shows the source table upstream of it; each page renders within
+    BROWSER_TIMEOUT and is screenshotted under the test's tmp dir."""
+    browser = chromium_path()
+    demo = _scale_demo(tmp_path_factory.mktemp("scale"))
+    server = DagsterDev(demo, tmp_path_factory.mktemp("scale_dev"), start_timeout=SCALE_START_TIMEOUT)
+    try:
+        server.start()
+        _wait_until_loaded(server)
+        pages = {"graph": server.url + "/asset-groups", "asset": server.url + "/assets/customers_000?view=lineage"}
+        shots = {name: _chromium(browser, tmp_path / f"profile-shot-{name}", f"--screenshot={tmp_path / name}.png",
+                                 url, "--window-size=1400,900") for name, url in pages.items()}
+        doms = {name: _finish(_chromium(browser, tmp_path / f"profile-dom-{name}", "--dump-dom", url),
+                              f"--dump-dom {name}") for name, url in pages.items()}
+        for name, proc in shots.items():
+            _finish(proc, f"--screenshot {name}")
+    finally:
+        server.stop()
+    for name, dom in doms.items():
+        (tmp_path / f"{name}.html").write_text(dom)
+
+    graph = visible_text(doms["graph"])
+    groups = {f"area_{n}" for n in range(SCALE_GROUPS)} | {"shop_source"}
+    assert groups <= set(graph), f"groups missing from the asset graph: {groups - set(graph)} (DOM in {tmp_path})"
+    assert f"Materialize all ({SCALE_EXPORTS})" in graph, f"the graph does not hold the 200 exports (DOM in {tmp_path})"
+    # lineage: the source table (group shop_source) upstream of the export (group area_0)
+    lineage = visible_text(doms["asset"])
+    at = lineage.index("Upstream")
+    assert ["area_0", "shop_source", "customers_000", "customers"] == [
+        t for t in lineage[at:] if t in {"area_0", "shop_source", "customers_000", "customers"}], lineage[at:]
+    for name in pages:
+        data = (tmp_path / f"{name}.png").read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, f"blank screenshot {tmp_path / name}.png"
+    print(f"screenshots: {tmp_path}")

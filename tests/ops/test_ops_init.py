@@ -66,7 +66,8 @@ def test_init_postgres_mix_loads_picks_modes_and_runs(tmp_path: Path, pg_url: st
     assert "url_env: OPS_SRC_URL" in text
     assert "s3cret-Pw-77" not in text and "s3cret-Pw-77" not in result.stderr
     assert "\ndagster:\n  group:" in text
-    load_config(str(config))  # the existing loader accepts it as is
+    # the database's name, from the file rather than the variable (Dagster's asset keys, issue 34)
+    assert load_config(str(config)).source.database == pg_url.rsplit("/", 1)[-1]
     exports = _exports(config)
     _assert_modes(exports, {**EXPECTED, "money_t": ("full", {})})
     assert exports["money_t"]["columns"] == {"amount": "decimal(38,18)"}
