@@ -52,7 +52,7 @@ from rivet_core.manifest import (
     verify_at_destination,
 )
 from rivet_core.manifest.artifacts import write_manifest_files
-from rivet_core.manifest.column_checksums import run_level
+from rivet_core.manifest.column_checksums import checksum_key_column, run_level
 from rivet_core.manifest.layout import read_predecessor
 from rivet_core.manifest.model import normalize_strategy
 from rivet_core.pipeline.facade.run_store import Progression, RunStore
@@ -126,7 +126,7 @@ def build_manifest(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -
         extraction.update(window_start=plan.window.start.isoformat(), window_end=plan.window.end.isoformat())
     elif plan.time_window_start is not None:  # days_window: [cutoff, …), open-ended
         extraction.update(window_start=plan.time_window_start.isoformat())
-    checks, render = run_level(summary.manifest_parts)
+    checks, render, key = run_level(summary.manifest_parts, checksum_key_column(export))
     return Manifest(
         run_id=summary.run_id, export_name=export.name,
         started_at=summary.started_at.isoformat(), finished_at=datetime.now(UTC).isoformat(),
@@ -140,6 +140,7 @@ def build_manifest(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -
         parts=list(summary.manifest_parts), orchestrator_run_id=summary.orchestrator_run_id,
         orchestrator=summary.orchestrator,
         row_hash=row_hash_contract(plan), column_checksums=checks, checksum_render=render,
+        checksum_key_column=key,
         table=summary.table_commit,
     )
 
