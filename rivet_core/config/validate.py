@@ -736,9 +736,55 @@ def config_errors(cfg: RivetConfig) -> list[str]:
     return errors
 
 
+#: Keys Rivet acts on that load here but change nothing: why, and what to do instead
+#: (docs/rivet-compat.md "Rivet keys accepted without effect").
+_NO_EFFECT: dict[str, str] = {
+    "parallel_exports": "`rivet run` exports one export at a time here — run exports concurrently as "
+                        "Dagster assets, or as several `rivet run -e <export>` processes; then remove the key",
+    "parallel_export_processes": "`rivet run` exports one export at a time here — run one `rivet run -e "
+                                 "<export>` process per export (or Dagster assets); then remove the key",
+    "tuning.adaptive": "Rivet's adaptive worker governor is not implemented — pacing comes from "
+                       "`tuning.profile` (balanced/safe); remove the key",
+    "tuning.min_parallel": "Rivet's adaptive worker governor is not implemented — set `parallel:` on the "
+                           "chunked export; remove the key",
+    "shape_drift_warn_factor": "the column-width drift warning is not implemented (schema drift is "
+                               "checked by `on_schema_drift`); remove the key",
+    "planning hints (wave, parallel_safe, source_group, reconcile_required, target)":
+        "they steer Rivet's `plan`/`apply`/`check`, which this tool does not have — order and group "
+        "exports with Dagster; the keys can stay",
+}
+
+
+def _tuning_set(exp: ExportConfig, cfg: RivetConfig, knob: str) -> bool:
+    return any(t is not None and getattr(t, knob) is not None for t in (exp.tuning, cfg.source.tuning))
+
+
+def no_effect_keys(cfg: RivetConfig) -> dict[str, list[str]]:
+    """Rivet keys this config sets that load but change nothing here: key → the exports
+    (`*` = the whole config) that set it."""
+    found: dict[str, list[str]] = {}
+    if cfg.parallel_exports:
+        found["parallel_exports"] = ["*"]
+    if cfg.parallel_export_processes:
+        found["parallel_export_processes"] = ["*"]
+    hints = "planning hints (wave, parallel_safe, source_group, reconcile_required, target)"
+    for exp in cfg.exports:
+        for key, hit in (("tuning.adaptive", _tuning_set(exp, cfg, "adaptive")),
+                         ("tuning.min_parallel", _tuning_set(exp, cfg, "min_parallel")),
+                         ("shape_drift_warn_factor", "shape_drift_warn_factor" in exp.model_fields_set),
+                         (hints, any(getattr(exp, k) is not None for k in
+                                     ("wave", "parallel_safe", "source_group", "reconcile_required", "target")))):
+            if hit:
+                found.setdefault(key, []).append(exp.name)
+    return found
+
+
 def emit_warnings(cfg: RivetConfig) -> None:
     """Non-fatal advice, logged once per load."""
     cfg.source.warn_plaintext_password_once()
+    for key, exports in no_effect_keys(cfg).items():
+        where = "the config" if exports == ["*"] else "export(s) " + ", ".join(f"'{e}'" for e in exports)
+        log.warning("%s sets %s, which has no effect here: %s", where, key, _NO_EFFECT[key])
     for exp in cfg.exports:
         conflict = exp.compression_conflict()
         if conflict:
