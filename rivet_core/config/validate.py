@@ -782,6 +782,8 @@ def no_effect_keys(cfg: RivetConfig) -> dict[str, list[str]]:
 def emit_warnings(cfg: RivetConfig) -> None:
     """Non-fatal advice, logged once per load."""
     cfg.source.warn_plaintext_password_once()
+    for note in cfg._load_notes:
+        log.warning("%s", note)
     for key, exports in no_effect_keys(cfg).items():
         where = "the config" if exports == ["*"] else "export(s) " + ", ".join(f"'{e}'" for e in exports)
         log.warning("%s sets %s, which has no effect here: %s", where, key, _NO_EFFECT[key])
