@@ -299,6 +299,26 @@ def _with_export_folder(template: str | None, name: str, cloud: bool) -> str:
     return "/".join(pieces)
 
 
+def _groups(overlaps: list[tuple[ExportConfig, ExportConfig, str]]) -> str:
+    """The sharing exports as connected groups ('a', 'b', 'c'; 'd', 'e'), in config order —
+    one line for any number of pairs."""
+    group: dict[str, set[str]] = {}
+    order: list[str] = []
+    for inner, outer, _ in overlaps:
+        for name in (inner.name, outer.name):
+            if name not in group:
+                group[name] = {name}
+                order.append(name)
+        joined = group[inner.name] | group[outer.name]
+        for name in joined:
+            group[name] = joined
+    seen: list[set[str]] = []
+    for name in order:
+        if group[name] not in seen:
+            seen.append(group[name])
+    return "; ".join(", ".join(f"'{n}'" for n in order if n in g) for g in seen)
+
+
 def nest_shared_prefixes(cfg: RivetConfig) -> tuple[list[str], list[str]]:
     """Move every export that shares its destination (equal or nested roots) into a
     sub-folder named after it (module docstring). Returns (errors, warnings): a table
@@ -324,7 +344,8 @@ def nest_shared_prefixes(cfg: RivetConfig) -> tuple[list[str], list[str]]:
         exp.destination = dest.model_copy(update={field: _with_export_folder(getattr(dest, field), exp.name, cloud)})
     now = [f"'{exp.name}' → {exp.destination.path if exp.destination.type == 'local' and exp.destination.path else exp.destination.prefix}"
            for exp in moved.values()]
-    problems = "; ".join(problem for _, _, problem in overlaps)
+    problems = overlaps[0][2] if len(overlaps) == 1 else (
+        f"{len(moved)} exports write to the same destination or inside one another's ({_groups(overlaps)})")
     warning = (f"{problems} — as in Rivet, this is accepted, but here each export keeps its own trail "
                f"(data/, manifest.json, _SUCCESS) in a sub-folder named after it: {', '.join(now)}, so "
                "each validates against its own parts and gc or a resume never touches another's "
