@@ -749,6 +749,8 @@ _NO_EFFECT: dict[str, str] = {
                            "chunked export; remove the key",
     "shape_drift_warn_factor": "the column-width drift warning is not implemented (schema drift is "
                                "checked by `on_schema_drift`); remove the key",
+    "load": "it configures Rivet's `rivet load` into a warehouse, which this tool does not have — load "
+            "the exported Parquet with the warehouse's own loader; the block can stay",
     "planning hints (wave, parallel_safe, source_group, reconcile_required, target)":
         "they steer Rivet's `plan`/`apply`/`check`, which this tool does not have — order and group "
         "exports with Dagster; the keys can stay",
@@ -767,6 +769,8 @@ def no_effect_keys(cfg: RivetConfig) -> dict[str, list[str]]:
         found["parallel_exports"] = ["*"]
     if cfg.parallel_export_processes:
         found["parallel_export_processes"] = ["*"]
+    if cfg.load is not None:
+        found["load"] = ["*"]
     hints = "planning hints (wave, parallel_safe, source_group, reconcile_required, target)"
     for exp in cfg.exports:
         for key, hit in (("tuning.adaptive", _tuning_set(exp, cfg, "adaptive")),

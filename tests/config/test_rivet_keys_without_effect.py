@@ -29,6 +29,7 @@ def _config(tmp_path: Path, top: dict, export: dict) -> Path:
 @pytest.mark.parametrize("top, export, key", [
     ({"parallel_exports": True}, {}, "parallel_exports"),
     ({"parallel_export_processes": True}, {}, "parallel_export_processes"),
+    ({"load": {"target": "bigquery"}}, {}, "sets load,"),
     ({}, {"tuning": {"adaptive": True}}, "tuning.adaptive"),
     ({}, {"tuning": {"min_parallel": 2}}, "tuning.min_parallel"),
     ({}, {"shape_drift_warn_factor": 3.0}, "shape_drift_warn_factor"),
