@@ -294,3 +294,25 @@ def test_manifests_of_the_older_renders_still_verify_in_full(tmp_path: Path, pg_
         write_manifest_files(dest, bad)
         v = verify_at_destination(dest, depth="full", export_name="items")
         assert not v.passed and v.column_checksums == "failed", render
+
+
+@pytest.mark.postgres
+def test_a_keyset_export_is_keyed_by_its_key_and_a_range_chunked_one_is_not(tmp_path: Path, pg_url: str) -> None:
+    _seed(pg_url)
+    exports = [{"name": "keyset", "table": "items", "mode": "chunked", "chunk_by_key": "id", "chunk_size": 400,
+                "parallel": 2, "format": "parquet", "destination": {"type": "local", "path": "out/{export}"}},
+               {"name": "ranged", "table": "items", "mode": "chunked", "chunk_column": "id", "chunk_size": 400,
+                "format": "parquet", "destination": {"type": "local", "path": "out/{export}"}}]
+    config = write_config(tmp_path, source_block(pg_url), exports)
+    result = rivet("run", "-c", str(config))
+    assert result.returncode == 0, result.stderr
+    for name, key in (("keyset", "id"), ("ranged", None)):
+        out = tmp_path / "out" / name
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert manifest["checksum_render"] == "xxh3-64-sum-v2" and manifest.get("checksum_key_column") == key
+        table = pa.concat_tables(pq.read_table(out / p["path"]) for p in manifest["parts"])
+        keycol = None if key is None else table.column(key).combine_chunks()
+        assert {c["name"]: c["checksum"] for c in manifest["column_checksums"]} == {
+            n: str(rivet_column(table.column(n).combine_chunks(), keycol)) for n in table.schema.names}
+    validated = rivet("validate", "-c", str(config), "--depth", "full")
+    assert validated.returncode == 0, validated.stdout + validated.stderr
