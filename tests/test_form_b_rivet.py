@@ -1,8 +1,9 @@
 """Form B checksums exactly as Rivet computes them (`xxh3-64-sum-v2`, issue 35 item 2).
 
-The oracle here is written from Rivet's src/source/value_checksum.rs alone — its
-`with_cell_bytes` (the canonical bytes of each covered Arrow type), `encode_list_cell`, the
-`check_rule` coverage set and `Fold::Sum` / `Fold::Xor` — one cell at a time with `struct`
+The oracle here is written from Rivet's value-checksum source alone (as docs/manifest.md
+"Per-column checksums (Form B)" restates it) — its `with_cell_bytes` (the canonical bytes of
+each covered Arrow type), `encode_list_cell`, the `check_rule` coverage set and the Sum / Xor
+folds — one cell at a time with `struct`
 and the `xxhash` package, from the Python values (`to_pylist`), never from Arrow buffers. Our
 vectorised implementation (rivet_core/manifest/xxh3_sum.py and its C twin) must agree with it
 on every covered type, keyed or not, and the inputs of Rivet's own unit tests give fixed
@@ -112,7 +113,7 @@ def rivet_column(values: pa.Array, key: pa.Array | None = None, xor: bool = Fals
 
 # ----------------------------------------------------------------- fixed vectors
 def test_rivet_test_batches_have_the_documented_checksums() -> None:
-    # value_checksum.rs `schema3`/`batch3` (a, b, c = [10,20,30], [1,2,3], [100,200,300]):
+    # Rivet's unit-test batch `batch3` (a, b, c = [10,20,30], [1,2,3], [100,200,300]):
     # each column's v2 checksum is the wrapping sum of xxh3 over the little-endian i64s.
     def le(*vs: int) -> int:
         return sum(xxhash.xxh3_64_intdigest(struct.pack("<q", v)) for v in vs) & MASK

@@ -18,6 +18,7 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
 
 from rivet_core.config.blocks import known_blocks
 from rivet_core.config.limits import (
@@ -743,9 +744,9 @@ _NO_EFFECT: dict[str, str] = {
                         "Dagster assets, or as several `rivet run -e <export>` processes; then remove the key",
     "parallel_export_processes": "`rivet run` exports one export at a time here — run one `rivet run -e "
                                  "<export>` process per export (or Dagster assets); then remove the key",
-    "tuning.adaptive": "Rivet's adaptive worker governor is not implemented — pacing comes from "
+    "adaptive (tuning)": "Rivet's adaptive worker governor is not implemented — pacing comes from "
                        "`tuning.profile` (balanced/safe); remove the key",
-    "tuning.min_parallel": "Rivet's adaptive worker governor is not implemented — set `parallel:` on the "
+    "min_parallel (tuning)": "Rivet's adaptive worker governor is not implemented — set `parallel:` on the "
                            "chunked export; remove the key",
     "shape_drift_warn_factor": "the column-width drift warning is not implemented (schema drift is "
                                "checked by `on_schema_drift`); remove the key",
@@ -757,29 +758,32 @@ _NO_EFFECT: dict[str, str] = {
 }
 
 
-def _tuning_set(exp: ExportConfig, cfg: RivetConfig, knob: str) -> bool:
-    return any(t is not None and getattr(t, knob) is not None for t in (exp.tuning, cfg.source.tuning))
+_HINTS = ("wave", "parallel_safe", "source_group", "reconcile_required", "target")
+
+
+def _set(model: Any, field: str) -> bool:
+    """Whether the config itself sets `field` on `model` to something other than off."""
+    return model is not None and field in model.model_fields_set and getattr(model, field) not in (None, False)
 
 
 def no_effect_keys(cfg: RivetConfig) -> dict[str, list[str]]:
     """Rivet keys this config sets that load but change nothing here: key → the exports
-    (`*` = the whole config) that set it."""
+    (`*` = the whole config) that set it. Read by name from `_NO_EFFECT`'s keys, so the
+    reference's "no effect" stays true: nothing else reads them."""
     found: dict[str, list[str]] = {}
-    if cfg.parallel_exports:
-        found["parallel_exports"] = ["*"]
-    if cfg.parallel_export_processes:
-        found["parallel_export_processes"] = ["*"]
-    if cfg.load is not None:
-        found["load"] = ["*"]
-    hints = "planning hints (wave, parallel_safe, source_group, reconcile_required, target)"
+    for key in ("parallel_exports", "parallel_export_processes", "load"):
+        if _set(cfg, key):
+            found[key] = ["*"]
+    hints = f"planning hints ({', '.join(_HINTS)})"
     for exp in cfg.exports:
-        for key, hit in (("tuning.adaptive", _tuning_set(exp, cfg, "adaptive")),
-                         ("tuning.min_parallel", _tuning_set(exp, cfg, "min_parallel")),
-                         ("shape_drift_warn_factor", "shape_drift_warn_factor" in exp.model_fields_set),
-                         (hints, any(getattr(exp, k) is not None for k in
-                                     ("wave", "parallel_safe", "source_group", "reconcile_required", "target")))):
+        for key, hit in ((f"{knob} (tuning)", _set(exp.tuning, knob) or _set(cfg.source.tuning, knob))
+                         for knob in ("adaptive", "min_parallel")):
             if hit:
                 found.setdefault(key, []).append(exp.name)
+        if _set(exp, "shape_drift_warn_factor"):
+            found.setdefault("shape_drift_warn_factor", []).append(exp.name)
+        if any(_set(exp, hint) for hint in _HINTS):
+            found.setdefault(hints, []).append(exp.name)
     return found
 
 

@@ -50,7 +50,7 @@ import xxhash
 from rivet_core.lazy_modules import np, pa, pc
 from rivet_core.manifest import xxh3_sum
 
-#: The render new manifests record: Rivet's (docs/manifest.md "Form B").
+#: The render new manifests record: Rivet's (docs/manifest.md "Per-column checksums (Form B)").
 CHECKSUM_RENDER = xxh3_sum.RENDER
 #: Ours before Rivet's was adopted; `rivet validate` still re-derives it.
 LEGACY_RENDER = "rivet-colsum-v1"

@@ -1,6 +1,7 @@
-"""Rivet's Form B column checksum `xxh3-64-sum-v2`, bit for bit (docs/manifest.md).
+"""Rivet's Form B column checksum `xxh3-64-sum-v2`, bit for bit (docs/manifest.md
+"Per-column checksums (Form B)").
 
-Rivet (src/source/value_checksum.rs) records, per column, the wrapping (mod 2**64) sum over
+Rivet records, per column, the wrapping (mod 2**64) sum over
 the column's non-null cells of `xxh3_64(key_cell ‖ value_cell)` — `xxh3_64(value_cell)`
 when the manifest names no `checksum_key_column` — as a decimal string. Its `validate`
 re-reads the Parquet parts with arrow-rs and re-derives the sum; a manifest that says any

@@ -1,6 +1,6 @@
 """Manifest fields written as Rivet's manifest writer writes them (issue 35 item 2).
 
-Rivet (src/pipeline/finalize.rs, manifest_writer.rs): `source.table` comes from the export's
+Rivet's manifest writer (docs/manifest.md): `source.table` comes from the export's
 `table:` (or a `schema.table` export name) and is null for a `query:` export;
 `export_family` names the parent export; a local `destination.uri` is `file://` + the path
 as configured; `extraction.cursor_type` carries the cursor column's source type (ours: the source's own type name; Rivet reserves the field and writes none yet).
