@@ -278,10 +278,12 @@ def _fix(exp: ExportConfig) -> str:
 
 def overlap_errors(cfg: RivetConfig) -> list[str]:
     """One message per pair of exports whose destination roots are still equal or nested
-    after `nest_shared_prefixes` moved each shared export into its own sub-folder."""
+    after `nest_shared_prefixes` moved each shared export into its own sub-folder (a pair
+    with a table export is `nest_shared_prefixes`'s refusal already)."""
     return [f"{problem} — each export needs a prefix of its own (the second run replaces the first's "
             f"manifest.json, and validating one checks the other's data); put {_fix(inner)}"
-            for inner, _, problem in _overlaps(cfg)]
+            for inner, outer, problem in _overlaps(cfg)
+            if inner.table_format is None and outer.table_format is None]
 
 
 def _with_export_folder(template: str | None, name: str, cloud: bool) -> str:

@@ -247,6 +247,7 @@ def test_a_table_export_on_a_shared_destination_is_refused_naming_it_and_the_fix
                                {**_EXPORT, "name": "two", "destination": {"type": "local", "path": "out"}}])
     message = _one_error(tmp_path, config, "run")
     assert "'one' commits a delta table there" in message and "path: out/{export}" in message
+    assert message.count("write to the same destination") == 1  # one message for the pair
     assert not (tmp_path / "out").exists()
 
 
