@@ -321,36 +321,42 @@ def _groups(overlaps: list[tuple[ExportConfig, ExportConfig, str]]) -> str:
     return "; ".join(", ".join(f"'{n}'" for n in order if n in g) for g in seen)
 
 
+def _where(exp: ExportConfig) -> str:
+    dest = exp.destination
+    return (dest.path if dest.type == "local" and dest.path is not None else dest.prefix) or ""
+
+
+def _move_into_own_folder(exp: ExportConfig) -> None:
+    """Give `exp` its own sub-folder of its destination (module docstring)."""
+    dest = exp.destination
+    cloud = dest.type != "local"
+    field = "prefix" if cloud or (dest.path is None and dest.prefix is not None) else "path"
+    exp.destination = dest.model_copy(update={field: _with_export_folder(getattr(dest, field), exp.name, cloud)})
+
+
 def nest_shared_prefixes(cfg: RivetConfig) -> tuple[list[str], list[str]]:
     """Move every export that shares its destination (equal or nested roots) into a
     sub-folder named after it (module docstring). Returns (errors, warnings): a table
-    export on a shared destination is refused; one warning lists the moves."""
+    export on a shared destination is refused (its pair is not moved); one warning lists
+    the moves."""
     overlaps = _overlaps(cfg)
-    if not overlaps:
-        return [], []
-    errors = []
-    for inner, outer, problem in overlaps:
-        for exp in (inner, outer):
-            if exp.table_format is not None:
-                errors.append(
-                    f"{problem}, and '{exp.name}' commits a {exp.table_format} table there — a table's "
-                    "location is what other engines read, so it is not moved into a sub-folder and no "
-                    f"other export's files may sit in it; give each export its own prefix: put {_fix(exp)}")
-    if errors:
-        return sorted(set(errors)), []
-    moved = {exp.name: exp for pair in overlaps for exp in pair[:2]}
+    errors = sorted({
+        f"{problem}, and '{exp.name}' commits a {exp.table_format} table there — a table's location is "
+        "what other engines read, so it is not moved into a sub-folder and no other export's files may "
+        f"sit in it; give each export its own prefix: put {_fix(exp)}"
+        for inner, outer, problem in overlaps for exp in (inner, outer) if exp.table_format is not None})
+    movable = [o for o in overlaps if o[0].table_format is None and o[1].table_format is None]
+    if not movable:
+        return errors, []
+    moved = {exp.name: exp for inner, outer, _ in movable for exp in (inner, outer)}
     for exp in moved.values():
-        dest = exp.destination
-        cloud = dest.type != "local"
-        field = "prefix" if cloud or (dest.path is None and dest.prefix is not None) else "path"
-        exp.destination = dest.model_copy(update={field: _with_export_folder(getattr(dest, field), exp.name, cloud)})
-    now = [f"'{exp.name}' → {exp.destination.path if exp.destination.type == 'local' and exp.destination.path else exp.destination.prefix}"
-           for exp in moved.values()]
-    problems = overlaps[0][2] if len(overlaps) == 1 else (
-        f"{len(moved)} exports write to the same destination or inside one another's ({_groups(overlaps)})")
+        _move_into_own_folder(exp)
+    problems = movable[0][2] if len(movable) == 1 else (
+        f"{len(moved)} exports write to the same destination or inside one another's ({_groups(movable)})")
+    now = ", ".join(f"'{exp.name}' → {_where(exp)}" for exp in moved.values())
     warning = (f"{problems} — as in Rivet, this is accepted, but here each export keeps its own trail "
-               f"(data/, manifest.json, _SUCCESS) in a sub-folder named after it: {', '.join(now)}, so "
-               "each validates against its own parts and gc or a resume never touches another's "
-               "files; put {export} in the path or prefix (path: out/{export}, prefix: raw/{export}/) to "
-               "say so in the config and silence this warning")
-    return [], [warning]
+               f"(data/, manifest.json, _SUCCESS) in a sub-folder named after it: {now}, so each "
+               "validates against its own parts and gc or a resume never touches another's files; put "
+               "{export} in the path or prefix (path: out/{export}, prefix: raw/{export}/) to say so in "
+               "the config and silence this warning")
+    return errors, [warning]
