@@ -12,6 +12,7 @@ from benchmarks.bytecode import compile_tree
 compile_tree(Path(__file__).resolve().parent.parent)  # as installed (benchmarks/bytecode.py)
 
 SCENARIOS = {"governor_oltp": "benchmarks.governor_oltp", "startup": "benchmarks.startup",
+             "form-b": "benchmarks.form_b",
              "dagster-full": "benchmarks.dagster_path:main_full",
              "dagster-chunked": "benchmarks.dagster_path:main_chunked",
              "dagster-many": "benchmarks.dagster_many"}

@@ -35,7 +35,7 @@ command -v "$PY" >/dev/null 2>&1 || die "$PY not found; install Python >= 3.11 (
 
 # The stamp covers everything that decides the venv's content.
 # The C extension's sources are inputs too: a changed .c file must be rebuilt.
-EXT_SOURCES=(setup.py rivet_core/source/mysql/_mysqlframe.c rivet_core/source/postgres/_pgbinary.c rivet_core/manifest/_colsum.c)
+EXT_SOURCES=(setup.py rivet_core/source/mysql/_mysqlframe.c rivet_core/source/postgres/_pgbinary.c rivet_core/manifest/_colsum.c rivet_core/manifest/vendor/xxhash.h)
 want=$( { cat requirements.lock pyproject.toml "$0" "${EXT_SOURCES[@]}"; echo "uv=$UV_VERSION"; "$PY" -V 2>&1; } | sha256sum | cut -d' ' -f1)
 # The project's own byte-code, as an installed package has it: the editable install compiles
 # none, and a shell with PYTHONDONTWRITEBYTECODE (this machine sets it) would make every

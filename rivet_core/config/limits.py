@@ -7,9 +7,15 @@
 - **Destination keys**: export names and destination path pieces become file names and
   object keys, so characters no filesystem or S3 tool handles safely (control characters,
   `: * ? " < > |`, invisible format characters) are refused at load — before a folder exists.
-- **Overlapping destinations**: two exports writing to the same prefix (or one inside the
-  other's) would overwrite each other's `manifest.json`, and each would then validate the
-  other's data. The config names both exports.
+- **Shared destinations** (docs/adr/0011-shared-destination-prefixes.md): Rivet accepts
+  several exports on one prefix, so their configs load here too — each such export writes
+  its whole trail (`data/`, `manifest.json`, `_SUCCESS`, state it lists) in a sub-folder
+  named after it, inserted where the prefix stops being fixed (`out` → `out/orders`,
+  `raw/{date}/` → `raw/orders/{date}/`), so no two trails ever share a folder and every
+  listing, verification, gc and quarantine stays the export's own. One warning per load
+  names the exports and the `{export}` fix. Refused: a table export (Delta/Iceberg) on a
+  shared prefix — a table's location is what other engines read, so it is not moved — and
+  a pair still nested after the move.
 
 Ceilings are far above any sensible setting; they only stop values that cannot work (a
 timeout of 3,000 years, 10^20 retries, a sleep longer than the process lives).
@@ -235,10 +241,18 @@ def destination_root(cfg: RivetConfig, exp: ExportConfig) -> tuple[tuple[str, ..
     return None
 
 
-def overlap_errors(cfg: RivetConfig) -> list[str]:
-    """One message per pair of exports whose destination roots are equal or nested."""
+def _shown(parts: tuple[str, ...], store: tuple[str, ...]) -> str:
+    if store == ("local",):
+        return os.path.join(*parts) if parts else "."
+    scheme = {"s3": "s3", "gcs": "gs", "azure": "az"}[store[0]]
+    return f"{scheme}://{store[2]}/" + "".join(f"{p}/" for p in parts)
+
+
+def _overlaps(cfg: RivetConfig) -> list[tuple[ExportConfig, ExportConfig, str]]:
+    """(inner export, outer export, what the two share) for each pair of exports whose
+    destination roots are equal or nested."""
     roots = [(exp, destination_root(cfg, exp)) for exp in cfg.exports]
-    errors = []
+    found = []
     for i, (first, a) in enumerate(roots):
         for second, b in roots[i + 1:]:
             if a is None or b is None or a[0] != b[0] or first.name == second.name:
@@ -247,22 +261,102 @@ def overlap_errors(cfg: RivetConfig) -> list[str]:
                 ((a[1], first), (b[1], second)), key=lambda t: len(t[0]), reverse=True)
             if inner[:len(outer)] != outer:
                 continue
-
-            def shown(parts: tuple[str, ...], store: tuple[str, ...] = a[0]) -> str:
-                if store == ("local",):
-                    return os.path.join(*parts) if parts else "."
-                scheme = {"s3": "s3", "gcs": "gs", "azure": "az"}[store[0]]
-                return f"{scheme}://{store[2]}/" + "".join(f"{p}/" for p in parts)
-
             if inner == outer:
                 problem = (f"exports '{first.name}' and '{second.name}' write to the same "
-                           f"destination {shown(inner)}")
+                           f"destination {_shown(inner, a[0])}")
             else:
                 problem = (f"export '{inner_exp.name}' writes inside the destination of export "
-                           f"'{outer_exp.name}' ({shown(inner)} is inside {shown(outer)})")
-            errors.append(
-                f"{problem} — each export needs a prefix of its own (the second run replaces "
-                "the first's manifest.json, and validating one checks the other's data); put "
-                + ("{export} in the path, e.g. path: out/{export}" if a[0] == ("local",) else
-                   "{export} in the prefix, e.g. prefix: raw/{export}/"))
-    return errors
+                           f"'{outer_exp.name}' ({_shown(inner, a[0])} is inside {_shown(outer, a[0])})")
+            found.append((inner_exp, outer_exp, problem))
+    return found
+
+
+def _fix(exp: ExportConfig) -> str:
+    return ("{export} in the path, e.g. path: out/{export}" if exp.destination.type == "local" else
+            "{export} in the prefix, e.g. prefix: raw/{export}/")
+
+
+def overlap_errors(cfg: RivetConfig) -> list[str]:
+    """One message per pair of exports whose destination roots are still equal or nested
+    after `nest_shared_prefixes` moved each shared export into its own sub-folder (a pair
+    with a table export is `nest_shared_prefixes`'s refusal already)."""
+    return [f"{problem} — each export needs a prefix of its own (the second run replaces the first's "
+            f"manifest.json, and validating one checks the other's data); put {_fix(inner)}"
+            for inner, outer, problem in _overlaps(cfg)
+            if inner.table_format is None and outer.table_format is None]
+
+
+def _with_export_folder(template: str | None, name: str, cloud: bool) -> str:
+    """`template` with a path component `name` inserted where its fixed part ends (before the
+    first component holding a run-dependent token such as `{date}` or `{partition}`)."""
+    if not template or template in (".", "./"):
+        return name + "/" if cloud else (template.rstrip("/") + "/" + name if template else name)
+    pieces = template.split("/")
+    at = next((k for k, piece in enumerate(pieces)
+               if _TOKEN.search(_TOKEN.sub(lambda m: "" if m.group(1) in ("export", "table") else m.group(0),
+                                           piece))), len(pieces))
+    if at == len(pieces) and len(pieces) > 1 and pieces[-1] == "":
+        at -= 1  # a trailing slash stays trailing
+    pieces.insert(at, name)
+    return "/".join(pieces)
+
+
+def _groups(overlaps: list[tuple[ExportConfig, ExportConfig, str]]) -> str:
+    """The sharing exports as connected groups ('a', 'b', 'c'; 'd', 'e'), in config order —
+    one line for any number of pairs."""
+    group: dict[str, set[str]] = {}
+    order: list[str] = []
+    for inner, outer, _ in overlaps:
+        for name in (inner.name, outer.name):
+            if name not in group:
+                group[name] = {name}
+                order.append(name)
+        joined = group[inner.name] | group[outer.name]
+        for name in joined:
+            group[name] = joined
+    seen: list[set[str]] = []
+    for name in order:
+        if group[name] not in seen:
+            seen.append(group[name])
+    return "; ".join(", ".join(f"'{n}'" for n in order if n in g) for g in seen)
+
+
+def _where(exp: ExportConfig) -> str:
+    dest = exp.destination
+    return (dest.path if dest.type == "local" and dest.path is not None else dest.prefix) or ""
+
+
+def _move_into_own_folder(exp: ExportConfig) -> None:
+    """Give `exp` its own sub-folder of its destination (module docstring)."""
+    dest = exp.destination
+    cloud = dest.type != "local"
+    field = "prefix" if cloud or (dest.path is None and dest.prefix is not None) else "path"
+    exp.destination = dest.model_copy(update={field: _with_export_folder(getattr(dest, field), exp.name, cloud)})
+
+
+def nest_shared_prefixes(cfg: RivetConfig) -> tuple[list[str], list[str]]:
+    """Move every export that shares its destination (equal or nested roots) into a
+    sub-folder named after it (module docstring). Returns (errors, warnings): a table
+    export on a shared destination is refused (its pair is not moved); one warning lists
+    the moves."""
+    overlaps = _overlaps(cfg)
+    errors = sorted({
+        f"{problem}, and '{exp.name}' commits a {exp.table_format} table there — a table's location is "
+        "what other engines read, so it is not moved into a sub-folder and no other export's files may "
+        f"sit in it; give each export its own prefix: put {_fix(exp)}"
+        for inner, outer, problem in overlaps for exp in (inner, outer) if exp.table_format is not None})
+    movable = [o for o in overlaps if o[0].table_format is None and o[1].table_format is None]
+    if not movable:
+        return errors, []
+    moved = {exp.name: exp for inner, outer, _ in movable for exp in (inner, outer)}
+    for exp in moved.values():
+        _move_into_own_folder(exp)
+    problems = movable[0][2] if len(movable) == 1 else (
+        f"{len(moved)} exports write to the same destination or inside one another's ({_groups(movable)})")
+    now = ", ".join(f"'{exp.name}' → {_where(exp)}" for exp in moved.values())
+    warning = (f"{problems} — as in Rivet, this is accepted, but here each export keeps its own trail "
+               f"(data/, manifest.json, _SUCCESS) in a sub-folder named after it: {now}, so each "
+               "validates against its own parts and gc or a resume never touches another's files; put "
+               "{export} in the path or prefix (path: out/{export}, prefix: raw/{export}/) to say so in "
+               "the config and silence this warning")
+    return errors, [warning]

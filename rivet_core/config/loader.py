@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rivet_core.config.extended import config_model_for
+from rivet_core.config.limits import nest_shared_prefixes
 from rivet_core.config.messages import Problem, code_of, combine
 from rivet_core.config.models import RivetConfig
 from rivet_core.config.parse_errors import translate
@@ -121,7 +122,8 @@ def load_config(
         if exp.iceberg is not None:
             exp.iceberg._config_dir = config_path.parent
 
-    errors: list[str] = list(config_errors(cfg))
+    errors, cfg._load_notes = nest_shared_prefixes(cfg)  # before the checks: they see the moved prefixes
+    errors = list(errors) + list(config_errors(cfg))
     for exp in cfg.exports:
         if exp.query_file is not None and exp.query is None and exp.table is None:
             try:

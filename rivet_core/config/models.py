@@ -557,6 +557,9 @@ class RivetConfig(_Strict, _CarriesBlocks):
     load: Any = None  # warehouse load (Rivet); ignored by extract commands
 
     _config_path: Path | None = PrivateAttr(default=None)
+    #: Warnings the load decided on (e.g. shared destinations moved into sub-folders,
+    #: config/limits.py), logged once by `validate.emit_warnings`.
+    _load_notes: list[str] = PrivateAttr(default_factory=list)
 
     @property
     def config_path(self) -> Path:

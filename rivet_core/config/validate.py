@@ -18,6 +18,7 @@ import re
 import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
 
 from rivet_core.config.blocks import known_blocks
 from rivet_core.config.limits import (
@@ -739,9 +740,64 @@ def config_errors(cfg: RivetConfig) -> list[str]:
     return errors
 
 
+#: Keys Rivet acts on that load here but change nothing: why, and what to do instead
+#: (docs/rivet-compat.md "Rivet keys accepted without effect").
+_NO_EFFECT: dict[str, str] = {
+    "parallel_exports": "`rivet run` exports one export at a time here — run exports concurrently as "
+                        "Dagster assets, or as several `rivet run -e <export>` processes; then remove the key",
+    "parallel_export_processes": "`rivet run` exports one export at a time here — run one `rivet run -e "
+                                 "<export>` process per export (or Dagster assets); then remove the key",
+    "adaptive (tuning)": "Rivet's adaptive worker governor is not implemented — pacing comes from "
+                       "`tuning.profile` (balanced/safe); remove the key",
+    "min_parallel (tuning)": "Rivet's adaptive worker governor is not implemented — set `parallel:` on the "
+                           "chunked export; remove the key",
+    "shape_drift_warn_factor": "the column-width drift warning is not implemented (schema drift is "
+                               "checked by `on_schema_drift`); remove the key",
+    "load": "it configures Rivet's `rivet load` into a warehouse, which this tool does not have — load "
+            "the exported Parquet with the warehouse's own loader; the block can stay",
+    "planning hints (wave, parallel_safe, source_group, reconcile_required, target)":
+        "they steer Rivet's `plan`/`apply`/`check`, which this tool does not have — order and group "
+        "exports with Dagster; the keys can stay",
+}
+
+
+_HINTS = ("wave", "parallel_safe", "source_group", "reconcile_required", "target")
+
+
+def _set(model: Any, field: str) -> bool:
+    """Whether the config itself sets `field` on `model` to something other than off."""
+    return model is not None and field in model.model_fields_set and getattr(model, field) not in (None, False)
+
+
+def no_effect_keys(cfg: RivetConfig) -> dict[str, list[str]]:
+    """Rivet keys this config sets that load but change nothing here: key → the exports
+    (`*` = the whole config) that set it. Read by name from `_NO_EFFECT`'s keys, so the
+    reference's "no effect" stays true: nothing else reads them."""
+    found: dict[str, list[str]] = {}
+    for key in ("parallel_exports", "parallel_export_processes", "load"):
+        if _set(cfg, key):
+            found[key] = ["*"]
+    hints = f"planning hints ({', '.join(_HINTS)})"
+    for exp in cfg.exports:
+        for key, hit in ((f"{knob} (tuning)", _set(exp.tuning, knob) or _set(cfg.source.tuning, knob))
+                         for knob in ("adaptive", "min_parallel")):
+            if hit:
+                found.setdefault(key, []).append(exp.name)
+        if _set(exp, "shape_drift_warn_factor"):
+            found.setdefault("shape_drift_warn_factor", []).append(exp.name)
+        if any(_set(exp, hint) for hint in _HINTS):
+            found.setdefault(hints, []).append(exp.name)
+    return found
+
+
 def emit_warnings(cfg: RivetConfig) -> None:
     """Non-fatal advice, logged once per load."""
     cfg.source.warn_plaintext_password_once()
+    for note in cfg._load_notes:
+        log.warning("%s", note)
+    for key, exports in no_effect_keys(cfg).items():
+        where = "the config" if exports == ["*"] else "export(s) " + ", ".join(f"'{e}'" for e in exports)
+        log.warning("%s sets %s, which has no effect here: %s", where, key, _NO_EFFECT[key])
     for exp in cfg.exports:
         conflict = exp.compression_conflict()
         if conflict:

@@ -77,6 +77,9 @@ class WriterOptions:
     #: Arrow bytes a Parquet writer keeps buffered at most (`auto` strategy only: the other
     #: strategies are the user's explicit choice of group size). None = no budget.
     buffer_budget_bytes: int | None = DEFAULT_BUFFER_BUDGET_BYTES
+    #: The column the Form B checksums are keyed by (manifest `checksum_key_column`,
+    #: rivet_core/manifest/column_checksums.py); None: un-keyed.
+    checksum_key_column: str | None = None
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:

@@ -77,7 +77,8 @@ class ParquetFileWriter(FormatWriter):
             "store_schema": True, "write_statistics": True}
         # Writing an empty file with these settings also checks that Parquet can hold the
         # schema, so a schema error surfaces here, before the part file exists.
-        self._sums = ColumnSumAccumulator(schema, readback_types(schema, **self._encoder_kwargs))
+        self._sums = ColumnSumAccumulator(schema, readback_types(schema, **self._encoder_kwargs),
+                                          options.checksum_key_column)
         #: Form B checksums of every column (docs/manifest.md), set by `finish()`.
         self.column_sums: dict[str, Any] | None = None
         self._file = self._create_file()  # closed in finish()/abort()

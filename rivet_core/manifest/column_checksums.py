@@ -1,14 +1,21 @@
 """Order-independent per-column checksums of a part's data ("Form B", docs/manifest.md).
 
-Algorithm `rivet-colsum-v1` (the manifest's `checksum_render`): for each column, every
-non-null value is mapped to a 64-bit hash of its canonical form and the hashes are summed
-modulo 2**64; nulls are counted separately (`nulls`). A sum is commutative and
-associative, so the checksum of a column does not depend on row order, on how the rows
-were cut into parts, chunks or row groups, or on which worker wrote which part: the
-checksum of an export is the wrapping sum of its parts' checksums.
+New manifests record Rivet's own algorithm, `xxh3-64-sum-v2` (rivet_core/manifest/xxh3_sum.py:
+per column the wrapping sum of `xxh3_64(key ‖ value)` over the non-null cells), so Rivet's
+`validate` re-derives our numbers and ours re-derives Rivet's. `checksum_key_column`
+(`checksum_key_column()` below) is the export's cursor / keyset key, as Rivet chooses it.
+Two older renders stay readable, so every manifest already published still verifies:
+Rivet's v1 (no `checksum_render`: the same cell hashes XOR-folded) and ours, `rivet-colsum-v1`.
 
-Canonical forms (values are read back from the written file with pyarrow, at write time
-and again by `rivet validate --depth full`, so both sides see the same Arrow types):
+`rivet-colsum-v1` (LEGACY_RENDER): for each column, every non-null value is mapped to a 64-bit
+hash of its canonical form and the hashes are summed modulo 2**64; nulls are counted
+separately (`nulls`, recorded by every render). A sum is commutative and associative, so the
+checksum of a column does not depend on row order, on how the rows were cut into parts,
+chunks or row groups, or on which worker wrote which part: the checksum of an export is the
+wrapping sum of its parts' checksums (for every render but Rivet's XOR v1, whose fold is XOR).
+
+Canonical forms of `rivet-colsum-v1` (values are read back from the written file with pyarrow,
+so both sides see the same Arrow types):
 - booleans, integers, dates, times, timestamps, durations: the integer value (int64 /
   uint64 bits), mixed with splitmix64 and salted with the column's Arrow type;
 - floats: the IEEE-754 float64 bits (float32 widened), same mix;
@@ -23,8 +30,9 @@ and again by `rivet validate --depth full`, so both sides see the same Arrow typ
 Write time (`ColumnSumAccumulator`): the Parquet writer feeds every row group it encodes,
 so a part's checksums exist when its footer is written and nothing is read back. Only
 columns whose Arrow type a re-read returns unchanged are summed that way (`readback_types`:
-the types `pq.ParquetFile(...).schema_arrow` reports for the writer's schema); any other
-column is summed from the written file, so both sides always hash the same Arrow values.
+the types `pq.ParquetFile(...).schema_arrow` reports for the writer's schema), and only
+while the key column is one of them; any other column is summed from the written file, so
+both sides always hash the same Arrow values.
 
 CSV parts carry no column checksums (their re-read is text, not typed values): they are
 verified by content hash and row count.
@@ -40,8 +48,14 @@ from typing import Any
 import xxhash
 
 from rivet_core.lazy_modules import np, pa, pc
+from rivet_core.manifest import xxh3_sum
 
-CHECKSUM_RENDER = "rivet-colsum-v1"
+#: The render new manifests record: Rivet's (docs/manifest.md "Per-column checksums (Form B)").
+CHECKSUM_RENDER = xxh3_sum.RENDER
+#: Ours before Rivet's was adopted; `rivet validate` still re-derives it.
+LEGACY_RENDER = "rivet-colsum-v1"
+#: What `rivet validate` can re-derive (None = Rivet's v1, the XOR fold of the same hashes).
+KNOWN_RENDERS = (None, CHECKSUM_RENDER, LEGACY_RENDER)
 _MASK = (1 << 64) - 1
 _HIGH_SALT = 0x5BD1E9955BD1E995
 
@@ -177,27 +191,45 @@ def _value_hashes(arr: pa.Array) -> np.ndarray:
     return _mix(u, salt)
 
 
-def column_sum(values: pa.Array | pa.ChunkedArray) -> ColumnSum:
-    chunks = values.chunks if isinstance(values, pa.ChunkedArray) else [values]
-    total, nulls = 0, 0
-    for chunk in chunks:
-        nulls += chunk.null_count
-        total = (total + _array_sum(chunk)) & _MASK
-    return ColumnSum(total, nulls)
+def _chunk_sum(chunk: pa.Array, key: pa.Array | None, render: str | None) -> int:
+    if render == LEGACY_RENDER:
+        return _array_sum(chunk)
+    if render == CHECKSUM_RENDER:
+        return xxh3_sum.array_sum(chunk, key)
+    return xxh3_sum.array_xor(chunk, key)  # no render: Rivet's v1
 
 
-def table_sums(table: pa.Table | pa.RecordBatch) -> dict[str, ColumnSum]:
-    """Per-column checksums of `table`, keyed by column name, in schema order."""
-    return {name: column_sum(table.column(i)) for i, name in enumerate(table.schema.names)}
+def _fold(render: str | None, a: int, b: int) -> int:
+    """How two partial checksums combine: XOR for Rivet's v1 (no render), else wrapping sum."""
+    return a ^ b if render is None else (a + b) & _MASK
 
 
-def combine(parts: Iterable[Mapping[str, ColumnSum]]) -> dict[str, ColumnSum]:
-    """The checksums of the union of the parts' rows (wrapping sum; order-independent)."""
+def column_sum(values: pa.Array | pa.ChunkedArray, key: pa.Array | pa.ChunkedArray | None = None,
+               render: str | None = CHECKSUM_RENDER) -> ColumnSum:
+    """One column's checksum under `render`, keyed row by row by `key` (same length; ignored
+    by `rivet-colsum-v1`, which has no key)."""
+    if isinstance(values, pa.ChunkedArray) or isinstance(key, pa.ChunkedArray):
+        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        key = key.combine_chunks() if isinstance(key, pa.ChunkedArray) else key
+    return ColumnSum(_chunk_sum(values, key, render), values.null_count)
+
+
+def table_sums(table: pa.Table | pa.RecordBatch, key_column: str | None = None,
+               render: str | None = CHECKSUM_RENDER) -> dict[str, ColumnSum]:
+    """Per-column checksums of `table`, keyed by column name, in schema order; keyed by
+    `key_column` when it is one of the columns."""
+    names = table.schema.names
+    key = table.column(names.index(key_column)) if key_column in names else None
+    return {name: column_sum(table.column(i), key, render) for i, name in enumerate(names)}
+
+
+def combine(parts: Iterable[Mapping[str, ColumnSum]], render: str | None = CHECKSUM_RENDER) -> dict[str, ColumnSum]:
+    """The checksums of the union of the parts' rows (order-independent)."""
     out: dict[str, ColumnSum] = {}
     for sums in parts:
         for name, s in sums.items():
             prev = out.get(name, ColumnSum(0, 0))
-            out[name] = ColumnSum((prev.checksum + s.checksum) & _MASK, prev.nulls + s.nulls)
+            out[name] = ColumnSum(_fold(render, prev.checksum, s.checksum), prev.nulls + s.nulls)
     return out
 
 
@@ -208,16 +240,20 @@ def combine(parts: Iterable[Mapping[str, ColumnSum]]) -> dict[str, ColumnSum]:
 READ_BATCH_ROWS = 16_384
 
 
-def parquet_sums(source: Any, columns: Sequence[str] | None = None) -> dict[str, ColumnSum]:
+def parquet_sums(source: Any, columns: Sequence[str] | None = None, key_column: str | None = None,
+                 render: str | None = CHECKSUM_RENDER) -> dict[str, ColumnSum]:
     """Checksums of a Parquet file (path or bytes buffer), `READ_BATCH_ROWS` rows at a time;
-    of the named `columns` only when given."""
+    of the named `columns` only when given; keyed by `key_column` when the file has it."""
     import pyarrow.parquet as pq
 
     pf = pq.ParquetFile(source if not isinstance(source, (bytes, bytearray, memoryview))
                         else pa.BufferReader(source), pre_buffer=False)
     names = list(columns) if columns is not None else pf.schema_arrow.names
-    batches = pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=None if columns is None else names)
-    return combine(table_sums(batch) for batch in batches) or {name: ColumnSum(0, 0) for name in names}
+    read = names + [key_column] if (columns is not None and key_column is not None and key_column not in names
+                                    and key_column in pf.schema_arrow.names) else names
+    batches = pf.iter_batches(batch_size=READ_BATCH_ROWS, columns=None if columns is None else read)
+    sums = combine((table_sums(batch, key_column, render) for batch in batches), render)
+    return {name: sums.get(name, ColumnSum(0, 0)) for name in names}
 
 
 def readback_types(schema: pa.Schema, **writer_kwargs: Any) -> list[pa.DataType]:
@@ -241,46 +277,68 @@ class ColumnSumAccumulator:
     """Running Form B checksums of the rows a writer encodes (see the module docstring).
 
     `covered` names the columns summed from the Arrow data as written: those whose written
-    type equals their read-back type. `finish(source)` completes the others from the written
-    file (a path or bytes) and returns every column's checksum in schema order.
+    type equals their read-back type (all of them or none when `key_column` is one of the
+    columns: a keyed sum needs the key as a re-read sees it). `finish(source)` completes the
+    others from the written file (a path or bytes) and returns every column's checksum in
+    schema order.
     """
 
-    def __init__(self, schema: pa.Schema, readback: Sequence[pa.DataType]) -> None:
+    def __init__(self, schema: pa.Schema, readback: Sequence[pa.DataType], key_column: str | None = None) -> None:
         self.names = list(schema.names)
-        self._index = [i for i, (f, t) in enumerate(zip(schema, readback, strict=True))
-                       if same_type(f.type, t)]
+        self.key_column = key_column if key_column in self.names else None
+        same = [i for i, (f, t) in enumerate(zip(schema, readback, strict=True)) if same_type(f.type, t)]
+        if self.key_column is not None and self.names.index(self.key_column) not in same:
+            same = []
+        self._index = same
+        self._key = None if self.key_column is None else self.names.index(self.key_column)
         self.covered = frozenset(self.names[i] for i in self._index)
         self._sums = {self.names[i]: ColumnSum(0, 0) for i in self._index}
 
     def add(self, table: pa.Table | pa.RecordBatch) -> None:
         """Add the rows of `table` (the writer's schema) to the running sums."""
+        key = None if self._key is None else table.column(self._key)
         for i in self._index:
             name = self.names[i]
-            s = column_sum(table.column(i))
+            s = column_sum(table.column(i), key)
             prev = self._sums[name]
             self._sums[name] = ColumnSum((prev.checksum + s.checksum) & _MASK, prev.nulls + s.nulls)
 
     def finish(self, source: Any) -> dict[str, ColumnSum]:
         """Every column's checksum; the columns not covered are read back from `source`."""
         rest = [n for n in self.names if n not in self.covered]
-        extra = parquet_sums(source, rest) if rest else {}
+        extra = parquet_sums(source, rest, self.key_column) if rest else {}
         return {n: self._sums[n] if n in self.covered else extra[n] for n in self.names}
 
 
-__all__ = ["CHECKSUM_RENDER", "ColumnSum", "ColumnSumAccumulator", "column_sum", "table_sums", "combine",
+__all__ = ["CHECKSUM_RENDER", "KNOWN_RENDERS", "LEGACY_RENDER", "ColumnSum", "checksum_key_column", "ColumnSumAccumulator", "column_sum", "table_sums", "combine",
            "parquet_sums", "readback_types", "run_level", "same_type"]
 
 
-def run_level(parts: Iterable[Any]) -> tuple[tuple[Any, ...] | None, str | None]:
-    """The manifest's run-level `column_checksums` and `checksum_render` from its committed
-    parts' own checksums: their wrapping sum when EVERY committed part carries them, else
-    (None, None) — Form B is suppressed rather than partial (docs/rivet-compat.md "Resume decisions and rehydration")."""
+def checksum_key_column(export: Any) -> str | None:
+    """The column an export's checksums are keyed by, as Rivet keys them: the cursor of an
+    incremental export (not the synthetic one of `coalesce` mode) and the key of a keyset
+    (`chunk_by_key`) export; None (un-keyed) for full, range-chunked and time exports."""
+    if export.mode == "incremental" and export.incremental_cursor_mode == "single_column":
+        return export.cursor_column
+    if export.mode == "chunked" and export.chunk_by_key:
+        return export.chunk_by_key
+    return None
+
+
+def run_level(parts: Iterable[Any], key_column: str | None = None
+              ) -> tuple[tuple[Any, ...] | None, str | None, str | None]:
+    """The manifest's run-level `column_checksums`, `checksum_render` and `checksum_key_column`
+    from its committed parts' own checksums (all computed with `key_column` as the writer's
+    key): their wrapping sum when EVERY committed part carries them, else (None, None, None)
+    — Form B is suppressed rather than partial (docs/rivet-compat.md "Resume decisions and
+    rehydration"). The key is recorded only when it is one of the checksummed columns (a
+    writer keys by it only then)."""
     from rivet_core.manifest.model import ColumnChecksum
 
     committed = [p for p in parts if getattr(p, "status", "committed") == "committed"]
     if not committed or any(p.column_checksums is None for p in committed):
-        return None, None
+        return None, None, None
     sums = combine({c.name: ColumnSum(int(c.checksum), c.nulls or 0) for c in p.column_checksums}
                    for p in committed)
-    return tuple(ColumnChecksum(name=n, checksum=str(s.checksum), nulls=s.nulls)
-                 for n, s in sums.items()), CHECKSUM_RENDER
+    checks = tuple(ColumnChecksum(name=n, checksum=str(s.checksum), nulls=s.nulls) for n, s in sums.items())
+    return checks, CHECKSUM_RENDER, key_column if key_column in sums else None

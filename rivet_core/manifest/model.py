@@ -503,8 +503,20 @@ def schema_fingerprint(schema: pa.Schema) -> str:
     return "xxh3:" + xxhash.xxh3_64_hexdigest(text.encode("utf-8"))
 
 
+def cursor_native_type(schema: pa.Schema | None, column: str | None) -> str | None:
+    """The manifest's `extraction.cursor_type`: the source's own type name of the cursor
+    column (the `rivet.native_type` field metadata every source sets, e.g. `timestamptz`),
+    so a reader compares `cursor_low`/`cursor_high` as that type and not as text; None
+    when the column or its metadata is absent."""
+    if schema is None or column is None or schema.get_field_index(column) < 0:
+        return None
+    meta = schema.field(column).metadata or {}
+    native = meta.get(b"rivet.native_type")
+    return native.decode() if native else None
+
+
 __all__ = [
-    "MANIFEST_VERSION", "PLACEHOLDER_SCHEMA_FINGERPRINT", "ManifestError", "Manifest", "ManifestPart",
+    "cursor_native_type", "MANIFEST_VERSION", "PLACEHOLDER_SCHEMA_FINGERPRINT", "ManifestError", "Manifest", "ManifestPart",
     "ManifestSource", "ManifestDestination", "ManifestExtraction", "ColumnChecksum",
     "serialize_manifest", "parse_manifest", "manifest_to_dict", "manifest_from_dict",
     "validate_self_consistency", "schema_fingerprint", "rust_arrow_type_name", "normalize_strategy",

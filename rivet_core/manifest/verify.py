@@ -31,9 +31,11 @@ listing) and never downloads data parts:
    (`content_fingerprint` xxh3, `content_md5`) recomputed from the bytes, its row count
    from the Parquet footer (CSV: records counted) and, for Parquet, its Form-B per-column
    checksums (rivet_core/manifest/column_checksums.py) — per part where the part records
-   them, and the run-level `column_checksums` against the sum over all parts. Whatever a
-   manifest does not carry (older manifests, Rivet's own `xxh3-64-sum-v2` render) is
-   reported in `column_checksums` ("not recorded" / "not recomputable: …"), never failed.
+   them, and the run-level `column_checksums` against the fold over all parts — with the
+   render the manifest names (Rivet's `xxh3-64-sum-v2` keyed by `checksum_key_column`, our
+   older `rivet-colsum-v1`, or none: Rivet's XOR v1). Whatever a manifest does not carry
+   (no checksums, a render we do not know) is reported in `column_checksums` ("not
+   recorded" / "not recomputable: …"), never failed.
 
 Depths: light = listing (presence, size) + `_SUCCESS`; sample = light + listing MD5 +
 untracked objects; full = sample + the re-read of step 6.
@@ -390,14 +392,15 @@ def _reread_parts(v: Verification, dest: Destination, manifest: Manifest, parts:
     """Step 6 (depth full): download and re-read each part; see the module docstring."""
     from rivet_core.destination.checksums import Fingerprinter
     from rivet_core.manifest.column_checksums import (
-        CHECKSUM_RENDER,
+        KNOWN_RENDERS,
         ColumnSum,
         combine,
         parquet_sums,
     )
 
     run_checks = manifest.column_checksums
-    render_ok = manifest.checksum_render in (None, CHECKSUM_RENDER)
+    render, key_column = manifest.checksum_render, manifest.checksum_key_column
+    render_ok = render in KNOWN_RENDERS
     found_sums: list[dict[str, ColumnSum]] = []
     part_checks_seen = 0
     failed_checksums = False
@@ -427,7 +430,7 @@ def _reread_parts(v: Verification, dest: Destination, manifest: Manifest, parts:
 
                 rows = pq.ParquetFile(pa.BufferReader(data)).metadata.num_rows
                 if (part.column_checksums is not None or run_checks is not None) and render_ok:
-                    sums = parquet_sums(data)
+                    sums = parquet_sums(data, key_column=key_column, render=render)
             else:
                 rows = _count_csv_rows(data)
         except Exception as exc:  # error boundary: unreadable bytes are verified wrong, not a traceback
@@ -461,7 +464,7 @@ def _reread_parts(v: Verification, dest: Destination, manifest: Manifest, parts:
     # the run-level Form B: only comparable when every part was re-read
     run_compared = False
     if run_checks is not None and render_ok and len(found_sums) == all_parts == len(parts):
-        total = combine(found_sums)
+        total = combine(found_sums, render)
         for c in run_checks:
             got = total.get(c.name)
             if got is None or str(got.checksum) != c.checksum or (c.nulls is not None and got.nulls != c.nulls):

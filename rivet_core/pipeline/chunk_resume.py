@@ -27,6 +27,7 @@ from rivet_core.chunks import ChunkLayout
 from rivet_core.destination.checksums import Fingerprinter
 from rivet_core.errors import ConfigError, DestinationError, best_effort
 from rivet_core.manifest import SUCCESS_KEY, quarantine_object
+from rivet_core.manifest.column_checksums import checksum_key_column
 from rivet_core.pipeline.facade.chunk_commit import attempt_key, is_own_part
 from rivet_core.pipeline.facade.commit import PartRecord, part_column_checksums, rehydrate_part
 from rivet_core.runrecord.summary import RunSummary
@@ -97,7 +98,7 @@ def match_completed_parts(tasks: Iterable[ChunkTaskRow], logged: Iterable[FileRo
 
 def rehydrate_window(summary: RunSummary, window: CompletedWindowParts,
                      listing: Mapping[str, ObjectInfo], dest: Destination | None = None,
-                     known: Mapping[str, PartRecord] | None = None) -> list[str]:
+                     known: Mapping[str, PartRecord] | None = None, key_column: str | None = None) -> list[str]:
     """Put an intact window's parts back into the run's manifest parts; returns their keys.
 
     With `dest`, each part is read back once to record its fingerprints (content xxh3, MD5,
@@ -106,7 +107,8 @@ def rehydrate_window(summary: RunSummary, window: CompletedWindowParts,
     read keeps the listing's MD5 only (size-only verification) and the run warns.
     `known`: part key → the record its `write_part_file` returned in this process (the
     fingerprints taken while the part was written, as a `rivet run` records them); a part
-    found there with the same rows and size is not read back."""
+    found there with the same rows and size is not read back. `key_column`: the export's
+    Form B checksum key (column_checksums.checksum_key_column)."""
     for f in window.parts:
         seen = known.get(f.file_name) if known is not None else None
         if seen is not None and seen.rows == f.row_count and seen.size_bytes == f.bytes and seen.content_fingerprint:
@@ -115,12 +117,13 @@ def rehydrate_window(summary: RunSummary, window: CompletedWindowParts,
         record = PartRecord(path=f.file_name, rows=f.row_count, size_bytes=f.bytes, content_fingerprint="",
                             content_md5=listing[f.file_name].md5_b64 or "")
         if dest is not None:
-            record = _fingerprinted(summary, dest, record)
+            record = _fingerprinted(summary, dest, record, key_column)
         rehydrate_part(summary, record)
     return [f.file_name for f in window.parts]
 
 
-def _fingerprinted(summary: RunSummary, dest: Destination, record: PartRecord) -> PartRecord:
+def _fingerprinted(summary: RunSummary, dest: Destination, record: PartRecord,
+                   key_column: str | None = None) -> PartRecord:
     # The part is durable; its fingerprints are best effort.
     with best_effort("part fingerprints", warn=summary.add_warning,
                      message=f"part '{record.path}': fingerprints not recorded ({{kind}}: {{reason}}) — "
@@ -132,7 +135,7 @@ def _fingerprinted(summary: RunSummary, dest: Destination, record: PartRecord) -
             raise DestinationError(f"read {fp.size} bytes, file_log says {record.size_bytes}")
         return PartRecord(path=record.path, rows=record.rows, size_bytes=record.size_bytes,
                           content_fingerprint=fp.xxh3, content_md5=fp.md5_b64,
-                          column_checksums=part_column_checksums(record.path, data))
+                          column_checksums=part_column_checksums(record.path, data, key_column))
     return record
 
 
@@ -154,7 +157,7 @@ def prepare_resume(run: ExportRun, run_id: str) -> None:
                                                  "resume: part missing or resized at the destination")
             stats["rewrite"] += 1
             continue
-        kept.update(rehydrate_window(summary, window, listing, dest))
+        kept.update(rehydrate_window(summary, window, listing, dest, key_column=checksum_key_column(run.export)))
         stats["kept"] += len(window.parts)
     for key in listing:
         if is_own_part(key, run.export.name, run_id) and key not in kept and quarantine_object(dest, run_id, key):

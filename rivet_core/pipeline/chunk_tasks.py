@@ -77,6 +77,7 @@ from rivet_core.chunks.sql import probe_window, window_count_query, window_query
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, DataIntegrityError, RivetError, best_effort
 from rivet_core.manifest import quarantine_object, read_manifest, schema_fingerprint
+from rivet_core.manifest.column_checksums import checksum_key_column
 from rivet_core.pipeline.chunk_resume import match_completed_parts, rehydrate_window
 from rivet_core.pipeline.chunked import ChunkedRun
 from rivet_core.pipeline.facade.chunk_commit import (
@@ -969,7 +970,8 @@ class ChunkFinalizeRun(ChunkTaskRun):
                 if not window.intact:
                     raise WindowPartsLost({"export": self.export.name, "window": window.task.window_key},
                                           words=self.words)
-                kept.update(rehydrate_window(summary, window, listing, dest, known))
+                kept.update(rehydrate_window(summary, window, listing, dest, known,
+                                             checksum_key_column(self.export)))
             for key in listing:
                 if is_own_part(key, self.export.name, run_id) and key not in kept \
                         and not quarantine_object(dest, run_id, key):

@@ -41,6 +41,7 @@ from rivet_core.chunks.sql import DENSE_RN_COLUMN, probe_window, window_query
 from rivet_core.errors import DataIntegrityError, RivetError, best_effort, exit_code_for
 from rivet_core.format.meta_columns import meta_schema
 from rivet_core.lazy_modules import pa
+from rivet_core.manifest.model import cursor_native_type
 from rivet_core.pipeline.chunk_resume import checkpoint_to_resume, prepare_resume
 from rivet_core.pipeline.chunk_withdraw import withdraw_windows
 from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
@@ -331,6 +332,7 @@ class ChunkedRun(ExportRun):
         if not self.export.keyset_incremental or self.chunk_plan is None:
             return
         self.summary.cursor_column = self.chunk_plan.column
+        self.summary.cursor_type = cursor_native_type(self.output_schema, self.chunk_plan.column)
         self.summary.cursor_low = self.keyset_low
         if self.window_maxima:
             value, arrow_type = max(self.window_maxima, key=lambda m: m[0])

@@ -51,6 +51,8 @@ class RunSummary:
     #: Parts recorded by `record_part`, in commit order (manifest M1).
     manifest_parts: list[Any] = field(default_factory=list)
     cursor_column: str | None = None
+    #: The cursor column's source type (manifest `extraction.cursor_type`).
+    cursor_type: str | None = None
     cursor_low: str | None = None
     cursor_high: str | None = None
     schema_fingerprint: str | None = None

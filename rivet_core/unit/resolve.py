@@ -23,6 +23,7 @@ from rivet_core.errors import ConfigError
 from rivet_core.format import WriterOptions
 from rivet_core.format.base import DEFAULT_ROW_GROUP_ROWS
 from rivet_core.lazy_modules import pa
+from rivet_core.manifest.column_checksums import checksum_key_column
 from rivet_core.source import (
     build_incremental_query,
     build_time_range_query,
@@ -246,7 +247,8 @@ def writer_options(export: ExportConfig) -> WriterOptions:
                       row_group_rows=pq.row_group_rows,
                       target_row_group_mb=pq.target_row_group_mb or 128,
                       max_row_group_mb=pq.max_row_group_mb)
-    return WriterOptions(format=export.format, compression=codec, compression_level=level, **kwargs)
+    return WriterOptions(format=export.format, compression=codec, compression_level=level,
+                         checksum_key_column=checksum_key_column(export), **kwargs)
 
 
 def time_window_cutoff(days_window: int, now: datetime) -> datetime:

@@ -62,7 +62,7 @@ def test_chunk_partitions_carry_fingerprints_and_a_full_check_catches_a_flipped_
 
     view = target.view(EXPORT)
     manifest = view.current_manifest()
-    assert manifest["checksum_render"] == "rivet-colsum-v1" and manifest["column_checksums"]
+    assert manifest["checksum_render"] == "xxh3-64-sum-v2" and manifest["column_checksums"]
     for part in manifest["parts"]:
         assert part["content_fingerprint"].startswith("xxh3:") and part["content_md5"], part
         assert {c["name"] for c in part["column_checksums"]} >= {"id", "amount"}, part
@@ -114,7 +114,7 @@ def test_a_dagster_written_chunked_manifest_fingerprints_every_part_and_rivet_va
     for part in parts:
         assert part["content_fingerprint"].startswith("xxh3:") and len(part["content_fingerprint"]) == 21, part
         assert part["content_md5"] and part["column_checksums"], part
-    assert manifest["checksum_render"] == "rivet-colsum-v1" and manifest["column_checksums"]
+    assert manifest["checksum_render"] == "xxh3-64-sum-v2" and manifest["column_checksums"]
 
     checked = rivet("validate", "-c", str(config), "--depth", "full", "--format", "json")
     assert checked.returncode == 0, checked.stdout + checked.stderr

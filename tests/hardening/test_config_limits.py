@@ -13,6 +13,7 @@ nothing was created next to the config.
 
 from __future__ import annotations
 
+import logging
 import resource
 import subprocess
 import sys
@@ -194,25 +195,60 @@ def test_names_like_a_space_or_unicode_still_run(tmp_path):
 
 # ======================================================= item 3: overlapping destinations
 
-@pytest.mark.parametrize(("first", "second", "expected"), [
+@pytest.mark.parametrize(("first", "second", "expected", "moved"), [
     ({"type": "local", "path": "out"}, {"type": "local", "path": "out"},
-     "exports 'one' and 'two' write to the same destination"),
+     "exports 'one' and 'two' write to the same destination", ("out/one", "out/two")),
     ({"type": "local", "path": "out"}, {"type": "local", "path": "./out/two"},
-     "export 'two' writes inside the destination of export 'one'"),
+     "export 'two' writes inside the destination of export 'one'", ("out/one", "./out/two/two")),
     ({"type": "local", "path": "out/{export}/x"}, {"type": "local", "path": "out/one"},
-     "export 'one' writes inside the destination of export 'two'"),
+     "export 'one' writes inside the destination of export 'two'", ("out/{export}/x/one", "out/one/two")),
     ({"type": "local", "path": "{date}/"}, {"type": "local", "path": "data"},
-     "export 'two' writes inside the destination of export 'one'"),
+     "export 'two' writes inside the destination of export 'one'", ("one/{date}/", "data/two")),
     ({"type": "s3", "bucket": "b", "prefix": "raw/"}, {"type": "s3", "bucket": "b", "prefix": "raw"},
-     "exports 'one' and 'two' write to the same destination s3://b/raw/"),
+     "exports 'one' and 'two' write to the same destination s3://b/raw/", ("raw/one/", "raw/two")),
     ({"type": "s3", "bucket": "b", "prefix": "raw/"}, {"type": "s3", "bucket": "b", "prefix": "raw/{export}/"},
-     "export 'two' writes inside the destination of export 'one' (s3://b/raw/two/ is inside s3://b/raw/)"),
+     "export 'two' writes inside the destination of export 'one' (s3://b/raw/two/ is inside s3://b/raw/)",
+     ("raw/one/", "raw/{export}/two/")),
+    ({"type": "local", "path": "out/{partition}"}, {"type": "local", "path": "out/{partition}/x"},
+     "exports 'one' and 'two' write to the same destination", ("out/one/{partition}", "out/two/{partition}/x")),
 ])
-def test_overlapping_destinations_are_refused_naming_both_exports(tmp_path, first, second, expected):
+def test_a_shared_destination_loads_with_each_export_in_a_folder_of_its_own_and_one_warning(
+        tmp_path, caplog, first, second, expected, moved):
+    from rivet_core.config import load_config
+
+    partitioned = {"partition_by": "created"} if "{partition}" in str(first) else {}
+    config = _write(tmp_path, [{**_EXPORT, **partitioned, "name": "one", "destination": first},
+                               {**_EXPORT, **partitioned, "name": "two", "destination": second}])
+    with caplog.at_level(logging.WARNING, logger="rivet.config"):
+        loaded = load_config(config)
+    dests = tuple(e.destination.path if e.destination.type == "local" and e.destination.path is not None
+                  else e.destination.prefix for e in loaded.exports)
+    assert dests == moved
+    warnings = [r.getMessage() for r in caplog.records if expected in r.getMessage()]
+    assert len(warnings) == 1 and "{export}" in warnings[0] and "'one' → " in warnings[0]
+
+
+@pytest.mark.parametrize(("first", "second", "expected"), [
+    # still nested after the move: 'two' would sit inside 'one''s own folder
+    ({"type": "local", "path": "out"}, {"type": "local", "path": "out/one"},
+     "export 'two' writes inside the destination of export 'one'"),
+])
+def test_destinations_still_nested_after_the_move_are_refused_naming_both_exports(
+        tmp_path, first, second, expected):
     config = _write(tmp_path, [{**_EXPORT, "name": "one", "destination": first},
                                {**_EXPORT, "name": "two", "destination": second}])
     message = _one_error(tmp_path, config, "run")
     assert expected in message and "{export}" in message  # the fix
+
+
+def test_a_table_export_on_a_shared_destination_is_refused_naming_it_and_the_fix(tmp_path):
+    config = _write(tmp_path, [{**_EXPORT, "name": "one", "table_format": "delta",
+                                "destination": {"type": "local", "path": "out"}},
+                               {**_EXPORT, "name": "two", "destination": {"type": "local", "path": "out"}}])
+    message = _one_error(tmp_path, config, "run")
+    assert "'one' commits a delta table there" in message and "path: out/{export}" in message
+    assert message.count("write to the same destination") == 1  # one message for the pair
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize(("first", "second"), [

@@ -1,7 +1,7 @@
 """Verification depths (issue 15 item 1): `light`, `sample`, `full` with Rivet's meaning.
 
 `full` re-reads every part: content hash recorded at write time, row count from the file,
-and the Form B per-column checksums (rivet-colsum-v1, docs/manifest.md). Everything runs
+and the Form B per-column checksums (Rivet's xxh3-64-sum-v2, docs/manifest.md). Everything runs
 against the real PostgreSQL and the real S3 server (SeaweedFS); damage is done to the
 bytes at the destination, never to the tool's own state.
 """

@@ -80,15 +80,17 @@ def write_part_file(dest: Destination, staged: StagedPart, key: str) -> PartReco
                       column_checksums=checks)
 
 
-def part_column_checksums(key: str, source: object) -> tuple[ColumnChecksum, ...] | None:
+def part_column_checksums(key: str, source: object, key_column: str | None = None
+                          ) -> tuple[ColumnChecksum, ...] | None:
     """Form B checksums of a Parquet part (docs/manifest.md), read back from the written file
     (a path or the part's bytes) with the same reader `rivet validate --depth full` uses; None
     for other formats. A part the Parquet writer staged carries them already
     (`StagedPart.column_sums`, summed while encoding); this read-back serves parts staged
-    otherwise and a resume's parts already at the destination."""
+    otherwise and a resume's parts already at the destination; `key_column` is the export's
+    checksum key (column_checksums.checksum_key_column), as the writer used it."""
     if not key.endswith(".parquet"):
         return None
-    return checksums_tuple(parquet_sums(source))
+    return checksums_tuple(parquet_sums(source, key_column=key_column))
 
 
 def checksums_tuple(sums: dict[str, ColumnSum]) -> tuple[ColumnChecksum, ...]:

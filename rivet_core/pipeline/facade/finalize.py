@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from rivet_core import __version__
+from rivet_core.config import ExportConfig
 from rivet_core.destination import Destination
 from rivet_core.errors import DataIntegrityError, best_effort, exit_code_for
 from rivet_core.format.meta_columns import COL_ROW_HASH, ROW_HASH_CONTRACT
@@ -52,7 +53,7 @@ from rivet_core.manifest import (
     verify_at_destination,
 )
 from rivet_core.manifest.artifacts import write_manifest_files
-from rivet_core.manifest.column_checksums import run_level
+from rivet_core.manifest.column_checksums import checksum_key_column, run_level
 from rivet_core.manifest.layout import read_predecessor
 from rivet_core.manifest.model import normalize_strategy
 from rivet_core.pipeline.facade.run_store import Progression, RunStore
@@ -114,32 +115,52 @@ def row_hash_contract(plan: ResolvedUnit) -> dict[str, Any] | None:
             "render": ROW_HASH_CONTRACT}
 
 
+def source_table(export: ExportConfig) -> tuple[str | None, str | None]:
+    """The manifest's `source.schema` / `source.table`, as Rivet records them: a `table:`
+    export's table (split at its dot); else the export name when it reads `schema.table`;
+    else none — a `query:` export has no table (Rivet writes null, not the export name)."""
+    if export.table_parts is not None:
+        return export.table_parts
+    schema, dot, table = export.name.partition(".")
+    return (schema, table) if dot and schema and table else (None, None)
+
+
+def manifest_uri(plan: ResolvedUnit, dest: Destination) -> str:
+    """`destination.uri` as Rivet writes it: for a local destination `file://` + the path as
+    configured (`file://./out`, not the resolved absolute directory), so the manifest reads
+    the same wherever the prefix is copied; the destination's own URI otherwise."""
+    if dest.kind == "local" and plan.dest_spec.path is not None:
+        return "file://" + plan.dest_spec.path
+    return dest.uri
+
+
 def build_manifest(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> Manifest:
     export = plan.export
-    schema_name, table_name = plan.table_hint or (None, export.name)
+    schema_name, table_name = source_table(export)
     extraction: dict[str, Any] = {"strategy": manifest_strategy(plan, summary),
                                   "source_row_count": summary.source_row_count}
     if summary.cursor_column:
-        extraction.update(cursor_column=summary.cursor_column, cursor_low=summary.cursor_low,
-                          cursor_high=summary.cursor_high)
+        extraction.update(cursor_column=summary.cursor_column, cursor_type=summary.cursor_type,
+                          cursor_low=summary.cursor_low, cursor_high=summary.cursor_high)
     if plan.window is not None:
         extraction.update(window_start=plan.window.start.isoformat(), window_end=plan.window.end.isoformat())
     elif plan.time_window_start is not None:  # days_window: [cutoff, …), open-ended
         extraction.update(window_start=plan.time_window_start.isoformat())
-    checks, render = run_level(summary.manifest_parts)
+    checks, render, key = run_level(summary.manifest_parts, checksum_key_column(export))
     return Manifest(
         run_id=summary.run_id, export_name=export.name,
         started_at=summary.started_at.isoformat(), finished_at=datetime.now(UTC).isoformat(),
         status=summary.status if summary.status in ("success", "failed") else "interrupted",
         source={"engine": summary.source_engine or plan.engine, "schema": schema_name,
                 "table": table_name, "extraction": {k: v for k, v in extraction.items() if v is not None}},
-        destination={"kind": dest.kind, "uri": dest.uri},
+        destination={"kind": dest.kind, "uri": manifest_uri(plan, dest)}, export_family=export.name,
         format=export.format, compression=summary.compression,
         schema_fingerprint=summary.schema_fingerprint or "xxh3:0000000000000000",
         row_count=summary.committed_rows(), part_count=len(summary.manifest_parts),
         parts=list(summary.manifest_parts), orchestrator_run_id=summary.orchestrator_run_id,
         orchestrator=summary.orchestrator,
         row_hash=row_hash_contract(plan), column_checksums=checks, checksum_render=render,
+        checksum_key_column=key,
         table=summary.table_commit,
     )
 

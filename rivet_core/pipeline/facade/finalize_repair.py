@@ -52,7 +52,7 @@ from rivet_core.destination import Destination
 from rivet_core.errors import DataIntegrityError, best_effort
 from rivet_core.manifest import Manifest, quarantine_object
 from rivet_core.manifest.artifacts import write_manifest_files
-from rivet_core.manifest.column_checksums import run_level
+from rivet_core.manifest.column_checksums import CHECKSUM_RENDER, run_level
 from rivet_core.pipeline.facade.finalize import _validate, record_outcome, resolve_status
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.redact import redact_secrets
@@ -80,12 +80,16 @@ class RepairedWindow:
 def repair_manifest(previous: Manifest, summary: RunSummary, superseded: set[str]) -> Manifest:
     """The prefix's manifest with the superseded parts replaced by the repair's new parts."""
     kept = [p for p in previous.parts if p.path not in superseded]
+    if kept and previous.checksum_render != CHECKSUM_RENDER:
+        # The kept parts' checksums are another render's numbers: none can be summed with the
+        # new parts' (Form B is suppressed rather than mixed, as for an incomplete run).
+        kept = [dataclasses.replace(p, column_checksums=None) for p in kept]
     parts = [dataclasses.replace(p, part_id=i + 1) for i, p in enumerate(kept + list(summary.manifest_parts))]
-    checks, render = run_level(parts)
+    checks, render, key = run_level(parts, previous.checksum_key_column)
     return dataclasses.replace(
         previous, run_id=summary.run_id, finished_at=datetime.now(UTC).isoformat(), parts=parts,
         part_count=len(parts), row_count=sum(p.rows for p in parts), column_checksums=checks,
-        checksum_render=render)
+        checksum_render=render, checksum_key_column=key)
 
 
 def repair_problems(previous: Manifest, summary: RunSummary, windows: list[RepairedWindow]) -> list[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from rivet_core.destination import Destination
 from rivet_core.format import file_extension
 from rivet_core.manifest import data_key
+from rivet_core.manifest.model import cursor_native_type
 from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.facade.commit import PartKind, record_part, write_part_file
 from rivet_core.pipeline.part_names import free_stem, part_names, part_stem
@@ -46,5 +47,6 @@ def publish_staged(plan: ResolvedUnit, summary: RunSummary, state: StateStore, d
                     cursor_high=staged.cursor_high if is_last else None)
     if plan.cursor_column is not None:
         summary.cursor_column = plan.export.cursor_column
+        summary.cursor_type = cursor_native_type(staged.schema, plan.export.cursor_column)
         summary.cursor_low = plan.cursor_low
         summary.cursor_high = staged.cursor_high
