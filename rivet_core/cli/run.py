@@ -80,6 +80,9 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
         full_refresh: bool = False, reconcile: bool = False) -> int:
     """Run exports."""
     validate = validate or reconcile  # Rivet: --reconcile implies --validate
+    if force and not resume:  # Rivet says so too: a typo'd flag must not pass silently
+        click.echo("warning: --force without --resume is a no-op (force only overrides the resume gate "
+                   "against a destination prefix whose _SUCCESS is already present)", err=True)
     if from_manifest and full_refresh:
         raise RivetError("--from-manifest and --full-refresh contradict each other: continue from the "
                          "destination manifest's cursor, or export every row again — pass one of them")

@@ -1,11 +1,15 @@
 """Resuming a checkpointed chunked run: refusals, resets and the resume decisions (M8).
 
-`checkpoint_to_resume(run, chunk_plan)` then, once the run adopted that run_id,
-`prepare_resume(run, run_id)`:
+`gate_resume(run)` runs first, for every export run with `--resume`, in Rivet's order
+(docs/rivet-compat.md "Resume decisions and rehydration"): an export that is not chunked
+with `chunk_checkpoint: true` is warned (`resume-no-checkpoint`: the flag has no effect),
+then a prefix that already holds `_SUCCESS` is refused unless `--force` — before the
+source is read and whatever the mode, so the refusal names `_SUCCESS` even when no chunk
+run is in progress. Then `checkpoint_to_resume(run, chunk_plan)` and, once the run
+adopted that run_id, `prepare_resume(run, run_id)`:
 1. refuses, with the command to run instead, when there is no in-progress chunk run for
-   the export, when its plan hash differs from the current plan (the query, column or
-   chunk shape changed), or when the prefix already holds `_SUCCESS` and `--force` was not
-   given (a resume would rewrite a verified dataset);
+   the export (also with `--force`: it only overrides the `_SUCCESS` gate), or when its
+   plan hash differs from the current plan (the query, column or chunk shape changed);
 2. adopts the interrupted run's run_id, returns stale `running` tasks to pending and gives
    failed tasks a fresh attempt budget (I5);
 3. rebuilds the manifest parts from file_log for every completed task (only the attempt
@@ -39,6 +43,30 @@ if TYPE_CHECKING:
 log = logging.getLogger("rivet.resume")
 
 
+#: The rule name Rivet gives the warning (its plan validation), kept so logs grep alike.
+RESUME_NO_CHECKPOINT = "resume-no-checkpoint"
+
+
+def gate_resume(run: ExportRun) -> None:
+    """`--resume`: warn when it has no effect, refuse a prefix holding `_SUCCESS` without
+    `--force` (module docstring). A no-op without `--resume`; runs once per run."""
+    if not run.options.resume or getattr(run, "_resume_gated", False):
+        return
+    run._resume_gated = True  # type: ignore[attr-defined]  # a small-table downgrade re-enters
+    export = run.export
+    if not (export.mode == "chunked" and export.chunk_checkpoint):
+        message = "--resume has no effect unless strategy is chunked with chunk_checkpoint: true"
+        run.summary.add_warning(f"[{RESUME_NO_CHECKPOINT}] {message}")  # logged on stderr, kept in the report
+        run.summary.journal.record("PlanWarning", rule=RESUME_NO_CHECKPOINT, message=message)
+    if run.export.destination.type == "stdout" or run.options.force:
+        return
+    if run.dest.head(SUCCESS_KEY) is not None:
+        raise ConfigError(
+            f"export '{export.name}': --resume refused — the destination {run.dest.uri} already has _SUCCESS "
+            "from a prior completed run; resuming would rewrite a verified dataset. Pass --force to override, "
+            "or run without --resume")
+
+
 def checkpoint_to_resume(run: ExportRun, chunk_plan: ChunkLayout) -> str:
     """The run_id of the in-progress chunk run that `run` may resume (step 1 of the module
     docstring), or a ConfigError naming the command to run instead."""
@@ -54,10 +82,7 @@ def checkpoint_to_resume(run: ExportRun, chunk_plan: ChunkLayout) -> str:
             f"planned as {found.plan_hash}, the current config plans {chunk_plan.plan_hash} (the query, "
             "chunk column or chunk shape changed), so it cannot resume. Restore the old settings, or "
             f"clear the checkpoint with `rivet state reset-chunks -c {cfg} -e {export.name}` and run again")
-    if not run.options.force and run.dest.head(SUCCESS_KEY) is not None:
-        raise ConfigError(
-            f"export '{export.name}': the destination {run.dest.uri} already holds _SUCCESS; resuming would "
-            "rewrite a verified dataset — pass --force to resume anyway")
+    gate_resume(run)  # already passed when the run started (ExportRun.run): a no-op then
     return found.run_id
 
 

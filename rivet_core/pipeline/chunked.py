@@ -41,7 +41,7 @@ from rivet_core.chunks.sql import DENSE_RN_COLUMN, probe_window, window_query
 from rivet_core.errors import DataIntegrityError, RivetError, best_effort, exit_code_for
 from rivet_core.format.meta_columns import meta_schema
 from rivet_core.lazy_modules import pa
-from rivet_core.pipeline.chunk_resume import checkpoint_to_resume, prepare_resume
+from rivet_core.pipeline.chunk_resume import checkpoint_to_resume, gate_resume, prepare_resume
 from rivet_core.pipeline.chunk_withdraw import withdraw_windows
 from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.faults import InjectedFault, fault_point
@@ -126,6 +126,7 @@ class ChunkedRun(ExportRun):
     # ----------------------------------------------------------------- the run
     def run(self) -> RunSummary:
         try:
+            gate_resume(self)  # --resume: Rivet's warning and _SUCCESS refusal, before any read
             chunk_plan = self.plan_windows()
         except Exception as exc:  # error boundary: the run's failure
             return self.fail(exc)
@@ -139,8 +140,6 @@ class ChunkedRun(ExportRun):
             if self.checkpoint:
                 self._run_checkpointed(chunk_plan)
             else:
-                if self.options.resume:
-                    self.summary.add_warning("--resume has no effect without chunk_checkpoint: true")
                 self._drain_in_memory(chunk_plan)
             self._gate_total_quality()
             if self.checkpoint:

@@ -291,7 +291,10 @@ class ExportRun:
 
     def run(self) -> RunSummary:
         """All phases in one call (the CLI path)."""
+        from rivet_core.pipeline.chunk_resume import gate_resume
+
         try:
+            gate_resume(self)  # --resume: Rivet's warning and _SUCCESS refusal, before any read
             staged = self.extract()
         except Exception as exc:  # error boundary: the run's failure
             return self.fail(exc)
