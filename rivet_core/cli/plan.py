@@ -24,24 +24,28 @@ from rivet_core.errors import ConfigError
 @click.option("-p", "--param", "params", multiple=True, metavar="K=V", help="Value for ${K} in the config.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the JSON plan here (default: print it on stdout).")
+@click.option("--format", "fmt", type=click.Choice(["json", "pretty"]), default="json", show_default=True,
+              help="On stdout: the JSON plan, or one line per export (Rivet's flag; with -o the file is JSON).")
 @guard
 def plan(config_path: str, export_names: tuple[str, ...], params: tuple[str, ...],
-         output: str | None) -> int:
+         output: str | None, fmt: str = "json") -> int:
     """Plan exports without writing data: strategy, windows, cursor, estimate, diagnostics."""
     from rivet_core.ops.plan import build_plan, write_plan
 
     config = load(config_path, params)
     doc = build_plan(config, list(export_names) or None)
-    if output is None:
+    if output is None and fmt == "json":
         click.echo(json.dumps(doc, indent=2))
         return 0
-    write_plan(doc, Path(output))
+    if output is not None:
+        write_plan(doc, Path(output))
     for e in doc["exports"]:
         windows = len(e.get("windows") or [])
         est = "unknown" if e["row_estimate"] is None else f"~{e['row_estimate']:,}"
         click.echo(f"{e['export_name']:30} {e['strategy']}; rows {est}; windows {windows}; "
-                   f"verdict {e['diagnostics']['verdict']}", err=True)
-    click.echo(f"wrote {output}; review it, then: rivet apply {output}", err=True)
+                   f"verdict {e['diagnostics']['verdict']}", err=output is not None)
+    if output is not None:
+        click.echo(f"wrote {output}; review it, then: rivet apply {output}", err=True)
     return 0
 
 

@@ -15,7 +15,7 @@ from rivet_core.redact import redact_secrets
 
 
 def _summary_lines(s: Any) -> list[str]:
-    lines = [f"export {s.export_name}: {s.status.upper()}", f"  run_id:   {s.run_id}",
+    lines = [f"export {s.export_name}: {s.status.upper()}", f"  run_id:   {s.run_id}", f"  status:   {s.status}",
              f"  rows:     {s.total_rows}", f"  files:    {s.files_committed} ({s.bytes_written} bytes)",
              f"  output:   {s.destination_uri}", f"  duration: {s.duration_ms} ms, peak RSS {s.peak_rss_mb} MB"]
     if s.cursor_column and s.cursor_high is None:

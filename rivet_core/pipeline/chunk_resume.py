@@ -1,12 +1,8 @@
 """Resuming a checkpointed chunked run: refusals, resets and the resume decisions (M8).
 
-`gate_resume(run)` runs first, for every export run with `--resume`, in Rivet's order
-(docs/rivet-compat.md "Resume decisions and rehydration"): an export that is not chunked
-with `chunk_checkpoint: true` is warned (`resume-no-checkpoint`: the flag has no effect),
-then a prefix that already holds `_SUCCESS` is refused unless `--force` — before the
-source is read and whatever the mode, so the refusal names `_SUCCESS` even when no chunk
-run is in progress. Then `checkpoint_to_resume(run, chunk_plan)` and, once the run
-adopted that run_id, `prepare_resume(run, run_id)`:
+`resume_gate.gate_resume(run)` has run first (the warning and the `_SUCCESS` refusal, for
+every export run with `--resume`). Then `checkpoint_to_resume(run, chunk_plan)` and, once
+the run adopted that run_id, `prepare_resume(run, run_id)`:
 1. refuses, with the command to run instead, when there is no in-progress chunk run for
    the export (also with `--force`: it only overrides the `_SUCCESS` gate), or when its
    plan hash differs from the current plan (the query, column or chunk shape changed);
@@ -30,9 +26,10 @@ from typing import TYPE_CHECKING
 from rivet_core.chunks import ChunkLayout
 from rivet_core.destination.checksums import Fingerprinter
 from rivet_core.errors import ConfigError, DestinationError, best_effort
-from rivet_core.manifest import SUCCESS_KEY, quarantine_object
+from rivet_core.manifest import quarantine_object
 from rivet_core.pipeline.facade.chunk_commit import attempt_key, is_own_part
 from rivet_core.pipeline.facade.commit import PartRecord, part_column_checksums, rehydrate_part
+from rivet_core.pipeline.resume_gate import gate_resume
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import ChunkTaskRow, FileRow
 
@@ -41,30 +38,6 @@ if TYPE_CHECKING:
     from rivet_core.pipeline.job import ExportRun
 
 log = logging.getLogger("rivet.resume")
-
-
-#: The rule name Rivet gives the warning (its plan validation), kept so logs grep alike.
-RESUME_NO_CHECKPOINT = "resume-no-checkpoint"
-
-
-def gate_resume(run: ExportRun) -> None:
-    """`--resume`: warn when it has no effect, refuse a prefix holding `_SUCCESS` without
-    `--force` (module docstring). A no-op without `--resume`; runs once per run."""
-    if not run.options.resume or getattr(run, "_resume_gated", False):
-        return
-    run._resume_gated = True  # type: ignore[attr-defined]  # a small-table downgrade re-enters
-    export = run.export
-    if not (export.mode == "chunked" and export.chunk_checkpoint):
-        message = "--resume has no effect unless strategy is chunked with chunk_checkpoint: true"
-        run.summary.add_warning(f"[{RESUME_NO_CHECKPOINT}] {message}")  # logged on stderr, kept in the report
-        run.summary.journal.record("PlanWarning", rule=RESUME_NO_CHECKPOINT, message=message)
-    if run.export.destination.type == "stdout" or run.options.force:
-        return
-    if run.dest.head(SUCCESS_KEY) is not None:
-        raise ConfigError(
-            f"export '{export.name}': --resume refused — the destination {run.dest.uri} already has _SUCCESS "
-            "from a prior completed run; resuming would rewrite a verified dataset. Pass --force to override, "
-            "or run without --resume")
 
 
 def checkpoint_to_resume(run: ExportRun, chunk_plan: ChunkLayout) -> str:

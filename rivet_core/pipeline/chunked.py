@@ -41,11 +41,12 @@ from rivet_core.chunks.sql import DENSE_RN_COLUMN, probe_window, window_query
 from rivet_core.errors import DataIntegrityError, RivetError, best_effort, exit_code_for
 from rivet_core.format.meta_columns import meta_schema
 from rivet_core.lazy_modules import pa
-from rivet_core.pipeline.chunk_resume import checkpoint_to_resume, gate_resume, prepare_resume
+from rivet_core.pipeline.chunk_resume import checkpoint_to_resume, prepare_resume
 from rivet_core.pipeline.chunk_withdraw import withdraw_windows
 from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.faults import InjectedFault, fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
+from rivet_core.pipeline.resume_gate import gate_resume
 from rivet_core.pipeline.row_estimate import estimate_for_progress
 from rivet_core.pipeline.staging import claim_staging
 from rivet_core.redact import redact_secrets
