@@ -64,6 +64,9 @@ def apply(plan_file: str, force: bool, max_age: str, params: tuple[str, ...], va
     """Run a plan made by `rivet plan`, refusing it when stale (age, config, cursor, windows)."""
     from rivet_core.ops.plan import parse_duration, read_plan, staleness
 
+    rivets = _rivet_artifact(Path(plan_file))
+    if rivets is not None:
+        return _apply_rivet_plan(rivets, Path(plan_file), force, params, validate, as_json)
     doc = read_plan(Path(plan_file))
     config = load(doc["config_path"], params)
     problems = staleness(doc, config, max_age=parse_duration(max_age))
@@ -78,3 +81,41 @@ def apply(plan_file: str, force: bool, max_age: str, params: tuple[str, ...], va
     ctx = click.get_current_context()
     return ctx.invoke(run, config_path=doc["config_path"], export_names=names,
                       validate=validate, params=params, as_json=as_json)
+
+
+def _rivet_artifact(path: Path) -> dict | None:
+    """The plan file's document when Rivet wrote it (rivet_core/ops/rivet_plan.py), else None
+    (ours, or not a plan: read_plan says which)."""
+    from rivet_core.ops.rivet_plan import is_rivet_artifact
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if is_rivet_artifact(doc) else None
+
+
+def _apply_rivet_plan(doc: dict, plan_file: Path, force: bool, params: tuple[str, ...], validate: bool,
+                      as_json: bool) -> int:
+    """Rivet's apply rules on Rivet's artifact, then `rivet run` of its one export."""
+    from rivet_core.ops import rivet_plan
+
+    config_path = rivet_plan.config_for(doc, plan_file)
+    config = load(str(config_path), params)
+    from rivet_core.state import StateStore
+
+    store = StateStore.open(config.config_path)
+    try:
+        cursor = store.get_cursor(doc["export_name"])
+    finally:
+        store.close()
+    reasons = rivet_plan.problems(doc, cursor)
+    if reasons and not force:
+        raise ConfigError("; ".join(reasons) + ". Regenerate with `rivet plan` or pass --force to override.")
+    for reason in reasons:
+        click.echo(f"warning: {reason} — applying anyway (--force)", err=True)
+    click.echo(f"applying Rivet plan {doc.get('plan_id', '?')} ({doc.get('rivet_version', '?')}): "
+               f"{doc['export_name']} with {config_path}", err=True)
+    return click.get_current_context().invoke(run, config_path=str(config_path),
+                                              export_names=(doc["export_name"],), validate=validate,
+                                              params=params, as_json=as_json)

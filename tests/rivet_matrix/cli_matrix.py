@@ -261,7 +261,10 @@ def _derive_apply_inputs(lm: Path) -> None:
         "export_name": "pa_audit", "strategy": "full", "plan_fingerprint": "",
         "resolved_plan": {"export_name": "pa_audit", "base_query": "SELECT id, name FROM pa_audit",
                           "strategy": "Snapshot", "format": "parquet", "compression": "zstd",
-                          "destination": {"type": "local", "path": "./out/pg_full"}}}, indent=2))
+                          "destination": {"type": "local", "path": "./out/pg_full"},
+                          "source": {"type": "postgres", "url": None, "url_env": "PG_URL"}},
+        "computed": {"chunk_ranges": [], "chunk_count": 0, "cursor_snapshot": None, "row_estimate": 30},
+        "config_path": "/nonexistent/rivet/dev/cli_matrix/cfg/pg/pg_full.yaml"}, indent=2))
 
 
 def run_matrix(work: Path, pg_url: str, my_url: str, code_root: Path | None = None) -> dict[str, Outcome]:
