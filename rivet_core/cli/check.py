@@ -30,7 +30,25 @@ def run_checks(config_path: str, export_names: tuple[str, ...],
     exports = config.select(list(export_names) or None)
     tuning = exports[0].resolved_tuning(config.source)
     with open_source(config.source_url(), tuning, engine=config.source.type) as session:
-        return config.source.type, [diagnose_export(session, export) for export in exports]
+        diags = [diagnose_export(session, export) for export in exports]
+    for export, diag in zip(exports, diags, strict=True):
+        preflight = _destination_preflight(config, export)
+        if preflight and not diag.error:
+            diag.error = preflight
+    return config.source.type, diags
+
+
+def _destination_preflight(config: Any, export: Any) -> str | None:
+    """Rivet's destination preflight, without touching the destination: it can be opened —
+    its credentials' variables are set, its fields resolve. The error, or None."""
+    from rivet_core.errors import RivetError
+    from rivet_core.unit.resolve import export_destination
+
+    try:
+        export_destination(config, export, create=False)
+    except RivetError as exc:
+        return f"destination preflight failed: {exc.message}"
+    return None
 
 
 def _rows(d: ExportDiagnosis, engine: str, target: str | None) -> list[dict[str, Any]]:
