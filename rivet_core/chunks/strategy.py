@@ -203,7 +203,7 @@ def _resolve_shape(ctx: ChunkContext) -> tuple[str, str]:
     if pk is not None:
         ctx.warn(
             f"{label}: chunk_column not set — auto-resolved to '{pk}' (the table's "
-            f"single-integer primary key); set chunk_column: {pk} to make it explicit"
+            f"single-integer primary key). Set `chunk_column:` explicitly (chunk_column: {pk}) to pin it"
         )
         return strategy, pk
     unique = [u for u in info.unique if u in info.not_null]

@@ -2,12 +2,12 @@
 set up once per process, and the registration of every command group's module.
 
 Each command lives in the module named after its group (run.py, validate.py, reconcile.py,
-state.py, history.py, init.py, check.py, plan.py, doctor.py, gc.py) and imports only
+state.py, history.py, init.py, check.py, plan.py, doctor.py, gc.py, schema.py) and imports only
 shared.py from this package, so the registration below is the one direction the imports run.
 
 The group is lazy (`_LazyGroup`): it knows each command by name and imports the command's
 module only when that command is invoked or listed, so `rivet run` does not pay for the
-modules of the other twelve commands (docs/benchmarks.md "Start-up"); `rivet --help` still
+modules of the other thirteen commands (docs/benchmarks.md "Start-up"); `rivet --help` still
 lists every command with its help line.
 """
 
@@ -46,22 +46,32 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "repair": ("reconcile", "repair"), "state": ("state", "state"), "metrics": ("history", "metrics"),
     "journal": ("history", "journal"), "init": ("init", "init"), "check": ("check", "check"),
     "plan": ("plan", "plan"), "apply": ("plan", "apply"), "doctor": ("doctor", "doctor"), "gc": ("gc", "gc"),
+    "schema": ("schema", "schema"),
 }
 
 
+#: The exit code of a bad command line (Rivet's: clap's 2).
+USAGE_EXIT = 2
+
+
 def _usage_error(exc: click.UsageError, ctx: click.Context | None) -> click.UsageError:
-    """A bad command line exits 1 ("configuration or generic error", docs/operations.md "Exit
-    codes"), not click's 2, which the same table reserves for "transient — retry as is": a
-    scheduler that retries on 2 would retry a typo forever. With `--json-errors` it is one
-    JSON line like every other error (`shared._fail`)."""
-    exc.exit_code = 1
+    """A bad command line exits 2, as Rivet's does (its exit-code table: 2 is "retryable" and
+    argument errors; docs/operations.md "Exit codes"), so a Rivet user's wrapper scripts keep
+    their meaning (issue 35; docs/rivet-compat.md "Rivet's CLI matrix"). With `--json-errors`
+    it is one JSON line like every other error (`shared._fail`), `"code": "RIVET_USAGE"`
+    telling it apart from a transient failure."""
+    if isinstance(exc, click.MissingParameter) and exc.param is not None:  # clap's words, for Rivet's greps
+        missing = exc.param.get_error_hint(ctx) if ctx is not None else exc.param.human_readable_name
+        exc = click.UsageError(f"{exc.format_message()} (the following required arguments were not provided: "
+                               f"{missing})", ctx=exc.ctx)
+    exc.exit_code = USAGE_EXIT
     root = ctx.find_root() if ctx is not None else None
     if root is not None and root.params.get("json_errors"):
         import json
 
-        click.echo(json.dumps({"error": redact_secrets(exc.format_message()), "exit_class": 1,
+        click.echo(json.dumps({"error": redact_secrets(exc.format_message()), "exit_class": USAGE_EXIT,
                                "code": "RIVET_USAGE"}), err=True)
-        sys.exit(1)
+        sys.exit(USAGE_EXIT)
     return exc
 
 

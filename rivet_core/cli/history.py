@@ -6,7 +6,7 @@ import json
 
 import click
 
-from rivet_core.cli.shared import config_option, guard, open_store
+from rivet_core.cli.shared import config_option, guard, load, open_store
 
 
 @click.command()
@@ -37,10 +37,25 @@ def metrics(config_path: str, export_name: str | None, last: int, as_json: bool)
 @guard
 def journal(config_path: str, export_name: str, last: int, run_id: str | None) -> int:
     """Show the event journal of recent runs."""
-    for j in open_store(config_path).list_journals(export_name, last, run_id):
+    journals = open_store(config_path).list_journals(export_name, last, run_id)
+    if not journals and run_id is None:
+        _require_export(config_path, export_name)
+    for j in journals:
         click.echo(f"run {j['run_id']}")
         for entry in j["entries"]:
             (name, fields), = entry["event"].items()
             brief = ", ".join(f"{k}={v}" for k, v in fields.items() if k != "base_query")
             click.echo(f"  {entry['recorded_at']}  {name}  {brief}")
     return 0
+
+
+def _require_export(config_path: str, export_name: str) -> None:
+    """No journal for `export_name`: an export the config does not declare is an error (exit 1,
+    as Rivet's), naming the known ones; a declared export that never ran is an empty journal."""
+    from rivet_core.errors import ConfigError
+
+    try:
+        config = load(config_path, ())
+    except ConfigError:  # a config that needs --param values: nothing to check the name against
+        return
+    config.export(export_name)

@@ -24,24 +24,28 @@ from rivet_core.errors import ConfigError
 @click.option("-p", "--param", "params", multiple=True, metavar="K=V", help="Value for ${K} in the config.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Write the JSON plan here (default: print it on stdout).")
+@click.option("--format", "fmt", type=click.Choice(["json", "pretty"]), default="json", show_default=True,
+              help="On stdout: the JSON plan, or one line per export (Rivet's flag; with -o the file is JSON).")
 @guard
 def plan(config_path: str, export_names: tuple[str, ...], params: tuple[str, ...],
-         output: str | None) -> int:
+         output: str | None, fmt: str = "json") -> int:
     """Plan exports without writing data: strategy, windows, cursor, estimate, diagnostics."""
     from rivet_core.ops.plan import build_plan, write_plan
 
     config = load(config_path, params)
     doc = build_plan(config, list(export_names) or None)
-    if output is None:
+    if output is None and fmt == "json":
         click.echo(json.dumps(doc, indent=2))
         return 0
-    write_plan(doc, Path(output))
+    if output is not None:
+        write_plan(doc, Path(output))
     for e in doc["exports"]:
         windows = len(e.get("windows") or [])
         est = "unknown" if e["row_estimate"] is None else f"~{e['row_estimate']:,}"
         click.echo(f"{e['export_name']:30} {e['strategy']}; rows {est}; windows {windows}; "
-                   f"verdict {e['diagnostics']['verdict']}", err=True)
-    click.echo(f"wrote {output}; review it, then: rivet apply {output}", err=True)
+                   f"verdict {e['diagnostics']['verdict']}", err=output is not None)
+    if output is not None:
+        click.echo(f"wrote {output}; review it, then: rivet apply {output}", err=True)
     return 0
 
 
@@ -60,6 +64,9 @@ def apply(plan_file: str, force: bool, max_age: str, params: tuple[str, ...], va
     """Run a plan made by `rivet plan`, refusing it when stale (age, config, cursor, windows)."""
     from rivet_core.ops.plan import parse_duration, read_plan, staleness
 
+    rivets = _rivet_artifact(Path(plan_file))
+    if rivets is not None:
+        return _apply_rivet_plan(rivets, Path(plan_file), force, params, validate, as_json)
     doc = read_plan(Path(plan_file))
     config = load(doc["config_path"], params)
     problems = staleness(doc, config, max_age=parse_duration(max_age))
@@ -74,3 +81,41 @@ def apply(plan_file: str, force: bool, max_age: str, params: tuple[str, ...], va
     ctx = click.get_current_context()
     return ctx.invoke(run, config_path=doc["config_path"], export_names=names,
                       validate=validate, params=params, as_json=as_json)
+
+
+def _rivet_artifact(path: Path) -> dict | None:
+    """The plan file's document when Rivet wrote it (rivet_core/ops/rivet_plan.py), else None
+    (ours, or not a plan: read_plan says which)."""
+    from rivet_core.ops.rivet_plan import is_rivet_artifact
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return doc if is_rivet_artifact(doc) else None
+
+
+def _apply_rivet_plan(doc: dict, plan_file: Path, force: bool, params: tuple[str, ...], validate: bool,
+                      as_json: bool) -> int:
+    """Rivet's apply rules on Rivet's artifact, then `rivet run` of its one export."""
+    from rivet_core.ops import rivet_plan
+
+    config_path = rivet_plan.config_for(doc, plan_file)
+    config = load(str(config_path), params)
+    from rivet_core.state import StateStore
+
+    store = StateStore.open(config.config_path)
+    try:
+        cursor = store.get_cursor(doc["export_name"])
+    finally:
+        store.close()
+    reasons = rivet_plan.problems(doc, cursor)
+    if reasons and not force:
+        raise ConfigError("; ".join(reasons) + ". Regenerate with `rivet plan` or pass --force to override.")
+    for reason in reasons:
+        click.echo(f"warning: {reason} — applying anyway (--force)", err=True)
+    click.echo(f"applying Rivet plan {doc.get('plan_id', '?')} ({doc.get('rivet_version', '?')}): "
+               f"{doc['export_name']} with {config_path}", err=True)
+    return click.get_current_context().invoke(run, config_path=str(config_path),
+                                              export_names=(doc["export_name"],), validate=validate,
+                                              params=params, as_json=as_json)

@@ -37,8 +37,13 @@ def reconcile(config_path: str, export_name: str, fmt: str, params: tuple[str, .
     config = load(config_path, params)
     report = reconcile_export(config, config.export(export_name))
     _print_reconcile(report.to_dict(), fmt)
-    if report.counts()["unknown"]:
+    counts = report.counts()
+    if counts["unknown"]:
         click.echo("warning: some chunks could not be verified (unknown)", err=True)
+    if counts["mismatch"]:  # the verdict on stderr as Rivet's, the report stays on stdout
+        click.echo(f"Error: reconcile: {counts['mismatch']} of {len(report.checks)} chunk(s) disagree with the "
+                   f"source — see the report above; re-export them with `rivet repair -c {config_path} -e "
+                   f"{export_name} --execute`", err=True)
     return report.exit_code()
 
 

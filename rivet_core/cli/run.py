@@ -15,7 +15,7 @@ from rivet_core.redact import redact_secrets
 
 
 def _summary_lines(s: Any) -> list[str]:
-    lines = [f"export {s.export_name}: {s.status.upper()}", f"  run_id:   {s.run_id}",
+    lines = [f"export {s.export_name}: {s.status.upper()}", f"  run_id:   {s.run_id}", f"  status:   {s.status}",
              f"  rows:     {s.total_rows}", f"  files:    {s.files_committed} ({s.bytes_written} bytes)",
              f"  output:   {s.destination_uri}", f"  duration: {s.duration_ms} ms, peak RSS {s.peak_rss_mb} MB"]
     if s.cursor_column and s.cursor_high is None:
@@ -53,6 +53,22 @@ def summary_json(s: Any) -> dict[str, Any]:
     }
 
 
+def _write_summary(path: str, document: str) -> None:
+    """`--summary-output`: the run's JSON document, written whole (temp file, then rename) so
+    a scheduler never reads half of it. A failure is a warning: the runs themselves are done."""
+    import os
+    from pathlib import Path
+
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(document + "\n", encoding="utf-8")
+        os.replace(tmp, target)
+    except OSError as exc:
+        click.echo(f"warning: --summary-output: cannot write {path}: {exc.strerror or exc}", err=True)
+
+
 @click.command()
 @config_option
 @click.option("-e", "--export", "export_names", multiple=True, help="Export(s) to run (default: all).")
@@ -71,15 +87,26 @@ def summary_json(s: Any) -> dict[str, Any]:
               "another writer's commit.")
 @param_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every run summary.")
+@click.option("--summary-output", "summary_output", type=click.Path(dir_okay=False),
+              help="Also write that JSON document to this file (Rivet's flag; the directory is created).")
+@click.option("--parallel-exports", "parallel_exports", is_flag=True,
+              help="Rivet's flag: accepted for one export; several exports are refused (they run one after "
+              "the other here — run them as separate processes, or in Dagster).")
+@click.option("--parallel-export-processes", "parallel_processes", is_flag=True,
+              help="As --parallel-exports.")
 @click.option("--progress", "progress_mode", type=click.Choice(["auto", "tty", "log", "none"]), default="auto",
               show_default=True, help="Progress on stderr: a live line on a terminal (tty), periodic log "
               "lines (log; interval RIVET_PROGRESS_INTERVAL seconds, default 10), or none.")
 @guard
 def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume: bool, force: bool,
         params: tuple[str, ...], as_json: bool, progress_mode: str = "auto", from_manifest: bool = False,
-        full_refresh: bool = False, reconcile: bool = False) -> int:
+        full_refresh: bool = False, reconcile: bool = False, summary_output: str | None = None,
+        parallel_exports: bool = False, parallel_processes: bool = False) -> int:
     """Run exports."""
     validate = validate or reconcile  # Rivet: --reconcile implies --validate
+    if force and not resume:  # Rivet says so too: a typo'd flag must not pass silently
+        click.echo("warning: --force without --resume is a no-op (force only overrides the resume gate "
+                   "against a destination prefix whose _SUCCESS is already present)", err=True)
     if from_manifest and full_refresh:
         raise RivetError("--from-manifest and --full-refresh contradict each other: continue from the "
                          "destination manifest's cursor, or export every row again — pass one of them")
@@ -90,6 +117,11 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
 
     config = load(config_path, params)
     exports = config.select(list(export_names) or None)
+    if (parallel_exports or parallel_processes) and len(exports) > 1:
+        flag = "--parallel-exports" if parallel_exports else "--parallel-export-processes"
+        raise RivetError(f"{flag}: {len(exports)} exports selected, and this rivet runs the exports of one "
+                         "command one after the other — drop the flag, run one `rivet run -e <export>` process "
+                         "per export, or run them in Dagster (docs/rivet-compat.md \"Rivet's CLI matrix\")")
     streamed = [e.name for e in exports if e.destination.type == "stdout"]
     if as_json and streamed:
         raise RivetError(f"--json cannot be used with a stdout destination (export '{streamed[0]}'): the "
@@ -129,10 +161,14 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
             click.echo("\n".join(_summary_lines(s)), err=True)
     finally:
         state.close()
-    if as_json:
-        click.echo(json.dumps({"runs": [summary_json(s) for s in summaries],
+    if as_json or summary_output:
+        document = json.dumps({"runs": [summary_json(s) for s in summaries],
                                "refused": [{"export_name": e.export_name,
                                             "status": "locked" if isinstance(e, ExportLocked) else e.code,
                                             "exit_code": e.exit_code, "error": redact_secrets(e.message)}
-                                           for e in refused]}, indent=2, default=str))
+                                           for e in refused]}, indent=2, default=str)
+        if as_json:
+            click.echo(document)
+        if summary_output:
+            _write_summary(summary_output, document)
     return worst_exit([s.exit_code for s in summaries] + [e.exit_code for e in refused])

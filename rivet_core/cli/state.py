@@ -9,7 +9,7 @@ import json
 import click
 
 from rivet_core.cli.shared import config_option, guard, load, open_store
-from rivet_core.errors import RivetError
+from rivet_core.errors import ConfigError, RivetError
 from rivet_core.orchestrator import with_legacy_run_id
 
 
@@ -31,6 +31,34 @@ def state_show(config_path: str, as_json: bool) -> int:
         click.echo(f"{'EXPORT':30} {'LAST CURSOR':32} LAST RUN")
         for r in rows:
             click.echo(f"{r.export_name:30} {str(r.last_cursor_value):32} {r.last_run_at}")
+    return 0
+
+
+@state.command("progression")
+@config_option
+@click.option("-e", "--export", "export_name", help="One export (default: every export of the config).")
+@click.option("--json", "as_json", is_flag=True)
+@guard
+def state_progression(config_path: str, export_name: str | None, as_json: bool) -> int:
+    """Show each export's committed and verified boundaries (Rivet's `state progression`)."""
+    config = load(config_path)
+    names = [export_name] if export_name else [e.name for e in config.exports]
+    if export_name:
+        config.export(export_name)  # an unknown name is an error naming the known ones
+    store = open_store(config_path)
+    rows = {name: store.get_progression(name) for name in names}
+    if as_json:
+        click.echo(json.dumps({n: (dict(r) if r is not None else None) for n, r in rows.items()}, indent=2,
+                              default=str))
+        return 0
+    for name, row in rows.items():
+        if row is None:
+            click.echo(f"{name}: no progression recorded yet")
+            continue
+        click.echo(f"{name}:")
+        for key, value in dict(row).items():
+            if key != "export_name" and value is not None:
+                click.echo(f"  {key:32} {value}")
     return 0
 
 
@@ -59,7 +87,10 @@ def state_files(config_path: str, export_name: str | None, last: int, as_json: b
 def state_reset(config_path: str, export_name: str) -> int:
     """Clear an export's cursor (its next run re-exports everything)."""
     config = load(config_path)
-    config.export(export_name)  # unknown names → error listing known exports
+    if export_name not in {e.name for e in config.exports}:  # Rivet's wording, nothing deleted
+        raise ConfigError(f"export '{export_name}' not found in config {config_path}. Known exports: "
+                          f"{', '.join(e.name for e in config.exports)}. Hint: check the spelling, or list "
+                          f"the exports with state with `rivet state show -c {config_path}`")
     from rivet_core.pipeline.facade.run_store import reset_export_state
     from rivet_core.state import StateStore
 

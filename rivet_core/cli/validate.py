@@ -94,7 +94,6 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
     """Verify each export's destination against its manifest and _SUCCESS (no source queries)."""
     # From unit/resolve.py, not api.py: the api module imports the whole engine (state, pipeline).
     from rivet_core.manifest import verify_at_destination
-    from rivet_core.manifest.verify import VerifyFailure
     from rivet_core.unit.resolve import export_destination, partition_prefixes
 
     config = load(config_path, params)
@@ -159,25 +158,53 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
         for w in warnings:
             click.echo(f"{w['export_name']}: SKIPPED ({w['warning']})")
         for r in results:
-            v = r["verification"]
-            head = ("PASSED" if v["passed"] else "LEGACY (no manifest)" if v["legacy_run"] else "FAILED")
-            click.echo(f"{r['export_name']}: {head}  {r['resolved_prefix']}")
-            if r.get("bucket_set"):
-                click.echo(f"  buckets recorded and present: {v['parts_verified']}" + (
-                    " (no _partitions.json: published before the bucket set was recorded — run the export "
-                    "once to record it)" if v["legacy_run"] else ""))
-            else:
-                click.echo(f"  parts verified: {v['parts_verified']} (md5 {v['parts_md5_verified']}), "
-                           f"failed: {v['parts_failed']}, _SUCCESS consistent: {v['success_marker_consistent']}")
-            for f in v["failures"]:
-                fields = {k: x for k, x in f.items() if k not in ("kind", "code")}
-                says_the_fix = r.get("bucket_set") or f["kind"] == "manifest_gone"
-                detail = (VerifyFailure(f["kind"], fields).describe() if says_the_fix
-                          else ", ".join(f"{k}={x}" for k, x in fields.items()))
-                click.echo(f"  - {f['kind']}: {detail}")
-            if any(f["kind"] == "untracked_object" and str(f.get("key", "")).startswith("data/")
-                   for f in v["failures"]):  # advisory; what it usually is, said once
-                click.echo("    (untracked files under data/ are usually earlier runs' parts: data/ keeps "
-                           "them until a `retention:` block moves them, and manifest.json lists the "
-                           "current ones)")
+            _print_verdict(r)
     return worst_exit(codes)
+
+
+def _success_line(v: dict[str, Any]) -> str:
+    if v["success_marker_consistent"]:
+        return "consistent"
+    marker_kinds = ("success_marker_stale", "success_marker_malformed", "success_marker_read_error",
+                    "success_marker_missing")
+    return ("INCONSISTENT (see failures)" if any(f["kind"] in marker_kinds for f in v["failures"])
+            else "absent (no signal)")
+
+
+def _print_verdict(r: dict[str, Any]) -> None:
+    """One export's verdict: our one-line head (`name: PASSED  uri`), then Rivet's lines
+    (`prefix:`, `depth:`, `status:`, `parts:`, `_SUCCESS:`, `manifest:`), so a Rivet user's
+    greps keep working (docs/rivet-compat.md "Rivet's CLI matrix"), then one line per finding
+    (`  - kind: detail`, its stable code in the JSON form)."""
+    from rivet_core.manifest.verify import VerifyFailure
+
+    v = r["verification"]
+    head = "PASSED" if v["passed"] else "LEGACY (no manifest)" if v["legacy_run"] else "FAILED"
+    click.echo(f"{r['export_name']}: {head}  {r['resolved_prefix']}")
+    click.echo(f"  prefix:    {r['resolved_prefix']}")
+    click.echo(f"  depth:     {v.get('depth_level', '')}")
+    if v["legacy_run"] and not v["failures"]:
+        click.echo("  status:    LEGACY (no manifest at the destination)")
+        if r.get("bucket_set"):
+            click.echo("  buckets:   no _partitions.json: published before the bucket set was recorded — run "
+                       "the export once to record it")
+        return
+    click.echo(f"  status:    {'PASSED' if v['passed'] else 'FAILED'}")
+    if r.get("bucket_set"):
+        click.echo(f"  buckets:   {v['parts_verified']} recorded and present")
+    else:
+        md5 = v["parts_md5_verified"]
+        click.echo(f"  parts:     {v['parts_verified']} verified ({md5} md5, {v['parts_verified'] - md5} size-only), "
+                   f"{v['parts_failed']} failed")
+        click.echo(f"  _SUCCESS:  {_success_line(v)}")
+        click.echo(f"  manifest:  {'self-consistent' if v['manifest_self_consistent'] else 'INCONSISTENT (see failures)'}")
+    for f in v["failures"]:
+        fields = {k: x for k, x in f.items() if k not in ("kind", "code")}
+        says_the_fix = r.get("bucket_set") or f["kind"] == "manifest_gone"
+        detail = (VerifyFailure(f["kind"], fields).describe() if says_the_fix
+                  else ", ".join(f"{k}={x}" for k, x in fields.items()))
+        click.echo(f"  - {f['kind']}: {detail}")
+    if any(f["kind"] == "untracked_object" and str(f.get("key", "")).startswith("data/") for f in v["failures"]):
+        click.echo("    (untracked files under data/ are usually earlier runs' parts: data/ keeps "
+                   "them until a `retention:` block moves them, and manifest.json lists the "
+                   "current ones)")

@@ -133,12 +133,8 @@ def load_config(
     if errors:
         raise _fail(errors, config_path)
 
-    unused = sorted(set(params or {}) - used)
-    if unused:
-        log.warning(
-            "parameter(s) %s passed with -p are not referenced by the config — check the "
-            "spelling of the ${NAME} placeholders",
-            ", ".join(unused),
-        )
+    for name in sorted(set(params or {}) - used):  # Rivet's words, one line per name
+        log.warning("--param '%s' was not referenced by any `${%s}` placeholder in the config — check the "
+                    "parameter name (case-sensitive) or remove the unused --param", name, name)
     emit_warnings(cfg)
     return cfg

@@ -128,6 +128,13 @@ class Destination(ABC):
     def head(self, key: str) -> ObjectInfo | None:
         """Size (and MD5 if cheap) of `key`, or None when it does not exist."""
 
+    def not_an_object(self, key: str) -> str | None:
+        """What occupies `key` when `head` says there is no object but something is there (a
+        local directory or symbolic link), else None. `verify_at_destination` reports such a
+        `manifest.json` as unreadable instead of a legacy prefix; object stores hold only
+        objects, so the default is None."""
+        return None
+
     @abstractmethod
     def list(self, prefix: str = "") -> list[ObjectInfo]:
         """Every object whose key starts with `prefix`, recursively, sorted by key."""

@@ -224,6 +224,16 @@ class LocalDestination(Destination):
             return None
         return ObjectInfo(key=key, size=st.st_size)
 
+    def not_an_object(self, key: str) -> str | None:
+        try:
+            st = os.stat(self._path(key), follow_symlinks=False)
+        except OSError:
+            return None
+        if stat.S_ISREG(st.st_mode):
+            return None
+        return ("a directory" if stat.S_ISDIR(st.st_mode) else
+                "a symbolic link (never followed)" if stat.S_ISLNK(st.st_mode) else "not a regular file")
+
     def list(self, prefix: str = "") -> list[ObjectInfo]:
         check_list_prefix(prefix)
         # Start the walk at the deepest directory the prefix names; filter by string prefix

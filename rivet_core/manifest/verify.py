@@ -9,7 +9,8 @@ listing) and never downloads data parts:
    (`published_evidence`): then `manifest_gone`, verified wrong (the data a reader expects
    was removed: the state store and the destination are cross-checked, docs/operations.md
    "Validate");
-   I/O error → `manifest_read_error`; > 64 MiB → `manifest_oversized` (no manifest Rivet
+   I/O error, or a key held by what is not a file (a local directory or symbolic link:
+   unreadable, not absent) → `manifest_read_error`; > 64 MiB → `manifest_oversized` (no manifest Rivet
    writes is that large: it was verified wrong); unparseable → `manifest_self_inconsistent`.
 2. self-consistency problems → `manifest_self_inconsistent` (checking continues); when the
    caller names the export (`export_name=`), a manifest written by another export →
@@ -548,6 +549,11 @@ def verify_at_destination(dest: Destination, depth: str = "sample", *,
         info = dest.head(manifest_key)
     except DestinationError as exc:
         v.failures.append(VerifyFailure("manifest_read_error", _io_fields(exc)))
+        return _finish(v)
+    if info is None and (occupant := dest.not_an_object(manifest_key)) is not None:
+        v.failures.append(VerifyFailure("manifest_read_error", {  # unreadable is not absent (not legacy)
+            "detail": f"{manifest_key} at {dest.uri} is {occupant}, not a file — restore the manifest file "
+                      "or move what is there away", "transient": False}))
         return _finish(v)
     if info is None:
         if published_evidence and not run_id:

@@ -93,7 +93,7 @@ class DoctorReport:
     def lines(self) -> list[str]:
         failed = sum(not c.ok for c in self.checks)
         tail = ("All checks passed." if not failed else
-                f"{failed} of {len(self.checks)} check(s) failed — fix the [FAIL] lines above and re-run "
+                f"Some checks failed: {failed} of {len(self.checks)} — fix the [FAIL] lines above and re-run "
                 "`rivet doctor`.")
         return [c.line() for c in self.checks] + [tail]
 

@@ -68,7 +68,7 @@ class ScaffoldExport:
 def source_url_from_env(var: str) -> str:
     url = os.environ.get(var)
     if not url:
-        raise ConfigError(f"environment variable '{var}' is not set — export {var}=postgresql://"
+        raise ConfigError(f"--source-env '{var}' is not set in the environment — export {var}=postgresql://"
                           "user:password@host:5432/db (or mysql://…, sqlite:////path.db) and re-run")
     from rivet_core.config.source_url import normalise_url, url_scheme_family
 

@@ -1,11 +1,11 @@
 """Resuming a checkpointed chunked run: refusals, resets and the resume decisions (M8).
 
-`checkpoint_to_resume(run, chunk_plan)` then, once the run adopted that run_id,
-`prepare_resume(run, run_id)`:
+`resume_gate.gate_resume(run)` has run first (the warning and the `_SUCCESS` refusal, for
+every export run with `--resume`). Then `checkpoint_to_resume(run, chunk_plan)` and, once
+the run adopted that run_id, `prepare_resume(run, run_id)`:
 1. refuses, with the command to run instead, when there is no in-progress chunk run for
-   the export, when its plan hash differs from the current plan (the query, column or
-   chunk shape changed), or when the prefix already holds `_SUCCESS` and `--force` was not
-   given (a resume would rewrite a verified dataset);
+   the export (also with `--force`: it only overrides the `_SUCCESS` gate), or when its
+   plan hash differs from the current plan (the query, column or chunk shape changed);
 2. adopts the interrupted run's run_id, returns stale `running` tasks to pending and gives
    failed tasks a fresh attempt budget (I5);
 3. rebuilds the manifest parts from file_log for every completed task (only the attempt
@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING
 from rivet_core.chunks import ChunkLayout
 from rivet_core.destination.checksums import Fingerprinter
 from rivet_core.errors import ConfigError, DestinationError, best_effort
-from rivet_core.manifest import SUCCESS_KEY, quarantine_object
+from rivet_core.manifest import quarantine_object
 from rivet_core.manifest.column_checksums import checksum_key_column
 from rivet_core.pipeline.facade.chunk_commit import attempt_key, is_own_part
 from rivet_core.pipeline.facade.commit import PartRecord, part_column_checksums, rehydrate_part
+from rivet_core.pipeline.resume_gate import gate_resume
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import ChunkTaskRow, FileRow
 
@@ -55,10 +56,7 @@ def checkpoint_to_resume(run: ExportRun, chunk_plan: ChunkLayout) -> str:
             f"planned as {found.plan_hash}, the current config plans {chunk_plan.plan_hash} (the query, "
             "chunk column or chunk shape changed), so it cannot resume. Restore the old settings, or "
             f"clear the checkpoint with `rivet state reset-chunks -c {cfg} -e {export.name}` and run again")
-    if not run.options.force and run.dest.head(SUCCESS_KEY) is not None:
-        raise ConfigError(
-            f"export '{export.name}': the destination {run.dest.uri} already holds _SUCCESS; resuming would "
-            "rewrite a verified dataset — pass --force to resume anyway")
+    gate_resume(run)  # already passed when the run started (ExportRun.run): a no-op then
     return found.run_id
 
 

@@ -47,6 +47,7 @@ from rivet_core.pipeline.chunk_withdraw import withdraw_windows
 from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.faults import InjectedFault, fault_point
 from rivet_core.pipeline.job import ExportRun, RunOptions
+from rivet_core.pipeline.resume_gate import gate_resume
 from rivet_core.pipeline.row_estimate import estimate_for_progress
 from rivet_core.pipeline.staging import claim_staging
 from rivet_core.redact import redact_secrets
@@ -127,6 +128,7 @@ class ChunkedRun(ExportRun):
     # ----------------------------------------------------------------- the run
     def run(self) -> RunSummary:
         try:
+            gate_resume(self)  # --resume: Rivet's warning and _SUCCESS refusal, before any read
             chunk_plan = self.plan_windows()
         except Exception as exc:  # error boundary: the run's failure
             return self.fail(exc)
@@ -140,8 +142,6 @@ class ChunkedRun(ExportRun):
             if self.checkpoint:
                 self._run_checkpointed(chunk_plan)
             else:
-                if self.options.resume:
-                    self.summary.add_warning("--resume has no effect without chunk_checkpoint: true")
                 self._drain_in_memory(chunk_plan)
             self._gate_total_quality()
             if self.checkpoint:

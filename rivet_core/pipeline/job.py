@@ -292,6 +292,10 @@ class ExportRun:
     def run(self) -> RunSummary:
         """All phases in one call (the CLI path)."""
         try:
+            if self.options.resume:  # Rivet's warning and _SUCCESS refusal, before any read
+                from rivet_core.pipeline.resume_gate import gate_resume
+
+                gate_resume(self)
             staged = self.extract()
         except Exception as exc:  # error boundary: the run's failure
             return self.fail(exc)

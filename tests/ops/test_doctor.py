@@ -72,7 +72,7 @@ def test_wrong_postgres_password_is_an_authentication_failure_naming_the_user_an
     assert "fix:" in line and "RIVET_DOCTOR_PG_URL" in line.split("fix:", 1)[1]
     assert code == 1
     assert WRONG not in out and role.password not in out
-    assert lines[-1].startswith("1 of ") and "failed" in lines[-1]
+    assert lines[-1].startswith("Some checks failed: 1 of ") and "fix the [FAIL] lines" in lines[-1]
 
 
 @pytest.mark.mysql

@@ -50,7 +50,8 @@ def test_strict_flags_a_reviewed_override_as_lossy(tmp_path: Path, pg_url: str) 
     doc = json.loads(result.stdout)
     assert doc["strict_failed"] is True
     amount = next(c for c in doc["exports"][0]["columns"] if c["column"] == "amount")
-    assert (amount["fidelity"], amount["arrow_type"], amount["override"]) == ("lossy", "decimal128(38, 18)", True)
+    assert (amount["fidelity"], amount["rivet_type"], amount["override"]) == ("lossy", "decimal128(38, 18)", True)
+    assert amount["arrow_type"] == "Decimal128(38, 18)"  # Rivet's (arrow-rs) spelling
 
 
 def _index_setup(url: str) -> None:

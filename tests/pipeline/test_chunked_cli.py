@@ -294,9 +294,12 @@ def test_resume_after_a_finished_run_is_refused(tmp_path, pg_items):
     config = config_for(tmp_path, pg_items, chunk_checkpoint=True)
     assert run(config).returncode == 0
     before = (tmp_path / "out" / "manifest.json").read_text()
-    refused = run(config, "--resume")
+    refused = run(config, "--resume")  # Rivet's order: the _SUCCESS gate first
     assert refused.returncode == 1, refused.stderr
-    assert "no in-progress chunk checkpoint" in refused.stderr
+    assert "already has _SUCCESS" in refused.stderr
+    forced = run(config, "--resume", "--force")  # then: no checkpoint left to resume
+    assert forced.returncode == 1, forced.stderr
+    assert "no in-progress chunk checkpoint" in forced.stderr
     assert (tmp_path / "out" / "manifest.json").read_text() == before
 
 

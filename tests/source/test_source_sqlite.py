@@ -351,7 +351,7 @@ def test_check_type_report_grades_bare_numeric_lossy(tmp_path: Path) -> None:
     proc = rivet("check", "-c", str(config), "--json", "--type-report")
     assert proc.returncode == 0, proc.stderr
     columns = {c["column"]: c for c in json.loads(proc.stdout)["exports"][0]["columns"]}
-    assert (columns["amount"]["fidelity"], columns["amount"]["arrow_type"]) == ("lossy", "double")
+    assert (columns["amount"]["fidelity"], columns["amount"]["rivet_type"]) == ("lossy", "double")
     assert "decimal(p,s)" in columns["amount"]["note"]
     assert columns["id"]["fidelity"] == columns["note"]["fidelity"] == "exact"
     assert columns["modified_at"]["fidelity"] == "exact"

@@ -1,0 +1,124 @@
+"""The type names `rivet check` shows in Rivet's vocabulary (docs/rivet-compat.md "Rivet's CLI
+matrix"): the Arrow type as Rust's arrow crate spells it (`Int32`, `Utf8`,
+`Timestamp(Microsecond, Some("UTC"))`), which Rivet users grep for, and a PostgreSQL source
+type by its catalog name (`int4`, `timestamptz`) rather than its SQL spelling (`integer`).
+pyarrow's own spelling stays in the JSON as `rivet_type`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_SIMPLE = {
+    "null": "Null", "bool": "Boolean", "int8": "Int8", "int16": "Int16", "int32": "Int32", "int64": "Int64",
+    "uint8": "UInt8", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64", "halffloat": "Float16",
+    "float": "Float32", "double": "Float64", "string": "Utf8", "large_string": "LargeUtf8",
+    "binary": "Binary", "large_binary": "LargeBinary", "date32[day]": "Date32", "date64[ms]": "Date64",
+}
+_UNITS = {"s": "Second", "ms": "Millisecond", "us": "Microsecond", "ns": "Nanosecond"}
+
+#: PostgreSQL's SQL spellings (format_type) → catalog names (pg_type.typname).
+_PG_NAMES = {
+    "smallint": "int2", "integer": "int4", "bigint": "int8", "real": "float4", "double precision": "float8",
+    "boolean": "bool", "character varying": "varchar", "character": "bpchar",
+    "timestamp without time zone": "timestamp", "timestamp with time zone": "timestamptz",
+    "time without time zone": "time", "time with time zone": "timetz",
+}
+
+
+def arrow_rs_name(arrow_type: Any) -> str:
+    """`arrow_type` (a pyarrow DataType, or None) as the Rust arrow crate prints it."""
+    import pyarrow as pa
+
+    if arrow_type is None:
+        return "-"
+    if isinstance(arrow_type, pa.BaseExtensionType):
+        return arrow_type.extension_name
+    text = str(arrow_type)
+    if text in _SIMPLE:
+        return _SIMPLE[text]
+    if pa.types.is_timestamp(arrow_type):
+        tz = f'Some("{arrow_type.tz}")' if arrow_type.tz else "None"
+        return f"Timestamp({_UNITS[arrow_type.unit]}, {tz})"
+    if pa.types.is_time32(arrow_type) or pa.types.is_time64(arrow_type):
+        return f"Time{arrow_type.bit_width}({_UNITS[arrow_type.unit]})"
+    if pa.types.is_duration(arrow_type):
+        return f"Duration({_UNITS[arrow_type.unit]})"
+    if pa.types.is_decimal(arrow_type):
+        return f"Decimal{arrow_type.bit_width}({arrow_type.precision}, {arrow_type.scale})"
+    if pa.types.is_fixed_size_binary(arrow_type):
+        return f"FixedSizeBinary({arrow_type.byte_width})"
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        kind = "LargeList" if pa.types.is_large_list(arrow_type) else "List"
+        return f"{kind}({arrow_rs_name(arrow_type.value_type)})"
+    return text
+
+
+def source_type_name(engine: str, native_type: str) -> str:
+    """The source type as Rivet names it: PostgreSQL's catalog name, others unchanged."""
+    if engine != "postgres":
+        return native_type
+    base, _, rest = native_type.partition("(")
+    name = _PG_NAMES.get(base.strip(), base.strip())
+    if name in ("varchar", "bpchar", "numeric") and rest:
+        return f"{name}({rest}"
+    if native_type.endswith("[]"):
+        return "_" + _PG_NAMES.get(native_type[:-2], native_type[:-2])
+    return name
+
+
+#: `--target` names Rivet accepts (aliases included) → the canonical name.
+TARGETS = {"bigquery": "bigquery", "bq": "bigquery", "duckdb": "duckdb", "duck": "duckdb"}
+
+
+def target_type(target: str, arrow_type: Any) -> tuple[str, str]:
+    """(native type, status `ok`/`warn`/`fail`) of a column's Arrow type in `target`, for the
+    Parquet this project writes. The types follow Rivet's target tables for BigQuery and
+    DuckDB; a type with no safe native form is `warn` with the nearest one."""
+    import pyarrow as pa
+
+    if arrow_type is None:
+        return "-", "fail"
+    bq = target == "bigquery"
+    if isinstance(arrow_type, pa.BaseExtensionType):
+        name = arrow_type.extension_name
+        if name == "arrow.uuid":
+            return ("STRING", "warn") if bq else ("UUID", "ok")
+        if name == "arrow.json":
+            return ("JSON", "warn") if bq else ("JSON", "ok")
+        arrow_type = arrow_type.storage_type
+    t = pa.types
+    if t.is_boolean(arrow_type):
+        return ("BOOL" if bq else "BOOLEAN"), "ok"
+    if t.is_integer(arrow_type):
+        if bq:
+            return ("NUMERIC", "warn") if arrow_type == pa.uint64() else ("INT64", "ok")
+        duck = {8: "TINYINT", 16: "SMALLINT", 32: "INTEGER", 64: "BIGINT"}[arrow_type.bit_width]
+        return (duck if t.is_signed_integer(arrow_type) else f"U{duck}"), "ok"
+    if t.is_floating(arrow_type):
+        return ("FLOAT64" if bq else ("FLOAT" if arrow_type.bit_width == 32 else "DOUBLE")), "ok"
+    if t.is_decimal(arrow_type):
+        p, s = arrow_type.precision, arrow_type.scale
+        if not bq:
+            return (f"DECIMAL({p}, {s})", "ok") if p <= 38 else ("DOUBLE", "warn")
+        if p - s <= 29 and s <= 9:
+            return "NUMERIC", "ok"
+        return ("BIGNUMERIC", "ok") if p <= 76 and s <= 38 else ("STRING", "warn")
+    if t.is_string(arrow_type) or t.is_large_string(arrow_type):
+        return ("STRING" if bq else "VARCHAR"), "ok"
+    if t.is_binary(arrow_type) or t.is_large_binary(arrow_type) or t.is_fixed_size_binary(arrow_type):
+        return ("BYTES" if bq else "BLOB"), "ok"
+    if t.is_date(arrow_type):
+        return "DATE", "ok"
+    if t.is_time(arrow_type):
+        return "TIME", "ok"
+    if t.is_timestamp(arrow_type):
+        if bq:
+            return ("TIMESTAMP", "ok") if arrow_type.tz else ("DATETIME", "warn")
+        return ("TIMESTAMPTZ" if arrow_type.tz else "TIMESTAMP"), "ok"
+    if t.is_duration(arrow_type):
+        return ("INT64", "warn") if bq else ("INTERVAL", "ok")
+    if t.is_list(arrow_type) or t.is_large_list(arrow_type):
+        inner, status = target_type(target, arrow_type.value_type)
+        return (f"ARRAY<{inner}>" if bq else f"{inner}[]"), status
+    return "-", "fail"

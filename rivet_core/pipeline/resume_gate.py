@@ -1,0 +1,42 @@
+"""`--resume`, before anything is read: Rivet's warning and its `_SUCCESS` refusal, for every
+export run (docs/rivet-compat.md "Recovery: Rivet's behaviour, or ours and why").
+
+In Rivet's order: an export that is not chunked with `chunk_checkpoint: true` is warned
+(`resume-no-checkpoint`: the flag has no effect there), then a prefix that already holds
+`_SUCCESS` is refused unless `--force` — whatever the mode, so the refusal names `_SUCCESS`
+even when no chunk run is in progress. A module of its own, light to import, because the
+single-unit run (job.py) calls it before loading any chunk machinery (tests/test_startup.py).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rivet_core.errors import ConfigError
+from rivet_core.manifest.layout import SUCCESS_KEY
+
+if TYPE_CHECKING:
+    from rivet_core.pipeline.job import ExportRun
+
+#: The rule name Rivet gives the warning (its plan validation), kept so logs grep alike.
+RESUME_NO_CHECKPOINT = "resume-no-checkpoint"
+
+
+def gate_resume(run: ExportRun) -> None:
+    """`--resume`: warn when it has no effect, refuse a prefix holding `_SUCCESS` without
+    `--force` (module docstring). A no-op without `--resume`; runs once per run."""
+    if not run.options.resume or getattr(run, "_resume_gated", False):
+        return
+    run._resume_gated = True  # type: ignore[attr-defined]  # a small-table downgrade re-enters
+    export = run.export
+    if not (export.mode == "chunked" and export.chunk_checkpoint):
+        message = "--resume has no effect unless strategy is chunked with chunk_checkpoint: true"
+        run.summary.add_warning(f"[{RESUME_NO_CHECKPOINT}] {message}")  # logged on stderr, kept in the report
+        run.summary.journal.record("PlanWarning", rule=RESUME_NO_CHECKPOINT, message=message)
+    if run.export.destination.type == "stdout" or run.options.force:
+        return
+    if run.dest.head(SUCCESS_KEY) is not None:
+        raise ConfigError(
+            f"export '{export.name}': --resume refused — destination prefix already has _SUCCESS from a prior "
+            f"completed run ({run.dest.uri}); resuming would rewrite a verified dataset. Pass --force to "
+            "override, or run without --resume")

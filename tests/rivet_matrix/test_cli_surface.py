@@ -1,0 +1,116 @@
+"""CLI surface Rivet has, checked on its own (issue 35 item 3): `run --summary-output`,
+`run --parallel-exports`, `apply` of a plan file Rivet wrote, `state progression`,
+`schema config`. Real PostgreSQL, the real `rivet` command; the destination is re-read with
+pyarrow (tests/helpers.py `manifest_ids`)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import db_exec, manifest_ids, rivet, rivet_quick, source_block, write_config
+
+ROWS = 30
+
+
+@pytest.fixture(autouse=True)
+def _sqlite_state_beside_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RIVET_STATE_URL", raising=False)
+
+
+@pytest.fixture
+def audit(pg_url: str) -> str:
+    """Rivet's matrix table: pa_audit(id 1..30, name)."""
+    db_exec(pg_url, "CREATE TABLE pa_audit (id INT PRIMARY KEY, name TEXT)",
+            "INSERT INTO pa_audit SELECT i, 'row_' || i FROM generate_series(1, 30) i")
+    return pg_url
+
+
+def _export(name: str, **fields: object) -> dict[str, object]:
+    return {"name": name, "query": "SELECT id, name FROM pa_audit", "mode": "full", "format": "parquet",
+            "destination": {"type": "local", "path": f"out/{name}"}, **fields}
+
+
+@pytest.mark.postgres
+def test_summary_output_writes_the_run_document_to_the_file(tmp_path, audit):
+    config = write_config(tmp_path, source_block(audit), [_export("pa_audit")])
+    target = tmp_path / "reports" / "agg.json"
+    result = rivet_quick("run", "-c", str(config), "--summary-output", str(target))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(target.read_text())
+    [run] = document["runs"]
+    assert (run["export_name"], run["status"], run["rows"]) == ("pa_audit", "success", ROWS)
+    assert manifest_ids(tmp_path / "out" / "pa_audit") == list(range(1, ROWS + 1))
+
+
+@pytest.mark.postgres
+def test_parallel_exports_runs_one_export_and_refuses_several_before_anything_runs(tmp_path, audit):
+    config = write_config(tmp_path, source_block(audit), [_export("a"), _export("b")])
+    single = rivet_quick("run", "-c", str(config), "-e", "a", "--parallel-exports")
+    assert single.returncode == 0, single.stderr
+    assert manifest_ids(tmp_path / "out" / "a") == list(range(1, ROWS + 1))
+
+    several = rivet_quick("run", "-c", str(config), "--parallel-exports")
+    assert several.returncode == 1, several.stderr
+    assert "--parallel-exports: 2 exports selected" in several.stderr
+    assert not (tmp_path / "out" / "b").exists()  # refused before anything ran
+
+
+def _rivet_plan(tmp: Path, created: datetime) -> Path:
+    """A plan as Rivet 0.7.5 wrote it (the fields of its artifact), naming a config that is gone."""
+    plan = tmp / "plans" / "pa_audit.json"
+    plan.parent.mkdir()
+    plan.write_text(json.dumps({
+        "rivet_version": "0.7.5", "plan_id": "bdeac0abe51a8ec0050d194d540b7a75",
+        "created_at": created.isoformat().replace("+00:00", "Z"), "export_name": "pa_audit", "strategy": "full",
+        "resolved_plan": {"export_name": "pa_audit", "base_query": "SELECT id, name FROM pa_audit",
+                          "strategy": "Snapshot", "format": "parquet", "compression": "zstd",
+                          "destination": {"type": "local", "path": "./out/pg_full", "bucket": None},
+                          "source": {"type": "postgres", "url": None, "url_env": "PG_URL"}},
+        "computed": {"chunk_ranges": [], "chunk_count": 0, "cursor_snapshot": None, "row_estimate": 30},
+        "config_path": "/nonexistent/rivet/dev/cli_matrix/cfg/pg/pg_full.yaml"}))
+    return plan
+
+
+@pytest.mark.postgres
+def test_apply_replays_a_plan_rivet_wrote_whose_config_is_gone(tmp_path, audit):
+    plan = _rivet_plan(tmp_path, datetime.now(UTC) - timedelta(hours=1))
+    applied = rivet("apply", str(plan), env={"PG_URL": audit}, cwd=tmp_path)
+    assert applied.returncode == 0, applied.stderr
+    assert manifest_ids(tmp_path / "out" / "pg_full") == list(range(1, ROWS + 1))
+    assert (tmp_path / "plans" / ".rivet_state.db").exists()  # Rivet's fallback: state beside the plan
+
+
+@pytest.mark.postgres
+def test_apply_refuses_a_day_old_rivet_plan_without_force(tmp_path, audit):
+    plan = _rivet_plan(tmp_path, datetime.now(UTC) - timedelta(days=3))
+    refused = rivet("apply", str(plan), env={"PG_URL": audit}, cwd=tmp_path)
+    assert refused.returncode == 1, refused.stderr
+    assert "3 days old" in refused.stderr and "pass --force" in refused.stderr
+    assert not (tmp_path / "out").exists()
+    forced = rivet("apply", "--force", str(plan), env={"PG_URL": audit}, cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    assert manifest_ids(tmp_path / "out" / "pg_full") == list(range(1, ROWS + 1))
+
+
+@pytest.mark.postgres
+def test_state_progression_shows_the_boundary_a_run_committed(tmp_path, audit):
+    config = write_config(tmp_path, source_block(audit), [_export("pa_audit", mode="incremental",
+                                                                  cursor_column="id")])
+    before = rivet_quick("state", "progression", "-c", str(config))
+    assert before.returncode == 0 and "pa_audit: no progression recorded yet" in before.stdout
+    assert rivet_quick("run", "-c", str(config)).returncode == 0
+    shown = rivet_quick("state", "progression", "-c", str(config), "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["pa_audit"]["last_committed_cursor"] == str(ROWS)
+
+
+def test_schema_config_prints_the_json_schema_the_loader_enforces():
+    result = rivet_quick("schema", "config")
+    assert result.returncode == 0, result.stderr
+    schema = json.loads(result.stdout)
+    assert schema["additionalProperties"] is False
+    assert {"source", "exports"} <= set(schema["properties"])
