@@ -289,6 +289,9 @@ def test_a_clash_with_the_users_own_definitions_names_the_rivet_yaml_the_export_
     defs.yaml and rivet.yaml, the export, the user's module and object, and what resolves it."""
     analytics = project / "src/shop_pipeline/defs/analytics.py"
     analytics.write_text(analytics.read_text() + "\n\n" + users_own)
+    if "define_asset_job" in users_own:  # rivet defines a job per export only when asked to
+        config = project / SHOP / "rivet.yaml"
+        config.write_text(config.read_text() + "\ndagster:\n  jobs: per_export\n")
     before = sorted(p.relative_to(project) for p in project.rglob("*") if ".dagster_home" not in p.parts)
     proc = dg(project, "check", "defs", check=False)
     said = proc.stdout + proc.stderr
