@@ -242,3 +242,15 @@ def test_a_transient_failure_retries_the_step_and_the_retry_skips_the_exports_al
     # Dagster words the last attempt's failure "Exceeded max_retries"; its metadata names the export
     [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     assert failure.event_specific_data.user_failure_data.metadata["failed_exports"].value == ["down"]
+
+
+def test_an_export_materialized_without_its_checks_records_no_check_result(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    defs = with_jobs(build_definitions(three_exports(local, orders_pg)), dg.define_asset_job(
+        "no_checks", selection=dg.AssetSelection.assets("beta").without_checks()))
+    result = run_job(defs, "no_checks", instance)
+
+    assert result.success
+    assert [e.asset_key.path[-1] for e in result.get_asset_materialization_events()] == ["beta"]
+    assert result.get_asset_check_evaluations() == []
+    assert published_equals_source(local, "beta", orders_pg)
