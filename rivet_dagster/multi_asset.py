@@ -148,7 +148,7 @@ def _multi_asset(config: api.RivetConfig, pool: str, exports: list[api.ExportCon
             if key in context.selected_asset_keys and key not in done:
                 try:
                     with store_clients(context, built[name]):
-                        failure = yield from _run_export(context, cfg, export, key)
+                        failure = yield from _selected_checks(context, _run_export(context, cfg, export, key))
                 except INTERRUPTS:  # a terminate names the export it stopped; never retried
                     raise terminated(name, "the export") from None
                 if failure is not None:
@@ -172,6 +172,20 @@ def step_failure(failures: list[ExportFailure], selected: int) -> dg.Failure:
                      + " | ".join(f.line() for f in failures)),
         metadata={"failed_exports": [f.export_name for f in failures]},
         allow_retries=all(f.transient for f in failures))
+
+
+def _selected_checks(context: dg.AssetExecutionContext, events: Iterator[Any]) -> Iterator[Any]:
+    """`events` without the check results of checks the run did not select (an export
+    materialized without its checks); returns what `events` returns."""
+    selected = context.selected_asset_check_keys
+    while True:
+        try:
+            event = next(events)
+        except StopIteration as stop:
+            return stop.value
+        if not isinstance(event, dg.AssetCheckResult) or \
+                dg.AssetCheckKey(event.asset_key, event.check_name) in selected:
+            yield event
 
 
 def _materialized_in_this_run(context: dg.AssetExecutionContext, by_key: dict[dg.AssetKey, str]) -> set[dg.AssetKey]:

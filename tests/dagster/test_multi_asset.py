@@ -217,3 +217,40 @@ def test_a_terminate_during_the_second_export_ends_the_run_canceled_without_a_re
     assert [e.asset_key.path[-1] for e in logs if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION] == ["alpha"]
     assert local.view("alpha").current_manifest() is not None
     assert nothing_published(local, "beta") and nothing_published(local, "gamma")
+
+
+def test_a_transient_failure_retries_the_step_and_the_retry_skips_the_exports_already_published(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`down` writes to an S3 endpoint nobody listens on (a transient failure, exit 2): the
+    step fails after `alpha` published, Dagster retries it (the exports' `max_retries`), and
+    the retry runs only `down` again — `alpha` is materialized once in the run."""
+    monkeypatch.setenv("RIVET_TEST_AK", "x")
+    monkeypatch.setenv("RIVET_TEST_SK", "y")
+    tuning = {"max_retries": 1, "retry_backoff_ms": 0}
+    down = {"type": "s3", "bucket": "nowhere", "prefix": "down/", "endpoint": "http://127.0.0.1:9",
+            "region": "us-east-1", "access_key_env": "RIVET_TEST_AK", "secret_key_env": "RIVET_TEST_SK"}
+    exports = [export_block("alpha", "full", local.destination("alpha"), tuning=tuning),
+               export_block("down", "full", down, tuning=tuning)]
+    defs = build_definitions(orders_config(local.tmp, orders_pg, exports))
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance, raise_on_error=False)
+
+    assert not result.success
+    kinds = [e.event_type for e in result.all_events]
+    assert kinds.count(dg.DagsterEventType.STEP_UP_FOR_RETRY) == 1
+    assert [e.asset_key.path[-1] for e in result.get_asset_materialization_events()] == ["alpha"]
+    assert published_equals_source(local, "alpha", orders_pg)
+    # Dagster words the last attempt's failure "Exceeded max_retries"; its metadata names the export
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    assert failure.event_specific_data.user_failure_data.metadata["failed_exports"].value == ["down"]
+
+
+def test_an_export_materialized_without_its_checks_records_no_check_result(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    defs = with_jobs(build_definitions(three_exports(local, orders_pg)), dg.define_asset_job(
+        "no_checks", selection=dg.AssetSelection.assets("beta").without_checks()))
+    result = run_job(defs, "no_checks", instance)
+
+    assert result.success
+    assert [e.asset_key.path[-1] for e in result.get_asset_materialization_events()] == ["beta"]
+    assert result.get_asset_check_evaluations() == []
+    assert published_equals_source(local, "beta", orders_pg)
