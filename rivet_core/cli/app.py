@@ -2,12 +2,12 @@
 set up once per process, and the registration of every command group's module.
 
 Each command lives in the module named after its group (run.py, validate.py, reconcile.py,
-state.py, history.py, init.py, check.py, plan.py, doctor.py, gc.py, schema.py) and imports only
+state.py, history.py, init.py, check.py, plan.py, doctor.py, gc.py, schema.py, completions.py) and imports only
 shared.py from this package, so the registration below is the one direction the imports run.
 
 The group is lazy (`_LazyGroup`): it knows each command by name and imports the command's
 module only when that command is invoked or listed, so `rivet run` does not pay for the
-modules of the other thirteen commands (docs/benchmarks.md "Start-up"); `rivet --help` still
+modules of the other fourteen commands (docs/benchmarks.md "Start-up"); `rivet --help` still
 lists every command with its help line.
 """
 
@@ -46,7 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "repair": ("reconcile", "repair"), "state": ("state", "state"), "metrics": ("history", "metrics"),
     "journal": ("history", "journal"), "init": ("init", "init"), "check": ("check", "check"),
     "plan": ("plan", "plan"), "apply": ("plan", "apply"), "doctor": ("doctor", "doctor"), "gc": ("gc", "gc"),
-    "schema": ("schema", "schema"),
+    "schema": ("schema", "schema"), "completions": ("completions", "completions"),
 }
 
 

@@ -1,8 +1,10 @@
 """`rivet check`: what will go wrong before it does (see introspect/diagnose.py).
 
 Exit codes: 0 when every export could be diagnosed (whatever the verdicts); 1 when an export
-could not be (missing table or column, unplannable chunking) or, with `--strict`, when any
-column is lossy or unsupported — a CI gate for "every column maps exactly".
+could not be (missing table or column, unplannable chunking, a destination that cannot be
+opened — Rivet's "destination preflight", e.g. an unset credential variable) or, with
+`--strict`, when any column is lossy or unsupported — a CI gate for "every column maps exactly".
+The type names follow Rivet's (check_names.py), and `--json` is one compact line.
 """
 
 from __future__ import annotations

@@ -8,12 +8,15 @@ import json
 
 import click
 
-from rivet_core.cli.shared import config_option, guard, load, param_option
+from rivet_core.cli.shared import config_option, guard, load, param_option, write_report
 
 
-def _print_reconcile(report_dict: dict, fmt: str) -> None:
+def _print_reconcile(report_dict: dict, fmt: str, output: str | None = None) -> None:
+    if output is not None:
+        write_report(output, json.dumps(report_dict, indent=2, default=str))
     if fmt == "json":
-        click.echo(json.dumps(report_dict, indent=2, default=str))
+        click.echo(f"Reconcile report written to: {output}" if output is not None
+                   else json.dumps(report_dict, indent=2, default=str))
         return
     s = report_dict["summary"]
     click.echo(f"{report_dict['export_name']} (run {report_dict['run_id']}): {s['matches']} match, "
@@ -28,15 +31,18 @@ def _print_reconcile(report_dict: dict, fmt: str) -> None:
 @config_option
 @click.option("-e", "--export", "export_name", required=True)
 @click.option("--format", "fmt", type=click.Choice(["pretty", "json"]), default="pretty")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
+              help="Also write the JSON report to this file (Rivet's flag; with --format json, instead of stdout).")
 @param_option
 @guard
-def reconcile(config_path: str, export_name: str, fmt: str, params: tuple[str, ...]) -> int:
+def reconcile(config_path: str, export_name: str, fmt: str, params: tuple[str, ...],
+              output: str | None = None) -> int:
     """Compare per-chunk source COUNT(*) with the rows each chunk exported (exit 3 on mismatch)."""
     from rivet_core.pipeline.reconcile import reconcile_export
 
     config = load(config_path, params)
     report = reconcile_export(config, config.export(export_name))
-    _print_reconcile(report.to_dict(), fmt)
+    _print_reconcile(report.to_dict(), fmt, output)
     counts = report.counts()
     if counts["unknown"]:
         click.echo("warning: some chunks could not be verified (unknown)", err=True)
@@ -52,9 +58,12 @@ def reconcile(config_path: str, export_name: str, fmt: str, params: tuple[str, .
 @click.option("-e", "--export", "export_name", required=True)
 @click.option("--execute", is_flag=True, help="Re-export the mismatched chunks (default: dry run).")
 @click.option("--format", "fmt", type=click.Choice(["pretty", "json"]), default="pretty")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
+              help="Also write the JSON plan (and, with --execute, its results) to this file (Rivet's flag).")
 @param_option
 @guard
-def repair(config_path: str, export_name: str, execute: bool, fmt: str, params: tuple[str, ...]) -> int:
+def repair(config_path: str, export_name: str, execute: bool, fmt: str, params: tuple[str, ...],
+           output: str | None = None) -> int:
     """Plan (dry run) or execute the re-export of chunks that reconcile found wrong. Never deletes."""
     from rivet_core.pipeline.reconcile import execute_repair, reconcile_export
 
@@ -66,6 +75,8 @@ def repair(config_path: str, export_name: str, execute: bool, fmt: str, params: 
             "actions": [{"chunk_index": c.chunk_index, "start_key": c.start_key, "end_key": c.end_key,
                          "reason": c.note or c.status} for c in actions]}
     if not execute:
+        if output is not None:
+            write_report(output, json.dumps({"plan": plan, "executed": False}, indent=2))
         if fmt == "json":
             click.echo(json.dumps({"plan": plan, "executed": False}, indent=2))
         else:
@@ -85,6 +96,8 @@ def repair(config_path: str, export_name: str, execute: bool, fmt: str, params: 
                "repair": None if s is None else {
                    "run_id": s.run_id, "status": s.status, "manifest_rewritten": s.manifest_written,
                    "error_message": s.error_message, "report": s.report_path, "warnings": s.warnings}}
+    if output is not None:
+        write_report(output, json.dumps(payload, indent=2, default=str))
     if fmt == "json":
         click.echo(json.dumps(payload, indent=2, default=str))
     else:

@@ -59,6 +59,23 @@ def open_store(config_path: str):  # noqa: ANN201
 EXIT_PRECEDENCE = {3: 5, 4: 4, 2: 3, 1: 2, 0: 0}
 
 
+def write_report(path: str, text: str) -> None:
+    """`-o/--output FILE` of validate, reconcile and repair (Rivet's flag): the JSON document,
+    written whole — a temp file beside it, then a rename — so a reader never sees half."""
+    from pathlib import Path
+
+    from rivet_core.errors import ConfigError
+
+    target = Path(path)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
+        tmp.write_text(text + "\n", encoding="utf-8")
+        tmp.replace(target)
+    except OSError as exc:
+        raise ConfigError(f"cannot write report '{path}': {exc.strerror or exc} — choose a writable -o path") from exc
+
+
 def worst_exit(codes: list[int]) -> int:
     """Most severe exit class across exports: 3 > 4 > 2 > 1 > 0 (docs/rivet-compat.md "CLI output and exit codes")."""
     return max(codes, key=lambda c: EXIT_PRECEDENCE.get(c, 1), default=0)

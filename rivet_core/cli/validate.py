@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from rivet_core.cli.shared import config_option, guard, load, param_option, worst_exit
+from rivet_core.cli.shared import config_option, guard, load, param_option, worst_exit, write_report
 from rivet_core.errors import RivetError
 
 
@@ -86,11 +86,13 @@ class _Ledger:
               "and {date} in the destination path.")
 @click.option("--prefix", "sub_prefix", help="Verify this sub-prefix of the export's destination (a manifest "
               "must be there).")
+@click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
+              help="Also write the JSON verdicts to this file (Rivet's flag; with --format json, instead of stdout).")
 @param_option
 @guard
 def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: str,
              params: tuple[str, ...], run_id: str | None = None, on_date: str | None = None,
-             sub_prefix: str | None = None) -> int:
+             sub_prefix: str | None = None, output: str | None = None) -> int:
     """Verify each export's destination against its manifest and _SUCCESS (no source queries)."""
     # From unit/resolve.py, not api.py: the api module imports the whole engine (state, pipeline).
     from rivet_core.manifest import verify_at_destination
@@ -152,8 +154,11 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
             codes.append(verdict.exit_code())
             results.append({"export_name": label, "resolved_prefix": target.uri,
                             "verification": verdict.to_dict()})
+    document = json.dumps({"exports": results, "warnings": warnings, "errors": []}, indent=2, default=str)
+    if output is not None:
+        write_report(output, document)
     if fmt == "json":
-        click.echo(json.dumps({"exports": results, "warnings": warnings, "errors": []}, indent=2, default=str))
+        click.echo(f"Validation report written to: {output}" if output is not None else document)
     else:
         for w in warnings:
             click.echo(f"{w['export_name']}: SKIPPED ({w['warning']})")

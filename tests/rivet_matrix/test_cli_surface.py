@@ -114,3 +114,40 @@ def test_schema_config_prints_the_json_schema_the_loader_enforces():
     schema = json.loads(result.stdout)
     assert schema["additionalProperties"] is False
     assert {"source", "exports"} <= set(schema["properties"])
+
+
+@pytest.mark.postgres
+def test_validate_output_writes_the_json_verdicts_to_the_file(tmp_path, audit):
+    config = write_config(tmp_path, source_block(audit), [_export("pa_audit")])
+    assert rivet_quick("run", "-c", str(config)).returncode == 0
+    report = tmp_path / "reports" / "validate.json"
+    result = rivet_quick("validate", "-c", str(config), "--format", "json", "-o", str(report))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"Validation report written to: {report}"
+    [verdict] = json.loads(report.read_text())["exports"]
+    assert verdict["export_name"] == "pa_audit" and verdict["verification"]["passed"] is True
+
+
+@pytest.mark.postgres
+def test_reconcile_and_repair_output_write_their_json_reports(tmp_path, audit):
+    config = write_config(tmp_path, source_block(audit), [_export(
+        "pa_audit", mode="chunked", chunk_column="id", chunk_size=10, chunk_checkpoint=True)])
+    assert rivet_quick("run", "-c", str(config)).returncode == 0
+    db_exec(audit, "DELETE FROM pa_audit WHERE id = 15")
+    report = tmp_path / "reconcile.json"
+    found = rivet_quick("reconcile", "-c", str(config), "-e", "pa_audit", "--format", "json", "-o", str(report))
+    assert found.returncode == 3, found.stderr
+    assert "Reconcile report written to:" in found.stdout
+    assert json.loads(report.read_text())["summary"]["mismatches"] == 1
+    planned = tmp_path / "repair.json"
+    dry = rivet_quick("repair", "-c", str(config), "-e", "pa_audit", "-o", str(planned))
+    assert dry.returncode == 0, dry.stderr
+    plan = json.loads(planned.read_text())
+    assert plan["executed"] is False and [a["chunk_index"] for a in plan["plan"]["actions"]] == [1]
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completions_prints_a_script_for_the_shell(shell):
+    result = rivet_quick("completions", shell)
+    assert result.returncode == 0, result.stderr
+    assert "_RIVET_COMPLETE" in result.stdout
