@@ -10,11 +10,21 @@ kinds, description, metadata, code version, automation, lineage to the source ta
 one step that runs the exports Dagster selected (`context.selected_asset_keys`), one after
 the other as `rivet run` does, through the core's `ExportRun` phases.
 
-Per export the step yields what the export's own asset and checks yield: the quality
-checks and `schema_drift`, an `Output` with the materialization's metadata, and the
-blocking `manifest_verified` result (the same `verify_prefixes` as checks.py). Selected on
-its own (no export of its asset selected), `manifest_verified` only verifies the
-destination, as the standalone check does.
+Per export the step yields what the export's own asset and checks yield: an `Output` with
+the materialization's metadata, then the quality checks and `schema_drift` (about the data
+just materialized: Dagster links each check result to the asset's latest materialization),
+and the blocking `manifest_verified` result (the same `verify_prefixes` as checks.py); an
+export that fails yields its verdicts and no `Output`. Selected on its own (no export of its
+asset selected), `manifest_verified` only verifies the destination, as the standalone check
+does.
+
+What a step of many small exports costs is mostly Dagster's event log: every event and every
+`context.log` line is one write (one SQLite transaction on the default instance). So an
+export writes progress lines only once it has run longer than the progress interval
+(`LateLines`; `RIVET_PROGRESS_INTERVAL`, 10 s by default) — a quick one writes none, its run
+id, destination, rows and bytes are in its materialization's metadata — and its check results
+follow its `Output`, so Dagster looks the target materialization up once per export, not
+twice (docs/benchmarks.md, "Many exports in one Dagster run").
 
 Why the step publishes (ADR-0003 amended): an exception in the IO manager's
 `handle_output` ends the step at once, so one export whose publish fails would stop the
@@ -32,7 +42,8 @@ materialized in this run. A terminate stops the step without a retry (terminatio
 No `from __future__ import annotations` here: Dagster reads the body's context annotation.
 """
 
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -203,9 +214,10 @@ def _run_export(context: dg.AssetExecutionContext, cfg: api.RivetConfig, export:
     """One export of the step: its checks, its `Output` and `manifest_verified`; returns (as the
     generator's value) its failure, or None. The phases are the export asset's (assets.py)
     with the publish of the IO manager (io_manager.py), in that order."""
-    progress = api.callback_tracker(cfg, export, context.log.info)
+    lines = LateLines(context.log.info)
+    progress = api.callback_tracker(cfg, export, lines)
+    lines.after = max(sink.interval for sink in progress.sinks)
     run = api.ExportRun(cfg, export, run_options(context, cfg, export, progress))
-    context.log.info(f"rivet run {run.summary.run_id} of export '{export.name}' → {run.dest.uri}")
     try:
         staged = run.extract()
         progress.finish()
@@ -214,24 +226,47 @@ def _run_export(context: dg.AssetExecutionContext, cfg: api.RivetConfig, export:
         return _failed(run.fail(exc))
     except Exception as exc:
         return _failed(run.fail(exc))
-    yield from _for(key, quality_results(export, staged.quality_issues, staged.rows))
+    quality = _for(key, quality_results(export, staged.quality_issues, staged.rows))
     try:
         run.gate_schema(staged)
     except api.SchemaDriftError as exc:
-        yield drift_result(export, run.summary)._replace(asset_key=key)
+        yield from [*quality, drift_result(export, run.summary)._replace(asset_key=key)]
         return _failed(run.fail(exc))
-    yield drift_result(export, run.summary)._replace(asset_key=key)
+    # Yielded after the Output when it publishes: the verdicts are about the data just
+    # materialized, and Dagster looks a check result's target materialization up once per
+    # asset (then cached) — before the Output it would look the previous one up as well.
+    verdicts = [*quality, drift_result(export, run.summary)._replace(asset_key=key)]
     pending = PendingPublish(run, staged)
     try:
         summary = run.publish(staged)
     except Exception as exc:  # the core finalized what it could; nothing is recorded as materialized
+        yield from verdicts
         return ExportFailure(export.name, api.redact_secrets(str(exc)), is_transient(exc))
     if summary.status == "failed" or summary.exit_code != 0:  # exit 3: the verdict failed
+        yield from verdicts
         return _failed(summary)
     yield dg.Output(PublishedExport(summary), output_name=key.to_python_identifier(),
                     metadata=published_metadata(pending, summary, partition=False))
+    yield from verdicts
     yield verify_prefixes(cfg, export, [""])._replace(asset_key=key, check_name=MANIFEST_CHECK)
     return None
+
+
+class LateLines:
+    """The progress lines of one export of the step, written to the run's log only once the
+    export has run `after` seconds (the tracker's interval): a long export reports as its own
+    asset does, a quick one writes none. Each line is an event-log write (about as costly as
+    the export of a small table, docs/benchmarks.md), and the `Output`'s metadata already
+    carries the run id, destination, rows and bytes of every export."""
+
+    def __init__(self, emit: Callable[[str], Any]) -> None:
+        self.emit = emit
+        self.after = 0.0
+        self.started = time.monotonic()
+
+    def __call__(self, line: str) -> None:
+        if time.monotonic() - self.started >= self.after:
+            self.emit(line)
 
 
 def _for(key: dg.AssetKey, results: list[dg.AssetCheckResult]) -> list[dg.AssetCheckResult]:

@@ -18,6 +18,7 @@ import pytest
 
 from rivet_dagster import build_definitions
 from rivet_dagster.executors import IN_PROCESS_FIRST
+from rivet_dagster.multi_asset import MANIFEST_CHECK
 from tests.dagster.support import (
     Target,
     check_evaluations,
@@ -254,3 +255,52 @@ def test_an_export_materialized_without_its_checks_records_no_check_result(
     assert [e.asset_key.path[-1] for e in result.get_asset_materialization_events()] == ["beta"]
     assert result.get_asset_check_evaluations() == []
     assert published_equals_source(local, "beta", orders_pg)
+
+
+def step_log_lines(instance: dg.DagsterInstance, run_id: str) -> list[str]:
+    """The run's log records that are not Dagster events: what `context.log` wrote."""
+    return [e.user_message for e in instance.all_logs(run_id) if e.dagster_event is None]
+
+
+def test_quick_exports_of_the_step_write_no_progress_lines_to_the_event_log_and_their_metadata_names_the_run(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    """Each log line is an event-log write: exports quicker than the progress interval write
+    none; each materialization still carries the rivet run id and the destination."""
+    defs = build_definitions(three_exports(local, orders_pg))
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance)
+
+    assert result.success
+    lines = step_log_lines(instance, result.run_id)
+    assert not [line for line in lines if any(f"'{n}'" in line or f"{n}:" in line for n in NAMES)], lines
+    for event in result.get_asset_materialization_events():
+        metadata = event.materialization.metadata
+        assert metadata["rivet_run_id"].value.startswith(event.asset_key.path[-1])
+        assert published_equals_source(local, event.asset_key.path[-1], orders_pg)
+
+
+def test_with_a_zero_progress_interval_every_export_of_the_step_reports_its_progress(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An export that runs longer than the interval reports as its own asset does (interval 0:
+    every export is `longer`)."""
+    monkeypatch.setenv("RIVET_PROGRESS_INTERVAL", "0")
+    defs = build_definitions(three_exports(local, orders_pg))
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance)
+
+    assert result.success
+    lines = step_log_lines(instance, result.run_id)
+    for name in NAMES:
+        assert any(line.startswith(f"{name}: done, ") for line in lines), (name, lines)
+
+
+def test_the_check_results_of_a_published_export_target_the_materialization_of_the_same_run(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    defs = build_definitions(three_exports(local, orders_pg))
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance)
+
+    assert result.success
+    evaluations = result.get_asset_check_evaluations()
+    assert {(e.asset_key.path[-1], e.check_name) for e in evaluations} == {
+        (n, c) for n in NAMES for c in ("schema_drift", MANIFEST_CHECK)}
+    for evaluation in evaluations:
+        target = evaluation.target_materialization_data
+        assert target is not None and target.run_id == result.run_id, (evaluation.check_name, target)
