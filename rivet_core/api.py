@@ -145,15 +145,12 @@ def url_env_database(config: RivetConfig) -> str | None:
     """The database the `url_env` variable names right now (a SQLite file: its stem), or None
     — for a message that suggests the `database:` line, never for a name (`source_database`)."""
     import os
-    from pathlib import PurePosixPath
 
-    from rivet_core.config.source_url import url_database
+    from rivet_core.config.source_url import database_named_by
 
     variable = config.source.url_env
     url = os.environ.get(variable) if variable else None
-    if not url:
-        return None
-    return PurePosixPath(url.split("///", 1)[-1]).stem if config.source.type == "sqlite" else url_database(url)
+    return database_named_by(config.source.type, url) if url else None
 
 
 def destination_uri(config: RivetConfig, export: ExportConfig) -> str:

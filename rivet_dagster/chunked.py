@@ -537,7 +537,7 @@ def build_planner_sensor(config: api.RivetConfig, exports: list[api.ExportConfig
         for export_name, plan in plans.items():
             try:
                 asked, parts, states[export_name], reason = plan(context, dict(states.get(export_name, {})))
-            except Exception as exc:  # the other exports' plans go on; this one keeps its state
+            except Exception as exc:  # error boundary: logged, and the tick fails when every export's plan failed
                 if len(plans) == 1:
                     raise
                 context.log.error(f"export '{export_name}': planning failed: {exc}")

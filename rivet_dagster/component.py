@@ -30,6 +30,7 @@ no folder behind.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ from pydantic import BaseModel, Field
 
 from rivet_core import api
 from rivet_dagster.factory import build_definitions
+
+_log = logging.getLogger(__name__)
 
 STARTER_CONFIG = """\
 # Exports of this component: each becomes a Dagster asset (see docs/dagster-guide.md).
@@ -182,7 +185,9 @@ def _project_module_names(context: dg.ComponentLoadContext) -> dict[str, Owner]:
         module_name = ".".join([context.defs_module_name, *(parts[:-1] if parts[-1] == "__init__" else parts)])
         try:
             module = importlib.import_module(module_name)
-        except Exception:  # noqa: BLE001 — Dagster reports the module's own error
+        except Exception as exc:  # error boundary: logged here; Dagster's own load of the module reports it
+            _log.debug("defs module %s did not import (%s): its names are not checked for clashes",
+                       module_name, exc)
             continue
         names.update(_module_names(module, path))
     return names

@@ -224,7 +224,7 @@ def _run_export(context: dg.AssetExecutionContext, cfg: api.RivetConfig, export:
     except api.DataIntegrityError as exc:
         yield from _for(key, quality_results(export, run.summary.quality_issues, None))
         return _failed(run.fail(exc))
-    except Exception as exc:
+    except Exception as exc:  # error boundary: the export's failure (run.fail), named when the step fails
         return _failed(run.fail(exc))
     quality = _for(key, quality_results(export, staged.quality_issues, staged.rows))
     try:
@@ -239,7 +239,7 @@ def _run_export(context: dg.AssetExecutionContext, cfg: api.RivetConfig, export:
     pending = PendingPublish(run, staged)
     try:
         summary = run.publish(staged)
-    except Exception as exc:  # the core finalized what it could; nothing is recorded as materialized
+    except Exception as exc:  # error boundary: the export's failure (the core finalized what it could), named when the step fails
         yield from verdicts
         return ExportFailure(export.name, api.redact_secrets(str(exc)), is_transient(exc))
     if summary.status == "failed" or summary.exit_code != 0:  # exit 3: the verdict failed

@@ -24,6 +24,8 @@ _PG_NAMES = {
     "timestamp without time zone": "timestamp", "timestamp with time zone": "timestamptz",
     "time without time zone": "time", "time with time zone": "timetz",
 }
+#: Engines whose type names Rivet shows as their catalog names (the others: unchanged).
+_CATALOG_NAMES: dict[str, dict[str, str]] = {"postgres": _PG_NAMES}
 
 
 def arrow_rs_name(arrow_type: Any) -> str:
@@ -56,10 +58,11 @@ def arrow_rs_name(arrow_type: Any) -> str:
 
 def source_type_name(engine: str, native_type: str) -> str:
     """The source type as Rivet names it: PostgreSQL's catalog name, others unchanged."""
-    if engine != "postgres":
+    catalog_names = _CATALOG_NAMES.get(engine)
+    if catalog_names is None:
         return native_type
     base, _, rest = native_type.partition("(")
-    name = _PG_NAMES.get(base.strip(), base.strip())
+    name = catalog_names.get(base.strip(), base.strip())
     if name in ("varchar", "bpchar", "numeric") and rest:
         return f"{name}({rest}"
     if native_type.endswith("[]"):

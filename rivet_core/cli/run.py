@@ -91,7 +91,7 @@ def _write_summary(path: str, document: str) -> None:
               help="Also write that JSON document to this file (Rivet's flag; the directory is created).")
 @click.option("--parallel-exports", "parallel_exports", is_flag=True,
               help="Rivet's flag: accepted for one export; several exports are refused (they run one after "
-              "the other here — run them as separate processes, or in Dagster).")
+              "the other here — run them as separate processes, or as assets of the orchestrator integration).")
 @click.option("--parallel-export-processes", "parallel_processes", is_flag=True,
               help="As --parallel-exports.")
 @click.option("--progress", "progress_mode", type=click.Choice(["auto", "tty", "log", "none"]), default="auto",
@@ -121,7 +121,7 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
         flag = "--parallel-exports" if parallel_exports else "--parallel-export-processes"
         raise RivetError(f"{flag}: {len(exports)} exports selected, and this rivet runs the exports of one "
                          "command one after the other — drop the flag, run one `rivet run -e <export>` process "
-                         "per export, or run them in Dagster (docs/rivet-compat.md \"Rivet's CLI matrix\")")
+                         "per export, or run them as assets of the orchestrator integration (docs/rivet-compat.md \"Rivet's CLI matrix\")")
     streamed = [e.name for e in exports if e.destination.type == "stdout"]
     if as_json and streamed:
         raise RivetError(f"--json cannot be used with a stdout destination (export '{streamed[0]}'): the "

@@ -150,7 +150,7 @@ def unknown_block_hint(name: str) -> str:
         return (" — an export's `load:` is Rivet's warehouse load (`rivet load` into BigQuery, "
                 "Snowflake, …), which this tool does not run: it exports files only, so a config that "
                 "expects the load would silently skip it. Remove `load:` and load the exported Parquet "
-                "with the warehouse's own loader (or a Dagster asset downstream of the export)")
+                "with the warehouse's own loader (or an orchestrator's asset downstream of the export)")
     return (f" — not a Rivet field, and no installed integration provides a `{name}:` block "
             f"(integration blocks: {known}). Remove it, or install the integration that provides it "
             f"(its package registers the block under the entry point group {ENTRY_POINT_GROUP}, "

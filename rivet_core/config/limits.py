@@ -251,8 +251,8 @@ def _shown(parts: tuple[str, ...], store: tuple[str, ...]) -> str:
 def _overlapping_pairs(roots: list[tuple[Any, Any]]) -> list[tuple[int, int]]:
     """The index pairs (i < j, in config order) of roots that are equal or nested: each root
     looks up its own prefixes in an index of all roots, so 1,000 exports cost 1,000 lookups
-    per path depth, not the 500,000 comparisons of every pair (a Dagster code location loads
-    this config once per process)."""
+    per path depth, not the 500,000 comparisons of every pair (an orchestrator's code location
+    loads this config once per process)."""
     index: dict[tuple[Any, tuple[str, ...]], list[int]] = {}
     for i, (_, root) in enumerate(roots):
         if root is not None:

@@ -85,6 +85,16 @@ def url_database(url: str) -> str | None:
     return urllib.parse.unquote(path.split("/", 1)[0]) or None
 
 
+def database_named_by(source_type: str, url: str) -> str | None:
+    """The database a source URL names: a SQLite file's stem (`sqlite:///data/shop.db` →
+    `shop`), else the server URL's database (`url_database`)."""
+    if source_type == "sqlite":
+        from pathlib import PurePosixPath
+
+        return PurePosixPath(url.split("///", 1)[-1]).stem or None
+    return url_database(url)
+
+
 def _user_password(userinfo: str) -> tuple[str, str | None]:
     """Raw (user, password) of a userinfo: the user ends at its first `:`."""
     user, colon, password = userinfo.partition(":")

@@ -744,9 +744,9 @@ def config_errors(cfg: RivetConfig) -> list[str]:
 #: (docs/rivet-compat.md "Rivet keys accepted without effect").
 _NO_EFFECT: dict[str, str] = {
     "parallel_exports": "`rivet run` exports one export at a time here — run exports concurrently as "
-                        "Dagster assets, or as several `rivet run -e <export>` processes; then remove the key",
+                        "assets of the orchestrator integration, or as several `rivet run -e <export>` processes; then remove the key",
     "parallel_export_processes": "`rivet run` exports one export at a time here — run one `rivet run -e "
-                                 "<export>` process per export (or Dagster assets); then remove the key",
+                                 "<export>` process per export (or orchestrator assets); then remove the key",
     "adaptive (tuning)": "Rivet's adaptive worker governor is not implemented — pacing comes from "
                        "`tuning.profile` (balanced/safe); remove the key",
     "min_parallel (tuning)": "Rivet's adaptive worker governor is not implemented — set `parallel:` on the "
@@ -757,7 +757,7 @@ _NO_EFFECT: dict[str, str] = {
             "the exported Parquet with the warehouse's own loader; the block can stay",
     "planning hints (wave, parallel_safe, source_group, reconcile_required, target)":
         "they steer Rivet's `plan`/`apply`/`check`, which this tool does not have — order and group "
-        "exports with Dagster; the keys can stay",
+        "exports in the orchestrator; the keys can stay",
 }
 
 

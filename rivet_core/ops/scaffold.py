@@ -162,7 +162,7 @@ def render(engine: str, exports: list[ScaffoldExport], options: InitOptions,
         f"  type: {engine}",
         f"  url_env: {_scalar(options.source_env)}   # the URL (with its password) stays in the environment",
         *([f"  database: {_scalar(database)}   # its name, for names derived from it (the URL still connects)"]
-          if database and engine != "sqlite" else []),
+          if database else []),
         "",
     ]
     for block in config_blocks().values():  # the installed integrations' top-level blocks
@@ -228,9 +228,9 @@ def write_scaffold(options: InitOptions, output: Path, *, force: bool = False) -
         raise ConfigError(f"'{output}' already exists — pass --force to overwrite it, or choose "
                           "another path with -o")
     engine, exports = introspect(options)
-    from rivet_core.config.source_url import url_database
+    from rivet_core.config.source_url import database_named_by
 
-    text = render(engine, exports, options, database=url_database(source_url_from_env(options.source_env)))
+    text = render(engine, exports, options, database=database_named_by(engine, source_url_from_env(options.source_env)))
     _check_loads(text, output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.tmp")

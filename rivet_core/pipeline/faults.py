@@ -15,7 +15,7 @@ acts, and creates `.release`. The wait is bounded (`RIVET_TEST_PAUSE_TIMEOUT_S`,
 Points fire from the facades (record_part, RunStore, the single runner) and from the read
 loop (`during_source_read`, after each batch is staged — the source cursor is still open),
 so every runner inherits them; `before_part_read` fires where a reader of a published
-dataset (the Dagster IO manager) is about to read a part the manifest lists. The environment is read at each call, so a test can arm a
+dataset (an orchestrator's IO manager) is about to read a part the manifest lists. The environment is read at each call, so a test can arm a
 point in a subprocess only.
 """
 

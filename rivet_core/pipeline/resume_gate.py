@@ -10,19 +10,29 @@ single-unit run (job.py) calls it before loading any chunk machinery (tests/test
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from rivet_core.config import ExportConfig
+from rivet_core.destination import Destination
 from rivet_core.errors import ConfigError
 from rivet_core.manifest.layout import SUCCESS_KEY
+from rivet_core.runrecord.summary import RunSummary
 
-if TYPE_CHECKING:
-    from rivet_core.pipeline.job import ExportRun
+
+class GatedRun(Protocol):
+    """What the gate reads of a run (an `ExportRun`, job.py, which imports this module — so
+    the run is described here rather than imported)."""
+
+    options: Any  # RunOptions: resume, force
+    export: ExportConfig
+    summary: RunSummary
+    dest: Destination
 
 #: The rule name Rivet gives the warning (its plan validation), kept so logs grep alike.
 RESUME_NO_CHECKPOINT = "resume-no-checkpoint"
 
 
-def gate_resume(run: ExportRun) -> None:
+def gate_resume(run: GatedRun) -> None:
     """`--resume`: warn when it has no effect, refuse a prefix holding `_SUCCESS` without
     `--force` (module docstring). A no-op without `--resume`; runs once per run."""
     if not run.options.resume or getattr(run, "_resume_gated", False):

@@ -55,6 +55,7 @@ def test_credentials_never_appear_in_any_artifact_of_a_successful_and_a_failing_
     from dagster._serdes import serialize_value
 
     from rivet_dagster import build_definitions
+    from tests.dagster.support import job_def
 
     secrets = [PASSWORD, ENCODED, s3.secret_key]
     bodies: list[tuple[str, bytes]] = []
@@ -99,7 +100,7 @@ def test_credentials_never_appear_in_any_artifact_of_a_successful_and_a_failing_
     home.mkdir()
     instance = dg.DagsterInstance.local_temp(tempdir=str(home))
     try:
-        job = build_definitions(config).resolve_job_def("items_job")
+        job = job_def(build_definitions(config), "items_job")  # the export's selection on the asset job
         db_exec(pg_url, "INSERT INTO items VALUES (51, 'u51@x', TIMESTAMP '2026-02-01')")
         monkeypatch.setenv("RIVET_SECRET_URL", good_url)
         good_run = job.execute_in_process(instance=instance, raise_on_error=False)
