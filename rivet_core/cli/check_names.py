@@ -9,14 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-_SIMPLE = {
-    "null": "Null", "bool": "Boolean", "int8": "Int8", "int16": "Int16", "int32": "Int32", "int64": "Int64",
-    "uint8": "UInt8", "uint16": "UInt16", "uint32": "UInt32", "uint64": "UInt64", "halffloat": "Float16",
-    "float": "Float32", "double": "Float64", "string": "Utf8", "large_string": "LargeUtf8",
-    "binary": "Binary", "large_binary": "LargeBinary", "date32[day]": "Date32", "date64[ms]": "Date64",
-}
-_UNITS = {"s": "Second", "ms": "Millisecond", "us": "Microsecond", "ns": "Nanosecond"}
-
 #: PostgreSQL's SQL spellings (format_type) → catalog names (pg_type.typname).
 _PG_NAMES = {
     "smallint": "int2", "integer": "int4", "bigint": "int8", "real": "float4", "double precision": "float8",
@@ -29,31 +21,22 @@ _CATALOG_NAMES: dict[str, dict[str, str]] = {"postgres": _PG_NAMES}
 
 
 def arrow_rs_name(arrow_type: Any) -> str:
-    """`arrow_type` (a pyarrow DataType, or None) as the Rust arrow crate prints it."""
+    """`arrow_type` (a pyarrow DataType, or None) as the Rust arrow crate prints it — the
+    manifest's rendering (`manifest.model.rust_arrow_type_name`), except that an extension
+    type shows its own name and a list its element type only (`List(Int32)`), as Rivet's
+    `check` prints them."""
     import pyarrow as pa
+
+    from rivet_core.manifest.model import rust_arrow_type_name
 
     if arrow_type is None:
         return "-"
     if isinstance(arrow_type, pa.BaseExtensionType):
         return arrow_type.extension_name
-    text = str(arrow_type)
-    if text in _SIMPLE:
-        return _SIMPLE[text]
-    if pa.types.is_timestamp(arrow_type):
-        tz = f'Some("{arrow_type.tz}")' if arrow_type.tz else "None"
-        return f"Timestamp({_UNITS[arrow_type.unit]}, {tz})"
-    if pa.types.is_time32(arrow_type) or pa.types.is_time64(arrow_type):
-        return f"Time{arrow_type.bit_width}({_UNITS[arrow_type.unit]})"
-    if pa.types.is_duration(arrow_type):
-        return f"Duration({_UNITS[arrow_type.unit]})"
-    if pa.types.is_decimal(arrow_type):
-        return f"Decimal{arrow_type.bit_width}({arrow_type.precision}, {arrow_type.scale})"
-    if pa.types.is_fixed_size_binary(arrow_type):
-        return f"FixedSizeBinary({arrow_type.byte_width})"
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
         kind = "LargeList" if pa.types.is_large_list(arrow_type) else "List"
         return f"{kind}({arrow_rs_name(arrow_type.value_type)})"
-    return text
+    return rust_arrow_type_name(arrow_type)
 
 
 def source_type_name(engine: str, native_type: str) -> str:
