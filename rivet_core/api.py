@@ -53,6 +53,7 @@ from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.malloc_arenas import limit_malloc_arenas
 from rivet_core.pipeline.quality import QualityIssue
 from rivet_core.pipeline.runner import run_unit
+from rivet_core.pipeline.table_check import check_table
 from rivet_core.pipeline.time_range import RangeStaged, TimeRangeRun
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.notify import RunNotice, send_notifications
@@ -241,7 +242,8 @@ def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = ""
         expected = bucket_targets(export, [sub_prefix])[0][2] if sub_prefix else export_name
         export = root_export(export)
     dest = export_destination(config, export, sub_prefix=sub_prefix, create=False)
-    return dest, verify_at_destination(dest, depth=depth, export_name=expected, export=export)
+    return dest, verify_at_destination(dest, depth=depth, export_name=expected, export=export,
+                                       table_check=check_table)
 
 
 def partitioned_dataset_rows(config: RivetConfig, export: ExportConfig) -> int:

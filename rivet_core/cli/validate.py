@@ -95,7 +95,12 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
              sub_prefix: str | None = None, output: str | None = None) -> int:
     """Verify each export's destination against its manifest and _SUCCESS (no source queries)."""
     # From unit/resolve.py, not api.py: the api module imports the whole engine (state, pipeline).
-    from rivet_core.manifest import verify_at_destination
+    from functools import partial
+
+    from rivet_core.manifest import verify_at_destination as verify_prefix
+    from rivet_core.pipeline.table_check import check_table
+
+    verify_at_destination = partial(verify_prefix, table_check=check_table)
     from rivet_core.unit.resolve import export_destination, partition_prefixes
 
     config = load(config_path, params)

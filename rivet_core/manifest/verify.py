@@ -49,7 +49,7 @@ errors a retry may clear (S3 unreachable, connection reset); else 1.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +75,13 @@ from rivet_core.manifest.model import (
     validate_self_consistency,
 )
 from rivet_core.redact import redact_secrets
+
+#: The table step of a verification (`table_format:` exports): (dest, manifest, listing,
+#: export, depth) → (findings as (kind, fields), the keys of the table's files and log).
+#: The table readers live above this package (rivet_core/tableformat/verify.py), so the
+#: caller hands the step in (rivet_core/pipeline/table_check.py) — see verify_at_destination.
+TableCheck = Callable[[Destination, "Manifest", "list[ObjectInfo] | None", Any, str],
+                      "tuple[list[tuple[str, dict[str, Any]]], set[str]]"]
 
 log = logging.getLogger(__name__)
 
@@ -527,7 +534,8 @@ def _finish(v: Verification) -> Verification:
 def verify_at_destination(dest: Destination, depth: str = "sample", *,
                           export_name: str | None = None, run_id: str | None = None,
                           require_manifest: bool = False, export: Any = None,
-                          published_evidence: str | None = None) -> Verification:
+                          published_evidence: str | None = None,
+                          table_check: TableCheck | None = None) -> Verification:
     """Verify the prefix `dest` points at; see the module docstring for the steps.
     `export_name`: the export the prefix belongs to (its manifest must name it); None skips
     that check (a prefix inspected without a config). `run_id` (`rivet validate --run-id`):
@@ -538,7 +546,8 @@ def verify_at_destination(dest: Destination, depth: str = "sample", *,
     (`table_format: iceberg`; rivet_core/tableformat/iceberg_verify.py). `published_evidence`:
     the run ledger's word that runs were published here (`rivet validate` reads it from the
     state store) — then a prefix without a manifest is `manifest_gone` (verified wrong,
-    exit 3), never a legacy prefix."""
+    exit 3), never a legacy prefix. `table_check`: the table step for a manifest that names a
+    table (`TableCheck`; the callers pass rivet_core/pipeline/table_check.py's)."""
     if depth not in DEPTHS:
         raise ConfigError(f"unknown verification depth {depth!r} — use one of {', '.join(DEPTHS)}")
     v = Verification(depth_level=depth)
@@ -617,9 +626,10 @@ def verify_at_destination(dest: Destination, depth: str = "sample", *,
 
     # 3b. the table the manifest publishes (table_format exports; rivet_core/tableformat/verify.py)
     if manifest.table is not None and run_id is None:
-        from rivet_core.tableformat.verify import check_table
-
-        table_findings, table_keys = check_table(dest, manifest, listing, export, depth)
+        if table_check is None:
+            raise ConfigError("this prefix publishes a table and the verification was given no table "
+                              "check (pass table_check=rivet_core.pipeline.table_check.check_table)")
+        table_findings, table_keys = table_check(dest, manifest, listing, export, depth)
         v.failures.extend(VerifyFailure(kind, fields) for kind, fields in table_findings)
         claimed |= table_keys
 

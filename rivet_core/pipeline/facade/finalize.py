@@ -59,6 +59,7 @@ from rivet_core.manifest.model import normalize_strategy
 from rivet_core.pipeline.facade.run_store import Progression, RunStore
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.gc import apply_retention
+from rivet_core.pipeline.table_check import check_table
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.notify import RunNotice, send_notifications
 from rivet_core.reporting.report import write_run_report
@@ -282,7 +283,7 @@ def _validate(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -> Non
     verdict = None
     with best_effort("validation", warn=summary.add_warning, message="validation could not run: {reason}"):
         verdict = verify_at_destination(dest, depth="sample", export_name=summary.export_name,
-                                        export=plan.export)
+                                        export=plan.export, table_check=check_table)
     if verdict is None:
         return
     summary.manifest_verification = verdict.to_dict()
