@@ -4,25 +4,17 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.rivet_matrix.cfg_matrix import RULES, probe
-from tests.rivet_matrix.cli_matrix import Outcome, fixture_databases, message_holds
-
-
-def _env(name: str) -> str:
-    value = os.environ.get(name)
-    if not value:
-        pytest.fail(f"{name} is not set — run the suite with `make test` (it starts the servers)", pytrace=False)
-    return value
+from tests.rivet_matrix.cli_matrix import Outcome, message_holds
 
 
 @pytest.fixture(scope="module")
-def probes(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Outcome]:
-    with fixture_databases(_env("TEST_PG_DSN"), _env("TEST_MYSQL_DSN")) as (pg, my):
-        return probe(tmp_path_factory.mktemp("cfg_matrix"), pg, my)
+def probes(tmp_path_factory: pytest.TempPathFactory,
+           matrix_databases: tuple[str, str]) -> dict[tuple[str, str], Outcome]:
+    pg, my = matrix_databases
+    return probe(tmp_path_factory.mktemp("cfg_matrix"), pg, my)
 
 
 @pytest.mark.postgres

@@ -10,15 +10,12 @@ in docs/rivet-compat.md "Rivet's CLI matrix"; none is skipped.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from tests.rivet_matrix.cli_matrix import (
     CELLS,
     MESSAGES,
     Outcome,
-    fixture_databases,
     message_holds,
     run_matrix,
 )
@@ -35,17 +32,12 @@ MSG_GAPS = {
 }
 
 
-def _env(name: str) -> str:
-    value = os.environ.get(name)
-    if not value:
-        pytest.fail(f"{name} is not set — run the suite with `make test` (it starts the servers)", pytrace=False)
-    return value
-
 
 @pytest.fixture(scope="module")
-def matrix(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Outcome]:
-    with fixture_databases(_env("TEST_PG_DSN"), _env("TEST_MYSQL_DSN")) as (pg, my):
-        return run_matrix(tmp_path_factory.mktemp("cli_matrix"), pg, my)
+def matrix(tmp_path_factory: pytest.TempPathFactory,
+           matrix_databases: tuple[str, str]) -> dict[str, Outcome]:
+    pg, my = matrix_databases
+    return run_matrix(tmp_path_factory.mktemp("cli_matrix"), pg, my)
 
 
 def _rc_case(cell: str, rc: int) -> object:
