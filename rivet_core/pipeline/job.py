@@ -115,6 +115,9 @@ class ExportRun:
         self.state = state or StateStore.open(config.config_path)
         self.notifications = config.notifications if notifications == "config" else notifications
         self.export_lock: ExportLockHandle | None = None
+        #: `--resume`'s gate (resume_gate.py) has run for this run: a chunked run that falls
+        #: back to the single-unit path reaches it a second time.
+        self.resume_gated = False
         try:
             # Before the cursor is read: a second run of the export is refused (ExportLocked,
             # exit 2) here, having read and written nothing.

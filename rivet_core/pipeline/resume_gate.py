@@ -27,6 +27,7 @@ class GatedRun(Protocol):
     export: ExportConfig
     summary: RunSummary
     dest: Destination
+    resume_gated: bool  # set once the gate ran (a small-table fallback reaches it again)
 
 #: The rule name Rivet gives the warning (its plan validation), kept so logs grep alike.
 RESUME_NO_CHECKPOINT = "resume-no-checkpoint"
@@ -35,9 +36,9 @@ RESUME_NO_CHECKPOINT = "resume-no-checkpoint"
 def gate_resume(run: GatedRun) -> None:
     """`--resume`: warn when it has no effect, refuse a prefix holding `_SUCCESS` without
     `--force` (module docstring). A no-op without `--resume`; runs once per run."""
-    if not run.options.resume or getattr(run, "_resume_gated", False):
+    if not run.options.resume or run.resume_gated:
         return
-    run._resume_gated = True  # type: ignore[attr-defined]  # a small-table downgrade re-enters
+    run.resume_gated = True
     export = run.export
     if not (export.mode == "chunked" and export.chunk_checkpoint):
         message = "--resume has no effect unless strategy is chunked with chunk_checkpoint: true"
