@@ -1,4 +1,4 @@
-"""The table step of a verification, handed to `manifest.verify.verify_at_destination`.
+"""The table step of a verification, handed to `verify_at_destination` (rivet_core/manifest/verify.py).
 
 Verifying a published prefix is one verb whatever its layout, but the Delta and Iceberg
 readers live in rivet_core/tableformat/, a layer above the manifest package: the callers
