@@ -39,12 +39,13 @@ if [ "$cmd" = stop ]; then stop; exit 0; fi
 mkdir -p "$RUN"; chmod 755 "$RUN"
 : >"$RUN/env.sh"
 start_pg(){
+# wal_level=logical and the binlog flags below: CDC exports (mode: cdc) read the change logs.
 # PostgreSQL: initdb refuses root, so run it as the Debian 'postgres' user.
 PGPORT=$(freeport); mkdir -p "$RUN/pg"; chown postgres:postgres "$RUN/pg" 2>/dev/null || true
 as_pg(){ if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 as_pg "$PGBIN/initdb" -D "$RUN/pg/data" -A trust -U postgres -E UTF8 --locale=C.UTF-8 --no-sync >"$RUN/pg/initdb.log" 2>&1
 as_pg "$PGBIN/pg_ctl" -D "$RUN/pg/data" -l "$RUN/pg/pg.log" -w -t 60 \
-  -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $RUN/pg -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200" \
+  -o "-c listen_addresses=127.0.0.1 -p $PGPORT -k $RUN/pg -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 -c wal_level=logical -c max_replication_slots=20 -c max_wal_senders=20" \
   start >/dev/null
 echo "export TEST_PG_DSN=postgresql://postgres@127.0.0.1:$PGPORT/postgres" >>"$RUN/env.pg.sh"
 }
@@ -56,7 +57,9 @@ mariadb-install-db --no-defaults --datadir="$RUN/my/data" --user=root \
 mariadbd --no-defaults --datadir="$RUN/my/data" --socket="$RUN/my/mysqld.sock" --port="$MYPORT" \
   --bind-address=127.0.0.1 --user=root --pid-file="$RUN/my/mysqld.pid" --log-error="$RUN/my/error.log" \
   --skip-name-resolve --innodb-flush-log-at-trx-commit=0 --character-set-server=utf8mb4 \
-  --collation-server=utf8mb4_unicode_ci --max-connections=300 >"$RUN/my/stderr.log" 2>&1 &
+  --collation-server=utf8mb4_unicode_ci --max-connections=300 \
+  --server-id=1 --log-bin="$RUN/my/data/mariadb-bin" --binlog-format=ROW --binlog-row-image=FULL \
+  --log-bin-trust-function-creators=1 >"$RUN/my/stderr.log" 2>&1 &
 echo $! >"$RUN/mariadb.pid"
 wait_for mariadb "$(cat "$RUN/mariadb.pid")" mariadb-admin --no-defaults --socket="$RUN/my/mysqld.sock" -uroot ping
 echo "export TEST_MYSQL_DSN=mysql://root@127.0.0.1:$MYPORT/mysql" >>"$RUN/env.mysql.sh"
