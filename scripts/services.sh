@@ -59,6 +59,7 @@ mariadbd --no-defaults --datadir="$RUN/my/data" --socket="$RUN/my/mysqld.sock" -
   --skip-name-resolve --innodb-flush-log-at-trx-commit=0 --character-set-server=utf8mb4 \
   --collation-server=utf8mb4_unicode_ci --max-connections=300 \
   --server-id=1 --log-bin="$RUN/my/data/mariadb-bin" --binlog-format=ROW --binlog-row-image=FULL \
+  --binlog-row-metadata=FULL \
   --log-bin-trust-function-creators=1 >"$RUN/my/stderr.log" 2>&1 &
 echo $! >"$RUN/mariadb.pid"
 wait_for mariadb "$(cat "$RUN/mariadb.pid")" mariadb-admin --no-defaults --socket="$RUN/my/mysqld.sock" -uroot ping

@@ -1,0 +1,324 @@
+"""The MariaDB binlog through `MySQLChangeReader` (rivet_core/source/mysql/changes.py).
+
+Real MariaDB (TEST_MYSQL_DSN; scripts/services.sh starts it with a ROW binlog, full row
+image and full row metadata). The oracle is what each test executed: the expected changes
+are written out value by value, or read back from the source with a plain PyMySQL query,
+and the type oracle is the Parquet a real `mode: full` export wrote for the same table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rivet_core import api
+from rivet_core.errors import SourceError
+from rivet_core.source.changes import ChangeBatch, ChangePosition
+from rivet_core.source.mysql.changes import (
+    DEFAULT_SERVER_ID,
+    MySQLChangeReader,
+    binlog_position,
+    binlog_setting_problems,
+)
+from tests.helpers import mysql_connect, mysql_exec, source_block, write_config
+
+pytestmark = pytest.mark.mysql
+
+SPECTRUM = (
+    "CREATE TABLE spectrum (id INT PRIMARY KEY, small SMALLINT, big BIGINT UNSIGNED, flag TINYINT(1), "
+    "amount DECIMAL(12,3), ratio DOUBLE, day DATE, at DATETIME(6), stamp TIMESTAMP(3) NULL, "
+    "note TEXT, raw BLOB, doc JSON, color ENUM('red','green'), tags SET('a','b','c'), "
+    "bits BIT(5), bit1 BIT(1))"
+)
+SPECTRUM_ROW_1 = (
+    "(1, -7, 18446744073709551615, 1, 123456789.125, 0.5, '2024-02-29', '2024-02-29 23:59:59.123456', "
+    "'2024-03-01 01:02:03.456', 'héllo ✓', x'00ff10', '{\"k\": [1, \"x\"]}', 'green', 'a,c', b'10101', b'1')"
+)
+SPECTRUM_ROW_2 = "(2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '', NULL, NULL)"
+
+
+def reader_for(url: str, *tables: str, **options: Any) -> MySQLChangeReader:
+    return MySQLChangeReader(url, list(tables) or ["spectrum"], export_name="t_cdc",
+                             server_id=options.pop("server_id", 50_000 + uuid.uuid4().int % 10_000),
+                             **options)
+
+
+def drain(reader: MySQLChangeReader, after: ChangePosition | None, batch_rows: int = 1000) -> list[ChangeBatch]:
+    reader.open(after)
+    return list(reader.read(batch_rows))
+
+
+def rows_of(batches: list[ChangeBatch]) -> list[dict[str, Any]]:
+    return [{"table": b.table, **row} for b in batches for row in b.rows.to_pylist()]
+
+
+def anchor_of(url: str) -> ChangePosition:
+    with reader_for(url) as reader:
+        return reader.current_position()
+
+
+@pytest.fixture
+def spectrum(mysql_url: str) -> str:
+    mysql_exec(mysql_url, SPECTRUM)
+    return mysql_url
+
+
+def test_inserts_updates_and_deletes_over_the_type_spectrum_arrive_typed_value_by_value(spectrum):
+    start = anchor_of(spectrum)
+    mysql_exec(spectrum, f"INSERT INTO spectrum VALUES {SPECTRUM_ROW_1}", f"INSERT INTO spectrum VALUES {SPECTRUM_ROW_2}",
+               "UPDATE spectrum SET amount = -0.001, note = NULL, tags = 'b', flag = 0 WHERE id = 1",
+               "DELETE FROM spectrum WHERE id = 2")
+    with reader_for(spectrum) as reader:
+        reader.preflight()
+        rows = rows_of(drain(reader, start))
+    first = {"table": rows[0]["table"], "__op": "insert", "__seq": 0, "id": 1, "small": -7,
+             "big": 18446744073709551615, "flag": True, "amount": Decimal("123456789.125"), "ratio": 0.5,
+             "day": dt.date(2024, 2, 29), "at": dt.datetime(2024, 2, 29, 23, 59, 59, 123456),
+             "stamp": dt.datetime(2024, 3, 1, 1, 2, 3, 456000, tzinfo=dt.UTC), "note": "héllo ✓",
+             "raw": b"\x00\xff\x10", "doc": '{"k": [1, "x"]}', "color": "green", "tags": "a,c",
+             "bits": 21, "bit1": True}
+    assert {k: v for k, v in rows[0].items() if k != "__pos"} == first
+    assert rows[0]["table"].endswith(".spectrum")
+    nulls = {k: v for k, v in rows[1].items() if k not in ("table", "__pos", "__op", "__seq", "id")}
+    assert nulls == {**dict.fromkeys(nulls), "tags": ""}  # every column NULL; the empty SET is ''
+    updated = {**first, "__op": "update", "amount": Decimal("-0.001"), "note": None, "tags": "b", "flag": False}
+    assert {k: v for k, v in rows[2].items() if k != "__pos"} == updated
+    deleted = {k: v for k, v in rows[3].items() if k not in ("table", "__pos")}
+    assert deleted == {**dict.fromkeys(deleted), "__op": "delete", "__seq": 0, "id": 2}  # the key only
+    positions = [json.loads(r["__pos"]) for r in rows]
+    assert len({(p["file"], p["pos"]) for p in positions}) == 4  # four autocommit transactions
+    assert all(p["gtid"].count("-") == 2 for p in positions)  # MariaDB's domain-server-seq
+
+
+def test_cdc_columns_have_the_arrow_types_a_full_export_writes_for_the_same_table(spectrum, tmp_path: Path):
+    start = anchor_of(spectrum)
+    mysql_exec(spectrum, f"INSERT INTO spectrum VALUES {SPECTRUM_ROW_1}")
+    export = {"name": "spectrum", "table": "spectrum", "mode": "full", "format": "parquet",
+              "destination": {"type": "local", "path": str(tmp_path / "out")}}
+    config = write_config(tmp_path, source_block(spectrum), [export])
+    assert api.run_export(api.load_config(config), "spectrum").status == "success"
+    [part] = [p for p in (tmp_path / "out").rglob("*.parquet")]
+    full_schema = pq.read_schema(part)
+    with reader_for(spectrum) as reader:
+        [batch] = drain(reader, start)
+    cdc_schema = batch.rows.schema
+    assert cdc_schema.names[:3] == ["__op", "__pos", "__seq"]
+    assert [(f.name, f.type) for f in cdc_schema][3:] == [(f.name, f.type) for f in full_schema]
+    assert pa.Table.from_batches([batch.rows]).drop(["__op", "__pos", "__seq"]).to_pylist() == \
+        pq.read_table(part).to_pylist()  # and the same values
+
+
+def test_a_multi_statement_transaction_keeps_one_pos_with_seq_zero_to_n_minus_one(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    start = anchor_of(mysql_url)
+    mysql_exec(mysql_url, "BEGIN", "INSERT INTO t VALUES (1, 1), (2, 2)", "UPDATE t SET v = 10 WHERE id = 1",
+               "DELETE FROM t WHERE id = 2", "INSERT INTO t VALUES (3, 3)", "COMMIT",
+               "INSERT INTO t VALUES (4, 4)")
+    with reader_for(mysql_url, "t") as reader:
+        batches = drain(reader, start)
+    rows = rows_of(batches)
+    assert [(r["__op"], r["__seq"], r["id"], r["v"]) for r in rows] == [
+        ("insert", 0, 1, 1), ("insert", 1, 2, 2), ("update", 2, 1, 10), ("delete", 3, 2, None),
+        ("insert", 4, 3, 3), ("insert", 0, 4, 4)]
+    assert len({r["__pos"] for r in rows[:5]}) == 1 and rows[5]["__pos"] != rows[0]["__pos"]
+    assert batches[-1].position.to_json() == rows[5]["__pos"] and batches[-1].ends_transaction
+
+
+def test_changes_committed_after_open_are_not_returned_and_the_read_does_not_wait(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    start = anchor_of(mysql_url)
+    mysql_exec(mysql_url, "INSERT INTO t VALUES (1, 1)", "INSERT INTO t VALUES (2, 2)")
+    with reader_for(mysql_url, "t") as reader:
+        window = reader.open(start)
+        mysql_exec(mysql_url, "INSERT INTO t VALUES (3, 3)", "BEGIN", "UPDATE t SET v = 9", "COMMIT")
+        rows = rows_of(list(reader.read(1000)))
+    assert [r["id"] for r in rows] == [1, 2]
+    assert json.loads(rows[-1]["__pos"])["pos"] <= window.bound.fields["pos"]
+
+
+def test_reopening_after_the_last_position_returns_exactly_the_later_changes(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    start = anchor_of(mysql_url)
+    mysql_exec(mysql_url, *(f"INSERT INTO t VALUES ({i}, {i})" for i in range(1, 6)))
+    with reader_for(mysql_url, "t") as reader:
+        first = drain(reader, start, batch_rows=2)
+        assert [b.rows.num_rows for b in first] == [2, 2, 1] and all(b.ends_transaction for b in first)
+        mysql_exec(mysql_url, "BEGIN", "UPDATE t SET v = -1 WHERE id <= 2", "COMMIT", "DELETE FROM t WHERE id = 5")
+        second = drain(reader, first[-1].position)
+        again = drain(reader, second[-1].position)
+    assert [r["id"] for r in rows_of(first)] == [1, 2, 3, 4, 5]
+    assert [(r["__op"], r["id"], r["__seq"]) for r in rows_of(second)] == [
+        ("update", 1, 0), ("update", 2, 1), ("delete", 5, 0)]
+    assert again == []
+    assert first[-1].position < second[0].position
+
+
+def test_rows_of_tables_not_captured_are_skipped_and_several_tables_share_one_stream(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE a (id INT PRIMARY KEY, v TEXT)", "CREATE TABLE b (id INT PRIMARY KEY, w INT)",
+               "CREATE TABLE skipped (id INT PRIMARY KEY)")
+    start = anchor_of(mysql_url)
+    mysql_exec(mysql_url, "INSERT INTO skipped VALUES (1)", "BEGIN", "INSERT INTO a VALUES (1, 'x')",
+               "INSERT INTO skipped VALUES (2)", "INSERT INTO b VALUES (7, 70)", "UPDATE a SET v = 'y'",
+               "COMMIT", "INSERT INTO b VALUES (8, 80)")
+    with reader_for(mysql_url, "a", "b") as reader:
+        batches = drain(reader, start)
+        names = [t.name for t in reader.tables()]
+    table = {name.split(".")[1]: name for name in names}
+    assert [(b.table, b.rows.num_rows, b.ends_transaction) for b in batches] == [
+        (table["a"], 1, False), (table["b"], 1, False), (table["a"], 1, True), (table["b"], 1, True)]
+    rows = rows_of(batches)
+    assert [(r["__op"], r["__seq"], r["id"]) for r in rows] == [
+        ("insert", 0, 1), ("insert", 1, 7), ("update", 2, 1), ("insert", 0, 8)]
+    assert rows[2]["v"] == "y" and rows[3]["w"] == 80
+    assert [b.rows.schema.names[3:] for b in batches[:2]] == [["id", "v"], ["id", "w"]]
+
+
+def test_a_transaction_larger_than_a_batch_is_cut_only_where_it_ends(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    start = anchor_of(mysql_url)
+    mysql_exec(mysql_url, "BEGIN", *(f"INSERT INTO t VALUES ({i}, {i})" for i in range(7)), "COMMIT")
+    with reader_for(mysql_url, "t") as reader:
+        batches = drain(reader, start, batch_rows=3)
+    assert [(b.rows.num_rows, b.ends_transaction) for b in batches] == [(3, False), (3, False), (1, True)]
+    assert [r["__seq"] for r in rows_of(batches)] == list(range(7))
+    assert len({r["__pos"] for r in rows_of(batches)}) == 1
+
+
+def test_an_anchor_created_before_a_snapshot_misses_no_change_the_snapshot_does_not_hold(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY, v INT)", "INSERT INTO t VALUES (1, 1)")
+    with reader_for(mysql_url, "t") as reader:
+        anchor = reader.create_anchor()
+        mysql_exec(mysql_url, "INSERT INTO t VALUES (2, 2)")  # between the anchor and the snapshot
+        snapshot = sorted(mysql_exec(mysql_url, "SELECT id FROM t"))
+        mysql_exec(mysql_url, "INSERT INTO t VALUES (3, 3)")  # after the snapshot
+        assert reader.open(None).start == anchor  # no position yet: from the anchor
+        rows = rows_of(list(reader.read(1000)))
+    assert snapshot == [(1,), (2,)]
+    assert [r["id"] for r in rows] == [2, 3]  # the overlap (2) dedupes; nothing is missing
+
+
+def _set_global(url: str, name: str, value: str) -> Iterator[None]:
+    [(before,)] = mysql_exec(url, f"SELECT @@GLOBAL.{name}")
+    mysql_exec(url, f"SET GLOBAL {name} = '{value}'")
+    try:
+        yield
+    finally:
+        mysql_exec(url, f"SET GLOBAL {name} = '{before}'")
+
+
+@pytest.mark.parametrize(("name", "value", "fix"), [
+    ("binlog_format", "STATEMENT", "set binlog_format = ROW"),
+    ("binlog_row_image", "MINIMAL", "set binlog_row_image = FULL"),
+    ("binlog_row_metadata", "MINIMAL", "set binlog_row_metadata = FULL"),
+])
+def test_preflight_refuses_a_binlog_setting_cdc_cannot_read_naming_the_setting_and_the_fix(
+        mysql_url, name, value, fix):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY)")
+    with contextmanager_of(_set_global(mysql_url, name, value)), reader_for(mysql_url, "t") as reader:
+        with pytest.raises(SourceError) as refused:
+            reader.preflight()
+    message = str(refused.value)
+    assert f"{name} is {value}" in message and fix in message and "export 't_cdc'" in message
+
+
+def contextmanager_of(generator: Iterator[None]) -> Any:
+    from contextlib import contextmanager
+
+    return contextmanager(lambda: generator)()
+
+
+def test_a_server_without_a_binary_log_is_refused_naming_log_bin():
+    # log_bin cannot be switched at run time: the verdict the preflight applies to the
+    # server's variables is checked on the value a server without a binlog reports.
+    [problem] = binlog_setting_problems({"log_bin": "OFF", "binlog_format": "ROW"})
+    assert problem.startswith("log_bin is OFF") and "log-bin" in problem
+
+
+def test_a_user_without_the_replication_grants_is_refused_naming_them(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY)")
+    user = f"cdc_{uuid.uuid4().hex[:8]}"
+    database = mysql_url.rsplit("/", 1)[1]
+    mysql_exec(mysql_url, f"CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'",
+               f"GRANT SELECT ON `{database}`.* TO '{user}'@'%'")
+    limited = mysql_url.replace("root@", f"{user}:pw@", 1)
+    try:
+        with reader_for(limited, "t") as reader, pytest.raises(SourceError) as refused:
+            reader.preflight()
+        message = str(refused.value)
+        assert "lacks REPLICATION SLAVE" in message and "GRANT REPLICATION SLAVE ON *.*" in message
+        assert "lacks REPLICATION CLIENT" in message
+        mysql_exec(mysql_url, f"GRANT REPLICATION CLIENT ON *.* TO '{user}'@'%'")
+        with reader_for(limited, "t") as reader, pytest.raises(SourceError) as refused:
+            reader.preflight()
+        assert "lacks REPLICATION SLAVE" in str(refused.value)
+        assert "REPLICATION CLIENT" not in str(refused.value)
+    finally:
+        mysql_exec(mysql_url, f"DROP USER '{user}'@'%'")
+
+
+def test_a_server_id_used_by_a_connected_replica_or_the_source_is_refused(mysql_url):
+    from pymysqlreplication import BinLogStreamReader
+
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY)")
+    taken = 60_000 + uuid.uuid4().int % 1000
+    conn = mysql_connect(mysql_url)
+    settings = {"host": conn.host, "port": conn.port, "user": conn.user.decode() if isinstance(conn.user, bytes)
+                else conn.user, "passwd": ""}
+    conn.close()
+    other = BinLogStreamReader(connection_settings=settings, server_id=taken, report_slave="other-replica",
+                               blocking=True, resume_stream=False)
+    try:
+        assert other.fetchone() is not None  # registered and streaming
+        with reader_for(mysql_url, "t", server_id=taken) as reader, pytest.raises(SourceError) as refused:
+            reader.preflight()
+        assert f"cdc.server_id {taken} is in use by a connected replica" in str(refused.value)
+    finally:
+        other.close()
+    [(own,)] = mysql_exec(mysql_url, "SELECT @@GLOBAL.server_id")
+    with reader_for(mysql_url, "t", server_id=own) as reader, pytest.raises(SourceError) as refused:
+        reader.preflight()
+    assert "source server's own server_id" in str(refused.value)
+    assert MySQLChangeReader(mysql_url, ["t"]).server_id == DEFAULT_SERVER_ID
+
+
+def test_a_table_without_a_primary_key_is_refused_saying_what_the_output_could_not_promise(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE keyless (id INT, v INT)")
+    with reader_for(mysql_url, "keyless", "missing") as reader, pytest.raises(SourceError) as refused:
+        reader.preflight()
+    message = str(refused.value)
+    assert "keyless has no primary key" in message and "add a PRIMARY KEY" in message
+    assert "missing does not exist" in message
+
+
+def purge_binlogs_to(url: str, file: str) -> None:
+    """PURGE BINARY LOGS; MariaDB keeps (silently) a file whose transactions InnoDB has not
+    yet checkpointed, so the engine log is flushed and the purge repeated until it took."""
+    for _ in range(200):
+        mysql_exec(url, "FLUSH ENGINE LOGS", f"PURGE BINARY LOGS TO '{file}'")
+        if mysql_exec(url, "SHOW BINARY LOGS")[0][0] == file:
+            return
+    pytest.fail(f"MariaDB did not purge the binlog files before {file}")
+
+
+def test_a_start_position_in_a_purged_binlog_file_is_a_loud_error_naming_the_retention(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY)")
+    start = anchor_of(mysql_url)
+    mysql_exec(mysql_url, "INSERT INTO t VALUES (1)", "FLUSH BINARY LOGS")
+    current = anchor_of(mysql_url)
+    purge_binlogs_to(mysql_url, str(current.fields["file"]))
+    with reader_for(mysql_url, "t") as reader, pytest.raises(SourceError) as refused:
+        reader.open(start)
+    message = str(refused.value)
+    assert f"binlog file {start.fields['file']}" in message and "purged" in message
+    assert "binlog_expire_logs_seconds" in message and "re-snapshot" in message
+    assert binlog_position("mariadb-bin.000009", 4) < binlog_position("mariadb-bin.000010", 4)
+
