@@ -7,7 +7,9 @@ fail the same way a run fails, and turns the failure into one line naming the pr
 the fix:
 
 - config: the file loads (substitution, strict schema);
-- source: connect, authenticate, `SELECT 1` (the one source of the config);
+- source: connect, authenticate, `SELECT 1` (the one source of the config), then which
+  read path a run takes there (the fast path, or the fallback naming the driver version
+  and what is missing: rivet_core/source/fast_path.py);
 - destination (each distinct prefix): write, read back and delete a `.rivet_doctor_probe`
   object under the export's prefix (the only object rivet ever deletes; verification
   ignores it should a crash leave it behind); and that the prefix is not inside the `data/`
@@ -144,7 +146,7 @@ def run_doctor(config_path: str | Path, params: Mapping[str, str] | None = None)
                                    fix or f"correct {path} as the message says (each problem names its "
                                    "own fix), then re-run `rivet doctor`")])
     checks = [Check("config", True, f"{config.config_path} parsed ({len(config.exports)} export(s))")]
-    checks.append(check_source(config))
+    checks.extend(check_source(config))
     checks.extend(check_destinations(config))
     checks.append(check_state(config))
     checks.append(check_staging(config))
@@ -203,31 +205,45 @@ def _url_where(url: str, engine: str) -> tuple[str, str, str]:
     return (f"{host}:{port}" if port else host), user, database
 
 
-def check_source(config: Any) -> Check:
-    """Connect, authenticate and run `SELECT 1` against the config's source."""
+def check_source(config: Any) -> list[Check]:
+    """Connect, authenticate and run `SELECT 1` against the config's source; then say which
+    read path a run takes on this install (`read_path_check`)."""
     from rivet_core.config.tuning import resolve_tuning
     from rivet_core.source import open_source
     from rivet_core.source.dialect import dialect_of
 
     source = config.source
-    label = f"source ({ENGINE_LABELS.get(source.type, source.type)})"
+    engine = ENGINE_LABELS.get(source.type, source.type)
+    label = f"source ({engine})"
     try:
         url = source.resolve_url(config.config_dir)
     except Exception as exc:  # error boundary: a [FAIL] line (env var unset, url_file missing …)
         problem, fix = _split(_message(exc))
-        return Check(label, False, problem, fix or "set the environment variable / file source.url_env, "
-                     "source.url_file or source.password_env names")
+        return [Check(label, False, problem, fix or "set the environment variable / file source.url_env, "
+                      "source.url_file or source.password_env names")]
     try:
         tuning = resolve_tuning(source.tuning.as_dict() if source.tuning else None, None, source.environment)
         with open_source(url, tuning, engine=source.type) as session:
             session.scalar("SELECT 1")
+            path = read_path_check(engine, source.type, session)
     except Exception as exc:  # error boundary: a [FAIL] line
-        return _source_failure(label, source, url, exc)
+        return [_source_failure(label, source, url, exc)]
     if dialect_of(source.type).file_based:
-        return Check(label, True, f"opened {url.split(':///', 1)[-1]} and ran SELECT 1")
+        return [Check(label, True, f"opened {url.split(':///', 1)[-1]} and ran SELECT 1")]
     where, user, database = _url_where(url, source.type)
-    return Check(label, True, f"connected to {where}" + (f"/{database}" if database else "")
-                 + f" as user '{user}', authenticated, SELECT 1 ok")
+    return [Check(label, True, f"connected to {where}" + (f"/{database}" if database else "")
+                  + f" as user '{user}', authenticated, SELECT 1 ok")] + ([path] if path else [])
+
+
+def read_path_check(engine: str, engine_type: str, session: Any) -> Check | None:
+    """The read path a run takes on this install (rivet_core/source/fast_path.py): the fast
+    path, or the fallback with the driver version, what is missing and what it costs. [OK]
+    either way — a fallback is slower, never wrong — but said before the run, not found after.
+    None for an engine without a fast path."""
+    from rivet_core.source.fast_path import planned_read_path
+
+    planned = planned_read_path(engine_type, session)
+    return None if planned is None else Check(f"read path ({engine})", True, planned)
 
 
 def _source_failure(label: str, source: Any, url: str, exc: BaseException) -> Check:

@@ -284,7 +284,8 @@ def test_a_healthy_postgres_config_with_local_and_s3_destinations_is_all_ok(
     code, out, lines = doctor(config)
     assert code == 0, out
     assert [ln.split(":", 1)[0] for ln in lines[:-1]] == [
-        "[OK] config", "[OK] source (PostgreSQL)", "[OK] destination local_e", "[OK] destination s3_e",
+        "[OK] config", "[OK] source (PostgreSQL)", "[OK] read path (PostgreSQL)", "[OK] destination local_e",
+        "[OK] destination s3_e",
         "[OK] state store", "[OK] staging"]
     assert lines[-1] == "All checks passed."
 

@@ -272,7 +272,7 @@ def test_json_and_jsonb_read_as_text_by_override_stay_on_the_binary_path(
 def test_the_binary_path_is_used_when_psycopg2_loaded_its_own_libpq_first(pg_url):
     """A Dagster run worker on dagster-postgres has psycopg2 loaded before the first read, and
     psycopg2's wheel ships a libpq of its own: the C reader must still drive psycopg's
-    connection through psycopg's libpq (binary.py `_libpq_rank`), not fall back to ADBC."""
+    connection through psycopg's libpq (libpq_access.py `_libpq_rank`), not fall back to ADBC."""
     import os
     import subprocess
     import sys

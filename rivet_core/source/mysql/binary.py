@@ -51,7 +51,7 @@ from rivet_core.source.mysql.raw import (
     little_endian,
     stream_raw,
 )
-from rivet_core.source.mysql.wire import Wire
+from rivet_core.source.mysql.wire import BinaryResult, Wire
 
 _UNSIGNED_FLAG = 32
 _BINARY_CHARSET = 63
@@ -104,17 +104,6 @@ def close(conn: Any, prepared: Prepared) -> None:
     Wire(conn).execute_command(COMMAND.COM_STMT_CLOSE, struct.pack("<I", prepared.statement_id))
 
 
-class _Result:
-    """What `PacketReader` records at the end of the rows (PyMySQL's result attributes)."""
-
-    def __init__(self, conn: Any) -> None:
-        self.connection = conn
-        self.unbuffered_active = True
-        self.warning_count = 0
-        self.has_next = False
-        self.rows = None
-
-
 def execute(conn: Any, prepared: Prepared) -> PacketReader:
     """COM_STMT_EXECUTE (no cursor, one iteration); the rows are left on the socket."""
     wire = Wire(conn)
@@ -124,7 +113,7 @@ def execute(conn: Any, prepared: Prepared) -> PacketReader:
     for _ in prepared.fields:
         wire.read_packet()
     wire.read_packet()  # EOF
-    return PacketReader(conn, _Result(conn))
+    return PacketReader(conn, BinaryResult(conn))
 
 
 def ineligible_reason(prepared: Prepared, live: Sequence[SourceColumn], schema: pa.Schema) -> str | None:

@@ -47,7 +47,7 @@ from rivet_core.errors import SourceError
 from rivet_core.lazy_modules import np, pa, pc
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import Converter, check_value_sizes
-from rivet_core.source.mysql.wire import Wire
+from rivet_core.source.mysql.wire import Wire, abandon_result, end_result
 
 try:  # optional: built by setup.py when a C compiler is there (else frame_py/gather_py below)
     from rivet_core.source.mysql._mysqlframe import frame as frame_c
@@ -227,12 +227,7 @@ class PacketReader:
         """The EOF packet: record what PyMySQL would, release the result."""
         warnings = int.from_bytes(buf[start + 1:start + 3], "little") if end - start >= 5 else 0
         status = int.from_bytes(buf[start + 3:start + 5], "little") if end - start >= 5 else 0
-        result = self._result
-        result.warning_count = warnings
-        result.has_next = bool(status & 8)  # SERVER_MORE_RESULTS_EXISTS
-        result.unbuffered_active = False
-        result.connection = None
-        result.rows = None
+        end_result(self._result, warnings, bool(status & 8))  # SERVER_MORE_RESULTS_EXISTS
         self.done = True
 
     def read_batch(self, max_rows: int, max_bytes: int | None = None,
@@ -289,7 +284,7 @@ class PacketReader:
                 self._end(buf, start, end)
                 break
             if first == 0xFF:
-                self._result.unbuffered_active = False
+                abandon_result(self._result)
                 self.done = True
                 pymysql.err.raise_mysql_exception(buf[start:end])
             if buf is not current:
@@ -314,7 +309,7 @@ class PacketReader:
             if first == 0xFE and end - start < 9:
                 self._end(buf, start, end)
             elif first == 0xFF:
-                self._result.unbuffered_active = False
+                abandon_result(self._result)
                 self.done = True
 
 

@@ -36,6 +36,7 @@ from rivet_core.errors import ConfigError, SourceError
 from rivet_core.lazy_modules import pa
 from rivet_core.redact import redact_secrets, redact_url
 from rivet_core.source.base import SourceColumn, SourceSession, strip_sql, wrap_driver_error
+from rivet_core.source.fast_path import warn_once
 from rivet_core.source.mysql import binary as mysql_binary
 from rivet_core.source.mysql import raw as mysql_raw
 from rivet_core.source.mysql import wire
@@ -281,6 +282,9 @@ class MySQLSession(SourceSession):
             reason: str | None = f"{mysql_raw.READ_PATH_ENV}=rows"
         else:
             reason = wire.unsupported_reason(self.connection)
+            off = wire.fallback(self.connection) if reason is not None else None
+            if off is not None:
+                warn_once(off)  # loud: a driver upgrade must not turn the fast path off silently
         if reason is not None:
             mysql_raw.log.info("MySQL read path: rows (%s)", reason)
             yield from super().stream(sql, params, schema, batch_rows)
@@ -308,11 +312,11 @@ class MySQLSession(SourceSession):
                     f"{len(schema)} ({', '.join(schema.names)}) — the source changed between "
                     f"describe and read; re-run the export"
                 )
-            result = wire.result_of(cur)
-            if result is None or not result.unbuffered_active:
+            result = wire.unread_rows(cur)
+            if result is None:
                 return  # no result set: nothing to read (the row path yields nothing too)
             decoder = mysql_raw.BatchDecoder(
-                schema, live, result.converters, self._converters(schema, live),
+                schema, live, wire.value_converters(result), self._converters(schema, live),
                 self.tuning.max_value_mb,
             )
             mysql_raw.log.info(

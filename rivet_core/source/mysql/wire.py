@@ -6,12 +6,16 @@ for: they need the buffered socket reader (`_rfile`), the packet sequence counte
 (`_next_seq_id`), `_read_packet`, `_execute_command`, `_force_close` and the read-timeout
 bookkeeping, and the session reads a cursor's column descriptors from `cursor._result`;
 connections override `_create_ssl_ctx` for one shared `preferred`-mode TLS context.
-Those names are not a contract, so they are used here only, and only on a PyMySQL release
-whose minor version the tests have run against (`TESTED`). On any other release, or on a
-connection that lacks one of them, `unsupported_reason` says why and the session reads
-through the row path (PyMySQL's public cursor API) — slower, never wrong.
+The packet readers also keep PyMySQL's result object (`MySQLResult`) in the state its own
+drain would leave (`end_result`, `abandon_result`, `BinaryResult` for a prepared statement's
+rows). Those names are not a contract, so they are used here only, and only on a PyMySQL
+release whose minor version the tests have run against (`TESTED`). On any other release, or
+on a connection that lacks one of them, `fallback` says what is missing, the session warns
+once (`fast_path.warn_once`) and reads through the row path (PyMySQL's public cursor API) —
+slower, never wrong; `rivet doctor` shows the path (`planned_path`).
 
-When PyMySQL's range in pyproject.toml widens, run tests/source/test_mysql_read_paths.py and
+When PyMySQL's range in pyproject.toml widens, run tests/source/test_driver_contracts.py
+(every function here, against the server), tests/source/test_mysql_read_paths.py and
 tests/source/test_mysql_frame.py against the new release, then add its minor version here.
 """
 
@@ -22,6 +26,8 @@ import ssl
 from typing import Any
 
 import pymysql
+
+from rivet_core.source.fast_path import Fallback
 
 #: PyMySQL (major, minor) releases the packet readers are tested against (pyproject.toml:
 #: PyMySQL>=1.1,<1.3). `pymysql.VERSION` is the release; `pymysql.__version__` is not (it
@@ -40,17 +46,63 @@ def pymysql_version() -> tuple[int, int, int]:
 
 def unsupported_reason(conn: Any) -> str | None:
     """Why the packet readers cannot use this connection (None = they can)."""
-    version = pymysql_version()
-    if version[:2] not in TESTED:
-        tested = ", ".join(f"{major}.{minor}" for major, minor in TESTED)
-        return (f"PyMySQL {'.'.join(map(str, version))} is not a release the packet readers "
-                f"are tested with ({tested}); install a tested release for the fast path")
+    missing = _missing(conn)
+    if missing is None:
+        return None
+    shown = ".".join(map(str, pymysql_version()))
+    if missing.startswith("not a release"):
+        return f"PyMySQL {shown} is {missing}; install a tested release for the fast path"
+    return f"{missing} (PyMySQL {shown})"
+
+
+def _missing(conn: Any) -> str | None:
+    """What the packet readers miss on this PyMySQL and connection (None: nothing)."""
+    if pymysql_version()[:2] not in TESTED:
+        return f"not a release the packet readers are tested with ({_tested()})"
     for member in _CONNECTION_MEMBERS:
         if not hasattr(conn, member):
-            return f"PyMySQL connection has no {member} (PyMySQL {'.'.join(map(str, version))})"
+            return f"PyMySQL connection has no {member}"
     if getattr(conn, "_rfile", None) is None:
         return "the connection has no socket reader"
     return None
+
+
+def _tested() -> str:
+    return ", ".join(f"{major}.{minor}" for major, minor in TESTED)
+
+
+def fallback(conn: Any) -> Fallback | None:
+    """`unsupported_reason` as the loud `Fallback` (None: the packet readers run). The row
+    path is 3.8× (`orders`) to 6.6× (`narrow`) longer than the binary protocol
+    (docs/benchmarks.md "Read paths", MariaDB xact)."""
+    missing = _missing(conn)
+    if missing is None:
+        return None
+    version = pymysql_version()
+    newest = max(TESTED)
+    if version[:2] > newest:
+        fix = f"pin PyMySQL<{newest[0]}.{newest[1] + 1} or upgrade rivet"
+    else:
+        fix = f"install a tested PyMySQL release ({_tested()}) or upgrade rivet"
+    return Fallback("PyMySQL", ".".join(map(str, version)), missing,
+                    "PyMySQL's row path instead of the binary-protocol packet reader",
+                    "≈4–7× slower", fix)
+
+
+def planned_path(conn: Any) -> str:
+    """What `rivet doctor` shows: the path a read takes on this install (module doc)."""
+    off = fallback(conn)
+    if off is not None:
+        return f"fallback — {off.message()}"
+    return (f"binary protocol, packets decoded in {'C' if _framing_in_c() else 'Python'} "
+            f"(PyMySQL {'.'.join(map(str, pymysql_version()))}) for eligible columns, else the "
+            "text-protocol packet reader")
+
+
+def _framing_in_c() -> bool:
+    from rivet_core.source.mysql import raw
+
+    return raw.frame_c is not None
 
 
 @functools.cache
@@ -85,10 +137,43 @@ def connect(**args: Any) -> pymysql.connections.Connection[Any]:
     return pymysql.connect(**args)
 
 
-def result_of(cursor: Any) -> Any:
-    """The cursor's current result (PyMySQL's MySQLResult) or None: its column descriptor
-    packets (`.fields`), value converters and unbuffered state."""
-    return cursor._result
+def unread_rows(cursor: Any) -> Any:
+    """The unbuffered result whose rows are still on the socket, or None (no result set, or
+    already read)."""
+    result = cursor._result
+    return result if result is not None and result.unbuffered_active else None
+
+
+def value_converters(result: Any) -> list[Any]:
+    """PyMySQL's (encoding, decoder) per column of `result` (MySQLResult.converters)."""
+    return list(result.converters)
+
+
+class BinaryResult:
+    """What PyMySQL's MySQLResult holds for an unbuffered result, for a prepared statement's
+    rows (read by the packet reader, never by a PyMySQL cursor)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.connection = conn
+        self.unbuffered_active = True
+        self.warning_count = 0
+        self.has_next = False
+        self.rows = None
+
+
+def end_result(result: Any, warnings: int, has_next: bool) -> None:
+    """The result's EOF packet was read: record what PyMySQL's own drain would and release
+    the result, so `cursor.close()` and the next statement work as usual."""
+    result.warning_count = warnings
+    result.has_next = has_next
+    result.unbuffered_active = False
+    result.connection = None
+    result.rows = None
+
+
+def abandon_result(result: Any) -> None:
+    """The server ended the result with an error packet: nothing more to read."""
+    result.unbuffered_active = False
 
 
 def field_packets(cursor: Any) -> list[Any]:

@@ -84,7 +84,8 @@ def batch_bytes(schema: pa.Schema, batch_rows: int) -> int:
     return int(max(_MIN_BATCH_BYTES, min(wanted, _MAX_BATCH_BYTES)))
 
 
-def _driver_available() -> bool:
+def driver_available() -> bool:
+    """Whether the ADBC PostgreSQL wheels are installed (the path after `binary`)."""
     try:
         import adbc_driver_manager  # noqa: F401
         import adbc_driver_postgresql  # noqa: F401
@@ -102,7 +103,7 @@ def _ineligible_reason(field: pa.Field, live: SourceColumn, info: PgTypeInfo) ->
 
 def plan_adbc(probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
     """(use ADBC?, why) from the query's probed columns (`_probe_with_types`)."""
-    if not _driver_available():
+    if not driver_available():
         return False, "the ADBC PostgreSQL driver is not installed"
     why = first_ineligible(schema, probed, _ineligible_reason)
     if why is not None:

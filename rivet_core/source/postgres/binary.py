@@ -9,7 +9,7 @@ Why not ADBC (which was the default before): the ADBC PostgreSQL driver wheels o
 (snapshot export and import: two more round trips per chunk window). And psycopg's own COPY
 reads hand over one CopyData message (one row) per Python call: ~1 µs a row, 9.7 s for the
 10 M-row bench `narrow` table against a 5.3 s `psql \\copy` floor. Here C loops over
-`PQgetCopyData` (the libpq psycopg loaded, found through ctypes) for ~4 MiB at a time and
+`PQgetCopyData` (the libpq psycopg loaded, found by `libpq_access`) for ~4 MiB at a time and
 decodes whole tuples straight into Arrow's buffers; Python only wraps the buffers.
 
 Semantics are those of the row path and of `adbc`:
@@ -33,20 +33,18 @@ Semantics are those of the row path and of `adbc`:
   reader thread (`read_ahead.ReadAhead`, `batch_budget`) while the consumer encodes.
 
 The path needs the C extension (built by `scripts/bootstrap.sh`; no compiler → the ADBC
-path) and a libpq whose functions ctypes can find (Linux `/proc/self/maps`). The client
-encoding must be UTF-8 (text is copied as sent).
+path), a tested psycopg release and a libpq whose functions ctypes can find (Linux
+`/proc/self/maps`) — every psycopg internal it touches is in `libpq_access`, which says
+what is missing; the session then warns once (`fast_path.warn_once`) and reads through
+ADBC. The client encoding must be UTF-8 (text is copied as sent).
 """
 
 from __future__ import annotations
 
-import ctypes
 import decimal
 import functools
 import logging
-import os
-import re
 import struct
-import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +54,8 @@ from rivet_core.errors import SourceError, best_effort
 from rivet_core.lazy_modules import pa
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import check_value_sizes, split_batches, value_coercer
+from rivet_core.source.fast_path import Fallback, warn_once
+from rivet_core.source.postgres import libpq_access
 from rivet_core.source.postgres.copy import (
     PgReadSession,
     Probed,
@@ -146,79 +146,20 @@ def ineligible_reason(field: pa.Field, live: SourceColumn, info: PgTypeInfo) -> 
     return None
 
 
-# --- libpq ------------------------------------------------------------------------------
+# --- whether the C reader runs here ------------------------------------------------------
 
-_LIBPQ: tuple[int, int, Any] | None = None
-_LIBPQ_LOCK = threading.Lock()
-
-
-def _libpq() -> tuple[int, int, Any]:
-    """(PQgetCopyData, PQfreemem, the ctypes library) of the libpq psycopg uses."""
-    global _LIBPQ
-    with _LIBPQ_LOCK:
-        if _LIBPQ is None:
-            lib = _load_libpq()
-            lib.PQserverVersion.restype = ctypes.c_int
-            lib.PQserverVersion.argtypes = [ctypes.c_void_p]
-            _LIBPQ = (ctypes.cast(lib.PQgetCopyData, ctypes.c_void_p).value or 0,
-                      ctypes.cast(lib.PQfreemem, ctypes.c_void_p).value or 0, lib)
-        return _LIBPQ
-
-
-def _load_libpq() -> Any:
-    if psycopg.pq.__impl__ == "python":  # psycopg's ctypes binding holds the library
-        from psycopg.pq import _pq_ctypes
-
-        return _pq_ctypes.pq
-    try:
-        with open("/proc/self/maps", encoding="utf-8") as maps:
-            paths = sorted(set(re.findall(r"(/\S*/libpq[^/\s]*\.so[^/\s]*)", maps.read())))
-    except OSError as exc:
-        raise OSError("cannot list the loaded libraries (/proc/self/maps)") from exc
-    if not paths:
-        raise OSError("psycopg's libpq is not among the loaded libraries")
-    own = _psycopg_binary_libs()
-    paths.sort(key=lambda path: _libpq_rank(path, own))
-    # RTLD_NOLOAD: the library psycopg already loaded, never a second copy.
-    return ctypes.CDLL(paths[0], mode=getattr(os, "RTLD_NOLOAD", 0))
-
-
-def _libpq_rank(path: str, own: str | None) -> int:
-    """Which loaded libpq is psycopg's: 0 the one psycopg[binary] ships (its wheel's
-    `psycopg_binary.libs/`), 1 a system one (psycopg[c] links it), 2 any other wheel's copy.
-
-    Several can be loaded at once: a process that also uses psycopg2 (an orchestrator's worker
-    whose own storage is on PostgreSQL, say) has the libpq psycopg2's wheel ships under
-    `psycopg2_binary.libs/`. Taking that one (the old rule only preferred paths naming
-    "psycopg", and it sorts first) fails the ownership check in `_usable_on`, and every read
-    fell back to ADBC at about half the speed. `own`: `_psycopg_binary_libs()`."""
-    if own is not None and path.startswith(own):
-        return 0
-    return 2 if ".libs/" in path else 1
-
-
-def _psycopg_binary_libs() -> str | None:
-    """`…/site-packages/psycopg_binary.libs/` when psycopg runs on its binary wheel."""
-    if psycopg.pq.__impl__ != "binary":
+def c_extension_missing() -> Fallback | None:
+    """The `Fallback` when rivet's C decoder is not built (no compiler at install time)."""
+    if _pgbinary is not None:
         return None
-    import psycopg_binary
+    return libpq_access.not_usable(
+        "rivet's C decoder rivet_core.source.postgres._pgbinary is not built",
+        "install a C compiler and re-run scripts/bootstrap.sh (or reinstall rivet)")
 
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(psycopg_binary.__file__))),
-                        "psycopg_binary.libs") + "/"
 
-
-def _usable_on(conn: psycopg.Connection[Any]) -> str | None:
+def _usable_on(conn: psycopg.Connection[Any]) -> Fallback | None:
     """Why the C reader cannot drive this connection (None: it can)."""
-    if _pgbinary is None:
-        return "the C extension rivet_core.source.postgres._pgbinary is not built"
-    try:
-        _, _, lib = _libpq()
-        version = lib.PQserverVersion(conn.pgconn.pgconn_ptr)
-    except (OSError, AttributeError, ImportError) as exc:
-        return f"libpq's functions cannot be found ({exc})"
-    if version != conn.info.server_version:  # not the library that owns this PGconn
-        return "the loaded libpq does not own psycopg's connection"
-    return None
+    return c_extension_missing() or libpq_access.fallback(conn)
 
 
 #: Source types a `columns:` override may read into a plain string on this path, and the
@@ -287,9 +228,10 @@ def with_server_casts(sql: str, probed: Probed, casts: list[str | None], has_par
 
 def plan_binary(session: PgReadSession, probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
     """(use the binary path?, why) from the query's probed columns."""
-    why = _usable_on(session.connection)
-    if why is not None:
-        return False, why
+    off = _usable_on(session.connection)
+    if off is not None:
+        warn_once(off)  # loud: a driver upgrade must not turn the fast path off silently
+        return False, off.message()
     encoding = session.connection.info.encoding
     if encoding not in ("utf-8", "utf8"):
         return False, f"client encoding is {encoding}, not UTF-8"
@@ -317,8 +259,8 @@ class _CopyOut:
                  schema: pa.Schema, casts: list[str | None], max_value_mb: int) -> None:
         self._conn = conn
         self._copy = copy
-        self._get, self._free, _ = _libpq()
-        self._ptr = conn.pgconn.pgconn_ptr
+        self._get, self._free = libpq_access.copy_data_functions()
+        self._ptr = libpq_access.pgconn_pointer(conn)
         self._schema = schema
         self._max_value_mb = max_value_mb
         self._kinds = "".join(_KINDS[cast] if cast else (_text_kind(field, info) or _KINDS[base_typname(info)])
@@ -427,16 +369,10 @@ class _CopyOut:
             self.cancel()
             while self.state == "open":
                 self._fetch(4 * 1024 * 1024)
-        pgconn = self._conn.pgconn
-        results = []
-        while (result := pgconn.get_result()) is not None:
-            results.append(result)
-        self._copy._finished = True  # the final result is consumed: psycopg must not read again
+        results = libpq_access.end_copy(self._conn, self._copy)
         if not raise_errors:
             return
-        for result in results:
-            if result.status != psycopg.pq.ExecStatus.COMMAND_OK:
-                raise psycopg.errors.error_from_result(result, encoding=self._conn.info.encoding)
+        libpq_access.raise_first_error(self._conn, results)
         if not results:
             raise SourceError("PG binary COPY ended without a final result")
         if self.truncated:
@@ -467,5 +403,5 @@ def stream_binary(
         out.finish(raise_errors=True)
 
 
-__all__ = ["exact_types", "NO_TIME_24", "OUT_OF_RANGE", "base_typname", "ineligible_reason",
+__all__ = ["c_extension_missing", "exact_types", "NO_TIME_24", "OUT_OF_RANGE", "base_typname", "ineligible_reason",
            "numeric_fit_error", "plan_binary", "range_error", "stream_binary"]
