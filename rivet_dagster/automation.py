@@ -24,9 +24,9 @@ from datetime import timedelta
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.assets.job.asset_job import IMPLICIT_ASSET_JOB_NAME
 
 from rivet_core import api
+from rivet_dagster.dagster_compat import IMPLICIT_ASSET_JOB_NAME
 from rivet_dagster.lineage import source_table_key
 from rivet_dagster.naming import asset_key, derived_name
 from rivet_dagster.partitions import (

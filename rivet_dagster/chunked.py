@@ -63,14 +63,17 @@ from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
-from dagster._core.storage.asset_check_execution_record import AssetCheckExecutionRecordStatus
-from dagster._utils.schedules import get_latest_completed_cron_tick, is_valid_cron_string
 
 from rivet_core import api
 from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.assets import drift_result
 from rivet_dagster.automation import export_job
 from rivet_dagster.chunk_words import dagster_chunk_problem, dagster_words
+from rivet_dagster.dagster_compat import (
+    AssetCheckExecutionRecordStatus,
+    get_latest_completed_cron_tick,
+    is_valid_cron_string,
+)
 from rivet_dagster.io_manager import PendingChunks, PendingManifest, chunk_failure
 from rivet_dagster.metadata import describe_chunk_asset, describe_manifest_asset
 from rivet_dagster.naming import (

@@ -29,9 +29,9 @@ import os
 from collections.abc import Mapping
 
 import dagster as dg
-from dagster._core.definitions.executor_definition import IN_PROC_CONFIG, MULTI_PROC_CONFIG
 
 from rivet_core import api
+from rivet_dagster.dagster_compat import IN_PROC_CONFIG, MULTI_PROC_CONFIG
 
 EXECUTORS = ("default", "multiprocess", "in_process", "celery")
 

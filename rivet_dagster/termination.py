@@ -24,7 +24,8 @@ from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
-from dagster._core.errors import DagsterExecutionInterruptedError
+
+from rivet_dagster.dagster_compat import DagsterExecutionInterruptedError
 
 INTERRUPTS = (DagsterExecutionInterruptedError, KeyboardInterrupt)
 
