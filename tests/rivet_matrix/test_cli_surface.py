@@ -151,3 +151,78 @@ def test_completions_prints_a_script_for_the_shell(shell):
     result = rivet_quick("completions", shell)
     assert result.returncode == 0, result.stderr
     assert "_RIVET_COMPLETE" in result.stdout
+
+
+def _current_ids(prefix: Path) -> list[int]:
+    """The ids in the parts the current manifest.json lists, re-read with pyarrow (a repair
+    quarantines the parts it replaced, which the first run's copy still lists)."""
+    import pyarrow.parquet as pq
+
+    parts = json.loads((prefix / "manifest.json").read_text())["parts"]
+    return sorted(i for part in parts for i in pq.read_table(prefix / part["path"]).column("id").to_pylist())
+
+
+def _chunked_audit(tmp_path: Path, audit: str) -> Path:
+    return write_config(tmp_path, source_block(audit), [_export(
+        "pa_audit", mode="chunked", chunk_column="id", chunk_size=10, chunk_checkpoint=True)])
+
+
+@pytest.mark.postgres
+def test_repair_report_re_exports_the_chunks_a_saved_reconcile_report_names_without_recounting(tmp_path, audit):
+    config = _chunked_audit(tmp_path, audit)
+    assert rivet_quick("run", "-c", str(config)).returncode == 0
+    db_exec(audit, "DELETE FROM pa_audit WHERE id = 15")
+    report = tmp_path / "reconcile.json"
+    assert rivet_quick("reconcile", "-c", str(config), "-e", "pa_audit", "--format", "json",
+                       "-o", str(report)).returncode == 3
+    db_exec(audit, "DELETE FROM pa_audit WHERE id = 25")  # after the report: a recount would see it
+
+    planned = rivet_quick("repair", "-c", str(config), "-e", "pa_audit", "--report", str(report),
+                          "--format", "json")
+    assert planned.returncode == 0, planned.stderr
+    assert [a["chunk_index"] for a in json.loads(planned.stdout)["plan"]["actions"]] == [1]
+
+    repaired = rivet_quick("repair", "-c", str(config), "-e", "pa_audit", "--report", str(report), "--execute")
+    assert repaired.returncode == 0, repaired.stderr
+    # chunk 1 re-read from the source (15 gone); chunk 2, which the report did not name, untouched (25 kept)
+    assert _current_ids(tmp_path / "out" / "pa_audit") == [i for i in range(1, ROWS + 1) if i != 15]
+    verdict = rivet_quick("validate", "-c", str(config), "-e", "pa_audit", "--depth", "full")
+    assert verdict.returncode == 0 and "PASSED" in verdict.stdout, verdict.stdout + verdict.stderr
+
+
+@pytest.mark.postgres
+def test_repair_report_for_another_export_or_an_older_chunk_run_is_refused_and_nothing_is_exported(
+        tmp_path, audit):
+    config = _chunked_audit(tmp_path, audit)
+    assert rivet_quick("run", "-c", str(config)).returncode == 0
+    db_exec(audit, "DELETE FROM pa_audit WHERE id = 15")
+    report = tmp_path / "reconcile.json"
+    rivet_quick("reconcile", "-c", str(config), "-e", "pa_audit", "--format", "json", "-o", str(report))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**json.loads(report.read_text()), "export_name": "orders"}))
+    out = tmp_path / "out" / "pa_audit"
+    before = sorted((p.name, p.read_bytes()) for p in out.rglob("*") if p.is_file())
+
+    foreign = rivet_quick("repair", "-c", str(config), "-e", "pa_audit", "--report", str(other), "--execute")
+    assert foreign.returncode == 1
+    assert "repair: reconcile report is for export 'orders' but config targets 'pa_audit'" in foreign.stderr
+
+    assert rivet_quick("run", "-c", str(config)).returncode == 0  # a newer chunk run
+    after_run = sorted((p.name, p.read_bytes()) for p in out.rglob("*") if p.is_file())
+    stale = rivet_quick("repair", "-c", str(config), "-e", "pa_audit", "--report", str(report), "--execute")
+    assert stale.returncode == 1
+    assert f"reconcile report '{report}' is for chunk run" in stale.stderr
+    assert "re-run `rivet reconcile -e pa_audit --format json" in stale.stderr
+    assert sorted((p.name, p.read_bytes()) for p in out.rglob("*") if p.is_file()) == after_run != before
+
+
+def test_state_loads_says_the_load_ledger_is_empty_in_rivets_words(tmp_path):
+    config = write_config(tmp_path, {"type": "postgres", "url": "postgresql://u@127.0.0.1:1/db"},
+                          [_export("pa_audit")])
+    shown = rivet_quick("state", "loads", "-c", str(config))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == "no loads recorded in the state DB yet\n"
+    assert "no `rivet load`" in shown.stderr
+    targeted = rivet_quick("state", "loads", "-c", str(config), "--target", "proj.ds.t")
+    assert targeted.stdout == "no loads match --target 'proj.ds.t'\n"
+    assert rivet_quick("state", "loads", "-c", str(config), "--last", "0").stdout == ""
