@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers import db_exec, manifest_ids, rivet, rivet_quick, source_block, write_config
 
@@ -226,3 +227,88 @@ def test_state_loads_says_the_load_ledger_is_empty_in_rivets_words(tmp_path):
     targeted = rivet_quick("state", "loads", "-c", str(config), "--target", "proj.ds.t")
     assert targeted.stdout == "no loads match --target 'proj.ds.t'\n"
     assert rivet_quick("state", "loads", "-c", str(config), "--last", "0").stdout == ""
+
+
+def _with_password(url: str, password: str) -> str:
+    """The test PostgreSQL trusts local connections, so any password is accepted — which lets
+    the test prove a password on the command line never reaches the scaffold."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:{password}@{parts.hostname}:{parts.port}"))
+
+
+@pytest.mark.postgres
+def test_init_source_and_source_file_scaffold_a_config_that_runs_without_writing_the_url(tmp_path, audit):
+    secret = _with_password(audit, "s3cret-Pw-35")
+    inline = tmp_path / "inline.yaml"
+    made = rivet_quick("init", "--source", secret, "--table", "pa_audit", "-o", str(inline))
+    assert made.returncode == 0, made.stderr
+    assert "url_env: DATABASE_URL" in inline.read_text() and "s3cret-Pw-35" not in inline.read_text()
+    assert rivet_quick("run", "-c", str(inline), env={"DATABASE_URL": secret}).returncode == 0
+    assert manifest_ids(tmp_path / "output" / "pa_audit") == list(range(1, ROWS + 1))
+
+    url_file = tmp_path / "secrets" / "pg.url"
+    url_file.parent.mkdir()
+    url_file.write_text(secret + "\n")
+    from_file = tmp_path / "from_file" / "rivet.yaml"
+    made = rivet_quick("init", "--source-file", str(url_file), "--table", "pa_audit", "-o", str(from_file))
+    assert made.returncode == 0, made.stderr
+    text = from_file.read_text()
+    assert f"url_file: {url_file}" in text and "s3cret-Pw-35" not in text
+    assert rivet_quick("run", "-c", str(from_file)).returncode == 0
+    assert manifest_ids(from_file.parent / "output" / "pa_audit") == list(range(1, ROWS + 1))
+
+
+@pytest.mark.postgres
+def test_init_mode_forces_the_mode_on_every_export_or_refuses_a_table_without_its_key(tmp_path, audit):
+    env = {"PG_URL": audit}
+    config = tmp_path / "rivet.yaml"
+    made = rivet_quick("init", "--source-env", "PG_URL", "--table", "pa_audit", "--mode", "chunked",
+                       "--chunk-size", "10", "-o", str(config), env=env)
+    assert made.returncode == 0, made.stderr
+    [export] = yaml.safe_load(config.read_text())["exports"]  # 30 rows: full, unless forced
+    assert (export["mode"], export["chunk_column"], export["chunk_size"]) == ("chunked", "id", 10)
+    assert rivet_quick("run", "-c", str(config), env=env).returncode == 0
+    assert manifest_ids(tmp_path / "output" / "pa_audit") == list(range(1, ROWS + 1))
+
+    keyless = rivet_quick("init", "--source-env", "PG_URL", "--table", "pa_audit", "--mode", "time_window",
+                          "-o", str(tmp_path / "tw.yaml"), env=env)
+    assert keyless.returncode == 1
+    assert "--mode time_window: table 'pa_audit' has no date or timestamp column" in keyless.stderr
+    unknown = rivet_quick("init", "--source-env", "PG_URL", "--mode", "stream", "-o", str(tmp_path / "x.yaml"),
+                          env=env)
+    assert unknown.returncode == 1
+    assert '--mode must be one of: full, incremental, chunked, time_window, cdc (got "stream")' in unknown.stderr
+    cdc = rivet_quick("init", "--source-env", "PG_URL", "--mode", "cdc", "-o", str(tmp_path / "c.yaml"), env=env)
+    assert cdc.returncode == 1 and "--mode cdc" in cdc.stderr and "batch exports only" in cdc.stderr
+    assert not any((tmp_path / n).exists() for n in ("tw.yaml", "x.yaml", "c.yaml"))
+
+
+@pytest.mark.postgres
+def test_init_discover_prints_rivets_discovery_artifact_for_each_table(tmp_path, audit):
+    db_exec(audit, "CREATE TABLE events (id BIGINT PRIMARY KEY, updated_at TIMESTAMP NOT NULL)")
+    found = rivet_quick("init", "--source-env", "PG_URL", "--discover", env={"PG_URL": audit})
+    assert found.returncode == 0, found.stderr
+    artifact = json.loads(found.stdout)
+    assert artifact["source_type"] == "postgres" and {"rivet_version", "scope"} <= set(artifact)
+    tables = {t["table"]: t for t in artifact["tables"]}
+    assert set(tables) == {"pa_audit", "events"}
+    assert tables["pa_audit"]["row_estimate"] >= 0 and tables["pa_audit"]["suggested_mode"] == "full"
+    assert tables["pa_audit"]["chunk_candidates"][0] == {"column": "id", "data_type": "integer",
+                                                          "is_primary_key": True, "score": 100}
+    [cursor] = [c for c in tables["events"]["cursor_candidates"] if c["column"] == "updated_at"]
+    assert "timestamp_type" in cursor["reasons"] and cursor["is_nullable"] is False
+    assert not (tmp_path / "rivet.yaml").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    ((), "the following required arguments were not provided"),
+    (("--source", "postgresql://u@h/db", "--source-env", "X"), "cannot be used with '--source-env'"),
+    (("--source-env", "X", "--discover", "--s3-bucket", "b"), "'--discover' cannot be used with '--s3-bucket'"),
+    (("--source-env", "X", "--gcs-bucket", "g", "--s3-bucket", "b"), "'--gcs-bucket' cannot be used with"),
+])
+def test_init_flag_combinations_rivet_refuses_are_usage_errors(args, says):
+    refused = rivet_quick("init", *args)
+    assert refused.returncode == 2, refused.stderr
+    assert says in refused.stderr
