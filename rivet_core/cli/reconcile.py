@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -53,9 +54,34 @@ def reconcile(config_path: str, export_name: str, fmt: str, params: tuple[str, .
     return report.exit_code()
 
 
+def _reconcile_for_repair(config: Any, export: Any, report_path: str | None) -> tuple[Any, list[str]]:
+    """The reconcile report repair works from: counted afresh, or read from `--report` and
+    checked against the checkpoint (rivet_core/ops/reconcile_report.py) — with the partitions
+    it names that cannot be repaired."""
+    from rivet_core.pipeline.reconcile import reconcile_export
+
+    if report_path is None:
+        return reconcile_export(config, export), []
+    from rivet_core.ops.reconcile_report import check_against_checkpoint, read_reconcile_report
+    from rivet_core.state import StateStore
+
+    if export.mode != "chunked" or not export.chunk_checkpoint:
+        reconcile_export(config, export)  # its refusal names the mode and the fix
+    report, skipped = read_reconcile_report(report_path, export.name)
+    store = StateStore.open(config.config_path)
+    try:
+        check_against_checkpoint(report_path, report, store)
+    finally:
+        store.close()
+    return report, skipped
+
+
 @click.command()
 @config_option
 @click.option("-e", "--export", "export_name", required=True)
+@click.option("--report", "report_path", type=click.Path(dir_okay=False),
+              help="A report from `rivet reconcile --format json -o FILE` (Rivet's flag): repair the chunks it "
+                   "names instead of counting the source again; refused unless it still matches the checkpoint.")
 @click.option("--execute", is_flag=True, help="Re-export the mismatched chunks (default: dry run).")
 @click.option("--format", "fmt", type=click.Choice(["pretty", "json"]), default="pretty")
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False),
@@ -63,17 +89,19 @@ def reconcile(config_path: str, export_name: str, fmt: str, params: tuple[str, .
 @param_option
 @guard
 def repair(config_path: str, export_name: str, execute: bool, fmt: str, params: tuple[str, ...],
-           output: str | None = None) -> int:
+           output: str | None = None, report_path: str | None = None) -> int:
     """Plan (dry run) or execute the re-export of chunks that reconcile found wrong. Never deletes."""
-    from rivet_core.pipeline.reconcile import execute_repair, reconcile_export
+    from rivet_core.pipeline.reconcile import execute_repair
 
     config = load(config_path, params)
     export = config.export(export_name)
-    report = reconcile_export(config, export)
+    report, skipped = _reconcile_for_repair(config, export, report_path)
     actions = [c for c in report.checks if c.status != "match"]
     plan = {"export_name": export_name, "reconcile_run_id": report.run_id, "strategy": report.strategy,
             "actions": [{"chunk_index": c.chunk_index, "start_key": c.start_key, "end_key": c.end_key,
-                         "reason": c.note or c.status} for c in actions]}
+                         "reason": c.note or c.status} for c in actions], "skipped": skipped}
+    for reason in skipped:
+        click.echo(f"warning: repair: {reason} — not repaired", err=True)
     if not execute:
         if output is not None:
             write_report(output, json.dumps({"plan": plan, "executed": False}, indent=2))

@@ -103,7 +103,7 @@ def guard(fn: Callable[..., int | None]) -> Callable[..., None]:
         json_errors = bool(ctx.find_root().params.get("json_errors"))
         try:
             code = fn(*args, **kwargs) or 0
-        except click.exceptions.Exit:
+        except (click.exceptions.Exit, click.UsageError):  # a usage error: app.py's exit 2
             raise
         except KeyboardInterrupt:
             click.echo("Error: interrupted", err=True)

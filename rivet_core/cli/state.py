@@ -188,3 +188,25 @@ def state_unlock(config_path: str, export_name: str, force: bool) -> int:
         click.echo(f"cleared {r.lock_key}: {r.mode}, {r.describe()}")
     click.echo(f"Removed {len(removed)} lock(s) for export '{export_name}'")
     return 0
+
+
+#: Rivet's `state loads` lines for an empty ledger (its src/cli/dispatch.rs `empty_loads_message`).
+NO_LOADS = "no loads recorded in the state DB yet"
+
+
+@state.command("loads")
+@config_option
+@click.option("-t", "--target", help="Only loads into this fully-qualified target (proj.ds.table).")
+@click.option("-l", "--last", default=50, show_default=True, type=click.IntRange(min=0),
+              help="Number of recent loads to show.")
+@guard
+def state_loads(config_path: str, target: str | None, last: int) -> int:
+    """Show the load ledger (Rivet's `rivet load` runs). This tool has no `rivet load`, so the
+    ledger is always empty: the command says so in Rivet's words, and names the reason on stderr."""
+    load(config_path)  # a missing or invalid config is an error, as for every `state` command
+    if last == 0:  # Rivet: a zero-row request prints nothing
+        return 0
+    click.echo(f"no loads match --target '{target}'" if target else NO_LOADS)
+    click.echo("note: this tool has no `rivet load` (warehouse loads are out of its scope), so nothing is ever "
+               "recorded in the load ledger", err=True)
+    return 0

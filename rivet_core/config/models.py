@@ -345,6 +345,9 @@ class ExportConfig(_Strict, _CarriesBlocks):
     #: Commit each run's Parquet parts as a Delta Lake or an Iceberg table at the prefix
     #: (docs/adr/0009-table-formats.md); None: plain files, as before.
     table_format: Literal["delta", "iceberg"] | None = None
+    #: Where the parts land at the prefix: `data` (ours, docs/adr/0007-readable-layout-and-retention.md)
+    #: or `rivet` (Rivet's flat names at the prefix root, so Rivet users' globs keep working).
+    layout: Literal["data", "rivet"] = "data"
     #: `table_format: iceberg`: the catalog the table is registered in (IcebergConfig).
     iceberg: IcebergConfig | None = None
     #: `mode: incremental` + `table_format`: upsert on these key columns (an updated row

@@ -358,6 +358,9 @@ _TABLE_DESTINATIONS = ("local", "s3", "azure", "gcs")
 def _table_format_errors(exp: ExportConfig, label: str) -> list[str]:
     """`table_format:` / `merge_on:` (docs/adr/0009-table-formats.md)."""
     errors: list[str] = []
+    if exp.layout == "rivet" and exp.table_format is not None:
+        errors.append(f"{label}: layout: rivet is not compatible with table_format: {exp.table_format} — the "
+                      "table's files stay under data/, where its log references them; remove layout: rivet")
     if exp.iceberg is not None and exp.table_format != "iceberg":
         errors.append(f"{label}: an iceberg: block needs table_format: iceberg (got "
                       f"{exp.table_format or 'none'}) — add table_format: iceberg, or remove the block")

@@ -47,9 +47,11 @@ def run_manifest_key(run_id: str) -> str:
     return f"manifest-{run_token(run_id)}.json"
 
 
-def data_key(name: str) -> str:
-    """The key a new part called `name` is written to: `data/<name>`."""
-    return DATA_PREFIX + name
+def data_key(name: str, layout: str = "data") -> str:
+    """The key a new part called `name` is written to: `data/<name>`; with `layout: rivet`
+    (Rivet's flat layout, docs/rivet-compat.md "File names and run ids") `<name>` at the root,
+    which readers and gc already accept as the layout written before `data/` existed."""
+    return name if layout == "rivet" else DATA_PREFIX + name
 
 
 def part_name(key: str) -> str | None:

@@ -38,7 +38,16 @@ _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 @dataclass
 class InitOptions:
-    source_env: str
+    """`rivet init`'s flags. The URL comes from exactly one of `source_env` (written as
+    `url_env`), `source_url` (`--source`: used to connect, never written — the scaffold names
+    `url_env: DATABASE_URL`, as Rivet's) or `source_file` (`--source-file`: written as `url_file`)."""
+
+    source_env: str | None = None
+    source_url: str | None = None
+    source_file: str | None = None
+    mode: str | None = None
+    gcs_bucket: str | None = None
+    gcs_credentials_file: str | None = None
     table: str | None = None
     schema: str | None = None
     include: tuple[str, ...] = ()
@@ -80,12 +89,56 @@ def source_url_from_env(var: str) -> str:
     return normalise_url(url, family[1], "url_env", Path.cwd())
 
 
+def source_url(options: InitOptions) -> str:
+    """The URL init connects with, from whichever of the three flags named it (InitOptions)."""
+    if options.source_env is not None:
+        return source_url_from_env(options.source_env)
+    if options.source_file is not None:
+        try:
+            lines = Path(options.source_file).read_text(encoding="utf-8").strip().splitlines()
+        except OSError as exc:
+            raise ConfigError(f"--source-file '{options.source_file}' cannot be read: {exc.strerror or exc}") from exc
+        url = lines[0].strip() if lines else ""
+        if not url:
+            raise ConfigError(f"--source-file '{options.source_file}' is empty — write the database URL on its "
+                              "first line")
+        field_name = "url_file"
+    elif options.source_url:
+        url, field_name = options.source_url, "--source"
+    else:
+        raise ConfigError("rivet init needs the database URL: --source-env VAR, --source-file PATH or --source URL")
+    from rivet_core.config.source_url import normalise_url, url_scheme_family
+
+    family = url_scheme_family(url)
+    return url if family is None else normalise_url(url, family[1], field_name, Path.cwd())
+
+
+def source_line(options: InitOptions) -> str:
+    """The scaffold's connection line, by where the URL came from (InitOptions)."""
+    if options.source_env is not None:
+        return f"  url_env: {_scalar(options.source_env)}   # the URL (with its password) stays in the environment"
+    if options.source_file is not None:
+        return (f"  url_file: {_scalar(str(Path(options.source_file).resolve()))}   # reads the URL from this file "
+                "(keep it out of version control)")
+    return "  url_env: DATABASE_URL   # export DATABASE_URL='<your-url>' before running (--source is never written)"
+
+
 def introspect(options: InitOptions) -> tuple[str, list[ScaffoldExport]]:
     """(engine, one ScaffoldExport per selected table) read from the live database."""
+    engine, found = introspect_tables(options)
+    used: set[str] = set()
+    return engine, [_export_for(dialect, report, suggestion, used) for dialect, report, suggestion in found]
+
+
+def introspect_tables(options: InitOptions) -> tuple[str, list[tuple[SourceDialect, TableReport, Suggestion]]]:
+    """(engine, per selected table its dialect, report and suggestion — `--mode` applied)."""
+    from rivet_core.ops.init_modes import check_mode, forced
+
+    check_mode(options.mode)
     if options.table and (options.include or options.exclude):
         raise ConfigError("--table names one table; --include/--exclude filter a --schema — "
                           "use one or the other")
-    url = source_url_from_env(options.source_env)
+    url = source_url(options)
     engine = engine_of(url)
     with open_source(url, resolve_tuning(None, None), engine=engine) as session:
         if options.table:
@@ -99,13 +152,14 @@ def introspect(options: InitOptions) -> tuple[str, list[ScaffoldExport]]:
                 raise ConfigError(f"no tables selected in {where} of {redact_url(url)} — check "
                                   "--schema and the --include/--exclude globs")
             targets = [(options.schema, n) for n in names]
-        exports: list[ScaffoldExport] = []
-        used: set[str] = set()
+        found = []
         for schema, name in targets:
             report = describe_table(session, schema, name)
             suggestion = suggest(report, small_rows=options.small_rows, chunk_size=options.chunk_size)
-            exports.append(_export_for(session.dialect, report, suggestion, used))
-    return engine, exports
+            if options.mode is not None:
+                suggestion = forced(report, options.mode, suggestion, options.chunk_size)
+            found.append((session.dialect, report, suggestion))
+    return engine, found
 
 
 def _export_for(dialect: SourceDialect, report: TableReport, suggestion: Suggestion,
@@ -160,7 +214,7 @@ def render(engine: str, exports: list[ScaffoldExport], options: InitOptions,
         "# before the first production run. Check it with: rivet check -c <this file> --type-report",
         "source:",
         f"  type: {engine}",
-        f"  url_env: {_scalar(options.source_env)}   # the URL (with its password) stays in the environment",
+        source_line(options),
         *([f"  database: {_scalar(database)}   # its name, for names derived from it (the URL still connects)"]
           if database else []),
         "",
@@ -206,6 +260,11 @@ def _render_export(exp: ScaffoldExport, options: InitOptions) -> list[str]:
 
 
 def _render_destination(name: str, options: InitOptions) -> list[str]:
+    if options.gcs_bucket:  # Rivet's GCS scaffold: prefix exports/<export>/, ADC unless a key file is named
+        return ["    destination:", "      type: gcs", f"      bucket: {_scalar(options.gcs_bucket)}",
+                f"      prefix: {_scalar(f'exports/{name}/')}",
+                *([f"      credentials_file: {_scalar(options.gcs_credentials_file)}"]
+                  if options.gcs_credentials_file else [])]
     if not options.s3_bucket:
         path = options.output_dir.rstrip("/") + "/" + name
         return ["    destination:", "      type: local", f"      path: {_scalar(path)}"]
@@ -230,13 +289,29 @@ def write_scaffold(options: InitOptions, output: Path, *, force: bool = False) -
     engine, exports = introspect(options)
     from rivet_core.config.source_url import database_named_by
 
-    text = render(engine, exports, options, database=database_named_by(engine, source_url_from_env(options.source_env)))
+    text = render(engine, exports, options, database=database_named_by(engine, source_url(options)))
     _check_loads(text, output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(f".{output.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, output)
     return exports
+
+
+def write_discovery(options: InitOptions) -> str:
+    """`rivet init --discover`: Rivet's discovery artifact as JSON text (ops/init_modes.py)."""
+    import json
+
+    from rivet_core.ops.init_modes import discovery_artifact, table_discovery
+
+    engine, found = introspect_tables(options)
+    default_schema = options.schema or ("public" if engine == "postgres" else "")
+    if options.table:
+        scope = f"table {options.table}"
+    else:
+        scope = f"schema \"{options.schema or default_schema or 'default'}\" ({len(found)} objects)"
+    tables = [table_discovery(report, suggestion, default_schema=default_schema) for _, report, suggestion in found]
+    return json.dumps(discovery_artifact(engine, scope, tables), indent=2)
 
 
 def _check_loads(text: str, output: Path) -> None:

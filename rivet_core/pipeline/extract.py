@@ -68,7 +68,7 @@ def _strip(batch: pa.RecordBatch, names: tuple[str, ...]) -> pa.RecordBatch:
     return batch.select(keep)
 
 
-def _early_uploads(dest: Destination | None, export_name: str, fmt: str
+def _early_uploads(dest: Destination | None, export_name: str, fmt: str, layout: str = "data"
                    ) -> tuple[str, Callable[[str, Path], PartUpload | None] | None]:
     """The staged parts' name stem, and how to start a part's upload while it is written when
     `dest` can (`Destination.begin_early_upload`: the upload overlaps the encoding; it is
@@ -76,10 +76,10 @@ def _early_uploads(dest: Destination | None, export_name: str, fmt: str
     if dest is None or not dest.supports_early_upload:
         return "staged", None
     ext = file_extension(fmt)
-    stem = free_stem(dest, part_stem(export_name), ext, None)
+    stem = free_stem(dest, part_stem(export_name), ext, None, layout)
 
     def begin(name: str, path: Path) -> PartUpload | None:
-        return cast("PartUpload | None", dest.begin_early_upload(data_key(name), path))
+        return cast("PartUpload | None", dest.begin_early_upload(data_key(name, layout), path))
     return stem, begin
 
 
@@ -111,7 +111,7 @@ def extract_to_staging(plan: ResolvedUnit, summary: RunSummary, staging_dir: Pat
         out_schema = meta_schema(out_schema, exported_at is not None, row_hash)
         rows_per_batch = batch_rows(source_schema, plan.tuning)
         summary.batch_size = rows_per_batch
-        stem, early = _early_uploads(dest, export.name, export.format)
+        stem, early = _early_uploads(dest, export.name, export.format, export.layout)
         rotator = PartRotator(staging_dir, stem, out_schema, plan.writer_options, plan.max_file_size,
                               early_upload=early)
         tracker = QualityTracker(export.quality, out_schema) if export.quality else None

@@ -31,7 +31,7 @@ from rivet_core.destination import Destination, open_destination
 from rivet_core.errors import DataIntegrityError, best_effort
 from rivet_core.orchestrator import accepts_legacy_run_id
 from rivet_core.pipeline.lost_cursor import refuse_vanished_destination, resolve_missing_cursor
-from rivet_core.pipeline.staging import claim_staging, sweep_dead_staging
+from rivet_core.pipeline.staging import claim_staging, remove_staging, sweep_dead_staging
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.progress import ProgressTracker
 from rivet_core.runrecord.summary import RunSummary, new_run_id
@@ -366,7 +366,7 @@ class ExportRun:
                 dest.cancel_early_uploads()
         staging = getattr(self, "staging_dir", None)  # unset when __init__ failed early
         if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
+            remove_staging(staging)
         if self.export_lock is not None:
             self.export_lock.release()
         if self._own_state:

@@ -1,7 +1,7 @@
 """The names a single-unit run gives its parts (docs/rivet-compat.md "File names and run ids").
 
 `{export}_{YYYYMMDD_HHMMSS_mmm}.{ext}`, `_part{N}` (N from 0) when `max_file_size` rotated the
-output, under the prefix's `data/` folder (`artifacts.data_key`). A stem whose names already
+output, under the prefix's `data/` folder (`layout.data_key`; at the root with `layout: rivet`). A stem whose names already
 exist at the destination (two runs in the same millisecond) gets a short random suffix, so
 no run ever overwrites another run's part.
 
@@ -29,11 +29,11 @@ def part_names(stem: str, ext: str, n: int) -> list[str]:
     return [f"{stem}.{ext}"] if n == 1 else [f"{stem}_part{i}.{ext}" for i in range(n)]
 
 
-def free_stem(dest: Destination, stem: str, ext: str, n: int | None) -> str:
+def free_stem(dest: Destination, stem: str, ext: str, n: int | None, layout: str = "data") -> str:
     """`stem`, or `stem` with a random suffix when one of its part keys exists at `dest`.
     `n` None (the part count is not known yet): the names every count starts with."""
     names = part_names(stem, ext, n) if n is not None else [*part_names(stem, ext, 1), *part_names(stem, ext, 2)]
-    if dest.supports_manifest and any(dest.head(data_key(name)) is not None for name in names):
+    if dest.supports_manifest and any(dest.head(data_key(name, layout)) is not None for name in names):
         return f"{stem}_{secrets.token_hex(3)}"
     return stem
 

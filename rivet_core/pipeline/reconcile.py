@@ -37,7 +37,7 @@ from rivet_core.errors import (
     exit_code_for,
 )
 from rivet_core.manifest import read_manifest, schema_fingerprint
-from rivet_core.pipeline.facade.chunk_commit import attempt_key, export_window, part_prefix
+from rivet_core.pipeline.facade.chunk_commit import attempt_key, export_window, part_prefixes
 from rivet_core.pipeline.facade.commit import PartKind, record_part
 from rivet_core.pipeline.facade.finalize_repair import RepairedWindow, finalize_repair
 from rivet_core.pipeline.facade.run_store import commit_verified_progression
@@ -229,7 +229,7 @@ def _listed_parts_of(manifest: Any, export_name: str, chunk_run_id: str, task: A
     rotated siblings too), and any part named for this window of this chunk run — an earlier
     repair whose manifest landed but whose checkpoint update did not (finalize_repair.py)."""
     recorded = attempt_key(task.file_name) if task.file_name else None
-    named = f"{part_prefix(export_name, chunk_run_id)}{task.chunk_index}_"
+    named = tuple(f"{prefix}{task.chunk_index}_" for prefix in part_prefixes(export_name, chunk_run_id))
     return tuple(p.path for p in manifest.parts
                  if attempt_key(p.path) == recorded or p.path.rsplit("/", 1)[-1].startswith(named))
 

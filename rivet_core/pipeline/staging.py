@@ -3,7 +3,9 @@
 A run stages its parts under `<config dir>/.rivet/staging/<run_id>/` before publishing them.
 
 - **Its own staging**: a run removes its directory when it ends, success or failure
-  (`ExportRun.close`, which every ending path reaches: finalize, a refusal, an abandon).
+  (`ExportRun.close`, which every ending path reaches: finalize, a refusal, an abandon), and
+  the staging root with it when no other run stages there (`remove_staging`): a finished run
+  leaves no empty `.rivet/staging/` beside the config, as Rivet leaves none.
 - **Dead runs' staging**: a run killed hard (SIGKILL, OOM, power loss) cannot clean up; its
   directory stays. The next run of the SAME export, once it holds the export lock, removes
   the staging directories of that export's runs that are not alive (`sweep_dead_staging`).
@@ -20,6 +22,7 @@ to their export by the run-id shape `<export>_<YYYYMMDDTHHMMSS.mmm>[_<suffix>]`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -53,7 +56,14 @@ class StagingDir:
 
 def claim_staging(directory: Path, *, run_id: str, export_name: str) -> Path:
     """Create the run's staging directory with its owner file (idempotent)."""
-    directory.mkdir(parents=True, exist_ok=True)
+    for _ in range(3):  # another run's `remove_staging` may drop the empty root in between
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            break
+        except FileNotFoundError:
+            continue
+    else:
+        directory.mkdir(parents=True, exist_ok=True)
     owner = directory / OWNER_FILE
     if not owner.exists():
         pid = os.getpid()
@@ -62,6 +72,14 @@ def claim_staging(directory: Path, *, run_id: str, export_name: str) -> Path:
                                    "export_name": export_name, "run_id": run_id}))
         os.replace(tmp, owner)
     return directory
+
+
+def remove_staging(directory: Path) -> None:
+    """Remove a run's staging directory, then the staging root if that left it empty (a
+    non-empty root — another run stages there — stays: `rmdir` refuses it)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        directory.parent.rmdir()
 
 
 def _owner(directory: Path) -> dict | None:

@@ -2,7 +2,8 @@
 in a directory of its own; what lands on disk (every entry under that directory but the
 config, run ids and timestamps normalised as Rivet's harness does) and the accounting line of
 each run's `summary.json` are compared with Rivet's expected `.layout` and `.summary`. The
-configs and expected values are Rivet's, as facts."""
+configs and expected values are Rivet's, as facts; each export adds `layout: rivet`, the
+opt-in that writes Rivet's flat names (our default puts parts under `data/`)."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def _runs(*exports: str) -> list[str]:
 def _full(sid: str, query: str = "SELECT id, name FROM pa_audit", fmt: str = "parquet",
           path: str | None = None) -> dict[str, object]:
     return {"name": "pa_audit", "query": query, "mode": "full", "format": fmt,
-            "destination": {"type": "local", "path": path or f"./out/{sid}"}}
+            "destination": {"type": "local", "path": path or f"./out/{sid}"}, "layout": "rivet"}
 
 
 def _line(export: str, fmt: str, rows: int, files: int) -> str:
@@ -59,7 +60,7 @@ CASES: dict[str, tuple[list[dict[str, object]], list[str], list[str]]] = {
                            [_line("pa_audit", "csv", 30, 1)]),
     "p03_chunked_multifile": ([{"name": "pa_audit", "table": "pa_audit", "mode": "chunked", "chunk_column": "id",
                                 "chunk_size": 10, "format": "parquet",
-                                "destination": {"type": "local", "path": "./out/p03"}}],
+                                "destination": {"type": "local", "path": "./out/p03"}, "layout": "rivet"}],
                               [*_runs("pa_audit"), ".rivet_state.db",
                                *_published("out/p03", "pa_audit", *(f"pa_audit_<TS>_chunk{i}.parquet"
                                                                     for i in range(3)))],

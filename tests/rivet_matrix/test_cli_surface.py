@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.helpers import db_exec, manifest_ids, rivet, rivet_quick, source_block, write_config
 
@@ -151,3 +152,163 @@ def test_completions_prints_a_script_for_the_shell(shell):
     result = rivet_quick("completions", shell)
     assert result.returncode == 0, result.stderr
     assert "_RIVET_COMPLETE" in result.stdout
+
+
+def _current_ids(prefix: Path) -> list[int]:
+    """The ids in the parts the current manifest.json lists, re-read with pyarrow (a repair
+    quarantines the parts it replaced, which the first run's copy still lists)."""
+    import pyarrow.parquet as pq
+
+    parts = json.loads((prefix / "manifest.json").read_text())["parts"]
+    return sorted(i for part in parts for i in pq.read_table(prefix / part["path"]).column("id").to_pylist())
+
+
+def _chunked_audit(tmp_path: Path, audit: str) -> Path:
+    return write_config(tmp_path, source_block(audit), [_export(
+        "pa_audit", mode="chunked", chunk_column="id", chunk_size=10, chunk_checkpoint=True)])
+
+
+@pytest.mark.postgres
+def test_repair_report_re_exports_the_chunks_a_saved_reconcile_report_names_without_recounting(tmp_path, audit):
+    config = _chunked_audit(tmp_path, audit)
+    assert rivet_quick("run", "-c", str(config)).returncode == 0
+    db_exec(audit, "DELETE FROM pa_audit WHERE id = 15")
+    report = tmp_path / "reconcile.json"
+    assert rivet_quick("reconcile", "-c", str(config), "-e", "pa_audit", "--format", "json",
+                       "-o", str(report)).returncode == 3
+    db_exec(audit, "DELETE FROM pa_audit WHERE id = 25")  # after the report: a recount would see it
+
+    planned = rivet_quick("repair", "-c", str(config), "-e", "pa_audit", "--report", str(report),
+                          "--format", "json")
+    assert planned.returncode == 0, planned.stderr
+    assert [a["chunk_index"] for a in json.loads(planned.stdout)["plan"]["actions"]] == [1]
+
+    repaired = rivet_quick("repair", "-c", str(config), "-e", "pa_audit", "--report", str(report), "--execute")
+    assert repaired.returncode == 0, repaired.stderr
+    # chunk 1 re-read from the source (15 gone); chunk 2, which the report did not name, untouched (25 kept)
+    assert _current_ids(tmp_path / "out" / "pa_audit") == [i for i in range(1, ROWS + 1) if i != 15]
+    verdict = rivet_quick("validate", "-c", str(config), "-e", "pa_audit", "--depth", "full")
+    assert verdict.returncode == 0 and "PASSED" in verdict.stdout, verdict.stdout + verdict.stderr
+
+
+@pytest.mark.postgres
+def test_repair_report_for_another_export_or_an_older_chunk_run_is_refused_and_nothing_is_exported(
+        tmp_path, audit):
+    config = _chunked_audit(tmp_path, audit)
+    assert rivet_quick("run", "-c", str(config)).returncode == 0
+    db_exec(audit, "DELETE FROM pa_audit WHERE id = 15")
+    report = tmp_path / "reconcile.json"
+    rivet_quick("reconcile", "-c", str(config), "-e", "pa_audit", "--format", "json", "-o", str(report))
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**json.loads(report.read_text()), "export_name": "orders"}))
+    out = tmp_path / "out" / "pa_audit"
+    before = sorted((p.name, p.read_bytes()) for p in out.rglob("*") if p.is_file())
+
+    foreign = rivet_quick("repair", "-c", str(config), "-e", "pa_audit", "--report", str(other), "--execute")
+    assert foreign.returncode == 1
+    assert "repair: reconcile report is for export 'orders' but config targets 'pa_audit'" in foreign.stderr
+
+    assert rivet_quick("run", "-c", str(config)).returncode == 0  # a newer chunk run
+    after_run = sorted((p.name, p.read_bytes()) for p in out.rglob("*") if p.is_file())
+    stale = rivet_quick("repair", "-c", str(config), "-e", "pa_audit", "--report", str(report), "--execute")
+    assert stale.returncode == 1
+    assert f"reconcile report '{report}' is for chunk run" in stale.stderr
+    assert "re-run `rivet reconcile -e pa_audit --format json" in stale.stderr
+    assert sorted((p.name, p.read_bytes()) for p in out.rglob("*") if p.is_file()) == after_run != before
+
+
+def test_state_loads_says_the_load_ledger_is_empty_in_rivets_words(tmp_path):
+    config = write_config(tmp_path, {"type": "postgres", "url": "postgresql://u@127.0.0.1:1/db"},
+                          [_export("pa_audit")])
+    shown = rivet_quick("state", "loads", "-c", str(config))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout == "no loads recorded in the state DB yet\n"
+    assert "no `rivet load`" in shown.stderr
+    targeted = rivet_quick("state", "loads", "-c", str(config), "--target", "proj.ds.t")
+    assert targeted.stdout == "no loads match --target 'proj.ds.t'\n"
+    assert rivet_quick("state", "loads", "-c", str(config), "--last", "0").stdout == ""
+
+
+def _with_password(url: str, password: str) -> str:
+    """The test PostgreSQL trusts local connections, so any password is accepted — which lets
+    the test prove a password on the command line never reaches the scaffold."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:{password}@{parts.hostname}:{parts.port}"))
+
+
+@pytest.mark.postgres
+def test_init_source_and_source_file_scaffold_a_config_that_runs_without_writing_the_url(tmp_path, audit):
+    secret = _with_password(audit, "s3cret-Pw-35")
+    inline = tmp_path / "inline.yaml"
+    made = rivet_quick("init", "--source", secret, "--table", "pa_audit", "-o", str(inline))
+    assert made.returncode == 0, made.stderr
+    assert "url_env: DATABASE_URL" in inline.read_text() and "s3cret-Pw-35" not in inline.read_text()
+    assert rivet_quick("run", "-c", str(inline), env={"DATABASE_URL": secret}).returncode == 0
+    assert manifest_ids(tmp_path / "output" / "pa_audit") == list(range(1, ROWS + 1))
+
+    url_file = tmp_path / "secrets" / "pg.url"
+    url_file.parent.mkdir()
+    url_file.write_text(secret + "\n")
+    from_file = tmp_path / "from_file" / "rivet.yaml"
+    made = rivet_quick("init", "--source-file", str(url_file), "--table", "pa_audit", "-o", str(from_file))
+    assert made.returncode == 0, made.stderr
+    text = from_file.read_text()
+    assert f"url_file: {url_file}" in text and "s3cret-Pw-35" not in text
+    assert rivet_quick("run", "-c", str(from_file)).returncode == 0
+    assert manifest_ids(from_file.parent / "output" / "pa_audit") == list(range(1, ROWS + 1))
+
+
+@pytest.mark.postgres
+def test_init_mode_forces_the_mode_on_every_export_or_refuses_a_table_without_its_key(tmp_path, audit):
+    env = {"PG_URL": audit}
+    config = tmp_path / "rivet.yaml"
+    made = rivet_quick("init", "--source-env", "PG_URL", "--table", "pa_audit", "--mode", "chunked",
+                       "--chunk-size", "10", "-o", str(config), env=env)
+    assert made.returncode == 0, made.stderr
+    [export] = yaml.safe_load(config.read_text())["exports"]  # 30 rows: full, unless forced
+    assert (export["mode"], export["chunk_column"], export["chunk_size"]) == ("chunked", "id", 10)
+    assert rivet_quick("run", "-c", str(config), env=env).returncode == 0
+    assert manifest_ids(tmp_path / "output" / "pa_audit") == list(range(1, ROWS + 1))
+
+    keyless = rivet_quick("init", "--source-env", "PG_URL", "--table", "pa_audit", "--mode", "time_window",
+                          "-o", str(tmp_path / "tw.yaml"), env=env)
+    assert keyless.returncode == 1
+    assert "--mode time_window: table 'pa_audit' has no date or timestamp column" in keyless.stderr
+    unknown = rivet_quick("init", "--source-env", "PG_URL", "--mode", "stream", "-o", str(tmp_path / "x.yaml"),
+                          env=env)
+    assert unknown.returncode == 1
+    assert '--mode must be one of: full, incremental, chunked, time_window, cdc (got "stream")' in unknown.stderr
+    cdc = rivet_quick("init", "--source-env", "PG_URL", "--mode", "cdc", "-o", str(tmp_path / "c.yaml"), env=env)
+    assert cdc.returncode == 1 and "--mode cdc" in cdc.stderr and "batch exports only" in cdc.stderr
+    assert not any((tmp_path / n).exists() for n in ("tw.yaml", "x.yaml", "c.yaml"))
+
+
+@pytest.mark.postgres
+def test_init_discover_prints_rivets_discovery_artifact_for_each_table(tmp_path, audit):
+    db_exec(audit, "CREATE TABLE events (id BIGINT PRIMARY KEY, updated_at TIMESTAMP NOT NULL)")
+    found = rivet_quick("init", "--source-env", "PG_URL", "--discover", env={"PG_URL": audit})
+    assert found.returncode == 0, found.stderr
+    artifact = json.loads(found.stdout)
+    assert artifact["source_type"] == "postgres" and {"rivet_version", "scope"} <= set(artifact)
+    tables = {t["table"]: t for t in artifact["tables"]}
+    assert set(tables) == {"pa_audit", "events"}
+    assert tables["pa_audit"]["row_estimate"] >= 0 and tables["pa_audit"]["suggested_mode"] == "full"
+    assert tables["pa_audit"]["chunk_candidates"][0] == {"column": "id", "data_type": "integer",
+                                                          "is_primary_key": True, "score": 100}
+    [cursor] = [c for c in tables["events"]["cursor_candidates"] if c["column"] == "updated_at"]
+    assert "timestamp_type" in cursor["reasons"] and cursor["is_nullable"] is False
+    assert not (tmp_path / "rivet.yaml").exists()
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    ((), "the following required arguments were not provided"),
+    (("--source", "postgresql://u@h/db", "--source-env", "X"), "cannot be used with '--source-env'"),
+    (("--source-env", "X", "--discover", "--s3-bucket", "b"), "'--discover' cannot be used with '--s3-bucket'"),
+    (("--source-env", "X", "--gcs-bucket", "g", "--s3-bucket", "b"), "'--gcs-bucket' cannot be used with"),
+])
+def test_init_flag_combinations_rivet_refuses_are_usage_errors(args, says):
+    refused = rivet_quick("init", *args)
+    assert refused.returncode == 2, refused.stderr
+    assert says in refused.stderr

@@ -12,7 +12,8 @@ then runs the ordered tail, under the run's lock when workers run in parallel:
 
 so the sequential runner, the parallel runner and a window batch (chunk_tasks.py) all commit a
 window the same way. Part names carry the run's stamp and a random nonce
-(`data/{export}_{runstamp}_chunk{i}_{nonce}.{ext}`, `_p{n}` for rotated siblings), so a
+(`data/{export}_{runstamp}_chunk{i}_{nonce}.{ext}`, `_p{n}` for rotated siblings; at the root,
+with Rivet's timestamp, under `layout: rivet`), so a
 re-exported window never overwrites a part and a resume can tell this run's objects
 from other runs' (`is_own_part`, which also knows the root-level names a run written
 before the `data/` layout left: docs/adr/0007-readable-layout-and-retention.md).
@@ -53,15 +54,28 @@ from rivet_core.unit.resolve import ResolvedUnit
 _ROTATED = re.compile(r"_p\d+(?=\.[A-Za-z0-9]+$)")
 
 
-def run_stamp(run_id: str, export_name: str) -> str:
-    """The run-unique token in part names: run_id minus the export prefix, filename-safe."""
+_RUN_ID_STAMP = re.compile(r"^(\d{8})T(\d{6})\.(\d{3})")
+
+
+def run_stamp(run_id: str, export_name: str, layout: str = "data") -> str:
+    """The run-unique token in part names: run_id minus the export prefix, filename-safe —
+    `20261207T201048437`, or with `layout: rivet` Rivet's timestamp `20261207_201048_437`
+    (the same instant, so both name one run)."""
     tail = run_id[len(export_name) + 1:] if run_id.startswith(export_name + "_") else run_id
+    if layout == "rivet":
+        return re.sub(r"[^A-Za-z0-9_]", "", _RUN_ID_STAMP.sub(r"\1_\2_\3", tail))
     return re.sub(r"[^A-Za-z0-9]", "", tail)
 
 
-def part_prefix(export_name: str, run_id: str) -> str:
+def part_prefix(export_name: str, run_id: str, layout: str = "data") -> str:
     """Every part of this chunked run starts with this (resume tells own objects apart)."""
-    return f"{export_name}_{run_stamp(run_id, export_name)}_chunk"
+    return f"{export_name}_{run_stamp(run_id, export_name, layout)}_chunk"
+
+
+def part_prefixes(export_name: str, run_id: str) -> tuple[str, str]:
+    """This run's part prefix in each layout: a resume or repair finds its own parts whichever
+    layout the config names now."""
+    return part_prefix(export_name, run_id), part_prefix(export_name, run_id, "rivet")
 
 
 def is_own_part(key: str, export_name: str, run_id: str) -> bool:
@@ -69,7 +83,7 @@ def is_own_part(key: str, export_name: str, run_id: str) -> bool:
     the root for a checkpoint started before the `data/` layout)? Never true for
     `_quarantine/…` keys."""
     name = part_name(key)
-    return name is not None and name.startswith(part_prefix(export_name, run_id))
+    return name is not None and name.startswith(part_prefixes(export_name, run_id))
 
 
 def attempt_key(file_name: str) -> str:
@@ -213,7 +227,7 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     plan = ctx.plan
     sql, params = window_query(dialect_for(plan.engine), plan.base_query, ctx.chunk_plan, window)
     nonce = secrets.token_hex(8)
-    stem = f"{part_prefix(plan.export.name, ctx.run_id)}{window.index}_{nonce}"
+    stem = f"{part_prefix(plan.export.name, ctx.run_id, plan.export.layout)}{window.index}_{nonce}"
     staging = ctx.staging_dir / stem
     staging.mkdir(parents=True, exist_ok=True)
     rotator = PartRotator(staging, stem, ctx.schema, ctx.writer_options, plan.max_file_size)
@@ -263,7 +277,8 @@ def write_window(ctx: WindowContext, staged: StagedWindow) -> WindowResult:
                           key_type=staged.key_type, source_count=staged.source_count,
                           mapped_to_null=staged.mapped_to_null)
     for n, part in enumerate(staged.parts):
-        key = data_key(f"{staged.stem}.{ext}" if len(staged.parts) == 1 else f"{staged.stem}_p{n}.{ext}")
+        name = f"{staged.stem}.{ext}" if len(staged.parts) == 1 else f"{staged.stem}_p{n}.{ext}"
+        key = data_key(name, ctx.plan.export.layout)
         result.records.append(write_part_file(ctx.dest, part, key))
     return result
 

@@ -4,7 +4,8 @@ The caller (ExportRun.publish) has already run the schema-drift facade on the st
 schema, so `on_schema_drift: fail` publishes nothing. Each staged part goes through
 `write_part_file` → `record_part` (commit.py) — the only way a part reaches the destination. Part names follow Rivet
 (`{export}_{YYYYMMDD_HHMMSS_mmm}.{ext}`, `_part{N}` when rotated) and land under the
-prefix's `data/` folder (`artifacts.data_key`, docs/adr/0007-readable-layout-and-retention.md);
+prefix's `data/` folder (`layout.data_key`, docs/adr/0007-readable-layout-and-retention.md; at
+the root with `layout: rivet`);
 if that key already exists at the destination (two runs in the same millisecond) a short
 random suffix is added, so no run ever overwrites another run's part (part_names.py). A
 destination that uploaded the parts while they were written (`Destination.begin_early_upload`)
@@ -26,8 +27,8 @@ from rivet_core.state import StateStore
 from rivet_core.unit.resolve import ResolvedUnit
 
 
-def _part_keys(dest: Destination, stem: str, ext: str, n: int) -> list[str]:
-    return [data_key(name) for name in part_names(free_stem(dest, stem, ext, n), ext, n)]
+def _part_keys(dest: Destination, stem: str, ext: str, n: int, layout: str) -> list[str]:
+    return [data_key(name, layout) for name in part_names(free_stem(dest, stem, ext, n, layout), ext, n)]
 
 
 def publish_staged(plan: ResolvedUnit, summary: RunSummary, state: StateStore, dest: Destination,
@@ -37,9 +38,9 @@ def publish_staged(plan: ResolvedUnit, summary: RunSummary, state: StateStore, d
         raise RuntimeError("publish_staged called before the schema-drift gate ran")
     ext = file_extension(plan.export.format)
     if staged.part_stem is not None:  # chosen (and checked free) when the extract started
-        keys = [data_key(name) for name in part_names(staged.part_stem, ext, len(staged.parts))]
+        keys = [data_key(name, plan.export.layout) for name in part_names(staged.part_stem, ext, len(staged.parts))]
     else:
-        keys = _part_keys(dest, part_stem(plan.export.name), ext, len(staged.parts))
+        keys = _part_keys(dest, part_stem(plan.export.name), ext, len(staged.parts), plan.export.layout)
     for index, (part, key) in enumerate(zip(staged.parts, keys, strict=True)):
         record = write_part_file(dest, part, key)
         is_last = index == len(staged.parts) - 1
