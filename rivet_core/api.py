@@ -47,12 +47,12 @@ from rivet_core.pipeline.chunk_tasks import (
     plan_chunk_tasks,
     reconcile_chunks,
 )
-from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.job import ExportRun, RunOptions
 from rivet_core.pipeline.malloc_arenas import limit_malloc_arenas
 from rivet_core.pipeline.quality import QualityIssue
 from rivet_core.pipeline.runner import run_unit
+from rivet_core.pipeline.single.extract import StagedExtract
+from rivet_core.pipeline.single.job import ExportRun, RunOptions
 from rivet_core.pipeline.table_check import check_table
 from rivet_core.pipeline.time_range import RangeStaged, TimeRangeRun
 from rivet_core.redact import redact_secrets

@@ -313,7 +313,7 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     `published` after each bucket. Probing or planning errors raise before anything is
     written, as for any export."""
     from rivet_core.pipeline.dataset_kind import adds_rows_each_run
-    from rivet_core.pipeline.job import RunOptions
+    from rivet_core.pipeline.single.job import RunOptions
     from rivet_core.unit.resolve import export_destination
 
     options = options or RunOptions()

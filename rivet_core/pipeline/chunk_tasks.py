@@ -91,7 +91,7 @@ from rivet_core.pipeline.facade.chunk_commit import (
 from rivet_core.pipeline.facade.commit import PartRecord
 from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.job import RunOptions
+from rivet_core.pipeline.single.job import RunOptions
 from rivet_core.redact import redact_secrets
 from rivet_core.runrecord.summary import RunSummary, new_run_id
 from rivet_core.source import classify_error, open_source

@@ -46,10 +46,10 @@ from rivet_core.pipeline.chunk_resume import checkpoint_to_resume, prepare_resum
 from rivet_core.pipeline.chunk_withdraw import withdraw_windows
 from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.faults import InjectedFault, fault_point
-from rivet_core.pipeline.job import ExportRun, RunOptions
-from rivet_core.pipeline.resume_gate import gate_resume
-from rivet_core.pipeline.row_estimate import estimate_for_progress
-from rivet_core.pipeline.staging import claim_staging
+from rivet_core.pipeline.single.job import ExportRun, RunOptions
+from rivet_core.pipeline.single.resume_gate import gate_resume
+from rivet_core.pipeline.single.row_estimate import estimate_for_progress
+from rivet_core.pipeline.single.staging import claim_staging
 from rivet_core.redact import redact_secrets
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source import classify_error, open_source, render_cursor_value

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rivet_core.config import ExportConfig, RivetConfig
-from rivet_core.pipeline.job import ExportRun, RunOptions
+from rivet_core.pipeline.single.job import ExportRun, RunOptions
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 

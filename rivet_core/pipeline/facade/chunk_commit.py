@@ -40,7 +40,7 @@ from rivet_core.lazy_modules import pa, pc
 from rivet_core.manifest import data_key, part_name
 from rivet_core.pipeline.facade.commit import PartKind, PartRecord, record_part, write_part_file
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.run_reconcile import ReconcileMismatch, count_in_snapshot
+from rivet_core.pipeline.single.run_reconcile import ReconcileMismatch, count_in_snapshot
 from rivet_core.pipeline.window_sessions import WindowSessions
 from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.runrecord.summary import RunSummary
