@@ -35,7 +35,7 @@ from rivet_core.pipeline.buckets import (
     run_partitioned,
     verify_bucket_set,
 )
-from rivet_core.pipeline.chunk_tasks import (
+from rivet_core.pipeline.chunked.tasks import (
     ChunkFinalizeRun,
     ChunkTaskBusy,
     ChunkTaskPlan,
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     # the chunk-task protocol: a chunked export's windows as tasks an orchestrator plans, runs
-    # in batches and finalizes; the orchestrator words the refusals (rivet_core/pipeline/chunk_tasks.py)
+    # in batches and finalizes; the orchestrator words the refusals (rivet_core/pipeline/chunked/tasks.py)
     "ChunkFinalizeRun", "ChunkTaskBusy", "ChunkTaskPlan", "ChunkTaskRefusal", "ChunkWindowRun",
     "ChunkWindowsMissing", "Wording", "chunk_task_problem", "plan_chunk_tasks", "reconcile_chunks",
     # many time partitions in one run: one source query, one published unit per window

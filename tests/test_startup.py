@@ -206,7 +206,7 @@ def test_api_keeps_exporting_the_destination_helpers() -> None:
 #: Never needed by `rivet run` of a Parquet export to a local destination (issue 16 items
 #: 2–3): pandas alone cost ~0.5 s of start-up and ~40 MB of peak RSS on that path; SQLAlchemy
 #: (~0.15 s) is used by no part of rivet_core — the state store speaks sqlite3 and psycopg
-#: (state/database.py); the chunked runner and its planning (11 modules) for `mode: chunked`
+#: (state/database.py); the chunked runner (pipeline/chunked/) and its planning for `mode: chunked`
 #: only (pipeline/runner.py).
 NOT_ON_RUN_PATH = ("pandas", "dagster", "duckdb", "boto3", "botocore", "google", "azure", "polars",
                    "sqlalchemy", "rivet_core.pipeline.chunked", "rivet_core.chunks")

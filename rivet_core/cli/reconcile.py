@@ -38,7 +38,7 @@ def _print_reconcile(report_dict: dict, fmt: str, output: str | None = None) -> 
 def reconcile(config_path: str, export_name: str, fmt: str, params: tuple[str, ...],
               output: str | None = None) -> int:
     """Compare per-chunk source COUNT(*) with the rows each chunk exported (exit 3 on mismatch)."""
-    from rivet_core.pipeline.reconcile import reconcile_export
+    from rivet_core.pipeline.chunked.reconcile import reconcile_export
 
     config = load(config_path, params)
     report = reconcile_export(config, config.export(export_name))
@@ -65,7 +65,7 @@ def reconcile(config_path: str, export_name: str, fmt: str, params: tuple[str, .
 def repair(config_path: str, export_name: str, execute: bool, fmt: str, params: tuple[str, ...],
            output: str | None = None) -> int:
     """Plan (dry run) or execute the re-export of chunks that reconcile found wrong. Never deletes."""
-    from rivet_core.pipeline.reconcile import execute_repair, reconcile_export
+    from rivet_core.pipeline.chunked.reconcile import execute_repair, reconcile_export
 
     config = load(config_path, params)
     export = config.export(export_name)

@@ -21,7 +21,7 @@ def run_unit(config: RivetConfig, export: ExportConfig, options: RunOptions | No
     """Run one export unit end to end and return its summary. Run errors are reported in the
     summary (never raised); planning/config errors raise before anything is written."""
     if export.mode == "chunked":
-        from rivet_core.pipeline.chunked import ChunkedRun
+        from rivet_core.pipeline.chunked.run import ChunkedRun
 
         return ChunkedRun(config, export, options, state=state, notifications=notifications).run()
     return ExportRun(config, export, options, state=state, notifications=notifications).run()

@@ -94,7 +94,7 @@ class ReconcileReport:
 def _chunked_run(config: RivetConfig, export: ExportConfig, *, read_only: bool = False):  # noqa: ANN202
     """The chunked run object reconcile/repair plan with. Reconcile only reads, so it takes no
     export lock (it must work beside running chunk workers); repair writes, so it locks."""
-    from rivet_core.pipeline.chunked import ChunkedRun
+    from rivet_core.pipeline.chunked.run import ChunkedRun
 
     if export.mode != "chunked" or not export.chunk_checkpoint:
         raise ConfigError(f"export '{export.name}': reconcile and repair need a chunked export with "
