@@ -140,8 +140,8 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
                            else cli_tracker(config, export, resolve_mode(progress_mode)))
                 options = RunOptions(validate=validate, resume=resume, force=force, progress=tracker,
                                      from_manifest=from_manifest, full_refresh=full_refresh, reconcile=reconcile)
-                if export.partition_by:  # one sub-export per date bucket (pipeline/buckets.py)
-                    from rivet_core.pipeline.buckets import run_partitioned
+                if export.partition_by:  # one sub-export per date bucket (pipeline/buckets/run.py)
+                    from rivet_core.pipeline.buckets.run import run_partitioned
 
                     result = run_partitioned(config, export, options, state=state)
                     for _bucket, bucket_summary in result.buckets[:-1]:

@@ -38,8 +38,8 @@ from rivet_core.format import PartRotator, StagedPart
 from rivet_core.format.meta_columns import add_meta_columns, meta_schema
 from rivet_core.pipeline.facade.schema_drift import merge_drift_verdicts
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityIssue, QualityTracker, quality_error
+from rivet_core.pipeline.resources.memory_guard import MemoryGuard
 from rivet_core.pipeline.single.extract import StagedExtract
 from rivet_core.pipeline.single.job import ExportRun, RunOptions
 from rivet_core.reporting.progress import feed_for

@@ -48,14 +48,14 @@ from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, RivetError
 from rivet_core.manifest.bucket_index import INDEX_KEY, BucketIndexError, read_bucket_index
 from rivet_core.manifest.verify import Verification, VerifyFailure
-from rivet_core.pipeline.bucket_layout import (
+from rivet_core.pipeline.buckets.layout import (
     TOKEN,
     bucket_prefixes,
     bucket_targets,
     root_export,
     token_suffix,
 )
-from rivet_core.pipeline.bucket_math import (
+from rivet_core.pipeline.buckets.ranges import (
     NULL_BUCKET,
     Bucket,
     as_utc_date,
