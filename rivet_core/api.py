@@ -29,13 +29,13 @@ from rivet_core.errors import (
 )
 from rivet_core.manifest import Manifest, Verification, read_manifest, verify_at_destination
 from rivet_core.orchestrator import accepts_legacy_run_id
-from rivet_core.pipeline.buckets import (
+from rivet_core.pipeline.buckets.run import (
     PartitionedResult,
     bucket_prefixes,
     run_partitioned,
     verify_bucket_set,
 )
-from rivet_core.pipeline.chunk_tasks import (
+from rivet_core.pipeline.chunked.tasks import (
     ChunkFinalizeRun,
     ChunkTaskBusy,
     ChunkTaskPlan,
@@ -47,12 +47,12 @@ from rivet_core.pipeline.chunk_tasks import (
     plan_chunk_tasks,
     reconcile_chunks,
 )
-from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.job import ExportRun, RunOptions
-from rivet_core.pipeline.malloc_arenas import limit_malloc_arenas
 from rivet_core.pipeline.quality import QualityIssue
+from rivet_core.pipeline.resources.malloc_arenas import limit_malloc_arenas
 from rivet_core.pipeline.runner import run_unit
+from rivet_core.pipeline.single.extract import StagedExtract
+from rivet_core.pipeline.single.job import ExportRun, RunOptions
 from rivet_core.pipeline.table_check import check_table
 from rivet_core.pipeline.time_range import RangeStaged, TimeRangeRun
 from rivet_core.redact import redact_secrets
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     # the chunk-task protocol: a chunked export's windows as tasks an orchestrator plans, runs
-    # in batches and finalizes; the orchestrator words the refusals (rivet_core/pipeline/chunk_tasks.py)
+    # in batches and finalizes; the orchestrator words the refusals (rivet_core/pipeline/chunked/tasks.py)
     "ChunkFinalizeRun", "ChunkTaskBusy", "ChunkTaskPlan", "ChunkTaskRefusal", "ChunkWindowRun",
     "ChunkWindowsMissing", "Wording", "chunk_task_problem", "plan_chunk_tasks", "reconcile_chunks",
     # many time partitions in one run: one source query, one published unit per window
@@ -76,7 +76,7 @@ __all__ = [
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
     "dataset_manifests", "destination_uri", "source_database", "url_env_database", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
-    # partition_by exports: one sub-export per date bucket (rivet_core/pipeline/buckets.py)
+    # partition_by exports: one sub-export per date bucket (rivet_core/pipeline/buckets/run.py)
     "PartitionedResult", "bucket_prefixes", "partitioned_dataset_rows", "run_partitioned", "verify_bucket_set",
     # a `table_format: delta` export read as its table (rivet_core/tableformat/read.py; imported on call)
     "read_table",
@@ -87,7 +87,7 @@ __all__ = [
     "client_provider",
     # a best-effort step: swallowed, logged with its name, redacted
     "best_effort",
-    # process set-up: cap glibc malloc arenas before export threads start (pipeline/malloc_arenas.py)
+    # process set-up: cap glibc malloc arenas before export threads start (pipeline/resources/malloc_arenas.py)
     "limit_malloc_arenas",
     # the package version, secret redaction for anything an adapter shows (redact.py), the
     # `rivet init` scaffold and the demo database (scaffold.py, demo.py; imported on call)
@@ -237,7 +237,7 @@ def verify_export(config: RivetConfig, export_name: str, *, sub_prefix: str = ""
     depth its config asks for."""
     export, expected = config.export(export_name), export_name
     if export.partition_by:  # a bucket's prefix under the root; its manifest names the sub-export
-        from rivet_core.pipeline.buckets import bucket_targets, root_export
+        from rivet_core.pipeline.buckets.run import bucket_targets, root_export
 
         expected = bucket_targets(export, [sub_prefix])[0][2] if sub_prefix else export_name
         export = root_export(export)
@@ -250,7 +250,7 @@ def partitioned_dataset_rows(config: RivetConfig, export: ExportConfig) -> int:
     """Rows of a `partition_by` export's whole dataset: over every bucket prefix that holds a
     manifest, the rows its dataset manifests list (`dataset_manifests`: the current run, or
     every kept run of an incremental bucket)."""
-    from rivet_core.pipeline.buckets import bucket_targets, root_export
+    from rivet_core.pipeline.buckets.run import bucket_targets, root_export
 
     total = 0
     for prefix, _label, name in bucket_targets(export, bucket_prefixes(config, export)):

@@ -119,7 +119,7 @@ def build_manifest_check(config: api.RivetConfig, export: api.ExportConfig,
     def _manifest_verified(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
-        if exp.partition_by:  # the bucket set, then every bucket prefix (rivet_core/pipeline/buckets.py)
+        if exp.partition_by:  # the bucket set, then every bucket prefix (rivet_core/pipeline/buckets/run.py)
             prefixes = api.bucket_prefixes(cfg, exp)
             return verify_prefixes(cfg, exp, prefixes, api.verify_bucket_set(cfg, exp, prefixes)[1])
         if not partitioned:

@@ -29,7 +29,7 @@ def config_path_from_env() -> Path:
 
 
 # This module is the demo/project code location (a process of its own), so it may tune the
-# process: cap glibc malloc arenas before export threads start (rivet_core/pipeline/malloc_arenas.py).
+# process: cap glibc malloc arenas before export threads start (rivet_core/pipeline/resources/malloc_arenas.py).
 # `build_definitions` itself never changes the process of a code location that embeds it.
 api.limit_malloc_arenas()
 # …and store a ranged chunk run's window materializations in one event-log write

@@ -268,7 +268,7 @@ def materialization_metadata(summary: api.RunSummary, schema: pa.Schema | None, 
 
 
 def governor_metadata(governor: dict[str, Any] | None) -> dict[str, dg.MetadataValue]:
-    """The source governor's figures (rivet_core/pipeline/governor.py), typed so the Plots
+    """The source governor's figures (rivet_core/pipeline/resources/governor.py), typed so the Plots
     tab charts them: seconds paused, pressure samples taken, the highest pressure seen."""
     if not governor:
         return {}

@@ -19,9 +19,9 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 CONTRACTS = {
     "rivet_core never imports Dagster": ("rivet_core/pipeline/gc.py", "import dagster\n"),
     "rivet_dagster imports rivet_core only through rivet_core.api": (
-        "rivet_dagster/naming.py", "from rivet_core.pipeline import job\n"),
+        "rivet_dagster/naming.py", "from rivet_core.pipeline.single import job\n"),
     "only the facades (and their homes) import the state writers and the manifest": (
-        "rivet_core/pipeline/job.py", "from rivet_core.manifest.artifacts import write_manifest_files\n"),
+        "rivet_core/pipeline/single/job.py", "from rivet_core.manifest.artifacts import write_manifest_files\n"),
     "the building blocks and the configuration never import the pipeline, the operator tools or the CLI": (
         "rivet_core/format/csv.py", "from rivet_core.cli import shared\n"),
     "rivet_core is layered": ("rivet_core/config/sizes.py", "from rivet_core.source import retry\n"),
@@ -53,8 +53,8 @@ def test_a_planted_violation_of_each_contract_breaks_it(tmp_path: Path) -> None:
     assert proc.returncode == 1, out
     assert f"Contracts: 0 kept, {len(CONTRACTS)} broken." in out
     assert "rivet_core.pipeline.gc -> dagster" in out
-    assert "rivet_dagster.naming -> rivet_core.pipeline.job" in out
-    assert "rivet_core.pipeline.job -> rivet_core.manifest.artifacts" in out
+    assert "rivet_dagster.naming -> rivet_core.pipeline.single.job" in out
+    assert "rivet_core.pipeline.single.job -> rivet_core.manifest.artifacts" in out
     assert "rivet_core.format.csv -> rivet_core.cli.shared" in out
     assert "rivet_core.config.sizes -> rivet_core.source.retry" in out
 

@@ -1,4 +1,4 @@
-"""The glibc malloc arena cap (rivet_core/pipeline/malloc_arenas.py), checked in a fresh process:
+"""The glibc malloc arena cap (rivet_core/pipeline/resources/malloc_arenas.py), checked in a fresh process:
 threads that allocate concurrently get at most the capped number of arenas, as glibc's own
 `malloc_stats()` reports them; a user's MALLOC_ARENA_MAX is left alone."""
 
@@ -13,7 +13,7 @@ import pytest
 PROBE = r"""
 import ctypes, sys, threading
 sys.path.insert(0, {root!r})
-from rivet_core.pipeline.malloc_arenas import limit_malloc_arenas
+from rivet_core.pipeline.resources.malloc_arenas import limit_malloc_arenas
 applied = limit_malloc_arenas() if {cap} else False
 libc = ctypes.CDLL(None)
 libc.malloc.restype = ctypes.c_void_p
@@ -56,7 +56,7 @@ def test_a_users_malloc_arena_max_is_not_overridden() -> None:  # (this suite ru
 
 
 def test_other_platforms_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    from rivet_core.pipeline import malloc_arenas
+    from rivet_core.pipeline.resources import malloc_arenas
 
     monkeypatch.setattr(malloc_arenas, "_applied", False)
     monkeypatch.setattr(malloc_arenas.sys, "platform", "darwin")
@@ -68,7 +68,7 @@ def test_other_platforms_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None
 POOL_PROBE = r"""
 import sys
 sys.path.insert(0, {root!r})
-from rivet_core.pipeline.malloc_arenas import limit_malloc_arenas
+from rivet_core.pipeline.resources.malloc_arenas import limit_malloc_arenas
 if {setup}:
     limit_malloc_arenas()
 import pyarrow as pa

@@ -206,7 +206,7 @@ def test_api_keeps_exporting_the_destination_helpers() -> None:
 #: Never needed by `rivet run` of a Parquet export to a local destination (issue 16 items
 #: 2–3): pandas alone cost ~0.5 s of start-up and ~40 MB of peak RSS on that path; SQLAlchemy
 #: (~0.15 s) is used by no part of rivet_core — the state store speaks sqlite3 and psycopg
-#: (state/database.py); the chunked runner and its planning (11 modules) for `mode: chunked`
+#: (state/database.py); the chunked runner (pipeline/chunked/) and its planning for `mode: chunked`
 #: only (pipeline/runner.py).
 NOT_ON_RUN_PATH = ("pandas", "dagster", "duckdb", "boto3", "botocore", "google", "azure", "polars",
                    "sqlalchemy", "rivet_core.pipeline.chunked", "rivet_core.chunks")
@@ -342,7 +342,7 @@ def test_a_sqlite_state_store_loads_neither_sqlalchemy_nor_psycopg(tmp_path: Pat
 
 #: Loaded by a run, but not before its first source query: Arrow and NumPy (the source's
 #: types are mapped to Arrow once it answered), the finalize facade and the table-format
-#: code (imported by the phases that use them, pipeline/job.py).
+#: code (imported by the phases that use them, pipeline/single/job.py).
 AFTER_FIRST_QUERY = ("numpy", "pyarrow", "rivet_core.pipeline.facade.finalize", "rivet_core.tableformat")
 
 #: Probe run in a fresh interpreter: wraps psycopg's `execute` and records, at the first
@@ -410,7 +410,7 @@ def test_the_first_source_query_is_sent_before_pyarrow_is_imported(tmp_path: Pat
 def test_the_first_source_query_is_sent_without_sqlalchemy_loaded(
         backend: str, tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """`rivet run` takes the export lock in the state store before its first source query
-    (pipeline/job.py), so the store's library is on the start-up path: it is the stdlib's
+    (pipeline/single/job.py), so the store's library is on the start-up path: it is the stdlib's
     sqlite3 or psycopg (state/database.py), never SQLAlchemy (~0.15 s of imports) — with the
     SQLite store beside the config and with a PostgreSQL store from RIVET_STATE_URL. A stray
     `import sqlalchemy` anywhere on the path would load it before the source saw a statement."""

@@ -109,7 +109,7 @@ class _LazyGroup(click.Group):
 @click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
 def main(json_errors: bool, verbose: int) -> None:
     """Rivet: verifiable database exports to Parquet/CSV on local disk, S3, GCS or Azure."""
-    from rivet_core.pipeline.malloc_arenas import limit_malloc_arenas
+    from rivet_core.pipeline.resources.malloc_arenas import limit_malloc_arenas
 
     limit_malloc_arenas()  # before any reader/worker thread exists (see the module)
     _setup_logging(verbose)

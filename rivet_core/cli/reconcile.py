@@ -39,7 +39,7 @@ def _print_reconcile(report_dict: dict, fmt: str, output: str | None = None) -> 
 def reconcile(config_path: str, export_name: str, fmt: str, params: tuple[str, ...],
               output: str | None = None) -> int:
     """Compare per-chunk source COUNT(*) with the rows each chunk exported (exit 3 on mismatch)."""
-    from rivet_core.pipeline.reconcile import reconcile_export
+    from rivet_core.pipeline.chunked.reconcile import reconcile_export
 
     config = load(config_path, params)
     report = reconcile_export(config, config.export(export_name))
@@ -58,7 +58,7 @@ def _reconcile_for_repair(config: Any, export: Any, report_path: str | None) -> 
     """The reconcile report repair works from: counted afresh, or read from `--report` and
     checked against the checkpoint (rivet_core/ops/reconcile_report.py) — with the partitions
     it names that cannot be repaired."""
-    from rivet_core.pipeline.reconcile import reconcile_export
+    from rivet_core.pipeline.chunked.reconcile import reconcile_export
 
     if report_path is None:
         return reconcile_export(config, export), []
@@ -91,7 +91,7 @@ def _reconcile_for_repair(config: Any, export: Any, report_path: str | None) -> 
 def repair(config_path: str, export_name: str, execute: bool, fmt: str, params: tuple[str, ...],
            output: str | None = None, report_path: str | None = None) -> int:
     """Plan (dry run) or execute the re-export of chunks that reconcile found wrong. Never deletes."""
-    from rivet_core.pipeline.reconcile import execute_repair
+    from rivet_core.pipeline.chunked.reconcile import execute_repair
 
     config = load(config_path, params)
     export = config.export(export_name)

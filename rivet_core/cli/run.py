@@ -110,8 +110,8 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
     if from_manifest and full_refresh:
         raise RivetError("--from-manifest and --full-refresh contradict each other: continue from the "
                          "destination manifest's cursor, or export every row again — pass one of them")
-    from rivet_core.pipeline.job import RunOptions
     from rivet_core.pipeline.runner import run_unit
+    from rivet_core.pipeline.single.job import RunOptions
     from rivet_core.reporting.progress import cli_tracker, resolve_mode
     from rivet_core.state import StateStore
 
@@ -127,7 +127,7 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
         raise RivetError(f"--json cannot be used with a stdout destination (export '{streamed[0]}'): the "
                          "JSON document would be mixed into the data stream — drop --json or write to "
                          "local/s3")
-    from rivet_core.pipeline.lost_cursor import CursorLost
+    from rivet_core.pipeline.single.lost_cursor import CursorLost
     from rivet_core.state import ExportLocked
 
     state = StateStore.open(config.config_path)
@@ -140,8 +140,8 @@ def run(config_path: str, export_names: tuple[str, ...], validate: bool, resume:
                            else cli_tracker(config, export, resolve_mode(progress_mode)))
                 options = RunOptions(validate=validate, resume=resume, force=force, progress=tracker,
                                      from_manifest=from_manifest, full_refresh=full_refresh, reconcile=reconcile)
-                if export.partition_by:  # one sub-export per date bucket (pipeline/buckets.py)
-                    from rivet_core.pipeline.buckets import run_partitioned
+                if export.partition_by:  # one sub-export per date bucket (pipeline/buckets/run.py)
+                    from rivet_core.pipeline.buckets.run import run_partitioned
 
                     result = run_partitioned(config, export, options, state=state)
                     for _bucket, bucket_summary in result.buckets[:-1]:

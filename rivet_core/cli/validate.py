@@ -127,7 +127,7 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
         # A daily-partitioned export (an orchestrator's time partitions) has one manifest per day;
         # a partition_by export one per bucket under the prefix before its {partition} token.
         if export.partition_by:
-            from rivet_core.pipeline.buckets import (
+            from rivet_core.pipeline.buckets.run import (
                 bucket_prefixes,
                 bucket_targets,
                 root_export,

@@ -1,7 +1,7 @@
 """Load-time rules of `partition_by` (reference catalogue #36, Rivet's messages).
 
 A `partition_by` export is split at run time into one sub-export per date bucket
-(rivet_core/pipeline/buckets.py); these rules reject, before anything runs, the
+(rivet_core/pipeline/buckets/run.py); these rules reject, before anything runs, the
 combinations that cannot work: an empty or path-unsafe column name (it names the Hive
 folder `<col>=<value>`), `mode: time_window` / `cdc`, `chunk_by_key`, `merge_on` (each
 bucket is its own table, so a row whose date moves it to another bucket would stay in its

@@ -2,7 +2,7 @@
 
 docs/rivet-compat.md "File names and run ids": tokens expand at plan build in UTC. `{run_id}` is
 kept verbatim (only `rivet validate --run-id` fills it), and so is `{partition}` until a
-`partition_by` run renders it per bucket (rivet_core/pipeline/buckets.py; config/partition_by.py
+`partition_by` run renders it per bucket (rivet_core/pipeline/buckets/run.py; config/partition_by.py
 requires `partition_by` next to it). Any other `{token}` is a typo that would otherwise
 create a literal `{dtae}` directory, so it is an error — checked at load time
 (`template_errors`) and again when rendering.

@@ -6,7 +6,7 @@ the profile is explicit > `source.environment` default (`local`→fast, others�
 `ResolvedTuning` with no optional knobs left, so the engine never re-derives defaults.
 
 Pacing between batches: `balanced` and `safe` run the adaptive source governor
-(`rivet_core/pipeline/governor.py`), which pauses between `throttle_floor_ms` and
+(`rivet_core/pipeline/resources/governor.py`), which pauses between `throttle_floor_ms` and
 `throttle_ceiling_ms` by measured source pressure; an explicit `throttle_ms` (source or
 export tuning) turns it off and pauses exactly that long after every batch — the user asked
 for a fixed pace, so a profile must not override it. `fast` does not pace at all.

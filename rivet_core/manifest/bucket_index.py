@@ -1,7 +1,7 @@
 """`_partitions.json`: the record of the bucket set a `partition_by` export published.
 
 A `partition_by` export is one folder per date bucket under a root prefix, each bucket
-with its own manifest and `_SUCCESS` (rivet_core/pipeline/buckets.py). A bucket's manifest
+with its own manifest and `_SUCCESS` (rivet_core/pipeline/buckets/run.py). A bucket's manifest
 proves what is *in* that bucket; nothing in a bucket can prove which buckets *should*
 exist — a deleted bucket folder leaves no trace, and a bucket the last run never revisited
 looks as good as a fresh one. This file is that missing record: at the root prefix, next

@@ -110,7 +110,7 @@ _CODES = {
     # `table_format:` exports (rivet_core/tableformat/verify.py)
     "table_mismatch": "RIVET_VERIFY_TABLE_MISMATCH",
     "table_read_error": "RIVET_VERIFY_TABLE_READ_ERROR",
-    # `partition_by` exports: the bucket set against `_partitions.json` (rivet_core/pipeline/buckets.py)
+    # `partition_by` exports: the bucket set against `_partitions.json` (rivet_core/pipeline/buckets/run.py)
     "bucket_missing": "RIVET_VERIFY_BUCKET_MISSING",
     "bucket_unrecorded": "RIVET_VERIFY_BUCKET_UNRECORDED",
     "bucket_lost": "RIVET_VERIFY_BUCKET_LOST",

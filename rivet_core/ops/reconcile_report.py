@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from rivet_core.errors import ConfigError
-from rivet_core.pipeline.reconcile import ChunkCheck, ReconcileReport
+from rivet_core.pipeline.chunked.reconcile import ChunkCheck, ReconcileReport
 from rivet_core.state import StateStore
 
 #: Rivet's partition identifier, `chunk 3 [1000..2000]` (src/plan/reconcile.rs).

@@ -277,8 +277,8 @@ def _gc_targets(config: RivetConfig, export: ExportConfig) -> list[tuple[Destina
     """(prefix, the export that publishes there, lock window label) for each prefix gc cleans."""
     from rivet_core.unit.resolve import export_destination, partition_prefixes
 
-    if export.partition_by:  # each bucket is a sub-export of its own (pipeline/buckets.py)
-        from rivet_core.pipeline.bucket_layout import bucket_prefixes, bucket_targets, root_export
+    if export.partition_by:  # each bucket is a sub-export of its own (pipeline/buckets/run.py)
+        from rivet_core.pipeline.buckets.layout import bucket_prefixes, bucket_targets, root_export
 
         root = root_export(export)
         return [(export_destination(config, root, sub_prefix=prefix, create=False),

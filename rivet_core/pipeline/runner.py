@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from rivet_core.config import ExportConfig, RivetConfig
-from rivet_core.pipeline.job import ExportRun, RunOptions
+from rivet_core.pipeline.single.job import ExportRun, RunOptions
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 
@@ -21,7 +21,7 @@ def run_unit(config: RivetConfig, export: ExportConfig, options: RunOptions | No
     """Run one export unit end to end and return its summary. Run errors are reported in the
     summary (never raised); planning/config errors raise before anything is written."""
     if export.mode == "chunked":
-        from rivet_core.pipeline.chunked import ChunkedRun
+        from rivet_core.pipeline.chunked.run import ChunkedRun
 
         return ChunkedRun(config, export, options, state=state, notifications=notifications).run()
     return ExportRun(config, export, options, state=state, notifications=notifications).run()

@@ -36,12 +36,12 @@ from rivet_core.destination import Destination
 from rivet_core.errors import DataIntegrityError
 from rivet_core.format import PartRotator, StagedPart
 from rivet_core.format.meta_columns import add_meta_columns, meta_schema
-from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.facade.schema_drift import merge_drift_verdicts
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.job import ExportRun, RunOptions
-from rivet_core.pipeline.memory_guard import MemoryGuard
 from rivet_core.pipeline.quality import QualityIssue, QualityTracker, quality_error
+from rivet_core.pipeline.resources.memory_guard import MemoryGuard
+from rivet_core.pipeline.single.extract import StagedExtract
+from rivet_core.pipeline.single.job import ExportRun, RunOptions
 from rivet_core.reporting.progress import feed_for
 from rivet_core.reporting.report import report_dir
 from rivet_core.runrecord.summary import RunSummary, new_run_id

@@ -78,7 +78,7 @@ def report_dict(summary: RunSummary, plan: ResolvedUnit) -> dict[str, Any]:
 
 
 def governor_lines(governor: dict[str, Any] | None) -> list[str]:
-    """One line on the source governor (rivet_core/pipeline/governor.py): what it paced."""
+    """One line on the source governor (rivet_core/pipeline/resources/governor.py): what it paced."""
     if not governor or governor.get("mode") == "off":
         return []
     if governor["mode"] == "fixed":

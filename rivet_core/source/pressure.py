@@ -1,4 +1,4 @@
-"""Engine probes of source pressure for the governor (rivet_core/pipeline/governor.py).
+"""Engine probes of source pressure for the governor (rivet_core/pipeline/resources/governor.py).
 
 Each probe is its own short-lived side connection, autocommit, with a 2 s statement timeout:
 the export's connection holds a REPEATABLE READ snapshot (PostgreSQL) or a consistent-snapshot

@@ -182,7 +182,7 @@ class ChunkStore(StoreBase):
         `completed` (chunk_index → (rows_written, file_name)) inserts those tasks as already
         completed: an orchestrated chunk run continuing the previous, finalized one carries
         the windows that are completed (their parts stay where they are) and exports only
-        the rest (rivet_core/pipeline/chunk_tasks.py)."""
+        the rest (rivet_core/pipeline/chunked/tasks.py)."""
         if max_chunk_attempts < 1:
             raise ValueError(f"max_chunk_attempts must be at least 1, got {max_chunk_attempts}")
         now = utc_now_text()
@@ -267,7 +267,7 @@ class ChunkStore(StoreBase):
                        "WHERE run_id = :run_id AND status = 'in_progress'", {"run_id": run_id, "now": utc_now_text()})
 
     def withdraw_chunk_run(self, run_id: str, reason: str) -> int:
-        """A gate failed after windows were written (pipeline/chunk_withdraw.py): the run
+        """A gate failed after windows were written (pipeline/chunked/withdraw.py): the run
         (in progress or just completed) → interrupted, so it is never resumed nor continued,
         and each completed task → failed with `reason` as its last_error and its attempt
         budget spent. One transaction; returns how many tasks were withdrawn."""

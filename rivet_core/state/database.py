@@ -1,7 +1,7 @@
 """The state store's SQL layer: one transaction helper per backend over its DB-API driver.
 
 Why not a toolkit: every `rivet run` takes the export lock in the state store before its
-first source query (pipeline/job.py), so whatever library the store loads is on the
+first source query (pipeline/single/job.py), so whatever library the store loads is on the
 start-up path; the stdlib `sqlite3` and psycopg 3 (the PostgreSQL source's driver, already a
 dependency) are all the store needs. Statements are written once, for both backends, with
 `:name` parameters; `Transaction.execute` turns them into psycopg's `%(name)s` style on

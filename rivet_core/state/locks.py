@@ -5,7 +5,7 @@ done. Two modes:
 
 - ``exclusive`` — a CLI run (full, incremental, time_window, a CLI chunked run) and one
   orchestrated time partition. Refused while any live holder of the same lock key exists.
-- ``shared`` — the chunk-task flow (pipeline/chunk_tasks.py: planning, each window batch,
+- ``shared`` — the chunk-task flow (pipeline/chunked/tasks.py: planning, each window batch,
   the finalize): many workers on one export at once *by design*, so they
   do not exclude each other, but they are refused while an exclusive holder is live, and
   an exclusive run is refused while any of them is live. A full/incremental run racing a

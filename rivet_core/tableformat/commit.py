@@ -37,7 +37,7 @@ Before anything is written (issue 33):
 - another writer: a commit no run of this export made since the last baseline refuses the
   run, naming the version(s) and the fix (`--full-refresh`, whose overwrite is allowed past
   the refusal and becomes the new baseline; chain.py) — at the schema gate before any part
-  (`refuse_foreign_writer`, asked by pipeline/job.py and chunked.py), and again here.
+  (`refuse_foreign_writer`, asked by pipeline/single/job.py and chunked.py), and again here.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ superseded ones in the export's Delta or Iceberg table, in ONE commit
 `commit_repair` is the one entry point, called by the repair's finalize facade
 (rivet_core/pipeline/facade/finalize_repair.py) after the new parts are written and recorded
 (docs/invariants.md I1/I2) and before the rewritten manifest. `repair_refusal` is asked by
-`rivet repair --execute` (rivet_core/pipeline/reconcile.py) before any window is re-exported.
+`rivet repair --execute` (rivet_core/pipeline/chunked/reconcile.py) before any window is re-exported.
 
 The commit does not describe a change ("remove these, add those"); it makes the table's
 files equal to the rewritten manifest's parts: remove every current file the manifest will

@@ -5,7 +5,7 @@
 sequence writes anything. When the manifest write then fails, nothing is published, yet the
 chunk run is completed: the planner used to read that as "finalized, nothing new" and never
 asked for the manifest again. Now the run ledger decides (`_unpublished` in
-rivet_core/pipeline/chunk_tasks.py): the next tick carries every window into a new chunk
+rivet_core/pipeline/chunked/tasks.py): the next tick carries every window into a new chunk
 run and requests the manifest under a new run key; no window is exported twice.
 
 The failure is real, not injected: `manifest.json` at the destination is a directory, so the

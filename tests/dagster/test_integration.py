@@ -97,7 +97,7 @@ def test_importing_and_building_changes_nothing_in_the_process_or_on_disk(tmp_pa
     """A library imported into a user's code server: no demo database, no malloc tuning."""
     path = orders_config(tmp_path, UNREACHABLE, [export_block("orders", "full", {"type": "local", "path": "out"})])
     before = sorted(p.name for p in tmp_path.iterdir())
-    code = ("import rivet_dagster, rivet_core.pipeline.malloc_arenas as m; "
+    code = ("import rivet_dagster, rivet_core.pipeline.resources.malloc_arenas as m; "
             f"rivet_dagster.build_definitions({str(path)!r}); "
             "import rivet_core.ops.demo as d; print(m._applied, d.DEFAULT_PATH.exists())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,

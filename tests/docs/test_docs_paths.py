@@ -8,7 +8,7 @@ line and the path or anchor that is gone.
 
 What counts as a path: a backticked token that starts with one of the repository's top-level
 directories and has no spaces or placeholders (`<…>`, `{…}`, `*`). A trailing `:line` or
-`::name` is ignored, and so is a file git ignores (made by a command: the demo database); a module path may also be written dotted (`rivet_core.pipeline.job`),
+`::name` is ignored, and so is a file git ignores (made by a command: the demo database); a module path may also be written dotted (`rivet_core.pipeline.single.job`),
 which is checked as a module or package.
 """
 

@@ -1,4 +1,4 @@
-"""Properties of the partition_by bucket math (rivet_core/pipeline/bucket_math.py):
+"""Properties of the partition_by bucket math (rivet_core/pipeline/buckets/ranges.py):
 contiguous, non-overlapping buckets covering min..max; month/year edges, leap days and
 zone-aware timestamps land in the bucket of their UTC date."""
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rivet_core.pipeline.bucket_math import (
+from rivet_core.pipeline.buckets.ranges import (
     HIVE_NULL_PARTITION,
     as_utc_date,
     bucket_containing,

@@ -1,6 +1,6 @@
 """Chunked drains run `parallel + 1` workers but at most `parallel` source queries: the
 extra worker encodes and publishes a finished window while the next window reads
-(rivet_core/pipeline/chunked.py `_run_workers`, chunk_commit `WindowContext.read_slots`)."""
+(rivet_core/pipeline/chunked/run.py `_run_workers`, chunk_commit `WindowContext.read_slots`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from rivet_core.api import load_config
-from rivet_core.pipeline.chunked import chunked_run_for
+from rivet_core.pipeline.chunked.run import chunked_run_for
 from rivet_core.pipeline.facade import chunk_commit
 from tests.helpers import write_config
 

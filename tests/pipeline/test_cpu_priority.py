@@ -1,4 +1,4 @@
-"""The export's CPU yield under source pressure (rivet_core/pipeline/cpu_priority.py, called by
+"""The export's CPU yield under source pressure (rivet_core/pipeline/resources/cpu_priority.py, called by
 the governor): every thread's nice value goes up by the increment, threads started meanwhile
 inherit it, the last of several holds (parallel chunk windows) restores it, and a restore the
 kernel refuses is reported, not hidden. Judged by the kernel's own per-thread nice values
@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 CHILD = r"""
 import json, os, threading
-from rivet_core.pipeline import cpu_priority as cp
+from rivet_core.pipeline.resources import cpu_priority as cp
 
 def nice(tid=None):
     return os.getpriority(os.PRIO_PROCESS, tid or threading.get_native_id())
@@ -74,7 +74,7 @@ def test_holds_lower_every_thread_and_the_last_release_restores_them() -> None:
 
 def test_the_governor_lowers_once_on_the_first_pressure_and_restores_at_close() -> None:
     from rivet_core.config.tuning import resolve_tuning
-    from rivet_core.pipeline.governor import SourceGovernor
+    from rivet_core.pipeline.resources.governor import SourceGovernor
     from rivet_core.source.pressure import PressureSample
 
     calls: list[str] = []

@@ -1,4 +1,4 @@
-"""A lost state store under an incremental export (issue 20 item 13; rivet_core/pipeline/lost_cursor.py).
+"""A lost state store under an incremental export (issue 20 item 13; rivet_core/pipeline/single/lost_cursor.py).
 
 The reproduction: an incremental export ran, its state store is gone, the destination still
 holds the data and a manifest recording `cursor_high`. The next run used to re-export every

@@ -9,7 +9,7 @@ import pytest
 
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import DataIntegrityError
-from rivet_core.pipeline.memory_guard import MemoryGuard, current_rss_mb
+from rivet_core.pipeline.resources.memory_guard import MemoryGuard, current_rss_mb
 
 BIG = pa.record_batch({"s": pa.array(["x" * 1024] * 3000)})  # ~3 MB
 

@@ -1,4 +1,4 @@
-"""`partition_by` end to end against PostgreSQL (rivet_core/pipeline/buckets.py).
+"""`partition_by` end to end against PostgreSQL (rivet_core/pipeline/buckets/run.py).
 
 Each bucket is a sub-export with its own manifest and `_SUCCESS` under `<col>=<label>/`;
 the oracle re-reads what the success manifests list (pyarrow / DuckDB, never the tool's
@@ -18,7 +18,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from rivet_core.pipeline.bucket_math import HIVE_NULL_PARTITION, bucket_of
+from rivet_core.pipeline.buckets.ranges import HIVE_NULL_PARTITION, bucket_of
 from tests.cloud_areas import success_ids
 from tests.helpers import (
     data_files,
@@ -229,8 +229,8 @@ def test_a_column_that_is_not_a_date_fails_with_rivets_message(pg_url, tmp_path)
 
 
 def test_the_bucket_query_quotes_the_column_and_renders_only_dates():
-    from rivet_core.pipeline.bucket_math import NULL_BUCKET, generate_buckets
-    from rivet_core.pipeline.buckets import bucket_query
+    from rivet_core.pipeline.buckets.ranges import NULL_BUCKET, generate_buckets
+    from rivet_core.pipeline.buckets.run import bucket_query
     from rivet_core.source.query import MYSQL, POSTGRES
 
     bucket = generate_buckets(dt.date(2024, 2, 29), dt.date(2024, 2, 29), "month")[0]

@@ -421,8 +421,8 @@ def test_the_probe_finds_exactly_the_buckets_that_hold_rows(tmp_path_factory, da
     """Against a real SQLite file: the buckets the runner plans are exactly the labels of
     the values (bucket_of), in order, the NULL bucket last when there are NULLs."""
     from rivet_core.config import load_config
-    from rivet_core.pipeline.bucket_math import HIVE_NULL_PARTITION, bucket_of
-    from rivet_core.pipeline.buckets import plan_buckets
+    from rivet_core.pipeline.buckets.ranges import HIVE_NULL_PARTITION, bucket_of
+    from rivet_core.pipeline.buckets.run import plan_buckets
 
     tmp = tmp_path_factory.mktemp("probe")
     source = Source(f"sqlite:///{tmp / 'src.db'}", _sqlite_exec(tmp / "src.db"))

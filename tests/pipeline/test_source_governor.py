@@ -1,4 +1,4 @@
-"""The adaptive source governor (rivet_core/pipeline/governor.py), judged by its own recorded
+"""The adaptive source governor (rivet_core/pipeline/resources/governor.py), judged by its own recorded
 decisions, never by the wall clock: its rule is bounded and monotone (property test); on an
 idle source the default profile never pauses; under a real concurrent load on the export's
 database (PostgreSQL sessions in pg_sleep, MariaDB sessions in SLEEP) it backs off, and so it
@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from rivet_core import api
 from rivet_core.config.tuning import resolve_tuning
-from rivet_core.pipeline.governor import GovernorLimits, delay_ms, pressure_of
+from rivet_core.pipeline.resources.governor import GovernorLimits, delay_ms, pressure_of
 from rivet_core.source.pressure import PressureSample
 from tests.helpers import source_block, write_config
 
@@ -73,7 +73,7 @@ def test_a_longer_batch_never_shortens_the_pause_and_full_pressure_scales_with_i
 
 
 def test_the_profiles_read_at_most_half_or_a_quarter_of_the_time_under_full_pressure() -> None:
-    from rivet_core.pipeline.governor import limits_for
+    from rivet_core.pipeline.resources.governor import limits_for
 
     for profile, share in (("balanced", 0.5), ("safe", 0.25)):
         lim = limits_for(resolve_tuning({"profile": profile}, None))
@@ -318,7 +318,7 @@ def test_under_an_oltp_load_of_short_statements_the_recent_signal_backs_off(tmp_
     with oltp_clients(loaded_url):
         governor = _run(tmp_path, loaded_url, {"throttle_ceiling_ms": 50}).governor
     assert governor is not None and governor["mode"] == "adaptive" and governor["probe_error"] is None
-    # Under pressure the export also yielded the CPU (rivet_core/pipeline/cpu_priority.py) and
+    # Under pressure the export also yielded the CPU (rivet_core/pipeline/resources/cpu_priority.py) and
     # gave it back at the end of the read — the kernel's nice value of this thread says so.
     assert governor["cpu_nice"] == 10
     nice_after = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
@@ -368,7 +368,7 @@ def _paced_run(machine: _Machine, *, slow_wait_s: float, slow_queued_s: float) -
     """50 batches of 1,000 rows: each healthy cycle takes 10 ms of work (the first 30: the
     baseline's window of ≥ 0.25 s is healthy); from batch 30 on, waiting for each batch takes
     `slow_wait_s`, of which `slow_queued_s` this process's threads spent queued for a CPU."""
-    from rivet_core.pipeline.governor import SourceGovernor
+    from rivet_core.pipeline.resources.governor import SourceGovernor
 
     gov = SourceGovernor(resolve_tuning(None, None), None, sample_interval_s=0.0,
                          clock=machine.clock, sleep=machine.sleep, runqueue=machine.runqueue)
@@ -406,7 +406,7 @@ def _encoding_run(machine: _Machine, *, slow_from: int | None = None) -> dict[st
     (100 ms); while the writer encodes the reader reads ahead, so after an encode the writer
     takes two batches at once and then waits ~17 ms for the source's next one. From batch
     `slow_from` on, the source takes 200 ms per batch (a loaded server)."""
-    from rivet_core.pipeline.governor import SourceGovernor
+    from rivet_core.pipeline.resources.governor import SourceGovernor
 
     gov = SourceGovernor(resolve_tuning(None, None), None, sample_interval_s=0.0,
                          clock=machine.clock, sleep=machine.sleep, runqueue=machine.runqueue)
@@ -439,7 +439,7 @@ def test_an_idle_source_does_not_read_as_slow_when_the_writer_catches_up_after_a
 
 
 def test_the_cpu_queue_counter_reads_this_process() -> None:
-    from rivet_core.pipeline.governor import runqueue_wait_s
+    from rivet_core.pipeline.resources.governor import runqueue_wait_s
 
     first = runqueue_wait_s()
     sum(i * i for i in range(200_000))  # some CPU work, so a busy machine queues it

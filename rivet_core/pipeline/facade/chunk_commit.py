@@ -39,10 +39,10 @@ from rivet_core.format.base import WriterOptions
 from rivet_core.format.meta_columns import add_meta_columns
 from rivet_core.lazy_modules import pa, pc
 from rivet_core.manifest import data_key, part_name
+from rivet_core.pipeline.chunked.window_sessions import WindowSessions
 from rivet_core.pipeline.facade.commit import PartKind, PartRecord, record_part, write_part_file
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.run_reconcile import ReconcileMismatch, count_in_snapshot
-from rivet_core.pipeline.window_sessions import WindowSessions
+from rivet_core.pipeline.single.run_reconcile import ReconcileMismatch, count_in_snapshot
 from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source.base import SourceSession
@@ -137,7 +137,7 @@ class WindowContext:
     #: chunk_tasks.py); None: not asked.
     fingerprint: Callable[[SourceSession, ChunkWindow], WindowFingerprint] | None = None
     #: Source sessions kept between windows, lent to one window's read at a time (each window
-    #: still reads in its own snapshot: pipeline/window_sessions.py).
+    #: still reads in its own snapshot: pipeline/chunked/window_sessions.py).
     sessions: WindowSessions = field(init=False)
 
     #: The windows' part encoding: the plan's, with row groups sized for a window

@@ -19,9 +19,9 @@ from rivet_core.destination import Destination
 from rivet_core.format import file_extension
 from rivet_core.manifest import data_key
 from rivet_core.manifest.model import cursor_native_type
-from rivet_core.pipeline.extract import StagedExtract
 from rivet_core.pipeline.facade.commit import PartKind, record_part, write_part_file
-from rivet_core.pipeline.part_names import free_stem, part_names, part_stem
+from rivet_core.pipeline.single.extract import StagedExtract
+from rivet_core.pipeline.single.part_names import free_stem, part_names, part_stem
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 from rivet_core.unit.resolve import ResolvedUnit

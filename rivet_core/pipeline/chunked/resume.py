@@ -30,13 +30,13 @@ from rivet_core.manifest import quarantine_object
 from rivet_core.manifest.column_checksums import checksum_key_column
 from rivet_core.pipeline.facade.chunk_commit import attempt_key, is_own_part
 from rivet_core.pipeline.facade.commit import PartRecord, part_column_checksums, rehydrate_part
-from rivet_core.pipeline.resume_gate import gate_resume
+from rivet_core.pipeline.single.resume_gate import gate_resume
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import ChunkTaskRow, FileRow
 
 if TYPE_CHECKING:
     from rivet_core.destination import Destination, ObjectInfo
-    from rivet_core.pipeline.job import ExportRun
+    from rivet_core.pipeline.single.job import ExportRun
 
 log = logging.getLogger("rivet.resume")
 

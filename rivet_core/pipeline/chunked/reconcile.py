@@ -42,7 +42,7 @@ from rivet_core.pipeline.facade.commit import PartKind, record_part
 from rivet_core.pipeline.facade.finalize_repair import RepairedWindow, finalize_repair
 from rivet_core.pipeline.facade.run_store import commit_verified_progression
 from rivet_core.pipeline.facade.schema_drift import check_schema_drift
-from rivet_core.pipeline.job import RunOptions
+from rivet_core.pipeline.single.job import RunOptions
 from rivet_core.redact import redact_secrets
 from rivet_core.runrecord.summary import RunSummary, new_run_id
 from rivet_core.source import open_source
@@ -94,7 +94,7 @@ class ReconcileReport:
 def _chunked_run(config: RivetConfig, export: ExportConfig, *, read_only: bool = False):  # noqa: ANN202
     """The chunked run object reconcile/repair plan with. Reconcile only reads, so it takes no
     export lock (it must work beside running chunk workers); repair writes, so it locks."""
-    from rivet_core.pipeline.chunked import ChunkedRun
+    from rivet_core.pipeline.chunked.run import ChunkedRun
 
     if export.mode != "chunked" or not export.chunk_checkpoint:
         raise ConfigError(f"export '{export.name}': reconcile and repair need a chunked export with "

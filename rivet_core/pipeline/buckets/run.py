@@ -48,14 +48,14 @@ from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, RivetError
 from rivet_core.manifest.bucket_index import INDEX_KEY, BucketIndexError, read_bucket_index
 from rivet_core.manifest.verify import Verification, VerifyFailure
-from rivet_core.pipeline.bucket_layout import (
+from rivet_core.pipeline.buckets.layout import (
     TOKEN,
     bucket_prefixes,
     bucket_targets,
     root_export,
     token_suffix,
 )
-from rivet_core.pipeline.bucket_math import (
+from rivet_core.pipeline.buckets.ranges import (
     NULL_BUCKET,
     Bucket,
     as_utc_date,
@@ -313,7 +313,7 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     `published` after each bucket. Probing or planning errors raise before anything is
     written, as for any export."""
     from rivet_core.pipeline.dataset_kind import adds_rows_each_run
-    from rivet_core.pipeline.job import RunOptions
+    from rivet_core.pipeline.single.job import RunOptions
     from rivet_core.unit.resolve import export_destination
 
     options = options or RunOptions()

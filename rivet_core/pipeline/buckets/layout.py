@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from rivet_core.config import ExportConfig, RivetConfig
-from rivet_core.pipeline.bucket_math import NULL_BUCKET
+from rivet_core.pipeline.buckets.ranges import NULL_BUCKET
 
 TOKEN = "{partition}"
 

@@ -42,14 +42,14 @@ from rivet_core.errors import DataIntegrityError, RivetError, best_effort, exit_
 from rivet_core.format.meta_columns import meta_schema
 from rivet_core.lazy_modules import pa
 from rivet_core.manifest.model import cursor_native_type
-from rivet_core.pipeline.chunk_resume import checkpoint_to_resume, prepare_resume
-from rivet_core.pipeline.chunk_withdraw import withdraw_windows
+from rivet_core.pipeline.chunked.resume import checkpoint_to_resume, prepare_resume
+from rivet_core.pipeline.chunked.withdraw import withdraw_windows
 from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.faults import InjectedFault, fault_point
-from rivet_core.pipeline.job import ExportRun, RunOptions
-from rivet_core.pipeline.resume_gate import gate_resume
-from rivet_core.pipeline.row_estimate import estimate_for_progress
-from rivet_core.pipeline.staging import claim_staging
+from rivet_core.pipeline.single.job import ExportRun, RunOptions
+from rivet_core.pipeline.single.resume_gate import gate_resume
+from rivet_core.pipeline.single.row_estimate import estimate_for_progress
+from rivet_core.pipeline.single.staging import claim_staging
 from rivet_core.redact import redact_secrets
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source import classify_error, open_source, render_cursor_value
@@ -340,7 +340,7 @@ class ChunkedRun(ExportRun):
 
     def _gate_total_quality(self, keep: Callable[[], Collection[str]] | None = None) -> None:
         """The total quality gate, judged once every window is written; on failure the windows
-        are withdrawn (quarantined, checkpoint marked; pipeline/chunk_withdraw.py) and the
+        are withdrawn (quarantined, checkpoint marked; pipeline/chunked/withdraw.py) and the
         error fails the run: no manifest, no `_SUCCESS`, no cursor. `keep` (called only on a
         failure) names parts that must stay: the last good delivery's."""
         try:

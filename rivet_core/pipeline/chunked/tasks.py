@@ -78,8 +78,8 @@ from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, DataIntegrityError, RivetError, best_effort
 from rivet_core.manifest import quarantine_object, read_manifest, schema_fingerprint
 from rivet_core.manifest.column_checksums import checksum_key_column
-from rivet_core.pipeline.chunk_resume import match_completed_parts, rehydrate_window
-from rivet_core.pipeline.chunked import ChunkedRun
+from rivet_core.pipeline.chunked.resume import match_completed_parts, rehydrate_window
+from rivet_core.pipeline.chunked.run import ChunkedRun
 from rivet_core.pipeline.facade.chunk_commit import (
     StagedWindow,
     WindowResult,
@@ -91,7 +91,7 @@ from rivet_core.pipeline.facade.chunk_commit import (
 from rivet_core.pipeline.facade.commit import PartRecord
 from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.job import RunOptions
+from rivet_core.pipeline.single.job import RunOptions
 from rivet_core.redact import redact_secrets
 from rivet_core.runrecord.summary import RunSummary, new_run_id
 from rivet_core.source import classify_error, open_source
@@ -1019,7 +1019,7 @@ def reconcile_chunks(config: RivetConfig, export: ExportConfig, *, state=None,  
     match / mismatch / unknown), with the source side counted by the planner's one grouped
     fingerprint query instead of one COUNT per window, and keyset windows taken from the
     checkpoint (no boundary scan). A clean report advances the "verified" progression."""
-    from rivet_core.pipeline.reconcile import (
+    from rivet_core.pipeline.chunked.reconcile import (
         ChunkCheck,
         ReconcileReport,
         record_verified_progression,

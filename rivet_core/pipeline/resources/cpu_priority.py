@@ -1,6 +1,6 @@
 """Lower this process's CPU priority while an export yields to a loaded source, then restore it.
 
-Why: the source governor (`rivet_core/pipeline/governor.py`) paces the *source* side — it
+Why: the source governor (`rivet_core/pipeline/resources/governor.py`) paces the *source* side — it
 pauses between batches. But while a batch is read, decoded and encoded, the export's own
 threads take whole CPU cores. When the exporter shares its cores with the database (the
 database on the same host, or a container beside it), that CPU is taken from the very

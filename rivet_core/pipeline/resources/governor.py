@@ -63,7 +63,10 @@ from typing import Any, Literal, TypeVar
 
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import best_effort
-from rivet_core.pipeline.cpu_priority import hold_lowered_priority, release_lowered_priority
+from rivet_core.pipeline.resources.cpu_priority import (
+    hold_lowered_priority,
+    release_lowered_priority,
+)
 from rivet_core.source.pressure import PressureProbe, PressureSample
 
 log = logging.getLogger("rivet.governor")
