@@ -154,6 +154,21 @@ def url_env_database(config: RivetConfig) -> str | None:
     return database_named_by(config.source.type, url) if url else None
 
 
+def source_kind(config: RivetConfig) -> str:
+    """The source's kind for an orchestrator's tags and keys: `source.type`, or for a
+    `type: sqlalchemy` source its dialect (`duckdb`, `mssql`, …) — from a literal `url`,
+    else the `url_env` variable when set, else `sqlalchemy`."""
+    import os
+
+    from rivet_core.config.source_url import sqlalchemy_backend
+
+    source = config.source
+    if source.type != "sqlalchemy":
+        return source.type
+    url = source.url or (os.environ.get(source.url_env) if source.url_env else None)
+    return sqlalchemy_backend(url) if url and "://" in url else "sqlalchemy"
+
+
 def destination_uri(config: RivetConfig, export: ExportConfig) -> str:
     """Where an export writes, as a URI, from the config alone: no environment lookups and
     no connection, so a code location can show it when it loads (`file:///abs/dir/`,
