@@ -63,7 +63,7 @@ def sqlalchemy_backend(url: str) -> str:
     return bare.split("://", 1)[0].split("+", 1)[0].lower()
 
 
-def _sqlalchemy_url(url: str, field: str, config_dir: Path) -> str:
+def sqlalchemy_source_url(url: str, field: str, config_dir: Path) -> str:
     """A `type: sqlalchemy` URL, marked (`SQLALCHEMY_PREFIX`): a file backend's relative
     path anchored at the config dir (as for SQLite), a server URL's user and password
     encoded once (`_reencode`) and registered for redaction."""
@@ -300,7 +300,7 @@ def _resolve_plain_url(source: SourceFields, config_dir: Path) -> str:
     if source.type == "sqlalchemy":  # validate.py requires url, url_env or url_file
         raw = source.url or (source.url_env and _env(source.url_env, "url_env")) or _read_url_file(
             source.url_file or "", config_dir)
-        return _sqlalchemy_url(raw, "url_env" if source.url_env else "url", config_dir)
+        return sqlalchemy_source_url(raw, "url_env" if source.url_env else "url", config_dir)
     if source.url is not None:
         return normalise_url(source.url, source.type, "url", config_dir)
     if source.url_env is not None:

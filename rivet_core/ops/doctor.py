@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rivet_core.config.source_url import SQLALCHEMY_PREFIX
 from rivet_core.destination import DOCTOR_PROBE_KEY
 from rivet_core.errors import best_effort
 from rivet_core.redact import redact_secrets
@@ -190,7 +191,7 @@ def _url_where(url: str, engine: str) -> tuple[str, str, str]:
     """(host:port, user, database) of a server URL — never the password. An unparsable
     URL (normally refused earlier, by `resolve_url`) gives placeholders, not an error."""
     try:
-        parts = urllib.parse.urlsplit(url)
+        parts = urllib.parse.urlsplit(url.removeprefix(SQLALCHEMY_PREFIX))
     except ValueError:
         return "(unparsable host)", getpass.getuser(), ""
     host = parts.hostname or "localhost"
@@ -206,7 +207,7 @@ def _url_where(url: str, engine: str) -> tuple[str, str, str]:
 def check_source(config: Any) -> Check:
     """Connect, authenticate and run `SELECT 1` against the config's source."""
     from rivet_core.config.tuning import resolve_tuning
-    from rivet_core.source import open_source
+    from rivet_core.source import engine_of, open_source
     from rivet_core.source.dialect import dialect_of
 
     source = config.source
@@ -217,25 +218,27 @@ def check_source(config: Any) -> Check:
         problem, fix = _split(_message(exc))
         return Check(label, False, problem, fix or "set the environment variable / file source.url_env, "
                      "source.url_file or source.password_env names")
+    engine = engine_of(url)  # a `type: sqlalchemy` source: `sqlalchemy:<dialect>`
     try:
         tuning = resolve_tuning(source.tuning.as_dict() if source.tuning else None, None, source.environment)
-        with open_source(url, tuning, engine=source.type) as session:
+        with open_source(url, tuning, engine=engine) as session:
             session.scalar("SELECT 1")
     except Exception as exc:  # error boundary: a [FAIL] line
         return _source_failure(label, source, url, exc)
-    if dialect_of(source.type).file_based:
+    if dialect_of(engine).file_based:
         return Check(label, True, f"opened {url.split(':///', 1)[-1]} and ran SELECT 1")
-    where, user, database = _url_where(url, source.type)
+    where, user, database = _url_where(url, engine)
     return Check(label, True, f"connected to {where}" + (f"/{database}" if database else "")
                  + f" as user '{user}', authenticated, SELECT 1 ok")
 
 
 def _source_failure(label: str, source: Any, url: str, exc: BaseException) -> Check:
+    from rivet_core.source import engine_of
     from rivet_core.source.dialect import dialect_of
     from rivet_core.source.retry import classify_error
 
     transient = classify_error(exc).transient
-    engine = source.type
+    engine = engine_of(url)
     if dialect_of(engine).file_based:
         problem, fix = _split(_message(exc))
         return Check(label, False, problem, fix or "check the SQLite path in the source URL and its permissions",
@@ -256,7 +259,7 @@ def _source_failure(label: str, source: Any, url: str, exc: BaseException) -> Ch
     if kind in ("refused", "timeout"):
         reason = "connection refused" if kind == "refused" else "timed out"
         return Check(label, False, f"cannot connect to {where} ({reason})",
-                     f"check that the {ENGINE_LABELS[engine]} server is running and listening on {where}, "
+                     f"check that the {ENGINE_LABELS.get(engine, engine)} server is running and listening on {where}, "
                      f"and {url_hint}; a firewall, VPN or security group must let this machine in",
                      transient=True)
     if kind == "database":

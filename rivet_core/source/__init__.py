@@ -57,8 +57,9 @@ def engine_of(url: str) -> str:
 
 
 def open_source(url: str, tuning: ResolvedTuning, *, engine: str | None = None) -> SourceSession:
-    """A not-yet-connected session for `url`; enter it (`with`) to connect and start the read."""
-    engine = engine or engine_of(url)
+    """A not-yet-connected session for `url`; enter it (`with`) to connect and start the read.
+    `engine` "sqlalchemy" (a `source.type`) means the URL's own `sqlalchemy:<dialect>`."""
+    engine = engine_of(url) if engine in (None, "sqlalchemy") else engine
     if engine == "postgres":
         from rivet_core.source.postgres.session import PostgresSession
 

@@ -256,11 +256,17 @@ def test_chunked_mode_through_sqlalchemy_publishes_every_postgres_row_once(
             "INSERT INTO items SELECT i, 'n' || i FROM generate_series(1, 300) i")
     generic_url = "postgresql+psycopg://" + pg_url.split("://", 1)[1]
     config = write_config(tmp_path, {"type": "sqlalchemy", "url": generic_url}, [
-        export("items", mode="chunked", chunk_column="id", chunk_size=50)])
+        {**export("items", out="range", mode="chunked", chunk_column="id", chunk_size=50),
+         "name": "by_range"},
+        {**export("items", out="keyset", mode="chunked", chunk_by_key="id", chunk_size=50),
+         "name": "by_key"}])
     proc = run(config)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    ids = published(tmp_path, "items").column("id").to_pylist()
-    assert sorted(ids) == [r[0] for r in pg_exec(pg_url, "SELECT id FROM items ORDER BY id")]
+    source = [r[0] for r in pg_exec(pg_url, "SELECT id FROM items ORDER BY id")]
+    for out in ("range", "keyset"):
+        ids = published(tmp_path, out).column("id").to_pylist()
+        assert sorted(ids) == source, out
+        assert len(success_manifests(tmp_path / "out" / out)[0]["parts"]) > 1, out
 
 
 @pytest.mark.mysql
@@ -331,3 +337,74 @@ def test_every_dialect_named_in_test_sqlalchemy_urls_exports_its_probe_table(
         ids = published(where, "rivet_probe").column("id").to_pylist()
         assert len(ids) == len(set(ids)) > 0, dialect
 
+
+
+# ---------------------------------------------- the catalog: init, check, doctor
+
+CATALOG_DDL = ("CREATE TABLE cat_t (id INTEGER NOT NULL PRIMARY KEY, code VARCHAR(20) NOT NULL UNIQUE, "
+               "note VARCHAR(20), pair_a INTEGER, pair_b INTEGER, UNIQUE (pair_a, pair_b))")
+
+
+@pytest.fixture(params=[pytest.param("pg", marks=pytest.mark.postgres),
+                        pytest.param("mysql", marks=pytest.mark.mysql)])
+def server(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """(native URL, SQLAlchemy URL) of a server database holding `cat_t`."""
+    url = request.getfixturevalue("pg_url" if request.param == "pg" else "mysql_url")
+    rows = ", ".join(f"({i}, 'c{i}', NULL, {i}, {i})" for i in range(1, 201))
+    if request.param == "pg":
+        pg_exec(url, CATALOG_DDL, f"INSERT INTO cat_t VALUES {rows}", "ANALYZE cat_t")
+        return url, "sqlalchemy:postgresql+psycopg://" + url.split("://", 1)[1]
+    mysql_exec(url, CATALOG_DDL, f"INSERT INTO cat_t VALUES {rows}", "ANALYZE TABLE cat_t")
+    return url, "sqlalchemy:mysql+pymysql://" + url.split("://", 1)[1]
+
+
+def catalog_answers(url: str) -> dict[str, Any]:
+    from rivet_core.catalog import list_indexes, list_tables, row_estimate, table_exists, table_info
+    from rivet_core.config.tuning import ResolvedTuning
+    from rivet_core.source import open_source
+
+    with open_source(url, ResolvedTuning()) as session:
+        info = table_info(session, (None, "cat_t"))
+        missing = table_info(session, (None, "cat_nope"))
+        return {
+            "columns": info.columns, "not_null": info.not_null, "primary_key": info.primary_key,
+            "unique": info.unique, "row_estimate": info.row_estimate,
+            "estimate": row_estimate(session, None, "cat_t"),
+            "exists": (table_exists(session, None, "cat_t"), table_exists(session, None, "cat_nope")),
+            "tables": "cat_t" in list_tables(session, None),
+            "indexes": sorted((ix.columns, ix.unique) for ix in list_indexes(session, None, "cat_t")),
+            "missing": missing.columns, "case_insensitive": info.case_insensitive,
+        }
+
+
+def test_the_catalog_through_sqlalchemy_answers_as_the_native_catalog(server: tuple[str, str]) -> None:
+    native, generic = server
+    by_native, by_generic = catalog_answers(native), catalog_answers(generic)
+    assert by_generic == by_native
+    assert by_generic["primary_key"] == ("id",) and by_generic["unique"] == ["id", "code"]
+    assert by_generic["row_estimate"] == 200
+
+
+def test_init_check_and_doctor_work_on_a_duckdb_file(tmp_path: Path, duck_file: Path) -> None:
+    env = {"SHOP_URL": f"duckdb:///{duck_file}"}
+    out = tmp_path / "rivet.yaml"
+    proc = rivet_quick("init", "--source-env", "SHOP_URL", "-o", str(out), env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = out.read_text()
+    assert "type: sqlalchemy" in text and "name: events" in text
+    check = rivet_quick("check", "-c", str(out), "--type-report", env=env)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "DECIMAL(12,2)" in check.stdout and "decimal128(12, 2)" in check.stdout
+    doctor = rivet_quick("doctor", "-c", str(out), env=env)
+    assert doctor.returncode == 0, doctor.stdout + doctor.stderr
+    assert f"opened {duck_file}" in doctor.stdout
+
+
+def test_the_duckdb_catalog_names_the_primary_key(tmp_path: Path, duck_file: Path) -> None:
+    from rivet_core.catalog import table_info
+    from rivet_core.config.tuning import ResolvedTuning
+    from rivet_core.source import open_source
+
+    with open_source(f"sqlalchemy:duckdb:///{duck_file}", ResolvedTuning()) as session:
+        info = table_info(session, (None, "events"))
+    assert info.primary_key == ("id",) and info.columns[:2] == ["id", "updated_at"]

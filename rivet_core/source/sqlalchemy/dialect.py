@@ -39,6 +39,9 @@ _NATIVE = {"postgresql": "postgres", "mysql": "mysql", "mariadb": "mysql", "sqli
 
 _JSON_VALID = re.compile(r"^\s*json_valid\(`((?:[^`]|``)+)`\)\s*$", re.IGNORECASE)
 
+#: Backends whose column names compare case-insensitively (as the native MySQL dialect says).
+_CASE_INSENSITIVE = frozenset({"mysql", "mariadb"})
+
 #: Backends where a failed statement aborts the transaction (a tolerated one runs inside a
 #: SAVEPOINT, as the native PostgreSQL dialect does).
 _ABORTS_ON_ERROR = frozenset({"postgresql"})
@@ -87,6 +90,11 @@ class SQLAlchemyDialect:
     def type_note(self, native_type: str) -> str | None:
         return None
 
+    def reflected_types(self, session: Any, schema: str | None, name: str) -> dict[str, Any]:
+        """Column name → SQLAlchemy type of a table, as the inspector reflects it."""
+        columns = self.inspector(session).get_columns(name, schema=schema)
+        return {str(c["name"]): c["type"] for c in columns}
+
     def inspector(self, session: Any) -> Any:
         """SQLAlchemy's inspector on the session's connection (same snapshot)."""
         from sqlalchemy import inspect
@@ -105,8 +113,13 @@ class SQLAlchemyDialect:
     # --- catalog: the inspector -------------------------------------------------------------
 
     def table_keys(self, session: CatalogSession, schema: str | None, name: str) -> TableKeys:
+        from sqlalchemy.exc import NoSuchTableError
+
         inspector = self.inspector(session)
-        columns = inspector.get_columns(name, schema=schema)
+        try:
+            columns = inspector.get_columns(name, schema=schema)
+        except NoSuchTableError:  # a table that does not exist has no columns (catalog/tables.py)
+            return TableKeys(columns=[], not_null=set(), primary_key=(), unique=[])
         primary = tuple(inspector.get_pk_constraint(name, schema=schema).get(
             "constrained_columns") or ())
         unique = [primary[0]] if len(primary) == 1 else []
@@ -119,7 +132,8 @@ class SQLAlchemyDialect:
         not_null = {str(c["name"]) for c in columns if not c.get("nullable", True)}
         not_null.update(primary if len(primary) == 1 else ())
         return TableKeys(columns=[str(c["name"]) for c in columns], not_null=not_null,
-                         primary_key=primary, unique=unique)
+                         primary_key=primary, unique=unique,
+                         case_insensitive=self.backend in _CASE_INSENSITIVE)
 
     def table_exists(self, session: CatalogSession, schema: str | None, name: str) -> bool:
         inspector = self.inspector(session)
@@ -131,9 +145,15 @@ class SQLAlchemyDialect:
 
     def list_indexes(self, session: CatalogSession, schema: str | None,
                      name: str) -> list[tuple[str, tuple[str, ...], bool]]:
+        from sqlalchemy.exc import NoSuchTableError
+
         inspector = self.inspector(session)
+        try:
+            raw = inspector.get_indexes(name, schema=schema)
+        except NoSuchTableError:
+            return []
         found = [(str(i.get("name")), tuple(str(c or "<expression>") for c in i.get("column_names") or ()),
-                  bool(i.get("unique"))) for i in inspector.get_indexes(name, schema=schema)]
+                  bool(i.get("unique"))) for i in raw]
         pk = inspector.get_pk_constraint(name, schema=schema)
         pk_cols = tuple(pk.get("constrained_columns") or ())
         if pk_cols and not any(cols == pk_cols for _, cols, _ in found):
@@ -192,7 +212,62 @@ def _partial(index: dict[str, Any]) -> bool:
     return any(key.endswith("_where") and value is not None for key, value in options.items())
 
 
+class DuckDBDialect(SQLAlchemyDialect):
+    """DuckDB's catalog in hand-written SQL, because the inspector cannot answer it here:
+    duckdb-engine 0.17 reflects columns and keys with PostgreSQL catalog queries
+    (`pg_collation`, `::regclass`) that DuckDB 2.0's pg_catalog emulation lacks, and the
+    failed query aborts the read transaction. DuckDB's own `information_schema` and
+    `duckdb_constraints()` answer the same questions."""
+
+    def reflected_types(self, session: Any, schema: str | None, name: str) -> dict[str, Any]:
+        from rivet_core.source.sqlalchemy.types import type_from_name
+
+        return {str(column): type_from_name(str(data_type), self.sa_dialect)
+                for column, data_type, _ in self._columns(session, schema, name)}
+
+    def _columns(self, session: CatalogSession, schema: str | None,
+                 name: str) -> list[tuple[Any, ...]]:
+        result = session.catalog_query(
+            "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+            "WHERE table_name = %s AND table_schema = COALESCE(%s, current_schema()) "
+            "ORDER BY ordinal_position", [name, schema])
+        return result[1] if result else []
+
+    def _constraints(self, session: CatalogSession, schema: str | None, name: str,
+                     kind: str) -> list[tuple[str, ...]]:
+        result = session.catalog_query(
+            "SELECT constraint_column_names FROM duckdb_constraints() WHERE table_name = %s "
+            "AND schema_name = COALESCE(%s, current_schema()) AND constraint_type = %s "
+            "ORDER BY constraint_index", [name, schema, kind])
+        return [tuple(str(c) for c in row[0]) for row in (result[1] if result else [])]
+
+    def table_keys(self, session: CatalogSession, schema: str | None, name: str) -> TableKeys:
+        columns = self._columns(session, schema, name)
+        primary = next(iter(self._constraints(session, schema, name, "PRIMARY KEY")), ())
+        unique = [primary[0]] if len(primary) == 1 else []
+        for cols in self._constraints(session, schema, name, "UNIQUE"):
+            if len(cols) == 1 and cols[0] not in unique:
+                unique.append(cols[0])
+        not_null = {str(c) for c, _, nullable in columns if nullable == "NO"} | set(primary[:1] if len(primary) == 1 else ())
+        return TableKeys(columns=[str(c) for c, _, _ in columns], not_null=not_null,
+                         primary_key=primary, unique=unique)
+
+    def list_indexes(self, session: CatalogSession, schema: str | None,
+                     name: str) -> list[tuple[str, tuple[str, ...], bool]]:
+        found = [(f"<{kind.lower()}>", cols, True) for kind in ("PRIMARY KEY", "UNIQUE")
+                 for cols in self._constraints(session, schema, name, kind)]
+        result = session.catalog_query(
+            "SELECT index_name, expressions, is_unique FROM duckdb_indexes() WHERE table_name = %s "
+            "AND schema_name = COALESCE(%s, current_schema())", [name, schema])
+        for index, expressions, unique in (result[1] if result else []):
+            found.append((str(index), tuple(str(e).strip('"') for e in expressions or ()), bool(unique)))
+        return found
+
+    def table_exists(self, session: CatalogSession, schema: str | None, name: str) -> bool:
+        return bool(self._columns(session, schema, name))
+
+
 @functools.cache
 def dialect_for_backend(backend: str) -> SQLAlchemyDialect:
     """The dialect of a SQLAlchemy backend name (`duckdb`, `mssql`, …), one per backend."""
-    return SQLAlchemyDialect(backend)
+    return DuckDBDialect(backend) if backend == "duckdb" else SQLAlchemyDialect(backend)

@@ -259,8 +259,7 @@ class SQLAlchemySession(SourceSession):
         """Column name → reflected SQLAlchemy type of the export's table (cached)."""
         if table_hint not in self._reflected:
             schema, table = table_hint
-            inspector = self.dialect.inspector(self)
-            found = {str(c["name"]): c["type"] for c in inspector.get_columns(table, schema=schema)}
+            found = self.dialect.reflected_types(self, schema, table)
             if found and self.backend in ("mysql", "mariadb"):
                 from sqlalchemy.types import JSON
 

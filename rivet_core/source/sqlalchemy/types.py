@@ -143,7 +143,7 @@ def sqlalchemy_column(name: str, sa_type: Any, dialect: Any,
         if arrow_type is None:
             return _unsupported(name, native, (
                 f"128-bit integers have no exact Arrow integer — add `columns: {{{name}: "
-                f"\"decimal(38,0)\"}}` or cast in SQL"))
+                f"\"decimal(39,0)\"}}` or cast in SQL"))
         return SourceColumn(name, native, arrow_type, direct=False)
     if isinstance(sa_type, t.Float):
         return SourceColumn(name, native, _float(sa_type, names, dialect.name), direct=False)
