@@ -107,6 +107,7 @@ def missing_package_message(url: str, exc: BaseException) -> str:
 def to_text(sql: str, params: Sequence[Any]) -> Any:
     """`sql` in the `%s` convention as a SQLAlchemy `text()` with its parameters bound."""
     from sqlalchemy import bindparam, text
+    from sqlalchemy.types import NullType
 
     if not params:
         return text(_SA_BIND.sub(lambda m: "\\" + m.group(0), sql))
@@ -123,7 +124,11 @@ def to_text(sql: str, params: Sequence[Any]) -> Any:
     if len(names) != len(params):
         raise SourceError(f"the statement has {len(names)} placeholder(s) but {len(params)} "
                           f"parameter(s) were given")
-    return text(rendered).bindparams(*[bindparam(n, v) for n, v in zip(names, params, strict=True)])
+    # Untyped (NullType), as the native drivers bind: the server types the value from its
+    # context. A typed bind would be cast by some dialects (psycopg's: `$1::VARCHAR`), and a
+    # keyset bound written as text would no longer compare with an integer key.
+    return text(rendered).bindparams(*[bindparam(n, v, type_=NullType())
+                                       for n, v in zip(names, params, strict=True)])
 
 
 class SQLAlchemySession(SourceSession):
