@@ -36,6 +36,7 @@ fails naming the package to install; driver errors leave redacted (`wrap_driver_
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from collections.abc import Iterator, Sequence
@@ -77,6 +78,12 @@ SESSION_SETUP: dict[str, tuple[str | None, tuple[str, ...]]] = {
     "mysql": ("REPEATABLE READ", ("SET time_zone = '+00:00'",)),
     "mariadb": ("REPEATABLE READ", ("SET time_zone = '+00:00'",)),
 }
+
+#: Rows per fetch, whatever the batch size: here every value is a Python object (and a
+#: SQLAlchemy Row per row) until the chunk is converted, several times the Arrow size the
+#: batch size is computed for; the Parquet writer re-assembles its row groups anyway
+#: (rivet_core/format/parquet.py), so smaller chunks cost nothing there.
+FETCH_ROWS = 10_000
 
 #: SQLAlchemy's bind-parameter pattern in `text()` (sqlalchemy.sql.elements.TextClause);
 #: the user's text is escaped with it so only Rivet's own placeholders bind.
@@ -146,6 +153,9 @@ class SQLAlchemySession(SourceSession):
         self._conn: Any = None
         self._tx: Any = None
         self._reflected: dict[tuple[str | None, str], dict[str, Any]] = {}
+        #: The probe's columns per statement: the stream converts with them (direct
+        #: `pa.array` where the driver's values are Arrow-ready).
+        self._probed: dict[str, list[SourceColumn]] = {}
         self._warned_buffering = False
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -234,6 +244,9 @@ class SQLAlchemySession(SourceSession):
                     f"rivet.yaml or export a table")))
             else:
                 columns.append(sqlalchemy_column(name, sa_type, sa_dialect, native))
+        if self.backend == "sqlite":  # any column may hold any storage class: coerce each value
+            columns = [dataclasses.replace(c, direct=False) for c in columns]
+        self._probed[sql] = columns
         return columns
 
     def _described_type(self, entry: Sequence[Any]) -> Any | None:
@@ -279,9 +292,12 @@ class SQLAlchemySession(SourceSession):
     def _open_cursor(self, sql: str, params: Sequence[Any], batch_rows: int
                      ) -> tuple[list[SourceColumn] | None, Iterator[Sequence[Sequence[Any]]]]:
         self._warn_without_server_side_cursor()
-        conn = self._conn.execution_options(stream_results=True, yield_per=batch_rows)
-        result = conn.execute(to_text(sql, params))
-        return None, _partitions(result, batch_rows)
+        rows = min(batch_rows, FETCH_ROWS)
+        conn = self._conn.execution_options(stream_results=True, yield_per=rows)
+        # yield_per on the result too: it sizes the buffered fetch (one FETCH of `rows` per
+        # chunk) where the execution option alone let the buffer start at one row.
+        result = conn.execute(to_text(sql, params)).yield_per(rows)
+        return self._probed.get(sql), _partitions(result, rows)
 
     def _warn_without_server_side_cursor(self) -> None:
         sa_dialect = self._engine().dialect

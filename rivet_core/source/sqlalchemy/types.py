@@ -36,6 +36,7 @@ from typing import Any
 
 from rivet_core.lazy_modules import pa
 from rivet_core.source.base import SourceColumn
+from rivet_core.source.batching import uuid_object_converter
 from rivet_core.source.postgres.types import decimal_type
 
 _TYPE_ARGS = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_ ]*?)\s*(?:\(([^)]*)\))?\s*$")
@@ -92,7 +93,7 @@ def _numeric(name: str, native: str, sa_type: Any) -> SourceColumn:
     if not 1 <= precision <= 76:
         return _unsupported(name, native, (
             f"precision {precision} exceeds Arrow's 76 digits — cast in SQL or to text"))
-    return SourceColumn(name, native, decimal_type(precision, scale or 0), direct=False)
+    return SourceColumn(name, native, decimal_type(precision, scale or 0))
 
 
 #: Type names that are 4-byte floats in a dialect (elsewhere REAL/FLOAT are 8 bytes: SQLite's
@@ -126,9 +127,10 @@ def sqlalchemy_column(name: str, sa_type: Any, dialect: Any,
             f"the {dialect.name} dialect does not know this column's type — add `columns: "
             f"{{{name}: <type>}}` or cast in SQL"))
     if isinstance(sa_type, t.JSON) or "JSONB" in names:
-        return SourceColumn(name, native, pa.json_(pa.string()), logical_type="json", direct=False)
+        return SourceColumn(name, native, pa.json_(pa.string()), logical_type="json")
     if isinstance(sa_type, t.Uuid) or "UUID" in names:
-        return SourceColumn(name, native, pa.uuid(), logical_type="uuid", direct=False)
+        return SourceColumn(name, native, pa.uuid(), logical_type="uuid",
+                            converter=uuid_object_converter(name))
     if isinstance(sa_type, t.Boolean) or ("BIT" in names and getattr(sa_type, "length", 0) == 1):
         return SourceColumn(name, native, pa.bool_(), direct=False)
     if "TINYINT" in names and getattr(sa_type, "display_width", None) == 1:
@@ -144,31 +146,30 @@ def sqlalchemy_column(name: str, sa_type: Any, dialect: Any,
             return _unsupported(name, native, (
                 f"128-bit integers have no exact Arrow integer — add `columns: {{{name}: "
                 f"\"decimal(39,0)\"}}` or cast in SQL"))
-        return SourceColumn(name, native, arrow_type, direct=False)
+        return SourceColumn(name, native, arrow_type)
     if isinstance(sa_type, t.Float):
-        return SourceColumn(name, native, _float(sa_type, names, dialect.name), direct=False)
+        return SourceColumn(name, native, _float(sa_type, names, dialect.name))
     if isinstance(sa_type, t.Numeric):
         return _numeric(name, native, sa_type)
     if isinstance(sa_type, t.DateTime):
         # MySQL's TIMESTAMP is an instant (the session reads it in UTC, as the native one).
         zoned = bool(getattr(sa_type, "timezone", False)) or (
             "TIMESTAMP" in names and dialect.name in ("mysql", "mariadb"))
-        return SourceColumn(name, native, pa.timestamp("us", tz="UTC" if zoned else None),
-                            direct=False)
+        return SourceColumn(name, native, pa.timestamp("us", tz="UTC" if zoned else None))
     if isinstance(sa_type, t.Date):
-        return SourceColumn(name, native, pa.date32(), direct=False)
+        return SourceColumn(name, native, pa.date32())
     if isinstance(sa_type, t.Time):
         if getattr(sa_type, "timezone", False):
             return _unsupported(name, native, (
                 f"time with time zone has no Arrow type — cast in SQL (CAST({name} AS TIME)) "
                 f"or add `columns: {{{name}: string}}`"))
-        return SourceColumn(name, native, pa.time64("us"), direct=False)
+        return SourceColumn(name, native, pa.time64("us"))
     if isinstance(sa_type, t.Enum) or "SET" in names:
         return SourceColumn(name, native, pa.string(), logical_type="enum", direct=False)
     if isinstance(sa_type, t.String):
-        return SourceColumn(name, native, pa.string(), direct=False)
+        return SourceColumn(name, native, pa.string())
     if isinstance(sa_type, t._Binary):
-        return SourceColumn(name, native, pa.binary(), direct=False)
+        return SourceColumn(name, native, pa.binary())
     if isinstance(sa_type, t.Interval):
         return _unsupported(name, native, (
             f"interval has no exact Arrow type here — cast in SQL to text or add `columns: "
