@@ -160,7 +160,7 @@ def _rivet_argv(mode: str) -> Callable[[RunCtx], list[str]]:
             "destination": (_s3_destination(ctx) if mode == "s3" else
                             {"type": "local", "path": str(ctx.out / "data")}),
         }
-        if mode in ("full", "s3", "delta", "iceberg"):
+        if mode in ("full", "s3", "delta", "iceberg", "sqlalchemy"):
             export["mode"] = "full"
             if mode == "delta":  # the same parts, committed as a Delta table (docs/adr/0009-table-formats.md)
                 export["table_format"] = "delta"
@@ -181,11 +181,16 @@ def _rivet_argv(mode: str) -> Callable[[RunCtx], list[str]]:
         config = {"source": {"type": "postgres" if ctx.engine == "pg" else "mysql",
                              "url_env": "BENCH_SOURCE_URL", "tuning": {"profile": "fast"}},
                   "exports": [export]}
+        url = ctx.url
+        if mode == "sqlalchemy":  # the generic source (docs/sqlalchemy.md) on the same server
+            config["source"]["type"] = "sqlalchemy"
+            scheme = "postgresql+psycopg" if ctx.engine == "pg" else "mysql+pymysql"
+            url = scheme + url[url.index("://"):]
         cfg_dir = ctx.out / "cfg"
         cfg_dir.mkdir(parents=True, exist_ok=True)
         # JSON is YAML: no yaml dependency needed to write the config.
         (cfg_dir / "rivet.yaml").write_text(json.dumps(config, indent=2))
-        ctx.env["BENCH_SOURCE_URL"] = ctx.url
+        ctx.env["BENCH_SOURCE_URL"] = url
         return [str(ROOT / ".venv" / "bin" / "rivet"), "run", "-c", str(cfg_dir / "rivet.yaml"),
                 "-e", "bench"]
     return build
@@ -232,6 +237,9 @@ METHODS: list[Method] = [
     Method("rivet_full_iceberg", "rivet", ("pg", "mysql"),
            "rivet run, mode full, table_format iceberg (SQLite catalog), profile fast", _rivet_argv("iceberg"),
            explicit=True),
+    Method("rivet_sqlalchemy", "rivet", ("pg", "mysql"),
+           "rivet run, mode full, profile fast, source type sqlalchemy (psycopg / PyMySQL through "
+           "SQLAlchemy, server-side cursor)", _rivet_argv("sqlalchemy"), explicit=True),
     Method("rivet_chunked_seq", "rivet", ("pg", "mysql"),
            f"rivet run, mode chunked ({CHUNK_COUNT} id windows), parallel 1, profile fast", _rivet_argv("seq")),
     Method("rivet_chunked_par2", "rivet", ("pg", "mysql"),

@@ -133,12 +133,15 @@ def source_database(config: RivetConfig) -> str | None:
     groups, pools), from the config file alone: `database` (beside `url_env` or `url_file`
     it only names the database), else the path of a literal `url` (None otherwise). Never
     from the environment, where a variable unset while definitions load would rename every
-    key. SQLite sources are named by their file instead."""
-    from rivet_core.config.source_url import url_database
+    key. SQLite sources are named by their file instead (so is a SQLAlchemy URL of a file
+    database: `duckdb:///data/shop.duckdb` is `shop`)."""
+    from rivet_core.config.source_url import SQLALCHEMY_PREFIX, database_named_by, url_database
 
     source = config.source
     if source.database:
         return source.database
+    if source.url and source.type == "sqlalchemy":
+        return database_named_by(source.type, SQLALCHEMY_PREFIX + source.url)
     return url_database(source.url) if source.url else None
 
 
@@ -152,6 +155,21 @@ def url_env_database(config: RivetConfig) -> str | None:
     variable = config.source.url_env
     url = os.environ.get(variable) if variable else None
     return database_named_by(config.source.type, url) if url else None
+
+
+def source_kind(config: RivetConfig) -> str:
+    """The source's kind for an orchestrator's tags and keys: `source.type`, or for a
+    `type: sqlalchemy` source its dialect (`duckdb`, `mssql`, …) — from a literal `url`,
+    else the `url_env` variable when set, else `sqlalchemy`."""
+    import os
+
+    from rivet_core.config.source_url import sqlalchemy_backend
+
+    source = config.source
+    if source.type != "sqlalchemy":
+        return source.type
+    url = source.url or (os.environ.get(source.url_env) if source.url_env else None)
+    return sqlalchemy_backend(url) if url and "://" in url else "sqlalchemy"
 
 
 def destination_uri(config: RivetConfig, export: ExportConfig) -> str:

@@ -17,7 +17,7 @@ from rivet_core import api
 from rivet_dagster.asset_options import retry_policy, shared_asset_kwargs
 from rivet_dagster.io_manager import PendingPublish, failure_for, will_retry
 from rivet_dagster.metadata import describe_export
-from rivet_dagster.naming import ORCHESTRATOR, asset_key, safe_name
+from rivet_dagster.naming import ORCHESTRATOR, asset_key, safe_name, source_kind
 from rivet_dagster.partitions import (
     backfill_policy,
     export_partitions,
@@ -125,7 +125,7 @@ def build_export_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
 
     @dg.asset(
         key=key, description=describe(config, export),
-        kinds={config.source.type, export.format, export.destination.type},
+        kinds={source_kind(config), export.format, export.destination.type},
         partitions_def=partitions, check_specs=check_specs,
         backfill_policy=backfill_policy(export) if partitions else None,
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export),

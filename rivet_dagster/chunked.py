@@ -83,6 +83,7 @@ from rivet_dagster.naming import (
     manifest_asset_key,
     pool_name,
     safe_name,
+    source_kind,
 )
 from rivet_dagster.partition_lookups import cached_partition_lookups
 from rivet_dagster.partitions import chunk_partitions
@@ -155,7 +156,7 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
 
     @dg.asset(
         key=key, description=chunked_description(config, export),
-        kinds={config.source.type, export.format, export.destination.type},
+        kinds={source_kind(config), export.format, export.destination.type},
         partitions_def=chunk_partitions(config, export),
         backfill_policy=backfill_policy(export),
         check_specs=[dg.AssetCheckSpec("schema_drift", asset=key, description=(

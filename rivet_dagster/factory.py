@@ -78,7 +78,7 @@ from rivet_dagster.executors import resolve_executor
 from rivet_dagster.io_manager import IO_MANAGER_KEY, RIVET_IO_MANAGER
 from rivet_dagster.lineage import source_table_specs
 from rivet_dagster.multi_asset import build_multi_assets, in_multi_asset, multi_asset_enabled
-from rivet_dagster.naming import asset_key, check_unique_names, manifest_asset_key
+from rivet_dagster.naming import asset_key, check_unique_names, manifest_asset_key, source_kind
 from rivet_dagster.naming import key_prefix as export_key_prefix
 from rivet_dagster.s3 import s3_resources
 from rivet_dagster.store_clients import use_resource, with_store_clients
@@ -107,7 +107,7 @@ def _whole_run_asset(config: api.RivetConfig, export: api.ExportConfig, reason: 
         "stable partition keys); a retried run resumes the windows already committed")
     return dg.asset(
         key=key, description=description,
-        kinds={config.source.type, export.format, export.destination.type},
+        kinds={source_kind(config), export.format, export.destination.type},
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="run"),
     )(with_store_clients(export)(stops_on_terminate(export.name, "the chunked run")(
         whole_run_body(str(config.config_path), export.name))))
@@ -120,7 +120,7 @@ def _partitioned_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.
         "prefix with its own manifest (listed in the materialization; not Dagster partitions)")
     return dg.asset(
         key=asset_key(config, export), description=description,
-        kinds={config.source.type, export.format, export.destination.type},
+        kinds={source_kind(config), export.format, export.destination.type},
         retry_policy=retry_policy(config, export), **shared_asset_kwargs(config, export, role="run"),
     )(with_store_clients(export)(partitioned_body(str(config.config_path), export.name)))
 

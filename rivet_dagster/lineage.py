@@ -4,7 +4,8 @@ Each export of a `table:` depends on an `AssetSpec` of that table, keyed
 `[<engine>, <database>, <schema>, <table>]` (`[<engine>, <database>, <table>]` where the
 engine has no schemas apart from the database: MySQL/MariaDB, SQLite) — the engine first so
 a source table never takes the key of an export (`shop/customers` exporting
-`postgres/shop/public/customers`) — with kind = the engine and
+`postgres/shop/public/customers`; a `type: sqlalchemy` source's engine is its dialect,
+`duckdb/shop/main/customers`: `naming.source_kind`) — with kind = the engine and
 `dagster/table_name` = the qualified name. The spec is built from those names only, so two
 configs (or two component instances) that read the same table produce equal specs, which
 `dg.Definitions.merge` accepts. Exports of a `query:` have no single source table and no
@@ -22,7 +23,7 @@ from collections.abc import Iterable, Sequence
 import dagster as dg
 
 from rivet_core import api
-from rivet_dagster.naming import safe_name, source_name
+from rivet_dagster.naming import safe_name, source_kind, source_name
 
 #: The schema PostgreSQL resolves an unqualified table name to (the default search_path).
 _PG_DEFAULT_SCHEMA = "public"
@@ -47,7 +48,7 @@ def source_table_key(config: api.RivetConfig, export: api.ExportConfig,
     if found is None:
         return None
     schema, table = found
-    return dg.AssetKey([*prefix, config.source.type, source_name(config), *([schema] if schema else []), table])
+    return dg.AssetKey([*prefix, source_kind(config), source_name(config), *([schema] if schema else []), table])
 
 
 def qualified_table_name(config: api.RivetConfig, export: api.ExportConfig) -> str | None:
@@ -70,8 +71,8 @@ def source_table_specs(config: api.RivetConfig, exports: Iterable[api.ExportConf
             continue
         name = qualified_table_name(config, export)
         specs[key] = dg.AssetSpec(
-            key, description=f"Source table `{name}` ({config.source.type}), read by rivet exports.",
-            group_name=f"{safe_name(source_name(config))}_source", kinds={config.source.type},
+            key, description=f"Source table `{name}` ({source_kind(config)}), read by rivet exports.",
+            group_name=f"{safe_name(source_name(config))}_source", kinds={source_kind(config)},
             metadata={"dagster/table_name": name})
     return list(specs.values())
 

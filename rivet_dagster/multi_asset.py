@@ -67,7 +67,7 @@ from rivet_dagster.io_manager import (
     is_transient,
     published_metadata,
 )
-from rivet_dagster.naming import asset_key, derived_name
+from rivet_dagster.naming import asset_key, derived_name, source_kind
 from rivet_dagster.store_clients import required_keys, store_clients
 from rivet_dagster.termination import INTERRUPTS, stops_on_terminate, terminated
 
@@ -117,7 +117,7 @@ def asset_spec(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetSpe
     kwargs = shared_asset_kwargs(config, export)
     return dg.AssetSpec(
         key=asset_key(config, export), description=describe(config, export), skippable=True,
-        kinds={config.source.type, export.format, export.destination.type}, deps=kwargs["deps"],
+        kinds={source_kind(config), export.format, export.destination.type}, deps=kwargs["deps"],
         group_name=kwargs["group_name"], metadata=kwargs["metadata"], code_version=kwargs["code_version"],
         automation_condition=kwargs.get("automation_condition"), freshness_policy=kwargs.get("freshness_policy"),
     ).with_io_manager_key(IO_MANAGER_KEY)

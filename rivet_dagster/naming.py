@@ -49,6 +49,12 @@ def source_name(config: api.RivetConfig) -> str:
     return safe_name(source.type)
 
 
+def source_kind(config: api.RivetConfig) -> str:
+    """The source's `kind` tag and the engine part of its source asset keys: the engine, or
+    a SQLAlchemy source's dialect (`duckdb`, `mssql`, …: `api.source_kind`)."""
+    return safe_name(api.source_kind(config))
+
+
 def _warn_unnamed(config: api.RivetConfig) -> None:
     """The warning of `source_name`, when the variable names a database the keys now do not."""
     named = api.url_env_database(config)

@@ -98,7 +98,8 @@ class TlsConfig(_Strict):
 class SourceConfig(_Strict):
     """`source:` — where to read from. Exactly one URL form, or the structured form."""
 
-    type: Literal["postgres", "mysql", "sqlite"]
+    #: `sqlalchemy`: any SQLAlchemy URL whose dialect is installed (docs/sqlalchemy.md).
+    type: Literal["postgres", "mysql", "sqlite", "sqlalchemy"]
     url: Str | None = None
     url_env: Str | None = None
     url_file: Str | None = None

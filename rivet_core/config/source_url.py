@@ -49,6 +49,37 @@ _FAMILIES: dict[str, tuple[str, str]] = {
 }
 DEFAULT_PORTS: dict[str, int] = {"postgres": 5432, "mysql": 3306}
 
+#: The mark on a `type: sqlalchemy` source's resolved URL: every layer that opens a session
+#: from the URL alone (`open_source(plan.source_url, …)`) then takes the generic SQLAlchemy
+#: path, even for `postgresql://`, which unmarked means the native reader.
+SQLALCHEMY_PREFIX = "sqlalchemy:"
+#: SQLAlchemy backends whose URL names a local file (`duckdb:///rel.db`, like SQLite).
+FILE_BACKENDS = frozenset({"sqlite", "duckdb"})
+
+
+def sqlalchemy_backend(url: str) -> str:
+    """The SQLAlchemy backend of a (marked or bare) SQLAlchemy URL: `duckdb`, `mssql`, …"""
+    bare = url[len(SQLALCHEMY_PREFIX):] if url.startswith(SQLALCHEMY_PREFIX) else url
+    return bare.split("://", 1)[0].split("+", 1)[0].lower()
+
+
+def sqlalchemy_source_url(url: str, field: str, config_dir: Path) -> str:
+    """A `type: sqlalchemy` URL, marked (`SQLALCHEMY_PREFIX`): a file backend's relative
+    path anchored at the config dir (as for SQLite), a server URL's user and password
+    encoded once (`_reencode`) and registered for redaction."""
+    url = url.strip()
+    match = _SCHEME.match(url)
+    if not match:
+        raise ConfigError(
+            f"source.{field}: not a SQLAlchemy URL — write dialect[+driver]://…, e.g. "
+            "duckdb:///data/shop.duckdb or mssql+pyodbc://user@host/db"
+        )
+    scheme, rest = match.group(1).lower(), match.group(2)
+    if sqlalchemy_backend(url) in FILE_BACKENDS:
+        _register_url_secrets(url)
+        return SQLALCHEMY_PREFIX + scheme + _sqlite_url(rest, config_dir, f"source.{field}")[len("sqlite"):]
+    return SQLALCHEMY_PREFIX + _reencode(f"{scheme}://{rest}", field)
+
 
 def url_scheme_family(url: str) -> tuple[str, str] | None:
     """(canonical scheme, source type) for a URL, or None when the scheme is unknown."""
@@ -88,7 +119,9 @@ def url_database(url: str) -> str | None:
 def database_named_by(source_type: str, url: str) -> str | None:
     """The database a source URL names: a SQLite file's stem (`sqlite:///data/shop.db` →
     `shop`), else the server URL's database (`url_database`)."""
-    if source_type == "sqlite":
+    if url.startswith(SQLALCHEMY_PREFIX):
+        source_type, url = sqlalchemy_backend(url), url[len(SQLALCHEMY_PREFIX):]
+    if source_type in FILE_BACKENDS:
         from pathlib import PurePosixPath
 
         return PurePosixPath(url.split("///", 1)[-1]).stem or None
@@ -264,6 +297,10 @@ def resolve_source_url(source: SourceFields, config_dir: Path) -> str:
 
 def _resolve_plain_url(source: SourceFields, config_dir: Path) -> str:
     """The URL from url / url_env / url_file / the structured fields, before TLS."""
+    if source.type == "sqlalchemy":  # validate.py requires url, url_env or url_file
+        raw = source.url or (source.url_env and _env(source.url_env, "url_env")) or _read_url_file(
+            source.url_file or "", config_dir)
+        return sqlalchemy_source_url(raw, "url_env" if source.url_env else "url", config_dir)
     if source.url is not None:
         return normalise_url(source.url, source.type, "url", config_dir)
     if source.url_env is not None:

@@ -78,7 +78,13 @@ def source_errors(src: SourceConfig) -> list[str]:
             "source: specify 'password' OR 'password_env', not both — keep password_env so "
             "the secret stays out of the file"
         )
-    if not url_fields:
+    if src.type == "sqlalchemy" and not url_fields:
+        errors.append(
+            "source: type sqlalchemy takes one SQLAlchemy URL — set url_env (recommended) or "
+            "url, e.g. duckdb:///data/shop.duckdb or mssql+pyodbc://user@host/db"
+            + (f"; {', '.join(structured)} do(es) not apply" if structured else "")
+        )
+    elif not url_fields:
         if src.type == "sqlite":
             extra = [f for f in structured if f != "database"]
             if extra:
@@ -104,7 +110,7 @@ def source_errors(src: SourceConfig) -> list[str]:
                         f"source: structured config is missing '{field}' — add "
                         f"source.{field}, or use url_env instead"
                     )
-    if src.url is not None:
+    if src.url is not None and src.type != "sqlalchemy":  # any dialect's scheme: checked at connect
         problem = scheme_problem(src.url, src.type, "url") or url_host_problem(src.url, "url")
         if problem:
             errors.append(problem)

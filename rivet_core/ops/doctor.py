@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rivet_core.config.source_url import SQLALCHEMY_PREFIX
 from rivet_core.destination import DOCTOR_PROBE_KEY
 from rivet_core.errors import best_effort
 from rivet_core.redact import redact_secrets
@@ -192,7 +193,7 @@ def _url_where(url: str, engine: str) -> tuple[str, str, str]:
     """(host:port, user, database) of a server URL — never the password. An unparsable
     URL (normally refused earlier, by `resolve_url`) gives placeholders, not an error."""
     try:
-        parts = urllib.parse.urlsplit(url)
+        parts = urllib.parse.urlsplit(url.removeprefix(SQLALCHEMY_PREFIX))
     except ValueError:
         return "(unparsable host)", getpass.getuser(), ""
     host = parts.hostname or "localhost"
@@ -209,28 +210,29 @@ def check_source(config: Any) -> list[Check]:
     """Connect, authenticate and run `SELECT 1` against the config's source; then say which
     read path a run takes on this install (`read_path_check`)."""
     from rivet_core.config.tuning import resolve_tuning
-    from rivet_core.source import open_source
+    from rivet_core.source import engine_of, open_source
     from rivet_core.source.dialect import dialect_of
 
     source = config.source
-    engine = ENGINE_LABELS.get(source.type, source.type)
-    label = f"source ({engine})"
+    shown = ENGINE_LABELS.get(source.type, source.type)
+    label = f"source ({shown})"
     try:
         url = source.resolve_url(config.config_dir)
     except Exception as exc:  # error boundary: a [FAIL] line (env var unset, url_file missing …)
         problem, fix = _split(_message(exc))
         return [Check(label, False, problem, fix or "set the environment variable / file source.url_env, "
                       "source.url_file or source.password_env names")]
+    engine = engine_of(url)  # a `type: sqlalchemy` source: `sqlalchemy:<dialect>`
     try:
         tuning = resolve_tuning(source.tuning.as_dict() if source.tuning else None, None, source.environment)
-        with open_source(url, tuning, engine=source.type) as session:
+        with open_source(url, tuning, engine=engine) as session:
             session.scalar("SELECT 1")
-            path = read_path_check(engine, source.type, session)
+            path = read_path_check(shown, source.type, session)
     except Exception as exc:  # error boundary: a [FAIL] line
         return [_source_failure(label, source, url, exc)]
-    if dialect_of(source.type).file_based:
+    if dialect_of(engine).file_based:
         return [Check(label, True, f"opened {url.split(':///', 1)[-1]} and ran SELECT 1")]
-    where, user, database = _url_where(url, source.type)
+    where, user, database = _url_where(url, engine)
     return [Check(label, True, f"connected to {where}" + (f"/{database}" if database else "")
                   + f" as user '{user}', authenticated, SELECT 1 ok")] + ([path] if path else [])
 
@@ -247,11 +249,12 @@ def read_path_check(engine: str, engine_type: str, session: Any) -> Check | None
 
 
 def _source_failure(label: str, source: Any, url: str, exc: BaseException) -> Check:
+    from rivet_core.source import engine_of
     from rivet_core.source.dialect import dialect_of
     from rivet_core.source.retry import classify_error
 
     transient = classify_error(exc).transient
-    engine = source.type
+    engine = engine_of(url)
     if dialect_of(engine).file_based:
         problem, fix = _split(_message(exc))
         return Check(label, False, problem, fix or "check the SQLite path in the source URL and its permissions",
@@ -272,7 +275,7 @@ def _source_failure(label: str, source: Any, url: str, exc: BaseException) -> Ch
     if kind in ("refused", "timeout"):
         reason = "connection refused" if kind == "refused" else "timed out"
         return Check(label, False, f"cannot connect to {where} ({reason})",
-                     f"check that the {ENGINE_LABELS[engine]} server is running and listening on {where}, "
+                     f"check that the {ENGINE_LABELS.get(engine, engine)} server is running and listening on {where}, "
                      f"and {url_hint}; a firewall, VPN or security group must let this machine in",
                      transient=True)
     if kind == "database":

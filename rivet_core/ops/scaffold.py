@@ -79,9 +79,15 @@ def source_url_from_env(var: str) -> str:
     if not url:
         raise ConfigError(f"--source-env '{var}' is not set in the environment — export {var}=postgresql://"
                           "user:password@host:5432/db (or mysql://…, sqlite:////path.db) and re-run")
-    from rivet_core.config.source_url import normalise_url, url_scheme_family
+    from rivet_core.config.source_url import (
+        normalise_url,
+        sqlalchemy_source_url,
+        url_scheme_family,
+    )
 
     family = url_scheme_family(url)
+    if family is None and "://" in url:  # another dialect's URL: a `type: sqlalchemy` source
+        return sqlalchemy_source_url(url, "url_env", Path.cwd())
     if family is None:
         return url  # engine_of names the problem
     # the same parsing as a config's url_env: userinfo up to the last '@', user and password
@@ -159,7 +165,7 @@ def introspect_tables(options: InitOptions) -> tuple[str, list[tuple[SourceDiale
             if options.mode is not None:
                 suggestion = forced(report, options.mode, suggestion, options.chunk_size)
             found.append((session.dialect, report, suggestion))
-    return engine, found
+    return engine.partition(":")[0], found  # `sqlalchemy:<dialect>` is `type: sqlalchemy`
 
 
 def _export_for(dialect: SourceDialect, report: TableReport, suggestion: Suggestion,

@@ -1,4 +1,5 @@
-"""Source layer: streaming reads from PostgreSQL, MySQL/MariaDB and SQLite into Arrow.
+"""Source layer: streaming reads from PostgreSQL, MySQL/MariaDB, SQLite and any database
+a SQLAlchemy dialect reaches (`source/sqlalchemy/`) into Arrow.
 
 Public API (others code against these names): `open_source` returns a `SourceSession`
 (context manager: one connection, one consistent snapshot) whose `describe` gives the
@@ -10,6 +11,7 @@ batches of exactly that schema. Pure helpers: the SQL builders of the read modes
 
 from __future__ import annotations
 
+from rivet_core.config.source_url import SQLALCHEMY_PREFIX, sqlalchemy_backend
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.errors import ConfigError
 from rivet_core.redact import redact_url
@@ -40,7 +42,10 @@ _SCHEME_ENGINES = {
 
 
 def engine_of(url: str) -> str:
-    """Engine name ("postgres" | "mysql" | "sqlite") from a URL scheme (`+driver` ignored)."""
+    """Engine name ("postgres" | "mysql" | "sqlite") from a URL scheme (`+driver` ignored);
+    `sqlalchemy:<backend>` for a `type: sqlalchemy` source's marked URL."""
+    if url.startswith(SQLALCHEMY_PREFIX):
+        return SQLALCHEMY_PREFIX + sqlalchemy_backend(url)
     scheme = url.split("://", 1)[0].split("+", 1)[0].lower() if "://" in url else ""
     try:
         return _SCHEME_ENGINES[scheme]
@@ -52,8 +57,9 @@ def engine_of(url: str) -> str:
 
 
 def open_source(url: str, tuning: ResolvedTuning, *, engine: str | None = None) -> SourceSession:
-    """A not-yet-connected session for `url`; enter it (`with`) to connect and start the read."""
-    engine = engine or engine_of(url)
+    """A not-yet-connected session for `url`; enter it (`with`) to connect and start the read.
+    `engine` "sqlalchemy" (a `source.type`) means the URL's own `sqlalchemy:<dialect>`."""
+    engine = engine_of(url) if engine in (None, "sqlalchemy") else engine
     if engine == "postgres":
         from rivet_core.source.postgres.session import PostgresSession
 
@@ -66,4 +72,8 @@ def open_source(url: str, tuning: ResolvedTuning, *, engine: str | None = None) 
         from rivet_core.source.sqlite.session import SQLiteSession
 
         return SQLiteSession(url, tuning)
+    if engine.startswith(SQLALCHEMY_PREFIX):
+        from rivet_core.source.sqlalchemy.session import SQLAlchemySession
+
+        return SQLAlchemySession(url, tuning)
     raise ConfigError(f"unknown source engine '{engine}' — expected postgres, mysql or sqlite")

@@ -149,6 +149,10 @@ def dialect_of(engine: str) -> SourceDialect:
     Imported on demand: the dialect modules import no driver, but there is no reason to
     load three of them when a run reads one engine.
     """
+    if engine.startswith("sqlalchemy:"):
+        from rivet_core.source.sqlalchemy.dialect import dialect_for_backend
+
+        return dialect_for_backend(engine.split(":", 1)[1])
     try:
         module = _MODULES[engine]
     except KeyError:

@@ -74,7 +74,12 @@ DIALECTS: dict[str, Dialect] = {"postgres": POSTGRES, "mysql": MYSQL, "sqlite": 
 
 
 def dialect_for(engine: str) -> Dialect:
-    """The Dialect for an engine name ("postgres" | "mysql" | "sqlite")."""
+    """The Dialect for an engine name ("postgres" | "mysql" | "sqlite"; `sqlalchemy:<backend>`
+    quotes with that SQLAlchemy dialect's identifier preparer)."""
+    if engine.startswith("sqlalchemy:"):
+        from rivet_core.source.sqlalchemy.dialect import dialect_for_backend
+
+        return Dialect(engine, dialect_for_backend(engine.split(":", 1)[1]).quote_ident)
     try:
         return DIALECTS[engine]
     except KeyError:

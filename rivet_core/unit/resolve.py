@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from rivet_core.config import ExportConfig, RivetConfig, render_destination
+from rivet_core.config.source_url import SQLALCHEMY_PREFIX
 from rivet_core.config.tuning import ResolvedTuning
 from rivet_core.destination import Destination, DestinationSpec, open_destination
 from rivet_core.errors import ConfigError
@@ -28,6 +29,7 @@ from rivet_core.source import (
     build_incremental_query,
     build_time_range_query,
     build_time_window_query,
+    engine_of,
 )
 from rivet_core.source.query import Dialect, dialect_for
 
@@ -120,6 +122,8 @@ class ResolvedUnit:
 
 
 def _engine_of(url: str) -> str:
+    if url.startswith(SQLALCHEMY_PREFIX):
+        return engine_of(url)  # `sqlalchemy:<backend>`: the generic source
     scheme = url.split(":", 1)[0]
     if scheme.startswith("postgres"):
         return "postgres"

@@ -57,26 +57,25 @@ class MySQLDialect:
     # --- catalog --------------------------------------------------------------------------
 
     def table_keys(self, session: CatalogSession, schema: str | None, name: str) -> TableKeys:
-        columns = catalog_rows(session, (
-            f"SELECT COLUMN_NAME, IS_NULLABLE FROM information_schema.COLUMNS WHERE {_WHERE} "
-            "ORDER BY ORDINAL_POSITION"), [schema, name]) or []
+        """Columns, NOT NULL and primary key from SQLAlchemy's inspector; the single-column
+        unique keys in SQL, because they must exclude prefix indexes (`SUB_PART`), which
+        the inspector does not report."""
+        from rivet_core.source.sqlalchemy.catalog import columns_and_primary_key
+
+        names, not_null, primary = columns_and_primary_key(session, schema, name)
         index_rows = catalog_rows(session, (
             "SELECT INDEX_NAME, COLUMN_NAME, SUB_PART FROM information_schema.STATISTICS "
             f"WHERE {_WHERE} AND NON_UNIQUE = 0 ORDER BY INDEX_NAME, SEQ_IN_INDEX"), [schema, name]) or []
         indexes: dict[str, list[tuple[str, Any]]] = {}
         for index, column, sub_part in index_rows:
             indexes.setdefault(str(index), []).append((str(column), sub_part))
-        primary = tuple(c for c, _ in indexes.get("PRIMARY", []))
         unique: list[str] = []
         for index in sorted(indexes, key=lambda n: (n != "PRIMARY", n)):
             parts = indexes[index]
             if len(parts) == 1 and parts[0][1] is None and parts[0][0] not in unique:
                 unique.append(parts[0][0])
-        return TableKeys(
-            columns=[str(c) for c, _ in columns],
-            not_null={str(c) for c, nullable in columns if str(nullable).upper() == "NO"},
-            primary_key=primary, unique=unique, case_insensitive=True,
-        )
+        return TableKeys(columns=names, not_null=not_null, primary_key=primary, unique=unique,
+                         case_insensitive=True)
 
     def table_stats(self, session: CatalogSession, schema: str | None, name: str, *,
                     exact_names: bool) -> TableStats:

@@ -69,28 +69,26 @@ class PostgresDialect:
     # --- catalog --------------------------------------------------------------------------
 
     def table_keys(self, session: CatalogSession, schema: str | None, name: str) -> TableKeys:
+        """Columns, NOT NULL and primary key from SQLAlchemy's inspector (the name as
+        written in SQL, folded to lower case as PostgreSQL folds it); the single-column
+        unique keys in SQL, because they must exclude partial, expression and invalid
+        indexes, which the inspector does not tell apart."""
+        from rivet_core.source.sqlalchemy.catalog import columns_and_primary_key
+
         regclass = _regclass(schema, name, exact_names=False)
-        columns = catalog_rows(session, (
-            "SELECT a.attname::text, a.attnotnull FROM pg_catalog.pg_attribute a "
-            "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped "
-            "ORDER BY a.attnum"), [regclass]) or []
+        names, not_null, primary = columns_and_primary_key(
+            session, schema.lower() if schema else None, name.lower())
         keys = catalog_rows(session, (
             "SELECT a.attname::text, i.indisprimary, i.indnkeyatts FROM pg_catalog.pg_index i "
             "JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0] "
             "WHERE i.indrelid = to_regclass(%s) AND i.indisunique AND i.indisvalid "
             "AND i.indpred IS NULL AND i.indexprs IS NULL "
             "ORDER BY i.indisprimary DESC, a.attnum"), [regclass]) or []
-        pk_rows = catalog_rows(session, (
-            "SELECT a.attname::text FROM pg_catalog.pg_index i "
-            "JOIN LATERAL unnest(i.indkey[0:i.indnkeyatts - 1]) WITH ORDINALITY AS k(attnum, n) "
-            "ON true JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
-            "WHERE i.indrelid = to_regclass(%s) AND i.indisprimary ORDER BY k.n"), [regclass]) or []
         unique: list[str] = []
         for column, _primary, nkey in keys:
             if nkey == 1 and column not in unique:
                 unique.append(column)
-        return TableKeys(columns=[c for c, _ in columns], not_null={c for c, nn in columns if nn},
-                         primary_key=tuple(c for (c,) in pk_rows), unique=unique)
+        return TableKeys(columns=names, not_null=not_null, primary_key=primary, unique=unique)
 
     def table_stats(self, session: CatalogSession, schema: str | None, name: str, *,
                     exact_names: bool) -> TableStats:
