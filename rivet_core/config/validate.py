@@ -3,7 +3,7 @@
 Every check returns messages instead of raising, so the loader can report all problems
 at once. Messages name the export (`export 'x': …`), the key and value at fault, and the
 fix; the quoted fragments of the reference catalogue appear verbatim so tests (and
-users' scripts) can rely on them. `mode: cdc`'s rules live in cdc.py and
+users' scripts) can rely on them. `mode: cdc`'s rules live in cdc_rules.py and
 `partition_by`'s in partition_by.py. Chunked
 rules that need the source (key types, statistics) are checked at plan time by
 `rivet_core.chunks.layout`.
@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from rivet_core.config.blocks import known_blocks
-from rivet_core.config.cdc import cdc_export_errors, cdc_stream_collisions
+from rivet_core.config.cdc_rules import cdc_export_errors, cdc_stream_collisions
 from rivet_core.config.limits import (
     bound_errors,
     destination_key_errors,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_core.config.cdc import captured_tables
+from rivet_core.config.cdc_rules import captured_tables
 
 
 def _cdc(base: dict[str, Any], **cdc: Any) -> dict[str, Any]:
