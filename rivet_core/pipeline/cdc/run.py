@@ -28,6 +28,7 @@ from rivet_core.config.cdc_rules import captured_tables
 from rivet_core.config.models import DestinationConfig
 from rivet_core.errors import ConfigError, DataIntegrityError, best_effort
 from rivet_core.lazy_modules import pa
+from rivet_core.pipeline.cdc.layout import SNAPSHOT_FOLDER
 from rivet_core.pipeline.cdc.positions import published_position
 from rivet_core.pipeline.cdc.stage import TableStager
 from rivet_core.pipeline.faults import fault_point
@@ -40,8 +41,6 @@ log = logging.getLogger("rivet.cdc")
 
 #: Changes per batch asked of the reader (a part is `cdc.rollover` changes, cut between batches).
 _READ_BATCH = 5_000
-#: The folder an `initial: snapshot` writes under the table's prefix.
-SNAPSHOT_FOLDER = "snapshot"
 
 
 def under(dest: DestinationConfig, folder: str) -> DestinationConfig:
