@@ -2,7 +2,7 @@
 set up once per process, and the registration of every command group's module.
 
 Each command lives in the module named after its group (run.py, validate.py, reconcile.py,
-state.py, history.py, init.py, check.py, plan.py, doctor.py, gc.py, schema.py, completions.py) and imports only
+state.py, history.py, init.py, check.py, plan.py, doctor.py, gc.py, schema.py, completions.py, cdc.py) and imports only
 shared.py from this package, so the registration below is the one direction the imports run.
 
 The group is lazy (`_LazyGroup`): it knows each command by name and imports the command's
@@ -47,6 +47,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "journal": ("history", "journal"), "init": ("init", "init"), "check": ("check", "check"),
     "plan": ("plan", "plan"), "apply": ("plan", "apply"), "doctor": ("doctor", "doctor"), "gc": ("gc", "gc"),
     "schema": ("schema", "schema"), "completions": ("completions", "completions"),
+    "cdc": ("cdc", "cdc"),
 }
 
 

@@ -144,6 +144,11 @@ def validate(config_path: str, export_names: tuple[str, ...], fmt: str, depth: s
                        for p, label, name in bucket_targets(export, present)]
             targets = targets if targets or not set_verdict.legacy_run else [
                 (export_destination(config, root, create=False), export.name, export.name)]
+        elif export.mode == "cdc":  # each table's stream and its snapshot (pipeline/cdc/layout.py)
+            from rivet_core.pipeline.cdc.layout import cdc_datasets
+
+            targets = [(export_destination(config, export, sub_prefix=p, create=False), label, name)
+                       for p, label, name in cdc_datasets(export)]
         else:
             prefixes = partition_prefixes(config, export) if dest.head("manifest.json") is None else []
             targets = [(export_destination(config, export, sub_prefix=p, create=False),

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from rivet_core.config.blocks import BlockModel, config_blocks, known_blocks, unknown_block_hint
+from rivet_core.config.cdc import CdcConfig
 from rivet_core.config.overrides import normalise_column_key, parse_column_override
 from rivet_core.config.scalars import Str
 from rivet_core.config.scalars import scalar_to_str as _scalar_to_str
@@ -317,8 +318,10 @@ class ExportConfig(_Strict, _CarriesBlocks):
     query: Str | None = None
     query_file: Str | None = None
     table: Str | None = None
-    tables: Any = None  # CDC only — rejected by validation
-    cdc: Any = None  # CDC only — rejected by validation
+    #: `mode: cdc`: several tables captured through one change stream (config/cdc.py).
+    tables: list[Str] | None = None
+    #: `mode: cdc`: the change stream's knobs (config/cdc.py CdcConfig).
+    cdc: CdcConfig | None = None
     mode: Literal["full", "incremental", "chunked", "time_window", "cdc"] = "full"
     # incremental
     cursor_column: Str | None = None

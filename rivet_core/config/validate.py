@@ -3,9 +3,8 @@
 Every check returns messages instead of raising, so the loader can report all problems
 at once. Messages name the export (`export 'x': …`), the key and value at fault, and the
 fix; the quoted fragments of the reference catalogue appear verbatim so tests (and
-users' scripts) can rely on them. Features we parse but do not implement (CDC) are
-rejected here with a "not supported yet" message; `partition_by`'s rules live in
-partition_by.py. Chunked
+users' scripts) can rely on them. `mode: cdc`'s rules live in cdc_rules.py and
+`partition_by`'s in partition_by.py. Chunked
 rules that need the source (key types, statistics) are checked at plan time by
 `rivet_core.chunks.layout`.
 """
@@ -21,6 +20,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 from rivet_core.config.blocks import known_blocks
+from rivet_core.config.cdc_rules import cdc_export_errors, cdc_stream_collisions
 from rivet_core.config.limits import (
     bound_errors,
     destination_key_errors,
@@ -222,15 +222,6 @@ def read_query_file(
 
 def _what_to_read_errors(exp: ExportConfig, label: str) -> list[str]:
     errors: list[str] = []
-    if exp.tables is not None:
-        errors.append(
-            f"{label}: `tables:` is only valid with `mode: cdc`, which is not supported yet — "
-            "define one export per table with `table:`"
-        )
-    if exp.cdc is not None:
-        errors.append(
-            f"{label}: the `cdc:` block is not supported (CDC is out of scope) — remove it"
-        )
     chosen = [f for f in ("query", "query_file", "table") if getattr(exp, f) is not None]
     if not chosen and exp.tables is None:
         errors.append(
@@ -345,11 +336,6 @@ def _mode_errors(exp: ExportConfig, label: str) -> list[str]:
             errors.append(f"{label}: chunk_by_days requires mode: chunked — remove it")
     if exp.mode == "chunked":
         errors.extend(_chunked_errors(exp, label))
-    if exp.mode == "cdc":
-        errors.append(
-            f"{label}: mode: cdc is not supported yet (CDC is out of scope) — use full, "
-            "incremental or time_window"
-        )
     errors.extend(partition_errors(exp, label))
     return errors
 
@@ -676,6 +662,7 @@ def export_errors(exp: ExportConfig, source: SourceConfig) -> list[str]:
         errors.append(bad_name)
     errors.extend(_what_to_read_errors(exp, label))
     errors.extend(_mode_errors(exp, label))
+    errors.extend(cdc_export_errors(exp, label, source.type))
     errors.extend(_compression_errors(exp, label))
     errors.extend(_table_format_errors(exp, label))
     errors.extend(_meta_and_override_errors(exp, label))
@@ -746,6 +733,7 @@ def config_errors(cfg: RivetConfig) -> list[str]:
     errors.extend(_notification_errors(cfg))
     errors.extend(bound_errors(cfg))
     errors.extend(overlap_errors(cfg))
+    errors.extend(cdc_stream_collisions(cfg))
     return errors
 
 

@@ -36,7 +36,9 @@ listing) and never downloads data parts:
    render the manifest names (Rivet's `xxh3-64-sum-v2` keyed by `checksum_key_column`, our
    older `rivet-colsum-v1`, or none: Rivet's XOR v1). Whatever a manifest does not carry
    (no checksums, a render we do not know) is reported in `column_checksums` ("not
-   recorded" / "not recomputable: …"), never failed.
+   recorded" / "not recomputable: …"), never failed. A `mode: cdc` prefix also has its
+   `__pos` column read back (rivet_core/manifest/cdc_positions.py): in log order, inside
+   each run's range, each run starting where the previous ended (`cdc_position_violation`).
 
 Depths: light = listing (presence, size) + `_SUCCESS`; sample = light + listing MD5 +
 untracked objects; full = sample + the re-read of step 6.
@@ -116,6 +118,8 @@ _CODES = {
     "bucket_lost": "RIVET_VERIFY_BUCKET_LOST",
     "bucket_index_invalid": "RIVET_VERIFY_BUCKET_INDEX_INVALID",
     "bucket_index_read_error": "RIVET_VERIFY_BUCKET_INDEX_READ_ERROR",
+    # `mode: cdc` at depth full (rivet_core/manifest/cdc_positions.py)
+    "cdc_position_violation": "RIVET_VERIFY_CDC_POSITION",
 }
 ADVISORY_KINDS = frozenset({"untracked_object"})
 COULD_NOT_VERIFY_KINDS = frozenset({"manifest_read_error", "success_marker_read_error", "list_prefix_error",
@@ -334,7 +338,7 @@ def _dataset_predecessors(dest: Destination, m: Manifest, listing: list[ObjectIn
     run that is gone is data gone. Empty for any other manifest. Copies that do not parse are
     skipped, as for a reader (manifest/layout.py `read_run_manifests`)."""
     extraction = m.source.extraction
-    if extraction is None or extraction.strategy != "incremental" or extraction.cursor_low is None:
+    if extraction is None or extraction.strategy not in ("incremental", "cdc") or extraction.cursor_low is None:
         return []
     runs = sorted((run for run in _other_run_copies(dest, m, listing)
                    if run.status == "success" and run.export_name == m.export_name
@@ -635,7 +639,14 @@ def verify_at_destination(dest: Destination, depth: str = "sample", *,
 
     # 3c. an appending dataset: the earlier runs a reader reads together with this one
     if listing is not None and run_id is None and manifest.table is None:
-        for earlier in _dataset_predecessors(dest, manifest, listing):
+        earlier_runs = _dataset_predecessors(dest, manifest, listing)
+        if manifest.mode == "cdc" and depth == "full":  # __pos order, ranges, the run chain
+            from rivet_core.manifest.cdc_positions import check_chain, check_run
+
+            for run in [*earlier_runs, manifest]:
+                v.failures += [VerifyFailure(kind, fields) for kind, fields in check_run(dest, run)]
+            v.failures += [VerifyFailure(kind, fields) for kind, fields in check_chain([*earlier_runs, manifest])]
+        for earlier in earlier_runs:
             claimed |= {p.path for p in earlier.committed_parts}
             probe = Verification()
             _check_parts(probe, list(earlier.committed_parts), listing, "light")
@@ -652,8 +663,9 @@ def verify_at_destination(dest: Destination, depth: str = "sample", *,
 
     # 5. untracked objects (advisory; sample and full)
     if listing is not None and depth != "light":
+        own_datasets = ("snapshot/",) if manifest.mode == "cdc" else ()  # verified as datasets of their own
         for obj in listing:
-            if obj.key not in claimed and not is_sidecar(obj.key):
+            if obj.key not in claimed and not is_sidecar(obj.key) and not obj.key.startswith(own_datasets):
                 v.failures.append(VerifyFailure("untracked_object", {"key": obj.key, "size_bytes": obj.size}))
     return _finish(v)
 

@@ -30,7 +30,10 @@ from pathlib import Path
 from rivet_core.errors import RivetError, TransientError
 
 POINTS = ("during_source_read", "after_source_read", "after_file_write", "after_manifest_update",
-          "after_table_commit", "after_cursor_commit", "after_bucket_set_recorded", "before_part_read")
+          "after_table_commit", "after_cursor_commit", "after_bucket_set_recorded", "before_part_read",
+          # mode: cdc (rivet_core/pipeline/cdc/run.py)
+          "cdc_after_open", "cdc_after_read", "cdc_before_manifest", "cdc_after_flush_before_ack",
+          "cdc_after_ack")
 
 #: Pause points already taken by this process (a pause fires once: a retried read or the
 #: next part passes straight through).

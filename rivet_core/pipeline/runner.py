@@ -20,6 +20,10 @@ def run_unit(config: RivetConfig, export: ExportConfig, options: RunOptions | No
              *, state: StateStore | None = None, notifications: Any = "config") -> RunSummary:
     """Run one export unit end to end and return its summary. Run errors are reported in the
     summary (never raised); planning/config errors raise before anything is written."""
+    if export.mode == "cdc":
+        from rivet_core.pipeline.cdc import run_cdc
+
+        return run_cdc(config, export, options, state=state, notifications=notifications)
     if export.mode == "chunked":
         from rivet_core.pipeline.chunked.run import ChunkedRun
 

@@ -24,6 +24,8 @@ EVENT_VARIANTS = frozenset({
     "GcPlanned", "GcStep", "GcCompleted",
     # `table_format:` exports: the table commit the finalize facade made before the manifest.
     "TableCommitted",
+    # `mode: cdc` (rivet_core/pipeline/cdc/run.py): the window drained for a table, its snapshot.
+    "CdcDrained", "CdcSnapshot",
 })
 _REDACTED_FIELDS = frozenset({"reason", "error", "error_message", "message"})
 

@@ -267,7 +267,7 @@ def resolve_unit(
 ) -> ResolvedUnit:
     """Resolve one export unit (see module docstring)."""
     now = now or datetime.now(UTC)
-    if export.mode not in ("full", "incremental", "time_window", "chunked"):
+    if export.mode not in ("full", "incremental", "time_window", "chunked", "cdc"):
         raise ConfigError(f"export '{export.name}': mode '{export.mode}' is not supported yet "
                           "— use full, incremental or time_window")
     url = config.source.resolve_url(config.config_dir)
@@ -290,6 +290,8 @@ def resolve_unit(
         sub_prefix = f"{export.time_column}={window.label}/"
     elif export.mode == "full":
         sql, strategy = base, "full"
+    elif export.mode == "cdc":  # the change log, not this query, is read (rivet_core/pipeline/cdc/)
+        sql, strategy = base, "cdc"
     elif export.mode == "chunked":
         # The unit of a chunked export is the whole run; its windows are laid out by
         # rivet_core.chunks against the source. `sql` is the base query, which is also

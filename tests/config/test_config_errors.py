@@ -389,19 +389,10 @@ def test_export_with_query_and_table_is_rejected(config_error, base):
     assert "(got 2 set" in config_error(base)
 
 
-def test_tables_key_is_only_for_cdc_which_is_not_supported(config_error, base):
+def test_tables_key_is_only_valid_with_mode_cdc(config_error, base):
+    del base["exports"][0]["table"]
     base["exports"][0]["tables"] = ["a", "b"]
     assert "`tables:` is only valid with `mode: cdc`" in config_error(base)
-
-
-def test_cdc_mode_is_not_supported(config_error, base):
-    base["exports"][0]["mode"] = "cdc"
-    assert "mode: cdc is not supported" in config_error(base)
-
-
-def test_cdc_block_is_not_supported(config_error, base):
-    base["exports"][0]["cdc"] = {"slot": "x"}
-    assert "`cdc:` block is not supported" in config_error(base)
 
 
 # ------------------------------------------------------------------ 19. query_file

@@ -155,7 +155,7 @@ def build_manifest(plan: ResolvedUnit, summary: RunSummary, dest: Destination) -
         source={"engine": summary.source_engine or plan.engine, "schema": schema_name,
                 "table": table_name, "extraction": {k: v for k, v in extraction.items() if v is not None}},
         destination={"kind": dest.kind, "uri": manifest_uri(plan, dest)}, export_family=export.name,
-        format=export.format, compression=summary.compression,
+        format=export.format, compression=summary.compression, mode="cdc" if export.mode == "cdc" else "batch",
         schema_fingerprint=summary.schema_fingerprint or "xxh3:0000000000000000",
         row_count=summary.committed_rows(), part_count=len(summary.manifest_parts),
         parts=list(summary.manifest_parts), orchestrator_run_id=summary.orchestrator_run_id,
