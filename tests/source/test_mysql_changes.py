@@ -206,19 +206,48 @@ def test_an_anchor_created_before_a_snapshot_misses_no_change_the_snapshot_does_
     assert [r["id"] for r in rows] == [2, 3]  # the overlap (2) dedupes; nothing is missing
 
 
+def test_a_table_altered_inside_the_window_is_refused_naming_the_re_snapshot(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    start = anchor_of(mysql_url)
+    # added then dropped: the table ends as described, so only the middle row's table map
+    # (a new table id, decoded anew) shows the change
+    mysql_exec(mysql_url, "INSERT INTO t VALUES (1, 1)", "ALTER TABLE t ADD COLUMN w INT",
+               "INSERT INTO t VALUES (2, 2, 2)", "ALTER TABLE t DROP COLUMN w", "INSERT INTO t VALUES (3, 3)")
+    with reader_for(mysql_url, "t") as reader, pytest.raises(SourceError) as refused:
+        drain(reader, start)
+    message = str(refused.value)
+    assert "columns ['id', 'v', 'w'], but the export reads ['id', 'v']" in message
+    assert "ALTER TABLE" in message and "re-snapshot" in message
+
+
+def test_a_transaction_above_the_memory_cap_is_refused_naming_the_setting(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    start = anchor_of(mysql_url)
+    mysql_exec(mysql_url, "BEGIN", *(f"INSERT INTO t VALUES ({i}, {i})" for i in range(5)), "COMMIT")
+    with reader_for(mysql_url, "t", max_transaction_mb=0) as reader, pytest.raises(SourceError) as refused:
+        drain(reader, start, batch_rows=2)
+    assert "max_transaction_mb" in str(refused.value)
+
+
 def _set_global(url: str, name: str, value: str) -> Iterator[None]:
+    """A server variable changed for the test's block and restored (numbers unquoted:
+    MariaDB refuses '1' for a boolean)."""
+    def literal(v: object) -> str:
+        return str(v) if str(v).isdigit() else f"'{v}'"
+
     [(before,)] = mysql_exec(url, f"SELECT @@GLOBAL.{name}")
-    mysql_exec(url, f"SET GLOBAL {name} = '{value}'")
+    mysql_exec(url, f"SET GLOBAL {name} = {literal(value)}")
     try:
         yield
     finally:
-        mysql_exec(url, f"SET GLOBAL {name} = '{before}'")
+        mysql_exec(url, f"SET GLOBAL {name} = {literal(before)}")
 
 
 @pytest.mark.parametrize(("name", "value", "fix"), [
     ("binlog_format", "STATEMENT", "set binlog_format = ROW"),
     ("binlog_row_image", "MINIMAL", "set binlog_row_image = FULL"),
     ("binlog_row_metadata", "MINIMAL", "set binlog_row_metadata = FULL"),
+    ("log_bin_compress", "ON", "set log_bin_compress = OFF"),
 ])
 def test_preflight_refuses_a_binlog_setting_cdc_cannot_read_naming_the_setting_and_the_fix(
         mysql_url, name, value, fix):
@@ -228,6 +257,17 @@ def test_preflight_refuses_a_binlog_setting_cdc_cannot_read_naming_the_setting_a
             reader.preflight()
     message = str(refused.value)
     assert f"{name} is {value}" in message and fix in message and "export 't_cdc'" in message
+
+
+def test_compressed_events_in_the_window_are_refused_not_skipped(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY, v TEXT)")
+    start = anchor_of(mysql_url)
+    with contextmanager_of(_set_global(mysql_url, "log_bin_compress_min_len", "10")), \
+            contextmanager_of(_set_global(mysql_url, "log_bin_compress", "ON")):
+        mysql_exec(mysql_url, f"INSERT INTO t VALUES (1, '{'x' * 500}')")
+    with reader_for(mysql_url, "t") as reader, pytest.raises(SourceError) as refused:
+        drain(reader, start)
+    assert "a compressed binlog event" in str(refused.value) and "log_bin_compress" in str(refused.value)
 
 
 def contextmanager_of(generator: Iterator[None]) -> Any:

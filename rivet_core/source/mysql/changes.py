@@ -212,9 +212,10 @@ class MySQLChangeReader:
             raise SourceError(f"{self._where} cannot capture changes:\n  - " + "\n  - ".join(problems))
 
     def _setting_problems(self) -> list[str]:
-        names = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata")
+        names = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
+                 "log_bin_compress", "binlog_transaction_compression")
         found = {str(k).lower(): str(v) for k, v in self._query(
-            "SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s, %s, %s, %s)", names)}
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s, %s, %s, %s, %s, %s)", names)}
         return binlog_setting_problems(found)
 
     def _grant_problems(self) -> list[str]:
@@ -391,6 +392,7 @@ class MySQLChangeReader:
             from pymysqlreplication.event import (
                 GtidEvent,
                 MariadbGtidEvent,
+                NotImplementedEvent,
                 QueryEvent,
                 RotateEvent,
                 XidEvent,
@@ -414,7 +416,12 @@ class MySQLChangeReader:
             is_mariadb=False, resume_stream=True, blocking=False,
             log_file=str(start.fields["file"]), log_pos=int(start.fields["pos"]),
             only_events=[RotateEvent, GtidEvent, MariadbGtidEvent, QueryEvent, XidEvent,
-                         WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+                         WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, NotImplementedEvent],
+            filter_non_implemented_events=False,  # a compressed event must not pass unseen
+            # parse a table's TABLE_MAP once per table id, not once per transaction (half the
+            # library's cost on single-row transactions); an ALTER TABLE gets a new table id,
+            # whose columns _check_columns compares with the described ones
+            freeze_schema=True,
             only_schemas=sorted({c.schema_name for c in self._captured}),
             only_tables=sorted({c.table_name for c in self._captured}),
         )
@@ -446,6 +453,10 @@ def binlog_setting_problems(variables: dict[str, str]) -> list[str]:
             "binlog has no column names, signedness or charsets to type the rows — set "
             f"binlog_row_metadata = FULL {fix} (MySQL 8.0.1+, MariaDB 10.5+); rows logged before "
             "the change cannot be read")
+    for name in ("log_bin_compress", "binlog_transaction_compression"):
+        if variables.get(name, "OFF").upper() in ("ON", "1"):
+            problems.append(f"{name} is ON: compressed binlog events cannot be read by this reader "
+                            f"(they would be skipped) — set {name} = OFF {fix}")
     return problems
 
 
@@ -502,6 +513,7 @@ class _Drain:
         from pymysqlreplication.event import (
             GtidEvent,
             MariadbGtidEvent,
+            NotImplementedEvent,
             QueryEvent,
             RotateEvent,
             XidEvent,
@@ -520,10 +532,17 @@ class _Drain:
             elif isinstance(event, RowsEvent):
                 self._rows(event)
             elif isinstance(event, XidEvent) or (
-                    isinstance(event, QueryEvent) and _query_text(event) == "COMMIT"):
+                    isinstance(event, QueryEvent) and _query_text(event) in _ENDS_TRANSACTION):
                 yield from self._commit(binlog_position(self._file, event.packet.log_pos, self._gtid))
-            elif isinstance(event, QueryEvent) and _query_text(event) != "BEGIN":
-                self._begin(None)  # DDL: an implicit commit, nothing captured in between
+            elif isinstance(event, QueryEvent) and _query_text(event) == "BEGIN":
+                self._begin(self._gtid)  # MySQL: after its GTID event, if any
+            elif isinstance(event, NotImplementedEvent) and event.event_type in _COMPRESSED_EVENTS:
+                raise SourceError(
+                    f"{self._reader._where}: a compressed binlog event at {self._file}:"
+                    f"{event.packet.log_pos}, which this reader cannot expand — turn binlog "
+                    "compression off (MariaDB log_bin_compress, MySQL binlog_transaction_compression) "
+                    "and re-snapshot (`cdc.initial: snapshot`): the compressed changes are not readable")
+            # any other statement (DDL, SAVEPOINT, …) leaves the open transaction as it is
         if self._out_rows:
             yield self._flush()
 
@@ -589,6 +608,7 @@ class _Drain:
 
     def _commit(self, position: ChangePosition) -> Iterator[ChangeBatch]:
         pos_json = position.to_json()
+        self._gtid = None
         tx, self._tx = self._tx, []
         self._tx_rows, self._tx_bytes = 0, 0
         for number, run in enumerate(tx):
@@ -636,6 +656,15 @@ def _empty_sets(image: tuple[Any, ...], names: list[str], nulled: dict[str, str]
 
     return tuple("" if value is None and nulled.get(name) == NONE_SOURCE.EMPTY_SET else value
                  for value, name in zip(image, names, strict=True))
+
+
+#: Statements that end a transaction in the binlog without an XID event: `COMMIT` after
+#: changes to a non-transactional table, `ROLLBACK` after a transaction that also changed
+#: one (its logged rows stayed applied).
+_ENDS_TRANSACTION = frozenset({"COMMIT", "ROLLBACK"})
+#: MySQL's TRANSACTION_PAYLOAD_EVENT (40) and MariaDB's compressed query/rows events
+#: (165-171), which the library reads as NotImplementedEvent.
+_COMPRESSED_EVENTS = frozenset({40, *range(165, 172)})
 
 
 def _query_text(event: Any) -> str:
