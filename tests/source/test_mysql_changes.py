@@ -133,6 +133,18 @@ def test_a_multi_statement_transaction_keeps_one_pos_with_seq_zero_to_n_minus_on
     assert batches[-1].position.to_json() == rows[5]["__pos"] and batches[-1].ends_transaction
 
 
+def test_savepoints_inside_a_transaction_keep_its_changes_and_drop_the_rolled_back_ones(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY)")
+    start = anchor_of(mysql_url)
+    mysql_exec(mysql_url, "BEGIN", "INSERT INTO t VALUES (1)", "SAVEPOINT a", "INSERT INTO t VALUES (2)",
+               "SAVEPOINT b", "INSERT INTO t VALUES (3)", "ROLLBACK TO SAVEPOINT b", "INSERT INTO t VALUES (4)",
+               "COMMIT")
+    with reader_for(mysql_url, "t") as reader:
+        rows = rows_of(drain(reader, start))
+    assert [(r["id"], r["__seq"]) for r in rows] == [(1, 0), (2, 1), (4, 2)]
+    assert len({r["__pos"] for r in rows}) == 1
+
+
 def test_changes_committed_after_open_are_not_returned_and_the_read_does_not_wait(mysql_url):
     mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
     start = anchor_of(mysql_url)
