@@ -324,7 +324,9 @@ class MySQLChangeReader:
     def open(self, after: ChangePosition | None) -> ChangeWindow:
         """The window (after, binlog end now]. `after=None` starts at the anchor this reader
         created, else at the end now (an empty first window that records where the log
-        was). A start in a purged binlog file is a loud error (never a silent restart)."""
+        was). A start in a purged binlog file is a loud error (never a silent restart).
+        The bound is an event boundary after whole transactions, so a run that read the
+        window may resume from it even when its last captured change is earlier."""
         bound = self.current_position()
         start = after or self._anchor or bound
         if start.sort_key > bound.sort_key:
@@ -362,7 +364,9 @@ class MySQLChangeReader:
                          key_mask=[f.name in keys for f in schema])
 
     def tables(self) -> list[ChangeTable]:
-        """The captured tables in config order (known after `open`)."""
+        """The captured tables in config order, described now if `open` has not yet."""
+        if not self._captured:
+            self._captured = [self._describe(name) for name in self._table_names]
         return [c.table for c in self._captured]
 
     def confirm(self, position: ChangePosition) -> None:
@@ -520,20 +524,25 @@ class _Drain:
         )
         from pymysqlreplication.row_event import RowsEvent
 
+        file_number = 0
         for event in stream:
             if isinstance(event, RotateEvent):
                 self._file = event.next_binlog
+                file_number = binlog_sort_key(self._file, 0)[0]
                 continue
-            end = binlog_sort_key(self._file, event.packet.log_pos)
-            if event.packet.log_pos and end > bound.sort_key:
+            end = event.packet.log_pos
+            if end and (file_number, end) > bound.sort_key:
                 break  # this event, and its transaction, belong to the next run
-            if isinstance(event, (MariadbGtidEvent, GtidEvent)):
-                self._begin(str(event.gtid))
-            elif isinstance(event, RowsEvent):
+            if isinstance(event, RowsEvent):
                 self._rows(event)
+            elif isinstance(event, (MariadbGtidEvent, GtidEvent)):
+                self._begin(str(event.gtid))
             elif isinstance(event, XidEvent) or (
                     isinstance(event, QueryEvent) and _query_text(event) in _ENDS_TRANSACTION):
-                yield from self._commit(binlog_position(self._file, event.packet.log_pos, self._gtid))
+                fields: dict[str, str | int] = {"file": self._file, "pos": end}
+                if self._gtid:
+                    fields["gtid"] = self._gtid
+                yield from self._commit(ChangePosition((file_number, end), fields))
             elif isinstance(event, QueryEvent) and _query_text(event) == "BEGIN":
                 self._begin(self._gtid)  # MySQL: after its GTID event, if any
             elif isinstance(event, NotImplementedEvent) and event.event_type in _COMPRESSED_EVENTS:
