@@ -235,12 +235,19 @@ def test_a_table_altered_inside_the_window_is_refused_naming_the_re_snapshot(mys
 
 
 def test_a_transaction_above_the_memory_cap_is_refused_naming_the_setting(mysql_url):
-    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY, v INT)")
+    # tables interleaved, so no run of one table reaches a batch: the transaction's size counts
+    mysql_exec(mysql_url, "CREATE TABLE a (id INT PRIMARY KEY)", "CREATE TABLE b (id INT PRIMARY KEY)")
     start = anchor_of(mysql_url)
-    mysql_exec(mysql_url, "BEGIN", *(f"INSERT INTO t VALUES ({i}, {i})" for i in range(5)), "COMMIT")
-    with reader_for(mysql_url, "t", max_transaction_mb=0) as reader, pytest.raises(SourceError) as refused:
+    mysql_exec(mysql_url, "BEGIN", *(f"INSERT INTO {t} VALUES ({i})" for i in range(3) for t in "ab"), "COMMIT")
+    with reader_for(mysql_url, "a", "b", max_transaction_mb=0) as reader, pytest.raises(SourceError) as refused:
         drain(reader, start, batch_rows=2)
     assert "max_transaction_mb" in str(refused.value)
+    with reader_for(mysql_url, "a", "b") as reader:
+        batches = drain(reader, start, batch_rows=2)
+    assert [(b.table.split(".")[1], b.rows.column("id").to_pylist(), b.ends_transaction) for b in batches] == [
+        ("a", [0], False), ("b", [0], False), ("a", [1], False), ("b", [1], False), ("a", [2], False),
+        ("b", [2], True)]
+    assert [r["__seq"] for r in rows_of(batches)] == list(range(6))
 
 
 def _set_global(url: str, name: str, value: str) -> Iterator[None]:

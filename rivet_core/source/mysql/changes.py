@@ -504,6 +504,7 @@ class _Drain:
         self._tx: list[_Run] = []
         self._tx_rows = 0
         self._tx_bytes = 0
+        self._tx_python_rows = 0  # rows of the open transaction not yet sealed into Arrow
         # committed rows not yet in a batch: one table, Python values
         self._out_table = -1
         self._out_ops: list[str] = []
@@ -557,7 +558,7 @@ class _Drain:
 
     def _begin(self, gtid: str | None) -> None:
         self._gtid = gtid
-        self._tx, self._tx_rows, self._tx_bytes = [], 0, 0
+        self._tx, self._tx_rows, self._tx_bytes, self._tx_python_rows = [], 0, 0, 0
 
     def _rows(self, event: Any) -> None:
         index = self._by_name.get((event.schema, event.table))
@@ -587,15 +588,21 @@ class _Drain:
             run.seqs.append(self._tx_rows)
             run.rows.append(image)
             self._tx_rows += 1
-            if len(run.rows) >= self._batch_rows:
-                self._seal(run)
+            self._tx_python_rows += 1
+            if self._tx_python_rows >= self._batch_rows:
+                self._seal()
 
-    def _seal(self, run: _Run) -> None:
-        """A transaction's run past one batch becomes Arrow (compact) until the commit."""
-        data = _to_arrow(self._captured[run.captured], run.rows, self._reader._tuning.max_value_mb)
-        run.sealed.append((run.ops, run.seqs, data))
-        run.ops, run.seqs, run.rows = [], [], []
-        self._tx_bytes += data.nbytes
+    def _seal(self) -> None:
+        """The open transaction's Python rows (one batch's worth, over one or many tables)
+        become Arrow chunks, compact, until its commit."""
+        for run in self._tx:
+            if not run.rows:
+                continue
+            data = _to_arrow(self._captured[run.captured], run.rows, self._reader._tuning.max_value_mb)
+            run.sealed.append((run.ops, run.seqs, data))
+            run.ops, run.seqs, run.rows = [], [], []
+            self._tx_bytes += data.nbytes
+        self._tx_python_rows = 0
         if self._tx_bytes > self._reader._max_tx_bytes:
             raise SourceError(
                 f"{self._reader._where}: a transaction in {self._file} holds more than "
@@ -619,7 +626,7 @@ class _Drain:
         pos_json = position.to_json()
         self._gtid = None
         tx, self._tx = self._tx, []
-        self._tx_rows, self._tx_bytes = 0, 0
+        self._tx_rows, self._tx_bytes, self._tx_python_rows = 0, 0, 0
         for number, run in enumerate(tx):
             last_run = number == len(tx) - 1
             for chunk_number, (ops, seqs, data) in enumerate(run.sealed):
