@@ -212,9 +212,10 @@ class MySQLChangeReader:
             raise SourceError(f"{self._where} cannot capture changes:\n  - " + "\n  - ".join(problems))
 
     def _setting_problems(self) -> list[str]:
-        names = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata")
+        names = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata",
+                 "log_bin_compress", "binlog_transaction_compression")
         found = {str(k).lower(): str(v) for k, v in self._query(
-            "SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s, %s, %s, %s)", names)}
+            "SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s, %s, %s, %s, %s, %s)", names)}
         return binlog_setting_problems(found)
 
     def _grant_problems(self) -> list[str]:
@@ -323,7 +324,9 @@ class MySQLChangeReader:
     def open(self, after: ChangePosition | None) -> ChangeWindow:
         """The window (after, binlog end now]. `after=None` starts at the anchor this reader
         created, else at the end now (an empty first window that records where the log
-        was). A start in a purged binlog file is a loud error (never a silent restart)."""
+        was). A start in a purged binlog file is a loud error (never a silent restart).
+        The bound is an event boundary after whole transactions, so a run that read the
+        window may resume from it even when its last captured change is earlier."""
         bound = self.current_position()
         start = after or self._anchor or bound
         if start.sort_key > bound.sort_key:
@@ -361,7 +364,9 @@ class MySQLChangeReader:
                          key_mask=[f.name in keys for f in schema])
 
     def tables(self) -> list[ChangeTable]:
-        """The captured tables in config order (known after `open`)."""
+        """The captured tables in config order, described now if `open` has not yet."""
+        if not self._captured:
+            self._captured = [self._describe(name) for name in self._table_names]
         return [c.table for c in self._captured]
 
     def confirm(self, position: ChangePosition) -> None:
@@ -391,6 +396,7 @@ class MySQLChangeReader:
             from pymysqlreplication.event import (
                 GtidEvent,
                 MariadbGtidEvent,
+                NotImplementedEvent,
                 QueryEvent,
                 RotateEvent,
                 XidEvent,
@@ -414,7 +420,12 @@ class MySQLChangeReader:
             is_mariadb=False, resume_stream=True, blocking=False,
             log_file=str(start.fields["file"]), log_pos=int(start.fields["pos"]),
             only_events=[RotateEvent, GtidEvent, MariadbGtidEvent, QueryEvent, XidEvent,
-                         WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+                         WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, NotImplementedEvent],
+            filter_non_implemented_events=False,  # a compressed event must not pass unseen
+            # parse a table's TABLE_MAP once per table id, not once per transaction (half the
+            # library's cost on single-row transactions); an ALTER TABLE gets a new table id,
+            # whose columns _check_columns compares with the described ones
+            freeze_schema=True,
             only_schemas=sorted({c.schema_name for c in self._captured}),
             only_tables=sorted({c.table_name for c in self._captured}),
         )
@@ -446,6 +457,10 @@ def binlog_setting_problems(variables: dict[str, str]) -> list[str]:
             "binlog has no column names, signedness or charsets to type the rows — set "
             f"binlog_row_metadata = FULL {fix} (MySQL 8.0.1+, MariaDB 10.5+); rows logged before "
             "the change cannot be read")
+    for name in ("log_bin_compress", "binlog_transaction_compression"):
+        if variables.get(name, "OFF").upper() in ("ON", "1"):
+            problems.append(f"{name} is ON: compressed binlog events cannot be read by this reader "
+                            f"(they would be skipped) — set {name} = OFF {fix}")
     return problems
 
 
@@ -489,6 +504,7 @@ class _Drain:
         self._tx: list[_Run] = []
         self._tx_rows = 0
         self._tx_bytes = 0
+        self._tx_python_rows = 0  # rows of the open transaction not yet sealed into Arrow
         # committed rows not yet in a batch: one table, Python values
         self._out_table = -1
         self._out_ops: list[str] = []
@@ -502,34 +518,47 @@ class _Drain:
         from pymysqlreplication.event import (
             GtidEvent,
             MariadbGtidEvent,
+            NotImplementedEvent,
             QueryEvent,
             RotateEvent,
             XidEvent,
         )
         from pymysqlreplication.row_event import RowsEvent
 
+        file_number = 0
         for event in stream:
             if isinstance(event, RotateEvent):
                 self._file = event.next_binlog
+                file_number = binlog_sort_key(self._file, 0)[0]
                 continue
-            end = binlog_sort_key(self._file, event.packet.log_pos)
-            if event.packet.log_pos and end > bound.sort_key:
+            end = event.packet.log_pos
+            if end and (file_number, end) > bound.sort_key:
                 break  # this event, and its transaction, belong to the next run
-            if isinstance(event, (MariadbGtidEvent, GtidEvent)):
-                self._begin(str(event.gtid))
-            elif isinstance(event, RowsEvent):
+            if isinstance(event, RowsEvent):
                 self._rows(event)
+            elif isinstance(event, (MariadbGtidEvent, GtidEvent)):
+                self._begin(str(event.gtid))
             elif isinstance(event, XidEvent) or (
-                    isinstance(event, QueryEvent) and _query_text(event) == "COMMIT"):
-                yield from self._commit(binlog_position(self._file, event.packet.log_pos, self._gtid))
-            elif isinstance(event, QueryEvent) and _query_text(event) != "BEGIN":
-                self._begin(None)  # DDL: an implicit commit, nothing captured in between
+                    isinstance(event, QueryEvent) and _query_text(event) in _ENDS_TRANSACTION):
+                fields: dict[str, str | int] = {"file": self._file, "pos": end}
+                if self._gtid:
+                    fields["gtid"] = self._gtid
+                yield from self._commit(ChangePosition((file_number, end), fields))
+            elif isinstance(event, QueryEvent) and _query_text(event) == "BEGIN":
+                self._begin(self._gtid)  # MySQL: after its GTID event, if any
+            elif isinstance(event, NotImplementedEvent) and event.event_type in _COMPRESSED_EVENTS:
+                raise SourceError(
+                    f"{self._reader._where}: a compressed binlog event at {self._file}:"
+                    f"{event.packet.log_pos}, which this reader cannot expand — turn binlog "
+                    "compression off (MariaDB log_bin_compress, MySQL binlog_transaction_compression) "
+                    "and re-snapshot (`cdc.initial: snapshot`): the compressed changes are not readable")
+            # any other statement (DDL, SAVEPOINT, …) leaves the open transaction as it is
         if self._out_rows:
             yield self._flush()
 
     def _begin(self, gtid: str | None) -> None:
         self._gtid = gtid
-        self._tx, self._tx_rows, self._tx_bytes = [], 0, 0
+        self._tx, self._tx_rows, self._tx_bytes, self._tx_python_rows = [], 0, 0, 0
 
     def _rows(self, event: Any) -> None:
         index = self._by_name.get((event.schema, event.table))
@@ -559,15 +588,21 @@ class _Drain:
             run.seqs.append(self._tx_rows)
             run.rows.append(image)
             self._tx_rows += 1
-            if len(run.rows) >= self._batch_rows:
-                self._seal(run)
+            self._tx_python_rows += 1
+            if self._tx_python_rows >= self._batch_rows:
+                self._seal()
 
-    def _seal(self, run: _Run) -> None:
-        """A transaction's run past one batch becomes Arrow (compact) until the commit."""
-        data = _to_arrow(self._captured[run.captured], run.rows, self._reader._tuning.max_value_mb)
-        run.sealed.append((run.ops, run.seqs, data))
-        run.ops, run.seqs, run.rows = [], [], []
-        self._tx_bytes += data.nbytes
+    def _seal(self) -> None:
+        """The open transaction's Python rows (one batch's worth, over one or many tables)
+        become Arrow chunks, compact, until its commit."""
+        for run in self._tx:
+            if not run.rows:
+                continue
+            data = _to_arrow(self._captured[run.captured], run.rows, self._reader._tuning.max_value_mb)
+            run.sealed.append((run.ops, run.seqs, data))
+            run.ops, run.seqs, run.rows = [], [], []
+            self._tx_bytes += data.nbytes
+        self._tx_python_rows = 0
         if self._tx_bytes > self._reader._max_tx_bytes:
             raise SourceError(
                 f"{self._reader._where}: a transaction in {self._file} holds more than "
@@ -589,8 +624,9 @@ class _Drain:
 
     def _commit(self, position: ChangePosition) -> Iterator[ChangeBatch]:
         pos_json = position.to_json()
+        self._gtid = None
         tx, self._tx = self._tx, []
-        self._tx_rows, self._tx_bytes = 0, 0
+        self._tx_rows, self._tx_bytes, self._tx_python_rows = 0, 0, 0
         for number, run in enumerate(tx):
             last_run = number == len(tx) - 1
             for chunk_number, (ops, seqs, data) in enumerate(run.sealed):
@@ -636,6 +672,15 @@ def _empty_sets(image: tuple[Any, ...], names: list[str], nulled: dict[str, str]
 
     return tuple("" if value is None and nulled.get(name) == NONE_SOURCE.EMPTY_SET else value
                  for value, name in zip(image, names, strict=True))
+
+
+#: Statements that end a transaction in the binlog without an XID event: `COMMIT` after
+#: changes to a non-transactional table, `ROLLBACK` after a transaction that also changed
+#: one (its logged rows stayed applied).
+_ENDS_TRANSACTION = frozenset({"COMMIT", "ROLLBACK"})
+#: MySQL's TRANSACTION_PAYLOAD_EVENT (40) and MariaDB's compressed query/rows events
+#: (165-171), which the library reads as NotImplementedEvent.
+_COMPRESSED_EVENTS = frozenset({40, *range(165, 172)})
 
 
 def _query_text(event: Any) -> str:
