@@ -227,7 +227,7 @@ def check_source(config: Any) -> list[Check]:
         tuning = resolve_tuning(source.tuning.as_dict() if source.tuning else None, None, source.environment)
         with open_source(url, tuning, engine=engine) as session:
             session.scalar("SELECT 1")
-            path = read_path_check(shown, source.type, session)
+            path = read_path_check(shown, session)
     except Exception as exc:  # error boundary: a [FAIL] line
         return [_source_failure(label, source, url, exc)]
     if dialect_of(engine).file_based:
@@ -237,14 +237,12 @@ def check_source(config: Any) -> list[Check]:
                   + f" as user '{user}', authenticated, SELECT 1 ok")] + ([path] if path else [])
 
 
-def read_path_check(engine: str, engine_type: str, session: Any) -> Check | None:
-    """The read path a run takes on this install (rivet_core/source/fast_path.py): the fast
-    path, or the fallback with the driver version, what is missing and what it costs. [OK]
-    either way — a fallback is slower, never wrong — but said before the run, not found after.
-    None for an engine without a fast path."""
-    from rivet_core.source.fast_path import planned_read_path
-
-    planned = planned_read_path(engine_type, session)
+def read_path_check(engine: str, session: Any) -> Check | None:
+    """The read path a run takes on this install (`SourceSession.planned_read_path`,
+    rivet_core/source/fast_path.py): the fast path, or the fallback with the driver version,
+    what is missing and what it costs. [OK] either way — a fallback is slower, never wrong —
+    but said before the run, not found after. None for an engine without a fast path."""
+    planned = session.planned_read_path()
     return None if planned is None else Check(f"read path ({engine})", True, planned)
 
 

@@ -309,6 +309,12 @@ class SourceSession:
         transaction must stay untouched."""
         return None
 
+    def planned_read_path(self) -> str | None:
+        """The read path `stream` takes on this install for columns with an exact fast form,
+        for `rivet doctor` (rivet_core/source/fast_path.py): the fast path, or the fallback
+        naming the driver release; None when the engine has no fast path (SQLite)."""
+        return None
+
     def scalar(self, sql: str, params: Sequence[Any] = ()) -> Any:
         """First column of the first row (None when there is no row)."""
         self._require_open()

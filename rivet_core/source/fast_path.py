@@ -8,7 +8,7 @@ the fast path off silently: the export stays correct on the slower path, but a r
 times longer with nothing said is how a user finds out at 2 a.m. So the adapter describes
 what is missing as a `Fallback`, the session logs it once per process at WARNING (a run
 reads many windows; one line is enough), and `rivet doctor` prints which path each engine
-takes (`planned_read_path`).
+takes (`SourceSession.planned_read_path`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 log = logging.getLogger("rivet.source")
 
@@ -55,18 +54,3 @@ def warn_once(fallback: Fallback) -> bool:
         _WARNED.add(text)
     log.warning("fast read path off: %s", text)
     return True
-
-
-def planned_read_path(engine: str, session: Any) -> str | None:
-    """The read path a run on this engine takes for columns with an exact fast form (what
-    `rivet doctor` shows, from an open session), or None for an engine without a fast path
-    (SQLite)."""
-    if engine == "postgres":
-        from rivet_core.source.postgres import libpq_access
-
-        return libpq_access.planned_path(session.connection)
-    if engine == "mysql":
-        from rivet_core.source.mysql import wire
-
-        return wire.planned_path(session.connection)
-    return None

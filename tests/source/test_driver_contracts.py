@@ -200,7 +200,7 @@ def test_the_installed_psycopg_drives_the_binary_reader_on_a_real_connection(pg_
     assert pg_binary._pgbinary is not None, "the C extension is not built — run scripts/bootstrap.sh"
     with _pg_conn(pg_url) as conn:
         assert libpq_access.fallback(conn) is None
-        assert libpq_access.planned_path(conn).startswith(
+        assert pg_binary.planned_path(conn).startswith(
             f"binary COPY decoded in C (psycopg {psycopg.__version__}")
 
 
@@ -249,7 +249,7 @@ def test_the_installed_pymysql_drives_the_packet_readers_on_a_real_connection(my
     try:
         assert isinstance(conn, wire._Connection)  # the shared `preferred` TLS context took
         assert wire.unsupported_reason(conn) is None and wire.fallback(conn) is None
-        assert wire.planned_path(conn).startswith("binary protocol")
+        assert mysql_raw.planned_path(conn).startswith("binary protocol")
         with conn.cursor() as cur:
             cur.execute("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
             cipher = (cur.fetchone() or ("", ""))[1]
@@ -470,25 +470,36 @@ def test_an_unmoved_driver_runs_the_fast_path_without_a_warning(tmp_path: Path, 
     assert _exported_rows(tmp_path / "out") == _source_rows(pg_url)
 
 
-def test_doctor_shows_the_read_path_and_a_moved_drivers_fallback(tmp_path: Path, pg_url: str) -> None:
+def _doctor_read_path(config: Path, env: dict[str, str]) -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "rivet_core.cli", "doctor", "-c", str(config)],
+                          capture_output=True, text=True, env={**os.environ, **env}, cwd=config.parent, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return [line for line in done.stdout.splitlines() if line.startswith("[OK] read path")]
+
+
+def test_doctor_shows_the_postgres_read_path_and_a_moved_psycopgs_fallback(tmp_path: Path, pg_url: str) -> None:
     _items(pg_url, "id int PRIMARY KEY, name text, amount numeric(10,2)")
     config = write_config(tmp_path, source_block(pg_url), [_chunked_export()])
-
-    def doctor(env: dict[str, str]) -> list[str]:
-        done = subprocess.run([sys.executable, "-m", "rivet_core.cli", "doctor", "-c", str(config)],
-                              capture_output=True, text=True, env={**os.environ, **env}, cwd=tmp_path,
-                              timeout=120)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return [line for line in done.stdout.splitlines() if line.startswith("[OK] read path")]
-
-    assert doctor({"PYTHONPATH": str(REPO)}) == [
+    assert _doctor_read_path(config, {"PYTHONPATH": str(REPO)}) == [
         f"[OK] read path (PostgreSQL): binary COPY decoded in C (psycopg {psycopg.__version__}, its libpq "
         "found) for columns with an exact binary form, else the row path"]
-    moved = doctor(_moved_env(tmp_path, "psycopg_3_4"))
-    assert moved == [
+    assert _doctor_read_path(config, _moved_env(tmp_path, "psycopg_3_4")) == [
         "[OK] read path (PostgreSQL): fallback — psycopg 3.4.0: not a release the binary COPY reader is "
         "tested with (3.2, 3.3) — reading through ADBC's binary COPY instead of the C binary COPY reader "
         "(≈1.3× slower); pin psycopg<3.4 or upgrade rivet"]
+
+
+def test_doctor_shows_the_mysql_read_path_and_a_moved_pymysqls_fallback(tmp_path: Path, mysql_url: str) -> None:
+    _items(mysql_url, "id INT PRIMARY KEY, name VARCHAR(20), amount DECIMAL(10,2)")
+    config = write_config(tmp_path, source_block(mysql_url), [_chunked_export()])
+    version = ".".join(map(str, wire.pymysql_version()))
+    assert _doctor_read_path(config, {"PYTHONPATH": str(REPO)}) == [
+        f"[OK] read path (MySQL/MariaDB): binary protocol, packets framed in C (PyMySQL {version}) for "
+        "eligible columns, else the text-protocol packet reader"]
+    assert _doctor_read_path(config, _moved_env(tmp_path, "pymysql_seq_id_renamed")) == [
+        f"[OK] read path (MySQL/MariaDB): fallback — PyMySQL {version}: PyMySQL connection has no "
+        "_next_seq_id — reading through PyMySQL's row path instead of the binary-protocol packet reader "
+        "(≈4–7× slower); install a tested PyMySQL release (1.1, 1.2) or upgrade rivet"]
 
 
 def _items(url: str, columns: str) -> None:

@@ -47,6 +47,7 @@ from rivet_core.errors import SourceError
 from rivet_core.lazy_modules import np, pa, pc
 from rivet_core.source.base import SourceColumn
 from rivet_core.source.batching import Converter, check_value_sizes
+from rivet_core.source.mysql import wire
 from rivet_core.source.mysql.wire import Wire, abandon_result, end_result
 
 try:  # optional: built by setup.py when a C compiler is there (else frame_py/gather_py below)
@@ -311,6 +312,16 @@ class PacketReader:
             elif first == 0xFF:
                 abandon_result(self._result)
                 self.done = True
+
+
+def planned_path(conn: Any) -> str:
+    """What `rivet doctor` shows: the path a read takes on this install."""
+    off = wire.fallback(conn)
+    if off is not None:
+        return f"fallback — {off.message()}"
+    return (f"binary protocol, packets framed in {'C' if frame_c is not None else 'Python'} "
+            f"(PyMySQL {'.'.join(map(str, wire.pymysql_version()))}) for eligible columns, else "
+            "the text-protocol packet reader")
 
 
 def _grown(array: np.ndarray, used: int, capacity: int) -> np.ndarray:

@@ -273,6 +273,9 @@ class MySQLSession(SourceSession):
                 ]
         return [mysql_column(f, json_columns) for f in fields]
 
+    def planned_read_path(self) -> str | None:
+        return mysql_raw.planned_path(self.connection)
+
     def stream(
         self, sql: str, params: Sequence[Any], schema: pa.Schema, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:

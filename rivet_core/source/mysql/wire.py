@@ -12,7 +12,7 @@ rows). Those names are not a contract, so they are used here only, and only on a
 release whose minor version the tests have run against (`TESTED`). On any other release, or
 on a connection that lacks one of them, `fallback` says what is missing, the session warns
 once (`fast_path.warn_once`) and reads through the row path (PyMySQL's public cursor API) —
-slower, never wrong; `rivet doctor` shows the path (`planned_path`).
+slower, never wrong; `rivet doctor` shows the path (`raw.planned_path`).
 
 When PyMySQL's range in pyproject.toml widens, run tests/source/test_driver_contracts.py
 (every function here, against the server), tests/source/test_mysql_read_paths.py and
@@ -87,22 +87,6 @@ def fallback(conn: Any) -> Fallback | None:
     return Fallback("PyMySQL", ".".join(map(str, version)), missing,
                     "PyMySQL's row path instead of the binary-protocol packet reader",
                     "≈4–7× slower", fix)
-
-
-def planned_path(conn: Any) -> str:
-    """What `rivet doctor` shows: the path a read takes on this install (module doc)."""
-    off = fallback(conn)
-    if off is not None:
-        return f"fallback — {off.message()}"
-    return (f"binary protocol, packets decoded in {'C' if _framing_in_c() else 'Python'} "
-            f"(PyMySQL {'.'.join(map(str, pymysql_version()))}) for eligible columns, else the "
-            "text-protocol packet reader")
-
-
-def _framing_in_c() -> bool:
-    from rivet_core.source.mysql import raw
-
-    return raw.frame_c is not None
 
 
 @functools.cache

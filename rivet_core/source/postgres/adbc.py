@@ -63,7 +63,13 @@ from rivet_core.source.postgres.binary import (
     numeric_fit_error,
     range_error,
 )
-from rivet_core.source.postgres.copy import READ_PATH_ENV, PgReadSession, Probed, first_ineligible
+from rivet_core.source.postgres.copy import (
+    READ_PATH_ENV,
+    PgReadSession,
+    Probed,
+    adbc_installed,
+    first_ineligible,
+)
 from rivet_core.source.read_ahead import ReadAhead, batch_budget
 
 if TYPE_CHECKING:
@@ -84,15 +90,6 @@ def batch_bytes(schema: pa.Schema, batch_rows: int) -> int:
     return int(max(_MIN_BATCH_BYTES, min(wanted, _MAX_BATCH_BYTES)))
 
 
-def driver_available() -> bool:
-    """Whether the ADBC PostgreSQL wheels are installed (the path after `binary`)."""
-    try:
-        import adbc_driver_manager  # noqa: F401
-        import adbc_driver_postgresql  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
 
 def _ineligible_reason(field: pa.Field, live: SourceColumn, info: PgTypeInfo) -> str | None:
     """The binary path's rule, less enums: the ADBC driver does not hand them over as text."""
@@ -103,7 +100,7 @@ def _ineligible_reason(field: pa.Field, live: SourceColumn, info: PgTypeInfo) ->
 
 def plan_adbc(probed: Probed, schema: pa.Schema) -> tuple[bool, str]:
     """(use ADBC?, why) from the query's probed columns (`_probe_with_types`)."""
-    if not driver_available():
+    if not adbc_installed():
         return False, "the ADBC PostgreSQL driver is not installed"
     why = first_ineligible(schema, probed, _ineligible_reason)
     if why is not None:

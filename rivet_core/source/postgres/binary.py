@@ -162,6 +162,15 @@ def _usable_on(conn: psycopg.Connection[Any]) -> Fallback | None:
     return c_extension_missing() or libpq_access.fallback(conn)
 
 
+def planned_path(conn: psycopg.Connection[Any]) -> str:
+    """What `rivet doctor` shows: the path a read takes on this install."""
+    off = _usable_on(conn)
+    if off is None:
+        return (f"binary COPY decoded in C (psycopg {libpq_access.psycopg_version()}, its libpq "
+                "found) for columns with an exact binary form, else the row path")
+    return f"fallback — {off.message()}"
+
+
 #: Source types a `columns:` override may read into a plain string on this path, and the
 #: decoder's kind for that: a uuid in PostgreSQL's own text form ('U'); json's text as sent;
 #: jsonb's text after its version byte ('j') — both exactly what `::text` returns. A Delta
@@ -403,5 +412,5 @@ def stream_binary(
         out.finish(raise_errors=True)
 
 
-__all__ = ["c_extension_missing", "exact_types", "NO_TIME_24", "OUT_OF_RANGE", "base_typname", "ineligible_reason",
+__all__ = ["c_extension_missing", "exact_types", "planned_path", "NO_TIME_24", "OUT_OF_RANGE", "base_typname", "ineligible_reason",
            "numeric_fit_error", "plan_binary", "range_error", "stream_binary"]

@@ -53,6 +53,16 @@ class PgReadSession(Protocol):
     def adbc_conninfo(self) -> str: ...
 
 
+def adbc_installed() -> bool:
+    """Whether the ADBC PostgreSQL wheels are installed (the path after `binary`)."""
+    try:
+        import adbc_driver_manager  # noqa: F401
+        import adbc_driver_postgresql  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def read_path_mode() -> str:
     """`rows`, `adbc`, `binary` or `auto` (default) from RIVET_PG_READ_PATH."""
     raw = os.environ.get(READ_PATH_ENV, "auto").strip().lower() or "auto"

@@ -30,6 +30,7 @@ from typing import Any
 import psycopg
 
 from rivet_core.source.fast_path import Fallback
+from rivet_core.source.postgres.copy import adbc_installed
 
 #: psycopg (major, minor) releases the binary COPY reader is tested against (pyproject.toml:
 #: psycopg[binary]>=3.2,<3.4).
@@ -61,9 +62,7 @@ def not_usable(missing: str, fix: str) -> Fallback:
     """The `Fallback` of the binary COPY reader: the path taken instead is ADBC's binary COPY
     when its wheels are installed (≈1.3× slower), else the row path (≈5× slower) — the
     `orders` xact figures of docs/benchmarks.md "Read paths"."""
-    from rivet_core.source.postgres.adbc import driver_available
-
-    if driver_available():
+    if adbc_installed():
         instead, cost = "ADBC's binary COPY instead of the C binary COPY reader", "≈1.3× slower"
     else:
         instead, cost = "psycopg's row path instead of the C binary COPY reader", "≈5× slower"
@@ -105,17 +104,6 @@ def _missing_libpq(conn: psycopg.Connection[Any]) -> str | None:
     if version != conn.info.server_version:  # not the library that owns this PGconn
         return "the loaded libpq does not own psycopg's connection"
     return None
-
-
-def planned_path(conn: psycopg.Connection[Any]) -> str:
-    """What `rivet doctor` shows: the path a read takes on this install (module doc)."""
-    from rivet_core.source.postgres.binary import c_extension_missing
-
-    found = c_extension_missing() or fallback(conn)
-    if found is None:
-        return (f"binary COPY decoded in C (psycopg {psycopg_version()}, its libpq found) for "
-                "columns with an exact binary form, else the row path")
-    return f"fallback — {found.message()}"
 
 
 # --- libpq --------------------------------------------------------------------------------

@@ -212,6 +212,9 @@ class PostgresSession(SourceSession):
 
     # --- read paths (binary, adbc, rows) ------------------------------------------------
 
+    def planned_read_path(self) -> str | None:
+        return pg_binary.planned_path(self.connection)
+
     def stream(
         self, sql: str, params: Sequence[Any], schema: pa.Schema, batch_rows: int
     ) -> Iterator[pa.RecordBatch]:
