@@ -108,6 +108,9 @@ class DagsterDefaults(_DagsterCommon):
     #: The unpartitioned (full, incremental) exports as one subsettable multi-asset: the
     #: selected ones run in one step (rivet_dagster/multi_asset.py). `false`: one asset each.
     multi_asset: bool | None = None
+    #: How many exports of the multi-asset's step run at once (threads of the step, each with
+    #: its own source connection); unset: 1, one after the other as `rivet run` does.
+    multi_asset_parallel: int | None = Field(default=None, ge=1, le=64)
 
 
 class AutomationOnCron(BlockModel):

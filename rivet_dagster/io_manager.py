@@ -26,8 +26,8 @@ lands while the parts are read (and moves them away: retention, a re-materialize
 makes the read start again from the new manifests (`_read_manifests_parts`).
 
 A config's multi-asset (rivet_dagster/multi_asset.py) publishes each export in its step
-through the same `ExportRun.publish` and hands over a `PublishedExport`: nothing is left to
-write; its exports are read back by `load_input` like any other.
+through the same `ExportRun.publish` and yields no value, so `handle_output` is not called
+for it; its exports are read back by `load_input` like any other.
 """
 
 
@@ -65,15 +65,6 @@ class PendingPublish:
 
     run: api.ExportRun
     staged: api.StagedExtract
-
-
-@dataclass
-class PublishedExport:
-    """What a config's multi-asset hands to the IO manager: an export its step already
-    published through the same `ExportRun.publish` (rivet_dagster/multi_asset.py says why);
-    the IO manager writes nothing more, and `load_input` reads it like any export."""
-
-    summary: api.RunSummary
 
 
 class RivetExportFailed(dg.Failure):
@@ -242,8 +233,6 @@ class RivetIOManager(dg.ConfigurableIOManager):
                 dataset_rows=summary.total_rows)})
             if summary.status == "failed":
                 raise failure_for(summary)
-            return
-        if isinstance(obj, PublishedExport):  # a multi-asset's export, published by its step
             return
         if not isinstance(obj, PendingPublish):
             raise dg.DagsterInvariantViolationError(

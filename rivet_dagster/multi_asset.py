@@ -8,7 +8,9 @@ chunked, not time-partitioned: those keep their own assets) are one
 `@dg.multi_asset(can_subset=True)`: one asset per export as before — same key, group,
 kinds, description, metadata, code version, automation, lineage to the source table — and
 one step that runs the exports Dagster selected (`context.selected_asset_keys`), one after
-the other as `rivet run` does, through the core's `ExportRun` phases.
+the other as `rivet run` does, through the core's `ExportRun` phases — or, with the top-level
+`dagster.multi_asset_parallel: N`, up to N at once in threads of the step (each with its own
+source connection), their events yielded by the step's thread as each export finishes.
 
 Per export the step yields what the export's own asset and checks yield: an `Output` with
 the materialization's metadata, then the quality checks and `schema_drift` (about the data
@@ -29,21 +31,26 @@ twice (docs/benchmarks.md, "Many exports in one Dagster run").
 Why the step publishes (ADR-0003 amended): an exception in the IO manager's
 `handle_output` ends the step at once, so one export whose publish fails would stop the
 exports after it. Here the step calls the same `ExportRun.publish` the IO manager calls —
-the one facade of the commit and finalize sequence — and only then yields the `Output`
-(a `PublishedExport`: the IO manager writes nothing more, and `load_input` reads the export
-for a downstream asset as for any other). An export that fails is finalized as failed by
-the core, yields no `Output` (its downstream assets do not run), and the others go on; the
+the one facade of the commit and finalize sequence — and only then yields a
+`MaterializeResult` without a value: Dagster then does not call the IO manager's
+`handle_output` (one event-log write less per export), and `load_input` reads the export for
+a downstream asset as for any other. An export that fails is finalized as failed by the
+core, yields no materialization (its downstream assets do not run), and the others go on; the
 step then fails naming every failed export. It is retried (the largest `max_retries` of the
 exports) only when every failure was transient, and a retry skips the exports already
-materialized in this run. A terminate stops the step without a retry (termination.py).
+materialized in this run. A terminate stops the step without a retry (termination.py); with
+`multi_asset_parallel` the exports not started are cancelled and the running ones stop before
+their publish (finalized as failed: nothing of them lands).
 
 `dagster: {multi_asset: false}` at the top of rivet.yaml keeps one asset per export.
 
 No `from __future__ import annotations` here: Dagster reads the body's context annotation.
 """
 
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,7 +70,6 @@ from rivet_dagster.config_block import defaults_block
 from rivet_dagster.io_manager import (
     IO_MANAGER_KEY,
     PendingPublish,
-    PublishedExport,
     is_transient,
     published_metadata,
 )
@@ -78,6 +84,13 @@ def multi_asset_enabled(config: api.RivetConfig) -> bool:
     """The top-level `dagster.multi_asset` (default on)."""
     block = defaults_block(config)
     return block is None or block.multi_asset is not False
+
+
+def multi_asset_parallel(config: api.RivetConfig) -> int:
+    """How many exports of the step run at once: the top-level `dagster.multi_asset_parallel`
+    (default 1, one after the other)."""
+    block = defaults_block(config)
+    return (block.multi_asset_parallel if block is not None else None) or 1
 
 
 def in_multi_asset(export: api.ExportConfig) -> bool:
@@ -141,6 +154,7 @@ def _multi_asset(config: api.RivetConfig, pool: str, exports: list[api.ExportCon
     policy = max((retry_policy(config, e) for e in exports), key=lambda p: p.max_retries)
     resources: set[str] = set().union(*(required_keys(e) for e in exports))
     label = f"{config.config_path.name}: {', '.join(by_key.values())}"
+    workers = multi_asset_parallel(config)
 
     @dg.multi_asset(
         name=derived_name(config, exports[0], f"and_{len(exports) - 1}_more" if len(exports) > 1 else "export_step"),
@@ -153,25 +167,96 @@ def _multi_asset(config: api.RivetConfig, pool: str, exports: list[api.ExportCon
     def _exports(context: dg.AssetExecutionContext) -> Iterator[Any]:
         cfg = api.load_config(config_path)
         done = _materialized_in_this_run(context, by_key) if context.retry_number else set()
-        failures: list[ExportFailure] = []
+        todo = [(key, built[name]) for key, name in by_key.items()
+                if key in context.selected_asset_keys and key not in done]
+        run_them = _one_after_another if workers == 1 or len(todo) < 2 else _side_by_side(workers)
+        failures = yield from run_them(context, cfg, todo)
         for key, name in by_key.items():
-            export = cfg.export(name)
-            if key in context.selected_asset_keys and key not in done:
-                try:
-                    with store_clients(context, built[name]):
-                        failure = yield from _selected_checks(context, _run_export(context, cfg, export, key))
-                except INTERRUPTS:  # a terminate names the export it stopped; never retried
-                    raise terminated(name, "the export") from None
-                if failure is not None:
-                    failures.append(failure)
-                    context.log.error(f"failed, the step goes on with the next export — {failure.line()}")
-            elif dg.AssetCheckKey(key, MANIFEST_CHECK) in context.selected_asset_check_keys and key not in done:
+            if key not in context.selected_asset_keys and key not in done and \
+                    dg.AssetCheckKey(key, MANIFEST_CHECK) in context.selected_asset_check_keys:
                 with store_clients(context, built[name]):  # the check alone: verify what is there
-                    yield verify_prefixes(cfg, export, [""])._replace(asset_key=key, check_name=MANIFEST_CHECK)
+                    yield verify_prefixes(cfg, cfg.export(name), [""])._replace(
+                        asset_key=key, check_name=MANIFEST_CHECK)
         if failures:
             raise step_failure(failures, len(context.selected_asset_keys))
 
     return _exports
+
+
+#: The selected exports of a step as (asset key, the export as built) pairs.
+Selected = list[tuple[dg.AssetKey, api.ExportConfig]]
+
+
+def _one_after_another(context: dg.AssetExecutionContext, cfg: api.RivetConfig,
+                       todo: Selected) -> Iterator[Any]:
+    """Run the exports in order, each export's events yielded as it produces them; returns
+    the failures. A terminate names the export it stopped."""
+    failures: list[ExportFailure] = []
+    for key, export in todo:
+        try:
+            with store_clients(context, export):
+                failure = yield from _selected_checks(context, _run_export(context, cfg, cfg.export(export.name), key))
+        except INTERRUPTS:  # a terminate names the export it stopped; never retried
+            raise terminated(export.name, "the export") from None
+        if failure is not None:
+            failures.append(_logged(context, failure))
+    return failures
+
+
+def _side_by_side(workers: int) -> Callable[..., Iterator[Any]]:
+    """`_one_after_another` with up to `workers` exports at once (`dagster.multi_asset_parallel`).
+
+    Each export runs in a thread of the step (its own source connection and state store
+    connection, as separate `rivet run` processes would have); the step's own thread yields
+    each export's events once it has finished, in the order they finish — Dagster records
+    events from the step's thread only. A terminate (raised in the step's thread) cancels
+    the exports not started, and the ones running stop before their publish (finalized as
+    failed by the core: nothing of them lands); the ones that published stay published,
+    as with one after the other."""
+
+    def run(context: dg.AssetExecutionContext, cfg: api.RivetConfig, todo: Selected) -> Iterator[Any]:
+        stop = threading.Event()
+        failures: list[ExportFailure] = []
+        pool = ThreadPoolExecutor(workers, thread_name_prefix="rivet-export")
+        running: dict[Future[tuple[list[Any], ExportFailure | None]], str] = {}
+        try:
+            for key, export in todo:
+                running[pool.submit(_collected, context, cfg, export, key, stop)] = export.name
+            for future in as_completed(running):
+                events, failure = future.result()
+                del running[future]
+                yield from events
+                if failure is not None:
+                    failures.append(_logged(context, failure))
+        except INTERRUPTS:  # never retried; names the first export that had not finished
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise terminated(next(iter(running.values()), todo[-1][1].name), "the export") from None
+        finally:  # also when Dagster closes the step early: no export publishes after it
+            stop.set()
+            pool.shutdown(wait=True, cancel_futures=True)
+        return failures
+
+    return run
+
+
+def _collected(context: dg.AssetExecutionContext, cfg: api.RivetConfig, export: api.ExportConfig,
+               key: dg.AssetKey, stop: threading.Event) -> tuple[list[Any], ExportFailure | None]:
+    """One export run in a thread of the step: its events (yielded by the step's thread) and
+    its failure, or None."""
+    events: list[Any] = []
+    with store_clients(context, export):
+        produced = _selected_checks(context, _run_export(context, cfg, cfg.export(export.name), key, stop))
+        while True:
+            try:
+                events.append(next(produced))
+            except StopIteration as finished:
+                return events, finished.value
+
+
+def _logged(context: dg.AssetExecutionContext, failure: ExportFailure) -> ExportFailure:
+    context.log.error(f"failed, the step goes on with the next export — {failure.line()}")
+    return failure
 
 
 def step_failure(failures: list[ExportFailure], selected: int) -> dg.Failure:
@@ -210,7 +295,7 @@ def _materialized_in_this_run(context: dg.AssetExecutionContext, by_key: dict[dg
 
 
 def _run_export(context: dg.AssetExecutionContext, cfg: api.RivetConfig, export: api.ExportConfig,
-                key: dg.AssetKey) -> Iterator[Any]:
+                key: dg.AssetKey, stop: threading.Event | None = None) -> Iterator[Any]:
     """One export of the step: its checks, its `Output` and `manifest_verified`; returns (as the
     generator's value) its failure, or None. The phases are the export asset's (assets.py)
     with the publish of the IO manager (io_manager.py), in that order."""
@@ -236,6 +321,10 @@ def _run_export(context: dg.AssetExecutionContext, cfg: api.RivetConfig, export:
     # materialized, and Dagster looks a check result's target materialization up once per
     # asset (then cached) — before the Output it would look the previous one up as well.
     verdicts = [*quality, drift_result(export, run.summary)._replace(asset_key=key)]
+    if stop is not None and stop.is_set():  # the step was terminated while this export read
+        yield from verdicts
+        return _failed(run.fail(StepStopped(f"export '{export.name}': the run was terminated before this "
+                                            "export published; nothing of it was written")))
     pending = PendingPublish(run, staged)
     try:
         summary = run.publish(staged)
@@ -245,11 +334,16 @@ def _run_export(context: dg.AssetExecutionContext, cfg: api.RivetConfig, export:
     if summary.status == "failed" or summary.exit_code != 0:  # exit 3: the verdict failed
         yield from verdicts
         return _failed(summary)
-    yield dg.Output(PublishedExport(summary), output_name=key.to_python_identifier(),
-                    metadata=published_metadata(pending, summary, partition=False))
+    # No value: Dagster then skips the IO manager's `handle_output` (and its HANDLED_OUTPUT
+    # event) — the step published already; `load_input` reads the export as any other.
+    yield dg.MaterializeResult(asset_key=key, metadata=published_metadata(pending, summary, partition=False))
     yield from verdicts
     yield verify_prefixes(cfg, export, [""])._replace(asset_key=key, check_name=MANIFEST_CHECK)
     return None
+
+
+class StepStopped(RuntimeError):
+    """An export of a terminated step that had not published yet: finalized as failed."""
 
 
 class LateLines:

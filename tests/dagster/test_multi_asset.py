@@ -304,3 +304,83 @@ def test_the_check_results_of_a_published_export_target_the_materialization_of_t
     for evaluation in evaluations:
         target = evaluation.target_materialization_data
         assert target is not None and target.run_id == result.run_id, (evaluation.check_name, target)
+
+
+def test_an_export_of_the_step_writes_no_io_manager_event_because_its_step_published_it(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    """Each event is an event-log write: the step publishes an export itself, so Dagster is not
+    asked to call the IO manager (no HANDLED_OUTPUT); a downstream asset still reads it
+    (test_a_downstream_asset_reads_each_export_the_step_published)."""
+    defs = build_definitions(three_exports(local, orders_pg))
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance)
+
+    assert result.success
+    kinds = [e.event_type for e in result.all_events]
+    assert kinds.count(dg.DagsterEventType.ASSET_MATERIALIZATION) == 3
+    assert dg.DagsterEventType.HANDLED_OUTPUT not in kinds
+    for name in NAMES:
+        assert published_equals_source(local, name, orders_pg), name
+
+
+def test_with_multi_asset_parallel_the_others_publish_while_one_export_is_still_reading(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`dagster.multi_asset_parallel: 3`: the first export to read a batch parks in its source
+    read (the fault barrier, rivet_core/pipeline/faults.py); the other two are published while
+    it is parked — one after the other they could not be — then it is released and published too."""
+    import threading
+
+    from rivet_core.pipeline import faults
+
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    monkeypatch.setenv("RIVET_TEST_PAUSE_AT", "during_source_read")
+    monkeypatch.setenv("RIVET_TEST_PAUSE_DIR", str(pause))
+    monkeypatch.setenv("RIVET_TEST_PAUSE_TIMEOUT_S", "60")
+    monkeypatch.setattr(faults, "_paused", set())
+    defs = build_definitions(three_exports(local, orders_pg, dagster={"multi_asset_parallel": 3}))
+    published_while_parked: list[str] = []
+    run_ended = threading.Event()
+
+    def release_once_the_others_published() -> None:
+        # polls the destinations until the run ends (the barrier's own timeout bounds it)
+        while not run_ended.wait(0.05):
+            if (pause / "during_source_read.reached").exists():
+                published_while_parked[:] = [n for n in NAMES if local.view(n).current_manifest() is not None]
+                if len(published_while_parked) == 2:
+                    break
+        (pause / "during_source_read.release").touch()
+
+    releaser = threading.Thread(target=release_once_the_others_published, daemon=True)
+    releaser.start()
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance, raise_on_error=False)
+    run_ended.set()
+    releaser.join(timeout=5)
+
+    assert result.success, [e.message for e in result.all_events if e.is_failure]
+    assert len(published_while_parked) == 2, published_while_parked
+    assert len(steps_started(result)) == 1
+    assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == set(NAMES)
+    for name in NAMES:
+        assert published_equals_source(local, name, orders_pg), name
+
+
+def test_with_multi_asset_parallel_one_failing_export_is_named_and_the_others_are_materialized(
+        orders_pg: str, local: Target, instance: dg.DagsterInstance) -> None:
+    exports = [export_block("alpha", "full", local.destination("alpha")),
+               export_block("bad", "full", local.destination("bad"), quality={"row_count_min": 1_000_000}),
+               export_block("gamma", "full", local.destination("gamma"))]
+    defs = build_definitions(orders_config(local.tmp, orders_pg, exports, dagster={"multi_asset_parallel": 3}))
+    result = defs.resolve_implicit_global_asset_job_def().execute_in_process(instance=instance, raise_on_error=False)
+
+    assert not result.success
+    assert published_equals_source(local, "alpha", orders_pg)
+    assert published_equals_source(local, "gamma", orders_pg)
+    assert nothing_published(local, "bad")
+    assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {"alpha", "gamma"}
+    [failure] = [e for e in result.all_events if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    message = failure.event_specific_data.error.message
+    assert "1 of 3 export(s) failed: 'bad'" in message and "row_count 600 below minimum 1000000" in message
+    checks = {(e.asset_key.path[-1], e.check_name): e.passed for e in result.get_asset_check_evaluations()}
+    assert checks[("bad", "quality_row_count_min")] is False
+    assert checks[("alpha", MANIFEST_CHECK)] and checks[("gamma", MANIFEST_CHECK)]
