@@ -58,12 +58,32 @@ def plan(config_path: str, export_names: tuple[str, ...], params: tuple[str, ...
               help="The same -p values the plan was made with.")
 @click.option("--validate", is_flag=True, help="Verify each destination after its run.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document with every run summary.")
+@click.option("--resume", is_flag=True,
+              help="With a config: skip exports whose destination holds _SUCCESS, resume the others (Rivet's flag).")
+@click.option("--pool", type=click.IntRange(min=1), metavar="N",
+              help="Rivet's pool of N concurrent exports: refused (exports run one at a time here).")
+@click.option("--split", is_flag=True, help="With --pool (Rivet's flag): refused with --pool.")
 @guard
 def apply(plan_file: str, force: bool, max_age: str, params: tuple[str, ...], validate: bool,
-          as_json: bool) -> int:
-    """Run a plan made by `rivet plan`, refusing it when stale (age, config, cursor, windows)."""
+          as_json: bool, resume: bool = False, pool: int | None = None, split: bool = False) -> int:
+    """Run a plan made by `rivet plan`, refusing it when stale (age, config, cursor, windows);
+    or, given a YAML config, run its exports wave by wave (Rivet's `apply <config.yaml>`)."""
+    from rivet_core.ops.apply_waves import POOL_REFUSAL, is_config_file
     from rivet_core.ops.plan import parse_duration, read_plan, staleness
 
+    if split and pool is None:
+        raise click.UsageError("the argument '--split' requires '--pool <N>'")
+    if is_config_file(plan_file):
+        if pool is not None:
+            raise ConfigError(POOL_REFUSAL)
+        return _apply_config_waves(plan_file, force, resume, params, validate, as_json)
+    if pool is not None:  # Rivet's refusal, for a plan artifact
+        raise ConfigError("--pool schedules a whole CONFIG's exports (it needs the full set to order by duration) "
+                          "and does not apply to a sealed single-export plan artifact. Pass the YAML config instead: "
+                          "`rivet apply <config.yaml> --pool N`.")
+    if resume:
+        click.echo("warning: --resume applies only to wave-ordered config execution; ignored for a sealed plan "
+                   "artifact", err=True)
     rivets = _rivet_artifact(Path(plan_file))
     if rivets is not None:
         return _apply_rivet_plan(rivets, Path(plan_file), force, params, validate, as_json)
@@ -81,6 +101,36 @@ def apply(plan_file: str, force: bool, max_age: str, params: tuple[str, ...], va
     ctx = click.get_current_context()
     return ctx.invoke(run, config_path=doc["config_path"], export_names=names,
                       validate=validate, params=params, as_json=as_json)
+
+
+def _apply_config_waves(config_path: str, force: bool, resume: bool, params: tuple[str, ...], validate: bool,
+                        as_json: bool) -> int:
+    """`rivet apply <config.yaml>`: each wave through `rivet run` (rivet_core/ops/apply_waves.py)."""
+    from rivet_core.cli.shared import worst_exit
+    from rivet_core.ops.apply_waves import is_complete, waves
+
+    config = load(config_path, params)
+    scheduled = waves(list(config.exports))
+    total = sum(len(exports) for _, exports in scheduled)
+    codes: list[int] = []
+    ctx = click.get_current_context()
+    for label, exports in scheduled:
+        pending = []
+        for export in exports:
+            if resume and is_complete(config, export):
+                click.echo(f"apply: skipping '{export.name}' — destination already complete (_SUCCESS)", err=True)
+            else:
+                pending.append(export.name)
+        if not pending:
+            continue
+        if total > 1:
+            click.echo(f"\n  ── wave {label} · {len(pending)} export(s) ──", err=True)
+        try:
+            ctx.invoke(run, config_path=config_path, export_names=tuple(pending), validate=validate, resume=resume,
+                       force=force, params=params, as_json=as_json)
+        except SystemExit as done:  # `run` ends the process with its exit code; the next wave still runs
+            codes.append(done.code if isinstance(done.code, int) else 1)
+    return worst_exit(codes)
 
 
 def _rivet_artifact(path: Path) -> dict | None:

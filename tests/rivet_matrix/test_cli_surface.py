@@ -312,3 +312,47 @@ def test_init_flag_combinations_rivet_refuses_are_usage_errors(args, says):
     refused = rivet_quick("init", *args)
     assert refused.returncode == 2, refused.stderr
     assert says in refused.stderr
+
+
+def _ran(stderr: str) -> list[str]:
+    """The exports whose run summary (`export <name>: STATUS`) stderr shows, in order."""
+    return [line.split()[1].rstrip(":") for line in stderr.splitlines() if line.startswith("export ")]
+
+
+@pytest.mark.postgres
+def test_apply_a_config_runs_its_exports_wave_by_wave_and_resume_skips_the_completed_ones(tmp_path, audit):
+    config = write_config(tmp_path, source_block(audit), [
+        _export("late", wave=2), _export("unscheduled"), _export("early", wave=1)])
+    applied = rivet_quick("apply", str(config))
+    assert applied.returncode == 0, applied.stderr
+    assert _ran(applied.stderr) == ["early", "late", "unscheduled"]  # ascending wave, no wave last
+    assert "── wave 1 · 1 export(s) ──" in applied.stderr and "── wave unscheduled · 1 export(s) ──" in applied.stderr
+    for name in ("early", "late", "unscheduled"):
+        assert manifest_ids(tmp_path / "out" / name) == list(range(1, ROWS + 1))
+
+    (tmp_path / "out" / "late" / "_SUCCESS").unlink()  # as if its run had died before the marker
+    before = {n: (tmp_path / "out" / n / "manifest.json").read_bytes() for n in ("early", "unscheduled")}
+    resumed = rivet_quick("apply", str(config), "--resume")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "apply: skipping 'early' — destination already complete (_SUCCESS)" in resumed.stderr
+    assert "apply: skipping 'unscheduled'" in resumed.stderr
+    assert _ran(resumed.stderr) == ["late"]
+    assert {n: (tmp_path / "out" / n / "manifest.json").read_bytes() for n in before} == before
+    assert (tmp_path / "out" / "late" / "_SUCCESS").exists()
+    assert _current_ids(tmp_path / "out" / "late") == list(range(1, ROWS + 1))
+
+
+def test_apply_pool_is_refused_with_the_reason_and_split_needs_pool(tmp_path):
+    config = write_config(tmp_path, {"type": "postgres", "url": "postgresql://u@127.0.0.1:1/db"},
+                          [_export("a"), _export("b")])
+    pooled = rivet_quick("apply", str(config), "--pool", "2")
+    assert pooled.returncode == 1
+    assert "--pool runs a config's exports as a pool of concurrent exports" in pooled.stderr
+    assert "drop --pool" in pooled.stderr
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}")
+    assert "does not apply to a sealed single-export plan artifact" in rivet_quick(
+        "apply", str(plan), "--pool", "2").stderr
+    split = rivet_quick("apply", str(config), "--split")
+    assert split.returncode == 2 and "'--split' requires '--pool <N>'" in split.stderr
+    assert not (tmp_path / "out").exists()
