@@ -12,7 +12,7 @@ finalize sequence (finalize.py) always runs exactly once, via `publish` or `fail
 
 The phases after the lock (extract, the gates, publish, finalize) import their modules when
 they run: a run takes its lock and sends its first source query without loading the writers,
-the finalize facade and what they import (issue 16 item 3, tests/test_startup.py).
+the finalize facade and what they import (tests/test_startup.py; docs/benchmarks.md "Start-up").
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class RunOptions:
     #: Allow a resume into a prefix that already holds `_SUCCESS`.
     force: bool = False
     #: Open a `run_status` row when the run starts. Off for the chunk-task runs
-    #: (chunk_tasks.py): a window batch works for the chunk run and is not a run of its own;
+    #: (pipeline/chunked/tasks.py): a window batch works for the chunk run and is not a run of its own;
     #: the chunk run's row is opened by its finalize (`open_ledger`) once I6 held.
     ledger: bool = True
     #: Progress reporting (rivet_core/reporting/progress.py): fed once per batch; None = off. The CLI
@@ -87,7 +87,7 @@ class RunOptions:
     #: (time_range.py) gives each partition its own, since they start in the same millisecond.
     run_id: str | None = None
     #: The new manifest replaces the prefix's previous one part by part (as a time partition
-    #: does): set for a `partition_by` bucket that replaces its data (buckets.py).
+    #: does): set for a `partition_by` bucket that replaces its data (pipeline/buckets/run.py).
     supersede_previous: bool = False
 
 
@@ -106,7 +106,7 @@ class ExportRun:
     #: lists are quarantined after it landed (time partitions always; the chunk-task finalize).
     supersedes_previous = False
     #: How this run holds the export's lock (state/locks.py): a CLI run or one time partition
-    #: is `exclusive` (never two cursors racing); the chunk-task flow (chunk_tasks.py) is `shared`; None
+    #: is `exclusive` (never two cursors racing); the chunk-task flow (pipeline/chunked/tasks.py) is `shared`; None
     #: takes no lock (read-only inspection: `rivet reconcile`).
     lock_mode: str | None = "exclusive"
 
@@ -118,9 +118,6 @@ class ExportRun:
         self.state = state or StateStore.open(config.config_path)
         self.notifications = config.notifications if notifications == "config" else notifications
         self.export_lock: ExportLockHandle | None = None
-        #: `--resume`'s gate (resume_gate.py) has run for this run: a chunked run that falls
-        #: back to the single-unit path reaches it a second time.
-        self.resume_gated = False
         try:
             # Before the cursor is read: a second run of the export is refused (ExportLocked,
             # exit 2) here, having read and written nothing.
@@ -296,12 +293,21 @@ class ExportRun:
         return self._finalize(error)
 
     def run(self) -> RunSummary:
-        """All phases in one call (the CLI path)."""
-        try:
-            if self.options.resume:  # Rivet's warning and _SUCCESS refusal, before any read
-                from rivet_core.pipeline.single.resume_gate import gate_resume
+        """All phases in one call (the CLI path): `--resume`'s gate, the one place it runs for
+        every mode (Rivet's warning and `_SUCCESS` refusal, before any read), then the phases."""
+        if self.options.resume:
+            from rivet_core.pipeline.single.resume_gate import gate_resume
 
+            try:
                 gate_resume(self)
+            except Exception as exc:  # error boundary: the run's failure
+                return self.fail(exc)
+        return self.run_phases()
+
+    def run_phases(self) -> RunSummary:
+        """Extract, then publish; a runner with another middle (chunked/run.py) overrides this,
+        never `run`, so the resume gate stays in one place."""
+        try:
             staged = self.extract()
         except Exception as exc:  # error boundary: the run's failure
             return self.fail(exc)
