@@ -68,10 +68,10 @@ log = logging.getLogger("rivet.gc")
 def protector(state: StateStore | None, export_name: str) -> Callable[[RunRef], bool]:
     """Runs whose parts a later step still needs, so gc leaves them alone:
 
-    - a chunk run in progress — a `--resume` or the chunk finalize (chunk_tasks.py) will
+    - a chunk run in progress — a `--resume` or the chunk finalize (pipeline/chunked/tasks.py) will
       list its parts (a failed checkpointed run leaves a `failed` run copy naming them);
     - a chunk run completed whose manifest did not publish (a `failed` copy) — the chunk
-      planner (chunk_tasks.py) carries its windows, parts in place, into the next chunk run.
+      planner (pipeline/chunked/tasks.py) carries its windows, parts in place, into the next chunk run.
 
     Spare on doubt: without a state store, or when it cannot answer, every run that did not
     succeed is protected."""

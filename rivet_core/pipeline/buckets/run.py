@@ -3,7 +3,7 @@
 Rivet's design (docs/modes.md, "partition_by"), with two departures written down there:
 the run asks the source (one session, one snapshot) for the partition column's MIN, then
 for the first value at or after each bucket it found — only the day / month / year
-buckets that hold rows (bucket_math.py), so a bucket with no row costs nothing and gets
+buckets that hold rows (ranges.py), so a bucket with no row costs nothing and gets
 no folder (Rivet made every bucket between MIN and MAX, empty ones included) — and
 whether it has NULLs. It replaces the export by one *child export per bucket*:
 
@@ -92,7 +92,7 @@ def bucket_query(dialect: SupportsQuoteIdent, base_sql: str, column: str, bucket
         return f"SELECT * FROM ({base_sql}) AS {PART_ALIAS} WHERE {q} IS NULL"
     assert bucket.lo is not None
     where = f"{q} >= '{bucket.lo.isoformat()}'"
-    if bucket.hi is not None:  # None: the calendar's last bucket, open-ended (bucket_math.py)
+    if bucket.hi is not None:  # None: the calendar's last bucket, open-ended (ranges.py)
         where += f" AND {q} < '{bucket.hi.isoformat()}'"
     return f"SELECT * FROM ({base_sql}) AS {PART_ALIAS} WHERE {where}"
 

@@ -10,7 +10,7 @@ then runs the ordered tail, under the run's lock when workers run in parallel:
     → fault `after_chunk_file:N` → complete_chunk_task (checkpoint; fatal on error)
     → fault `after_chunk_complete:N`
 
-so the sequential runner, the parallel runner and a window batch (chunk_tasks.py) all commit a
+so the sequential runner, the parallel runner and a window batch (pipeline/chunked/tasks.py) all commit a
 window the same way. Part names carry the run's stamp and a random nonce
 (`data/{export}_{runstamp}_chunk{i}_{nonce}.{ext}`, `_p{n}` for rotated siblings), so a
 re-exported window never overwrites a part and a resume can tell this run's objects
@@ -115,12 +115,12 @@ class WindowContext:
     #: (None: no gate — the caller bounds the reads itself).
     read_slots: threading.BoundedSemaphore | None = None
     #: `--reconcile`: count each window's query in the window's snapshot; a window whose rows
-    #: differ fails before its parts are written (run_reconcile.py).
+    #: differ fails before its parts are written (pipeline/single/run_reconcile.py).
     reconcile: bool = False
     #: What the source holds in a window (chunks/fingerprint.py), asked on the window's read
     #: session in the window's own snapshot before its rows are read, so it describes exactly
     #: the rows exported (an orchestrator's window batches with a `change_column` record it:
-    #: chunk_tasks.py); None: not asked.
+    #: pipeline/chunked/tasks.py); None: not asked.
     fingerprint: Callable[[SourceSession, ChunkWindow], WindowFingerprint] | None = None
     #: Source sessions kept between windows, lent to one window's read at a time (each window
     #: still reads in its own snapshot: pipeline/chunked/window_sessions.py).
@@ -193,7 +193,7 @@ def _read_window(ctx: WindowContext, window: ChunkWindow, sql: str, params: list
         from rivet_core.source import batch_rows
 
         yield from src.stream(sql, params, source_schema, batch_rows(source_schema, plan.tuning))
-        # The session may serve the next window too (window_sessions.py): take this read's tally.
+        # The session may serve the next window too (pipeline/chunked/window_sessions.py): take this read's tally.
         facts.mapped_to_null, src.mapped_to_null = dict(src.mapped_to_null), {}
         if ctx.reconcile:
             facts.source_count = count_in_snapshot(src, sql, params)
@@ -206,9 +206,8 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     process's read-ahead budget), so the window's read slot and source session are given
     back as soon as the source has sent the last row — not once this thread has encoded
     them: the next window's query then starts while this window's last row groups are
-    encoded. Before, a window held its slot until its encoder had drained the read-ahead, and
-    the encoder idled at every window start until the next window's first row group had
-    arrived (32 windows of 5 M `orders` rows: ~100 ms a window, docs/benchmarks.md).
+    encoded; the encoder does not idle at a window start waiting for the next window's first
+    row group (docs/benchmarks.md "Figures once carried by the pipeline's docstrings").
     """
     plan = ctx.plan
     sql, params = window_query(dialect_for(plan.engine), plan.base_query, ctx.chunk_plan, window)

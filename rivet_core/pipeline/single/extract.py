@@ -4,7 +4,7 @@ Streams the unit's query as Arrow batches (memory bounded by the batch, never th
 table), strips synthetic columns, adds meta columns, feeds the quality tracker and the
 part rotator, and remembers the cursor high-water value (last non-null cursor of the
 last batch: the query is ordered by the cursor). Between batches the source governor
-(governor.py) paces the read — a pause only under source pressure, or the fixed
+(pipeline/resources/governor.py) paces the read — a pause only under source pressure, or the fixed
 `throttle_ms` the user set; what it decided lands in `summary.governor`. After the stream
 ends it finishes the
 writers (I1) and evaluates the quality gate — a FAIL raises `DataIntegrityError` before
