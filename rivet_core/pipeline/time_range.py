@@ -40,8 +40,8 @@ from rivet_core.pipeline.facade.schema_drift import merge_drift_verdicts
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.quality import QualityIssue, QualityTracker, quality_error
 from rivet_core.pipeline.resources.memory_guard import MemoryGuard
-from rivet_core.pipeline.single.extract import StagedExtract
 from rivet_core.pipeline.single.job import ExportRun, RunOptions
+from rivet_core.pipeline.staging.extract import StagedExtract
 from rivet_core.reporting.progress import feed_for
 from rivet_core.reporting.report import report_dir
 from rivet_core.runrecord.summary import RunSummary, new_run_id

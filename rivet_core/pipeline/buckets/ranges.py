@@ -25,11 +25,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Granularity = Literal["day", "month", "year"]
+from rivet_core.pipeline.retention.bucket_layout import HIVE_NULL_PARTITION
 
-#: Hive's label for rows whose partition value is NULL (Spark, Hive, DuckDB and pyarrow
-#: read it back as NULL), so those rows stay in the dataset instead of being dropped.
-HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+Granularity = Literal["day", "month", "year"]
 
 _DATE_PREFIX = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})")
 

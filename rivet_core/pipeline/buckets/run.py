@@ -48,13 +48,6 @@ from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, RivetError
 from rivet_core.manifest.bucket_index import INDEX_KEY, BucketIndexError, read_bucket_index
 from rivet_core.manifest.verify import Verification, VerifyFailure
-from rivet_core.pipeline.buckets.layout import (
-    TOKEN,
-    bucket_prefixes,
-    bucket_targets,
-    root_export,
-    token_suffix,
-)
 from rivet_core.pipeline.buckets.ranges import (
     NULL_BUCKET,
     Bucket,
@@ -62,6 +55,13 @@ from rivet_core.pipeline.buckets.ranges import (
     bucket_containing,
 )
 from rivet_core.pipeline.facade.bucket_set import BucketSetFacade, BucketSlot
+from rivet_core.pipeline.retention.bucket_layout import (
+    TOKEN,
+    bucket_prefixes,
+    bucket_targets,
+    root_export,
+    token_suffix,
+)
 from rivet_core.redact import redact_secrets
 from rivet_core.runrecord.summary import RunSummary, new_run_id
 from rivet_core.source import engine_of, open_source
@@ -292,7 +292,7 @@ def _run_bucket(config: RivetConfig, export: ExportConfig, bucket: Bucket, child
                 state: Any, notifications: Any) -> RunSummary:
     """One bucket through the ordinary runner; a refusal before it read or wrote anything
     becomes its own failed summary, so the other buckets still run."""
-    from rivet_core.pipeline.dataset_kind import adds_rows_each_run
+    from rivet_core.pipeline.retention.dataset_kind import adds_rows_each_run
     from rivet_core.pipeline.runner import run_unit
 
     # A table's earlier versions reference the previous run's parts: a table bucket keeps
@@ -312,7 +312,7 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     the bucket-set facade's `open` (record shrunk, stale buckets withdrawn) and its
     `published` after each bucket. Probing or planning errors raise before anything is
     written, as for any export."""
-    from rivet_core.pipeline.dataset_kind import adds_rows_each_run
+    from rivet_core.pipeline.retention.dataset_kind import adds_rows_each_run
     from rivet_core.pipeline.single.job import RunOptions
     from rivet_core.unit.resolve import export_destination
 

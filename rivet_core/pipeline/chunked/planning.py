@@ -36,7 +36,7 @@ from rivet_core.config import ExportConfig
 from rivet_core.errors import ConfigError
 from rivet_core.format.meta_columns import meta_schema
 from rivet_core.lazy_modules import pa
-from rivet_core.pipeline.single.row_estimate import estimate_for_progress
+from rivet_core.pipeline.staging.row_estimate import estimate_for_progress
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.progress import ProgressTracker
 from rivet_core.source import open_source

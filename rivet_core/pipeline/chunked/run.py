@@ -45,7 +45,7 @@ from rivet_core.pipeline.chunked.withdraw import withdraw_windows
 from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
 from rivet_core.pipeline.faults import InjectedFault, fault_point
 from rivet_core.pipeline.single.job import ExportRun, RunOptions
-from rivet_core.pipeline.single.staging import claim_staging
+from rivet_core.pipeline.staging.directories import claim_staging
 from rivet_core.redact import redact_secrets
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source import classify_error, render_cursor_value

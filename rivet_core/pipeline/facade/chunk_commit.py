@@ -38,10 +38,10 @@ from rivet_core.format.base import WriterOptions
 from rivet_core.format.meta_columns import add_meta_columns
 from rivet_core.lazy_modules import pa, pc
 from rivet_core.manifest import data_key, part_name
-from rivet_core.pipeline.chunked.window_sessions import WindowSessions
 from rivet_core.pipeline.facade.commit import PartKind, PartRecord, record_part, write_part_file
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.single.run_reconcile import ReconcileMismatch, count_in_snapshot
+from rivet_core.pipeline.resources.window_sessions import WindowSessions
+from rivet_core.pipeline.staging.run_reconcile import ReconcileMismatch, count_in_snapshot
 from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source.base import SourceSession
@@ -115,7 +115,7 @@ class WindowContext:
     #: (None: no gate — the caller bounds the reads itself).
     read_slots: threading.BoundedSemaphore | None = None
     #: `--reconcile`: count each window's query in the window's snapshot; a window whose rows
-    #: differ fails before its parts are written (pipeline/single/run_reconcile.py).
+    #: differ fails before its parts are written (pipeline/staging/run_reconcile.py).
     reconcile: bool = False
     #: What the source holds in a window (chunks/fingerprint.py), asked on the window's read
     #: session in the window's own snapshot before its rows are read, so it describes exactly
@@ -123,7 +123,7 @@ class WindowContext:
     #: pipeline/chunked/tasks.py); None: not asked.
     fingerprint: Callable[[SourceSession, ChunkWindow], WindowFingerprint] | None = None
     #: Source sessions kept between windows, lent to one window's read at a time (each window
-    #: still reads in its own snapshot: pipeline/chunked/window_sessions.py).
+    #: still reads in its own snapshot: pipeline/resources/window_sessions.py).
     sessions: WindowSessions = field(init=False)
 
     #: The windows' part encoding: the plan's, with row groups sized for a window
@@ -193,7 +193,7 @@ def _read_window(ctx: WindowContext, window: ChunkWindow, sql: str, params: list
         from rivet_core.source import batch_rows
 
         yield from src.stream(sql, params, source_schema, batch_rows(source_schema, plan.tuning))
-        # The session may serve the next window too (pipeline/chunked/window_sessions.py): take this read's tally.
+        # The session may serve the next window too (pipeline/resources/window_sessions.py): take this read's tally.
         facts.mapped_to_null, src.mapped_to_null = dict(src.mapped_to_null), {}
         if ctx.reconcile:
             facts.source_count = count_in_snapshot(src, sql, params)

@@ -14,7 +14,7 @@
   the next run re-exports from the prior cursor).
 - Validate, metrics (I4: after the verdict), report and notification are best-effort:
   each failure is a warning and the next step still runs.
-- Retention (the export's `retention:` block; rivet_core/pipeline/gc.py) runs only after a
+- Retention (the export's `retention:` block; rivet_core/pipeline/retention/gc.py) runs only after a
   successful publish — never before `_SUCCESS`, never after a failed validation — and moves
   superseded files aside / deletes what outlived its grace period. Its failure is a warning.
 
@@ -58,7 +58,7 @@ from rivet_core.manifest.layout import read_predecessor
 from rivet_core.manifest.model import normalize_strategy
 from rivet_core.pipeline.facade.run_store import Progression, RunStore
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.gc import apply_retention
+from rivet_core.pipeline.retention.gc import apply_retention
 from rivet_core.pipeline.table_check import check_table
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.notify import RunNotice, send_notifications

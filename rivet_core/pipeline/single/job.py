@@ -34,7 +34,7 @@ from rivet_core.pipeline.single.lost_cursor import (
     refuse_vanished_destination,
     resolve_missing_cursor,
 )
-from rivet_core.pipeline.single.staging import claim_staging, sweep_dead_staging
+from rivet_core.pipeline.staging.directories import claim_staging, sweep_dead_staging
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.progress import ProgressTracker
 from rivet_core.runrecord.summary import RunSummary, new_run_id
@@ -44,7 +44,7 @@ from rivet_core.state.writable import assert_writable
 from rivet_core.unit.resolve import DayWindow, ResolvedUnit, resolve_unit
 
 if TYPE_CHECKING:
-    from rivet_core.pipeline.single.extract import StagedExtract
+    from rivet_core.pipeline.staging.extract import StagedExtract
 
 log = logging.getLogger("rivet.run")
 
@@ -229,7 +229,7 @@ class ExportRun:
 
     def extract(self) -> StagedExtract:
         """Stream to staged files (quality gate inside), retrying transient source errors."""
-        from rivet_core.pipeline.single.extract import extract_to_staging
+        from rivet_core.pipeline.staging.extract import extract_to_staging
 
         attempt = 0
         while True:
@@ -274,7 +274,7 @@ class ExportRun:
     def publish(self, staged: StagedExtract) -> RunSummary:
         """Schema gate, write + record every part, then the finalize sequence."""
         from rivet_core.pipeline.facade.publish import publish_staged
-        from rivet_core.pipeline.single.run_reconcile import reconcile_gate
+        from rivet_core.pipeline.staging.run_reconcile import reconcile_gate
 
         error: BaseException | None = None
         try:
@@ -329,7 +329,7 @@ class ExportRun:
         and a window that differed already failed. The run's count (their sum) stands when this
         process counted every committed row; a resume that kept windows of an earlier process
         records none (those windows: `rivet reconcile`)."""
-        from rivet_core.pipeline.single.run_reconcile import reconcile_gate
+        from rivet_core.pipeline.staging.run_reconcile import reconcile_gate
 
         s = self.summary
         if s.source_row_count is None or s.reconcile_counted_rows != s.committed_rows():

@@ -32,9 +32,9 @@ from rivet_core.pipeline.quality import QualityTracker, quality_error
 from rivet_core.pipeline.resources.governor import SourceGovernor
 from rivet_core.pipeline.resources.malloc_arenas import release_free_memory
 from rivet_core.pipeline.resources.memory_guard import MemoryGuard
-from rivet_core.pipeline.single.part_names import free_stem, part_stem
-from rivet_core.pipeline.single.row_estimate import estimate_for_progress
-from rivet_core.pipeline.single.run_reconcile import count_in_snapshot
+from rivet_core.pipeline.staging.part_names import free_stem, part_stem
+from rivet_core.pipeline.staging.row_estimate import estimate_for_progress
+from rivet_core.pipeline.staging.run_reconcile import count_in_snapshot
 from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source import batch_rows, last_cursor_in_batch, open_source, render_cursor_value
