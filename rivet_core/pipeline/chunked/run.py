@@ -11,7 +11,7 @@ schema-drift facade and finalize sequence) with a different middle:
    `running` tasks back to pending; failed tasks get a fresh budget; the resume decisions
    of pipeline/chunked/resume.py rebuild the manifest parts);
 4. windows are drained by `parallel + 1` worker threads, each window read on a reader
-   thread of its own through a pooled source session (window_sessions.py) that it gives back
+   thread of its own through a pooled source session (pipeline/resources/window_sessions.py) that it gives back
    when the source has sent its last row; at most `parallel` reads run at a time, so the
    extra worker encodes and publishes a finished window while the next one reads — each
    window committed by `chunk_commit.commit_window`;
@@ -42,13 +42,18 @@ from rivet_core.manifest.model import cursor_native_type
 from rivet_core.pipeline.chunked.planning import KeysetBoundaries, WindowPlanner
 from rivet_core.pipeline.chunked.resume import checkpoint_to_resume, prepare_resume
 from rivet_core.pipeline.chunked.withdraw import withdraw_windows
-from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
+from rivet_core.pipeline.facade.chunk_commit import (
+    WindowContext,
+    WindowResult,
+    commit_window,
+    export_window,
+)
 from rivet_core.pipeline.faults import InjectedFault, fault_point
 from rivet_core.pipeline.single.job import ExportRun, RunOptions
 from rivet_core.pipeline.staging.directories import claim_staging
 from rivet_core.redact import redact_secrets
 from rivet_core.runrecord.summary import RunSummary
-from rivet_core.source import classify_error, render_cursor_value
+from rivet_core.source import classify_error, render_cursor_value, retry_transient
 from rivet_core.state import ChunkRunInProgress
 
 log = logging.getLogger("rivet.chunked")
@@ -270,23 +275,10 @@ class ChunkedRun(ExportRun):
                     if not pending:
                         return
                     window = pending.pop(0)
-                attempt = 0
-                while True:
-                    with self.lock:
-                        self.summary.journal.record("ChunkStarted", chunk_index=window.index,
-                                                    start_key=window.lo, end_key=window.hi)
-                    try:
-                        fault_point(f"chunk_export:{window.index}")
-                        result = export_window(ctx, window)
-                        break
-                    except Exception as exc:  # error boundary: retried when transient, else re-raised
-                        decision = classify_error(exc)
-                        with self.lock:
-                            self.summary.journal.record("ChunkFailed", chunk_index=window.index,
-                                                        error=str(exc), attempt=attempt + 1)
-                        if not decision.transient or attempt >= retries or isinstance(exc, InjectedFault):
-                            raise
-                        attempt += 1
+                result = retry_transient(
+                    lambda attempt, window=window: self._export_window_once(ctx, window, attempt),
+                    max_retries=retries,
+                    retryable=lambda exc, decision: decision.transient and not isinstance(exc, InjectedFault))
                 commit_window(self.summary, self.state, result, checkpoint_run_id=None, lock=self.lock)
                 self._note_max(result)
                 if self.options.progress is not None:
@@ -296,6 +288,20 @@ class ChunkedRun(ExportRun):
             self._run_workers(worker)
         finally:
             ctx.close_sessions()
+
+    def _export_window_once(self, ctx: WindowContext, window: ChunkWindow, attempt: int) -> WindowResult:
+        """One attempt at one window of an in-memory drain, in the journal either way."""
+        with self.lock:
+            self.summary.journal.record("ChunkStarted", chunk_index=window.index, start_key=window.lo,
+                                        end_key=window.hi)
+        try:
+            fault_point(f"chunk_export:{window.index}")
+            return export_window(ctx, window)
+        except Exception as exc:  # error boundary: journaled, then retried or raised by the caller
+            with self.lock:
+                self.summary.journal.record("ChunkFailed", chunk_index=window.index, error=str(exc),
+                                            attempt=attempt + 1)
+            raise
 
     def _run_workers(self, worker) -> None:  # noqa: ANN001
         """`parallel` + 1 worker threads; the window context's read slots keep the source at

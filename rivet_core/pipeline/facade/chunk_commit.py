@@ -42,6 +42,7 @@ from rivet_core.pipeline.facade.commit import PartKind, PartRecord, record_part,
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.resources.window_sessions import WindowSessions
 from rivet_core.pipeline.staging.run_reconcile import ReconcileMismatch, count_in_snapshot
+from rivet_core.pipeline.staging.stream import stream_to_parts
 from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source.base import SourceSession
@@ -218,24 +219,26 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     rotator = PartRotator(staging, stem, ctx.schema, ctx.writer_options, plan.max_file_size)
     feed = feed_for(ctx.progress)
     facts = _ReadFacts()
+    max_key = None
+    track = ctx.chunk_plan.strategy == "keyset" and plan.export.keyset_incremental
+
+    def shape(batch: pa.RecordBatch) -> pa.RecordBatch:
+        nonlocal max_key
+        if track and batch.num_rows:
+            keys = batch.column(ctx.chunk_plan.column)
+            if isinstance(keys.type, pa.BaseExtensionType):  # uuid: no min_max kernel;
+                keys = keys.storage  # its 16 bytes order as the databases order uuids
+            value = pc.max(keys).as_py()
+            if value is not None and (max_key is None or value > max_key):
+                max_key = value
+        if ctx.strip:
+            batch = batch.select([i for i, f in enumerate(batch.schema) if f.name not in ctx.strip])
+        return add_meta_columns(batch, exported_at=ctx.exported_at, row_hash=ctx.row_hash)
+
     try:
-        max_key = None
-        track = ctx.chunk_plan.strategy == "keyset" and plan.export.keyset_incremental
         with ReadAhead(_read_window(ctx, window, sql, list(params), facts), **batch_budget(),
                        name=f"rivet-window-{window.index}-read") as batches:
-            for batch in batches:
-                if track and batch.num_rows:
-                    keys = batch.column(ctx.chunk_plan.column)
-                    if isinstance(keys.type, pa.BaseExtensionType):  # uuid: no min_max kernel;
-                        keys = keys.storage  # its 16 bytes order as the databases order uuids
-                    value = pc.max(keys).as_py()
-                    if value is not None and (max_key is None or value > max_key):
-                        max_key = value
-                if ctx.strip:
-                    batch = batch.select([i for i, f in enumerate(batch.schema) if f.name not in ctx.strip])
-                batch = add_meta_columns(batch, exported_at=ctx.exported_at, row_hash=ctx.row_hash)
-                rotator.write_batch(batch)
-                feed.update(rotator.rows_written, rotator.bytes_written)
+            stream_to_parts(batches, rotator, feed, shape=shape)
         source_count = facts.source_count
         staged = rotator.finish()  # I1
         if source_count is not None and source_count != sum(p.rows for p in staged):

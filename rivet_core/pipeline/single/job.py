@@ -38,7 +38,7 @@ from rivet_core.pipeline.staging.directories import claim_staging, sweep_dead_st
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.progress import ProgressTracker
 from rivet_core.runrecord.summary import RunSummary, new_run_id
-from rivet_core.source import backoff_ms, classify_error
+from rivet_core.source import RetryDecision, backoff_ms, retry_transient
 from rivet_core.state import ExportLockHandle, StateStore
 from rivet_core.state.writable import assert_writable
 from rivet_core.unit.resolve import DayWindow, ResolvedUnit, resolve_unit
@@ -76,7 +76,7 @@ class RunOptions:
     #: matter (a success, or the last failure) is. Nobody is paged for a blip.
     defer_transient_notice: bool = False
     #: `--reconcile`: count the unit's query in the export's own snapshot and fail the run
-    #: (exit 3, nothing published, cursor unmoved) when the rows written differ (run_reconcile.py).
+    #: (exit 3, nothing published, cursor unmoved) when the rows written differ (pipeline/staging/run_reconcile.py).
     reconcile: bool = False
     #: Incremental exports: ignore the stored cursor and export every row (`--full-refresh`).
     full_refresh: bool = False
@@ -165,7 +165,7 @@ class ExportRun:
             self.open_ledger()
 
     def _sweep_dead_staging(self) -> None:
-        """Holding the export lock: remove staging left by this export's dead runs (staging.py;
+        """Holding the export lock: remove staging left by this export's dead runs (pipeline/staging/directories.py;
         live runs of the export — their run ids are on live lock rows — are never touched)."""
         removed = None  # housekeeping never fails a run
         with best_effort("staging cleanup", logger=log,
@@ -231,29 +231,26 @@ class ExportRun:
         """Stream to staged files (quality gate inside), retrying transient source errors."""
         from rivet_core.pipeline.staging.extract import extract_to_staging
 
-        attempt = 0
-        while True:
-            try:
-                claim_staging(self.staging_dir, run_id=self.staging_dir.name, export_name=self.export.name)
-                return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{attempt}",
-                                          progress=self.options.progress, reconcile=self.options.reconcile,
-                                          dest=self.dest)
-            except Exception as exc:  # error boundary: retried when transient, else re-raised
-                decision = classify_error(exc)
-                if not (decision.transient and self.options.internal_retries) \
-                        or attempt >= self.plan.tuning.max_retries:
-                    raise
-                if self.summary.files_committed > 0:  # defensive: extract never commits
-                    raise DataIntegrityError(
-                        f"export '{self.export.name}': transient error after parts were committed — "
-                        f"cannot safely retry (would duplicate rows). Cause: {redact_secrets(exc)}") from exc
-                attempt += 1
-                wait = backoff_ms(attempt, self.plan.tuning.retry_backoff_ms, decision.extra_delay_ms)
-                self.summary.retries = attempt
-                self.summary.journal.record("RetryAttempted", attempt=attempt, reason=str(exc), backoff_ms=wait)
-                log.warning("export '%s': transient error (%s); retry %d/%d in %d ms", self.export.name,
-                            redact_secrets(exc), attempt, self.plan.tuning.max_retries, wait)
-                time.sleep(wait / 1000.0)  # backoff before reconnecting, not synchronisation
+        def attempt(n: int) -> StagedExtract:
+            claim_staging(self.staging_dir, run_id=self.staging_dir.name, export_name=self.export.name)
+            return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{n}",
+                                      progress=self.options.progress, reconcile=self.options.reconcile,
+                                      dest=self.dest)
+
+        def before_retry(n: int, exc: BaseException, decision: RetryDecision) -> None:
+            if self.summary.files_committed > 0:  # defensive: extract never commits
+                raise DataIntegrityError(
+                    f"export '{self.export.name}': transient error after parts were committed — "
+                    f"cannot safely retry (would duplicate rows). Cause: {redact_secrets(exc)}") from exc
+            wait = backoff_ms(n, self.plan.tuning.retry_backoff_ms, decision.extra_delay_ms)
+            self.summary.retries = n
+            self.summary.journal.record("RetryAttempted", attempt=n, reason=str(exc), backoff_ms=wait)
+            log.warning("export '%s': transient error (%s); retry %d/%d in %d ms", self.export.name,
+                        redact_secrets(exc), n, self.plan.tuning.max_retries, wait)
+            time.sleep(wait / 1000.0)  # backoff before reconnecting, not synchronisation
+
+        return retry_transient(attempt, max_retries=self.plan.tuning.max_retries, before_retry=before_retry,
+                               retryable=lambda _exc, decision: decision.transient and self.options.internal_retries)
 
     def gate_schema(self, staged: StagedExtract) -> None:
         """The schema-drift facade on the staged schema (once per run; raises on `fail`)."""
