@@ -51,8 +51,8 @@ from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.quality import QualityIssue
 from rivet_core.pipeline.resources.malloc_arenas import limit_malloc_arenas
 from rivet_core.pipeline.runner import run_unit
-from rivet_core.pipeline.single.extract import StagedExtract
 from rivet_core.pipeline.single.job import ExportRun, RunOptions
+from rivet_core.pipeline.staging.extract import StagedExtract
 from rivet_core.pipeline.table_check import check_table
 from rivet_core.pipeline.time_range import RangeStaged, TimeRangeRun
 from rivet_core.redact import redact_secrets
@@ -208,7 +208,7 @@ def dataset_manifests(config: RivetConfig, export: ExportConfig, *, sub_prefix: 
     `retention:` block) moves the copies of runs it no longer keeps out of the prefix root,
     so this is the union of the kept runs (docs/adr/0007-readable-layout-and-retention.md)."""
     from rivet_core.manifest import read_run_manifests
-    from rivet_core.pipeline.dataset_kind import adds_rows_each_run
+    from rivet_core.pipeline.retention.dataset_kind import adds_rows_each_run
 
     dest = export_destination(config, export, sub_prefix=sub_prefix)
     current = read_manifest(dest)

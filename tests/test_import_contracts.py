@@ -17,7 +17,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 CONTRACTS = {
-    "rivet_core never imports Dagster": ("rivet_core/pipeline/gc.py", "import dagster\n"),
+    "rivet_core never imports Dagster": ("rivet_core/pipeline/retention/gc.py", "import dagster\n"),
     "rivet_dagster imports rivet_core only through rivet_core.api": (
         "rivet_dagster/naming.py", "from rivet_core.pipeline.single import job\n"),
     "only the facades (and their homes) import the state writers and the manifest": (
@@ -52,7 +52,7 @@ def test_a_planted_violation_of_each_contract_breaks_it(tmp_path: Path) -> None:
     out = " ".join(proc.stdout.split())  # the report wraps long contract names
     assert proc.returncode == 1, out
     assert f"Contracts: 0 kept, {len(CONTRACTS)} broken." in out
-    assert "rivet_core.pipeline.gc -> dagster" in out
+    assert "rivet_core.pipeline.retention.gc -> dagster" in out
     assert "rivet_dagster.naming -> rivet_core.pipeline.single.job" in out
     assert "rivet_core.pipeline.single.job -> rivet_core.manifest.artifacts" in out
     assert "rivet_core.format.csv -> rivet_core.cli.shared" in out

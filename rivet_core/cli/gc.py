@@ -1,4 +1,4 @@
-"""`rivet gc -c rivet.yaml [EXPORT…] [--dry-run]`: retention on demand (rivet_core/pipeline/gc.py).
+"""`rivet gc -c rivet.yaml [EXPORT…] [--dry-run]`: retention on demand (rivet_core/pipeline/retention/gc.py).
 
 Which runs to keep comes from each export's `retention:` block; `--keep-runs`, `--keep-days`
 and `--grace-hours` replace it for this call (a rule given here replaces both keep rules of
@@ -7,7 +7,7 @@ every export that has a `retention:` block is cleaned. Each step is printed (wit
 `--dry-run`: what would be done, and nothing is changed anywhere) and journaled
 (`rivet journal -e EXPORT` shows run `<export>_gc_<stamp>`).
 
-Every entry point goes through one policy (`rivet_core.pipeline.gc.policy_for`): rules given
+Every entry point goes through one policy (`rivet_core.pipeline.retention.gc.policy_for`): rules given
 here get the bounds of a `retention:` block, and an export gc must never clean (a Delta or
 Iceberg table, stdout) is refused whichever way the rules came.
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from rivet_core.config import ExportConfig
-    from rivet_core.pipeline.gc import GcReport
+    from rivet_core.pipeline.retention.gc import GcReport
 
 
 @click.command("gc")
@@ -53,7 +53,7 @@ def gc(config_path: str, exports: tuple[str, ...], export_opts: tuple[str, ...],
        as_json: bool) -> int:
     """Move superseded files to _quarantine/gc/ and delete what outlived its grace period."""
     from rivet_core.errors import ConfigError
-    from rivet_core.pipeline.gc import policy_for, refuse_gc, run_gc
+    from rivet_core.pipeline.retention.gc import policy_for, refuse_gc, run_gc
 
     config = load(config_path, params)
     named = list(dict.fromkeys([*exports, *export_opts]))

@@ -1,4 +1,4 @@
-"""Load-time limits a config must respect before anything runs (issue 20 items 3, 9, 10).
+"""Load-time limits a config must respect before anything runs.
 
 - **Numeric bounds**: every numeric field has a ceiling (and a floor where the strict parse
   or `validate.py` does not already check one). `throttle_ms: 1e14` used to load and then

@@ -9,7 +9,7 @@ flight is bounded (`concurrency`): the feeder waits for the oldest before it sub
 another, which also checks every part's ETag in part order.
 
 `EarlyUpload` runs a `ChunkedUpload` on its own thread *while a writer appends to the file*
-(docs/benchmarks.md, issue 16 item 6): the writer calls `advance(n)` whenever its first `n`
+(docs/benchmarks.md): the writer calls `advance(n)` whenever its first `n`
 bytes are final (writers only append, rivet_core/format/base.py), `seal(size)` once the file
 is finished; the upload is started only when the file has reached the multipart threshold,
 so a small part is still one `PutObject`. Nothing becomes visible under the key until

@@ -2,7 +2,7 @@
 
 docs/adr/0007-readable-layout-and-retention.md decides the rules; this module is their one
 implementation: a pure planner over what the destination holds (`plan_gc`), and the loop
-that carries a plan out (`execute_gc`). The callers in rivet_core/pipeline/gc.py (`rivet gc`
+that carries a plan out (`execute_gc`). The callers in rivet_core/pipeline/retention/gc.py (`rivet gc`
 and the retention step of the finalize sequence) add the export lock, the state store and
 the journal.
 
@@ -97,7 +97,7 @@ _STAMP = re.compile(r"^(\d{8}T\d{6})Z(?:-[0-9a-f]+)?$")
 @dataclass(frozen=True)
 class RetentionPolicy:
     """`retention: {keep_runs, keep_days, grace_hours}` (rivet_core/config/models.py). Built
-    only by `rivet_core.pipeline.gc.policy_for`, the one policy every gc entry point uses."""
+    only by `rivet_core.pipeline.retention.gc.policy_for`, the one policy every gc entry point uses."""
 
     keep_runs: int | None = None
     keep_days: float | None = None

@@ -494,11 +494,11 @@ def check_state(config: Any) -> Check:
 
 # ----------------------------------------------------------------------------- staging
 def check_staging(config: Any) -> Check:
-    """Report staging left under `.rivet/staging/` (pipeline/single/staging.py): count, bytes, path.
+    """Report staging left under `.rivet/staging/` (pipeline/staging/directories.py): count, bytes, path.
     Leftovers never stop a run (the next run of each export removes its dead runs'
     staging), so this line is [OK] and informative; nothing is created or removed here."""
     from rivet_core.pipeline.single.job import staging_root
-    from rivet_core.pipeline.single.staging import scan_staging
+    from rivet_core.pipeline.staging.directories import scan_staging
 
     label = "staging"
     root = staging_root(config)

@@ -1,9 +1,10 @@
-"""`run_unit`: run one export unit end to end, whichever run class its mode needs.
+"""`run_unit`: run one export unit end to end, whichever runner its mode needs.
 
-The CLI's single call (and `rivet_core.api`'s). Apart from job.py because the chunked
-runner (chunked.py) extends job.py's `ExportRun`: choosing between them in job.py made the
-base import its own subclass, a cycle. The chunked runner (and the chunk planning under it)
-is imported only by a chunked export: the other modes never load it (issue 16 item 3).
+The CLI's single call (and `rivet_core.api`'s), and the door to the runners: the
+single-query run (single/job.py `ExportRun`, whose phases every runner builds on) or the
+chunked run (chunked/run.py `ChunkedRun`). Apart from job.py because choosing there would make
+the base import its own subclass, a cycle. The chunked runner and the chunk planning under it
+are imported only by a chunked export: the other modes never load them (tests/test_startup.py).
 """
 
 from __future__ import annotations

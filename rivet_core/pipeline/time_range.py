@@ -40,8 +40,9 @@ from rivet_core.pipeline.facade.schema_drift import merge_drift_verdicts
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.quality import QualityIssue, QualityTracker, quality_error
 from rivet_core.pipeline.resources.memory_guard import MemoryGuard
-from rivet_core.pipeline.single.extract import StagedExtract
 from rivet_core.pipeline.single.job import ExportRun, RunOptions
+from rivet_core.pipeline.staging.extract import StagedExtract
+from rivet_core.pipeline.staging.stream import stream_to_parts
 from rivet_core.reporting.progress import feed_for
 from rivet_core.reporting.report import report_dir
 from rivet_core.runrecord.summary import RunSummary, new_run_id
@@ -77,6 +78,74 @@ class RangeStaged:
 
 def done_bytes(staged: list[list[StagedPart]]) -> int:
     return sum(p.size_bytes for parts in staged for p in parts)
+
+
+class WindowSplitter:
+    """The sink of a range's one read (`stream_to_parts`, pipeline/staging/stream.py): each batch
+    cut where its server-tagged window index changes, each piece written to its window's
+    rotator with the meta columns, its window's quality tracker fed. Windows arrive in time
+    order; a row of a window already read, or outside the range, is refused — nothing is
+    published."""
+
+    def __init__(self, run: TimeRangeRun, schema: pa.Schema, trackers: list[QualityTracker | None],
+                 position: int, *, exported_at: datetime | None, row_hash: bool) -> None:
+        self.run, self.schema, self.trackers, self.position = run, schema, trackers, position
+        self.exported_at, self.row_hash = exported_at, row_hash
+        self.staged: list[list[StagedPart]] = [[] for _ in run.runs]
+        self.current: tuple[int, PartRotator] | None = None
+        self.rows_written = 0
+        self.bytes_written = 0
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Cut `batch` by window and write each piece (the class docstring's refusals)."""
+        index = batch.column(self.position).to_numpy(zero_copy_only=False)
+        keep = [i for i in range(batch.num_columns) if i != self.position]
+        data = add_meta_columns(batch.select(keep), exported_at=self.exported_at, row_hash=self.row_hash)
+        cuts = [0, *(np.flatnonzero(index[1:] != index[:-1]) + 1).tolist(), len(index)]
+        for start, end in zip(cuts, cuts[1:], strict=False):
+            rotator = self._rotator_for(int(index[start]))
+            piece = data.slice(start, end - start)
+            tracker = self.trackers[int(index[start])]
+            if tracker is not None:
+                tracker.observe(piece)
+            rotator.write_batch(piece)
+            self.rows_written += end - start
+        if self.current is not None:
+            self.bytes_written = done_bytes(self.staged) + self.current[1].bytes_written
+
+    def _rotator_for(self, window: int) -> PartRotator:
+        """The open window's rotator; a new window finishes the previous one first."""
+        if self.current is not None and self.current[0] == window:
+            return self.current[1]
+        run, export = self.run, self.run.export
+        if not 0 <= window < len(self.staged) or self.staged[window]:
+            raise DataIntegrityError(
+                f"export '{export.name}': the ranged read returned a row outside its "
+                f"windows or of a window already read (index {window}); nothing was published")
+        if self.current is not None:
+            if window < self.current[0]:
+                raise DataIntegrityError(
+                    f"export '{export.name}': the ranged read returned a row of window "
+                    f"{run.windows[window].label} after window {run.windows[self.current[0]].label} "
+                    "(rows out of time order); nothing was published")
+            self.staged[self.current[0]] = self.current[1].finish()
+        where = run.runs[window].staging_dir / "attempt0"
+        where.mkdir(parents=True, exist_ok=True)
+        plan = run.runs[0].plan
+        self.current = (window, PartRotator(where, "staged", self.schema, plan.writer_options, plan.max_file_size))
+        return self.current[1]
+
+    def finish(self) -> list[list[StagedPart]]:
+        """Every window's staged parts, the last one finished."""
+        if self.current is not None:
+            self.staged[self.current[0]] = self.current[1].finish()
+            self.current = None
+        return self.staged
+
+    def abort(self) -> None:
+        """Drop the open window's unfinished parts (the finished ones are the caller's)."""
+        if self.current is not None:
+            self.current[1].abort()
 
 
 def _contiguous(windows: list[DayWindow]) -> list[DayWindow]:
@@ -155,11 +224,8 @@ class TimeRangeRun:
         exported_at = datetime.now(UTC) if (meta and meta.exported_at) else None
         row_hash = (meta.row_hash if meta else False) or False
         n = len(self.runs)
-        staged: list[list[StagedPart]] = [[] for _ in range(n)]
         trackers: list[QualityTracker | None] = [None] * n
-        current: tuple[int, PartRotator] | None = None
         feed = feed_for(self.progress)
-        written = size = 0
         with open_source(plan.source_url, plan.tuning) as src:
             source_schema = src.describe(sql, params, plan.overrides, plan.table_hint)
             require_access_columns(export, source_schema.names)  # before any row is read
@@ -178,52 +244,25 @@ class TimeRangeRun:
                 trackers = [QualityTracker(export.quality, out_schema) for _ in range(n)]
             throttle = plan.tuning.throttle_ms / 1000.0
             guard = MemoryGuard(plan.tuning, export.name)
-            position = source_schema.get_field_index(PARTITION_INDEX)
-            keep = [i for i in range(len(source_schema)) if i != position]
+            splitter = WindowSplitter(self, out_schema, trackers, source_schema.get_field_index(PARTITION_INDEX),
+                                      exported_at=exported_at, row_hash=row_hash)
+
+            def shape(batch: pa.RecordBatch) -> pa.RecordBatch:
+                guard.check(batch)
+                return batch  # the splitter cuts it by window and adds the meta columns
+
+            def after_batch(_batch: pa.RecordBatch) -> None:
+                fault_point("during_source_read")
+                if throttle:
+                    time.sleep(throttle)  # deliberate pacing of the source, not synchronisation
+
             try:
-                for batch in src.stream(sql, params, source_schema, rows_per_batch):
-                    guard.check(batch)
-                    index = batch.column(position).to_numpy(zero_copy_only=False)
-                    data = add_meta_columns(batch.select(keep), exported_at=exported_at, row_hash=row_hash)
-                    cuts = [0, *(np.flatnonzero(index[1:] != index[:-1]) + 1).tolist(), len(index)]
-                    for start, end in zip(cuts, cuts[1:], strict=False):
-                        window = int(index[start])
-                        if current is None or current[0] != window:
-                            if not 0 <= window < n or staged[window]:
-                                raise DataIntegrityError(
-                                    f"export '{export.name}': the ranged read returned a row outside its "
-                                    f"windows or of a window already read (index {window}); nothing was published")
-                            if current is not None:
-                                if window < current[0]:
-                                    raise DataIntegrityError(
-                                        f"export '{export.name}': the ranged read returned a row of window "
-                                        f"{self.windows[window].label} after window {self.windows[current[0]].label} "
-                                        "(rows out of time order); nothing was published")
-                                staged[current[0]] = current[1].finish()
-                            where = self.runs[window].staging_dir / "attempt0"
-                            where.mkdir(parents=True, exist_ok=True)
-                            current = (window, PartRotator(where,
-                                                           "staged", out_schema, plan.writer_options,
-                                                           plan.max_file_size))
-                        piece = data.slice(start, end - start)
-                        tracker = trackers[window]
-                        if tracker is not None:
-                            tracker.observe(piece)
-                        current[1].write_batch(piece)
-                        written += end - start
-                    if current is not None:
-                        size = done_bytes(staged) + current[1].bytes_written
-                    feed.update(written, size)
-                    fault_point("during_source_read")
-                    if throttle:
-                        time.sleep(throttle)  # deliberate pacing of the source, not synchronisation
+                stream_to_parts(src.stream(sql, params, source_schema, rows_per_batch), splitter, feed,
+                                shape=shape, after_batch=after_batch)
                 fault_point("after_source_read")
-                if current is not None:
-                    staged[current[0]] = current[1].finish()  # I1 for every window from here on
-                    current = None
+                staged = splitter.finish()  # I1 for every window from here on
             except BaseException:
-                if current is not None:
-                    current[1].abort()
+                splitter.abort()
                 feed.abandon()
                 raise
         windows: list[StagedExtract] = []

@@ -18,7 +18,7 @@ EVENT_VARIANTS = frozenset({
     "PlanResolved", "PlanWarning", "FileWritten", "ChunkStarted", "ChunkCompleted", "ChunkFailed",
     "RetryAttempted", "QualityIssue", "SchemaChanged", "Warning", "ParallelismAdjusted",
     "ValidationResult", "ReconciliationResult", "RunCompleted",
-    # retention / `rivet gc` (rivet_core/pipeline/gc.py): the plan, one entry per move or
+    # retention / `rivet gc` (rivet_core/pipeline/retention/gc.py): the plan, one entry per move or
     # delete, the outcome. In a run's journal they come after ValidationResult and before
     # RunCompleted; `rivet gc` stores a journal of its own (run id `<export>_gc_<stamp>`).
     "GcPlanned", "GcStep", "GcCompleted",

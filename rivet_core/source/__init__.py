@@ -25,12 +25,12 @@ from rivet_core.source.query import (
     build_time_window_query,
     dialect_for,
 )
-from rivet_core.source.retry import RetryDecision, backoff_ms, classify_error
+from rivet_core.source.retry import RetryDecision, backoff_ms, classify_error, retry_transient
 
 __all__ = [
     "Dialect", "LOGICAL_TYPE_KEY", "NATIVE_TYPE_KEY", "RetryDecision", "SourceSession",
     "backoff_ms", "batch_rows", "build_incremental_query", "build_time_range_query",
-    "build_time_window_query", "classify_error", "dialect_for", "engine_of",
+    "build_time_window_query", "classify_error", "retry_transient", "dialect_for", "engine_of",
     "estimate_row_bytes", "last_cursor_in_batch", "open_source", "render_cursor_value",
 ]
 

@@ -123,7 +123,7 @@ class SourceSession:
     def finish_read(self) -> None:
         """End this session's read (commit its snapshot transaction) and keep the session for
         another: a caller that reads several independent units in turn (a chunked run's
-        windows, rivet_core/pipeline/chunked/window_sessions.py) calls `begin_read` before the next.
+        windows, rivet_core/pipeline/resources/window_sessions.py) calls `begin_read` before the next.
         Engines that can keep the connection do (PostgreSQL, MySQL: no new connection — on
         PostgreSQL a new server process — per unit); the others close it here and connect
         again in `begin_read`. Nothing of the finished read is visible to the next one: it

@@ -15,9 +15,13 @@ wrong "transient" burns the retry budget and, after a committed part, would dupl
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from rivet_core.errors import ConfigError, RivetError, TransientError
+
+T = TypeVar("T")
 
 #: Ceiling of one exponential-backoff wait before `extra_ms` is added.
 MAX_BACKOFF_MS = 60_000
@@ -47,6 +51,29 @@ def backoff_ms(attempt: int, base_ms: int, extra_ms: int = 0) -> int:
     # Cap the exponent so a huge attempt number cannot build a gigantic integer.
     wait = base_ms * (2 ** min(exponent, 32))
     return min(wait, MAX_BACKOFF_MS) + extra_ms
+
+
+def retry_transient(attempt: Callable[[int], T], *, max_retries: int,
+                    retryable: Callable[[BaseException, RetryDecision], bool] = lambda _exc, d: d.transient,
+                    before_retry: Callable[[int, BaseException, RetryDecision], None] | None = None) -> T:
+    """`attempt(n)` (n from 0) until it returns: the one retry loop of the runners.
+
+    A failure is classified (`classify_error`) and tried again while `retryable(error,
+    decision)` holds and fewer than `max_retries` retries were made; otherwise it is raised
+    as it came. `before_retry(n, error, decision)` runs before retry n (from 1) — the
+    caller's journal, its backoff wait, or a refusal to retry (it raises) once something was
+    committed that a retry would duplicate."""
+    tries = 0
+    while True:
+        try:
+            return attempt(tries)
+        except Exception as exc:  # error boundary: retried when the caller's rule allows, else re-raised
+            decision = classify_error(exc)
+            if not retryable(exc, decision) or tries >= max_retries:
+                raise
+            tries += 1
+            if before_retry is not None:
+                before_retry(tries, exc, decision)
 
 
 # --- PostgreSQL ------------------------------------------------------------------------

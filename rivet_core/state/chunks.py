@@ -300,7 +300,7 @@ class ChunkStore(StoreBase):
 
     # ----------------------------------------------------------------- tasks
     def add_chunk_tasks(self, run_id: str, tasks: Sequence[ChunkTaskSpec]) -> int:
-        """Append windows to an in-progress run (planning saw the table grow; chunk_tasks.py).
+        """Append windows to an in-progress run (planning saw the table grow; pipeline/chunked/tasks.py).
         Existing chunk_index values, and windows whose window_key is already a task (a window
         is identified by its key; two planners may number a new window alike), are skipped;
         returns how many tasks were added."""
@@ -342,7 +342,7 @@ class ChunkStore(StoreBase):
 
     def claim_chunk_task(self, run_id: str, chunk_index: int, worker: str | None = None, *,
                          reclaim_from: str | None = None, fresh_budget: bool = False) -> ChunkTaskRow | None:
-        """Claim one SPECIFIC task (a window batch, chunk_tasks.py): pending, failed with attempts left,
+        """Claim one SPECIFIC task (a window batch, pipeline/chunked/tasks.py): pending, failed with attempts left,
         or completed (a deliberate re-run of that window) → running, attempts + 1.
         None when the run is not in progress, the task does not exist, it is running elsewhere,
         or it is failed with its attempts used up (reset it on resume first). A re-claimed

@@ -1,4 +1,4 @@
-"""export_lock: who is running an export right now (issue 7 item 2: never two cursors racing).
+"""export_lock: who is running an export right now: never two cursors racing.
 
 A run of an export holds a row here from before it reads the cursor until its finalize is
 done. Two modes:

@@ -58,13 +58,13 @@ def _v1_create_core_tables(tx: Transaction) -> None:
 
 
 def _v2_create_chunk_checkpoint_tables(tx: Transaction) -> None:
-    """chunk_run + chunk_task (issue 4), with the partial unique index that allows one
+    """chunk_run + chunk_task, with the partial unique index that allows one
     in-progress run per export. New tables, so there are no duplicate rows to demote."""
     _create(tx, schema.V2_TABLES)
 
 
 def _v3_export_lock_and_chunk_worker_process(tx: Transaction) -> None:
-    """export_lock (issue 7): who runs an export right now (state/locks.py), a new table; and
+    """export_lock: who runs an export right now (state/locks.py), a new table; and
     chunk_task.worker_pid / worker_host (which process claimed a window), nullable columns
     added to a v2 table (a store created at v2 by this release already has them)."""
     _create(tx, schema.V3_TABLES)

@@ -1,7 +1,7 @@
 """Who a pid is: its start time (to tell a live holder from a recycled pid) and whether it
 still runs.
 
-A lock row (locks.py) and a staging directory's owner file (pipeline/single/staging.py) record the
+A lock row (locks.py) and a staging directory's owner file (pipeline/staging/directories.py) record the
 holder's pid and start time; a later run on the same host asks whether that process is still
 the one that wrote it. Every run asks this once for itself before its first source query,
 so the Linux answer reads `/proc` directly: importing psutil costs ~11 ms of that start-up

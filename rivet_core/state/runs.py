@@ -71,7 +71,7 @@ class RunLedgerStore(StoreBase):
         another run is then a dead run's. Rows started at or after `started_before` (when the
         caller read the lock rows) are left alone: a run that took its lock since may not have
         recorded its run id on it yet. A chunk run's row is left alone too: it stays `running`
-        between the window batches of many processes (chunk_tasks.py decides its fate)."""
+        between the window batches of many processes (pipeline/chunked/tasks.py decides its fate)."""
         params = {"name": export_name, "before": started_before}
         with self.database.transaction() as tx:
             rows = tx.execute("SELECT run_id FROM run_status WHERE export_name = :name AND status = 'running' "

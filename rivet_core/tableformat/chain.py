@@ -1,4 +1,4 @@
-"""The chain of an export's published runs, which a table's history is judged by (issue 33).
+"""The chain of an export's published runs, which a table's history is judged by.
 
 A commit (Delta) or snapshot (Iceberg) carries the run id and export name of the run that
 made it, and the kind of commit (`rivet_operation`: create, overwrite, append, merge, …).

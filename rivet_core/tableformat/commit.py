@@ -32,7 +32,7 @@ published runs (chain.py): a commit of this export whose run has no success mani
 "every commit after the last manifest's version", which an empty poll's manifest (it names
 the unchanged version, finalize.py) would otherwise turn into the whole table.
 
-Before anything is written (issue 33):
+Before anything is written:
 - `merge_on` keys: a NULL or repeated key in the run's parts refuses the run (merge_keys.py);
 - another writer: a commit no run of this export made since the last baseline refuses the
   run, naming the version(s) and the fix (`--full-refresh`, whose overwrite is allowed past

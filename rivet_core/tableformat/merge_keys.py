@@ -1,5 +1,5 @@
 """`merge_on` keys must identify one row: checked on the run's parts before any table commit,
-and on the table by a full verification (issue 33, finding 4).
+and on the table by a full verification.
 
 A MERGE matches a table row to a source row by equal keys. A NULL key never equals anything,
 so a row with one is inserted again by every run that exports it (delta-rs's MERGE and the

@@ -15,7 +15,7 @@ manifest names a table. A prefix is consistent when:
   another writer (VACUUM's excepted) — not only those after the manifest's version, so a
   later run cannot hide one; the run refuses to commit on top of it too (commit.py), and
   `rivet run --full-refresh` re-baselines;
-- the chain of published runs adds up (issue 33): the manifest's version holds the rows its
+- the chain of published runs adds up: the manifest's version holds the rows its
   `table` block records; after a create or overwrite, exactly the manifest's rows; after an
   append, the previous published version's rows plus the manifest's (an append that removed
   a published run's files — as an empty poll once made happen — fails here);

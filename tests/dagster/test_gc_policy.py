@@ -1,5 +1,5 @@
 """A Dagster run's retention goes through the same gc policy as `rivet gc` (issue 33, finding 3):
-rivet_core/pipeline/gc.py `policy_for` and the planner's refusals. Real PostgreSQL, local disk,
+rivet_core/pipeline/retention/gc.py `policy_for` and the planner's refusals. Real PostgreSQL, local disk,
 an in-memory Dagster instance; the oracle reads the files itself (pathlib, pyarrow).
 """
 

@@ -1,4 +1,4 @@
-"""Staging cleanup after crashes (issue 20 item 7; rivet_core/pipeline/single/staging.py).
+"""Staging cleanup after crashes (issue 20 item 7; rivet_core/pipeline/staging/directories.py).
 
 The reproduction: killed runs left `.rivet/staging/<run>/…partial` files forever (25 kills
 of a 1.5 M-row export left 209 MB). Now:

@@ -1,7 +1,7 @@
 """Deletion is the most dangerous code we have: what `rivet gc` and retention must never move
 (issue 33, findings 2, 3 and 7 and the smaller gc items).
 
-rivet_core/manifest/retention.py and rivet_core/pipeline/gc.py are the code; ADR-0007 the
+rivet_core/manifest/retention.py and rivet_core/pipeline/retention/gc.py are the code; ADR-0007 the
 contract. Against real PostgreSQL and the local disk or the S3 server. The oracle never trusts
 the tool: it lists and reads the prefix itself (pathlib / boto3 bytes), reads tables with
 delta-rs and pyiceberg and folders with pyarrow's dataset reader, and compares with the source
@@ -29,7 +29,7 @@ from rivet_core.manifest import run_manifest_key
 from rivet_core.manifest.artifacts import success_marker_body
 from rivet_core.manifest.model import manifest_from_dict, serialize_manifest
 from rivet_core.manifest.retention import GC_PREFIX, PrefixSnapshot, RetentionPolicy, plan_gc
-from rivet_core.pipeline.gc import run_gc
+from rivet_core.pipeline.retention.gc import run_gc
 from tests.helpers import db_exec, rivet_in_process, source_block, state_rows, write_config
 from tests.pipeline.test_retention import prefixes
 

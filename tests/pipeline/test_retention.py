@@ -46,7 +46,7 @@ from rivet_core.manifest.retention import (
     plan_gc,
 )
 from rivet_core.pipeline.facade.chunk_commit import is_own_part
-from rivet_core.pipeline.gc import policy_for, run_gc
+from rivet_core.pipeline.retention.gc import policy_for, run_gc
 from tests.helpers import db_exec, rivet_in_process, source_block, state_rows, write_config
 
 EXPORT = "orders"

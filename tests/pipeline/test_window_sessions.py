@@ -1,4 +1,4 @@
-"""A chunked run's windows reuse idle source sessions (rivet_core/pipeline/chunked/window_sessions.py)
+"""A chunked run's windows reuse idle source sessions (rivet_core/pipeline/resources/window_sessions.py)
 while each window still reads in a snapshot of its own: on PostgreSQL and MariaDB a session's
 next read sees what was committed after its previous one, runs with the read's settings again
 (UTC), and a window that failed is never handed its broken session. The connections a chunked
@@ -23,7 +23,7 @@ import pytest
 
 from rivet_core import api
 from rivet_core.config.tuning import resolve_tuning
-from rivet_core.pipeline.chunked.window_sessions import WindowSessions
+from rivet_core.pipeline.resources.window_sessions import WindowSessions
 from tests.helpers import source_block, write_config
 
 ROWS = 4_000

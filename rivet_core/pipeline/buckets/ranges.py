@@ -2,11 +2,11 @@
 
 `bucket_containing` gives the day / month / year bucket one value falls in: a half-open
 `[lo, hi)` range of dates and its Hive label (`2023-01-01`, `2023-01`, `2023`). The runner
-(buckets.py) walks only the buckets that hold rows, asking the source for the first value
+(run.py) walks only the buckets that hold rows, asking the source for the first value
 at or after the previous bucket's `hi`; `generate_buckets` yields the ordered, gap-free list
 between two dates (the property tests compare both with `bucket_of`). Every non-NULL value
 lies in exactly one bucket; NULLs have no bucket here and go to `HIVE_NULL_PARTITION`
-(buckets.py adds that bucket when the column has NULLs).
+(run.py adds that bucket when the column has NULLs).
 
 The last bucket of the calendar (the year 9999, its December, its 31st — where "open end"
 sentinels such as `9999-12-31` live) has no next date to end at: its `hi` is None, an
@@ -25,11 +25,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Granularity = Literal["day", "month", "year"]
+from rivet_core.pipeline.retention.bucket_layout import HIVE_NULL_PARTITION
 
-#: Hive's label for rows whose partition value is NULL (Spark, Hive, DuckDB and pyarrow
-#: read it back as NULL), so those rows stay in the dataset instead of being dropped.
-HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+Granularity = Literal["day", "month", "year"]
 
 _DATE_PREFIX = re.compile(r"^\s*(\d{4})-(\d{2})-(\d{2})")
 

@@ -3,7 +3,7 @@
 Rivet's design (docs/modes.md, "partition_by"), with two departures written down there:
 the run asks the source (one session, one snapshot) for the partition column's MIN, then
 for the first value at or after each bucket it found — only the day / month / year
-buckets that hold rows (bucket_math.py), so a bucket with no row costs nothing and gets
+buckets that hold rows (ranges.py), so a bucket with no row costs nothing and gets
 no folder (Rivet made every bucket between MIN and MAX, empty ones included) — and
 whether it has NULLs. It replaces the export by one *child export per bucket*:
 
@@ -48,13 +48,6 @@ from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, RivetError
 from rivet_core.manifest.bucket_index import INDEX_KEY, BucketIndexError, read_bucket_index
 from rivet_core.manifest.verify import Verification, VerifyFailure
-from rivet_core.pipeline.buckets.layout import (
-    TOKEN,
-    bucket_prefixes,
-    bucket_targets,
-    root_export,
-    token_suffix,
-)
 from rivet_core.pipeline.buckets.ranges import (
     NULL_BUCKET,
     Bucket,
@@ -62,6 +55,13 @@ from rivet_core.pipeline.buckets.ranges import (
     bucket_containing,
 )
 from rivet_core.pipeline.facade.bucket_set import BucketSetFacade, BucketSlot
+from rivet_core.pipeline.retention.bucket_layout import (
+    TOKEN,
+    bucket_prefixes,
+    bucket_targets,
+    root_export,
+    token_suffix,
+)
 from rivet_core.redact import redact_secrets
 from rivet_core.runrecord.summary import RunSummary, new_run_id
 from rivet_core.source import engine_of, open_source
@@ -92,7 +92,7 @@ def bucket_query(dialect: SupportsQuoteIdent, base_sql: str, column: str, bucket
         return f"SELECT * FROM ({base_sql}) AS {PART_ALIAS} WHERE {q} IS NULL"
     assert bucket.lo is not None
     where = f"{q} >= '{bucket.lo.isoformat()}'"
-    if bucket.hi is not None:  # None: the calendar's last bucket, open-ended (bucket_math.py)
+    if bucket.hi is not None:  # None: the calendar's last bucket, open-ended (ranges.py)
         where += f" AND {q} < '{bucket.hi.isoformat()}'"
     return f"SELECT * FROM ({base_sql}) AS {PART_ALIAS} WHERE {where}"
 
@@ -292,7 +292,7 @@ def _run_bucket(config: RivetConfig, export: ExportConfig, bucket: Bucket, child
                 state: Any, notifications: Any) -> RunSummary:
     """One bucket through the ordinary runner; a refusal before it read or wrote anything
     becomes its own failed summary, so the other buckets still run."""
-    from rivet_core.pipeline.dataset_kind import adds_rows_each_run
+    from rivet_core.pipeline.retention.dataset_kind import adds_rows_each_run
     from rivet_core.pipeline.runner import run_unit
 
     # A table's earlier versions reference the previous run's parts: a table bucket keeps
@@ -312,7 +312,7 @@ def run_partitioned(config: RivetConfig, export: ExportConfig, options: Any = No
     the bucket-set facade's `open` (record shrunk, stale buckets withdrawn) and its
     `published` after each bucket. Probing or planning errors raise before anything is
     written, as for any export."""
-    from rivet_core.pipeline.dataset_kind import adds_rows_each_run
+    from rivet_core.pipeline.retention.dataset_kind import adds_rows_each_run
     from rivet_core.pipeline.single.job import RunOptions
     from rivet_core.unit.resolve import export_destination
 

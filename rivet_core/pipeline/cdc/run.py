@@ -163,7 +163,7 @@ class CdcStream:
     def _drain(self, reader: ChangeReader, window: ChangeWindow,
                published: list[ChangePosition | None]) -> list[Any]:
         """Read the window into per-table staged parts (stage.py)."""
-        from rivet_core.pipeline.extract import StagedExtract
+        from rivet_core.pipeline.staging.extract import StagedExtract
 
         tables = reader.tables()
         stagers: dict[str, TableStager] = {}

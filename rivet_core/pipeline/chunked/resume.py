@@ -1,7 +1,7 @@
 """Resuming a checkpointed chunked run: refusals, resets and the resume decisions (M8).
 
-`resume_gate.gate_resume(run)` has run first (the warning and the `_SUCCESS` refusal, for
-every export run with `--resume`). Then `checkpoint_to_resume(run, chunk_plan)` and, once
+`ExportRun.run` ran `--resume`'s gate first (pipeline/single/resume_gate.py: the warning and
+the `_SUCCESS` refusal, for every export run with `--resume`). Then `checkpoint_to_resume(run, chunk_plan)` and, once
 the run adopted that run_id, `prepare_resume(run, run_id)`:
 1. refuses, with the command to run instead, when there is no in-progress chunk run for
    the export (also with `--force`: it only overrides the `_SUCCESS` gate), or when its
@@ -30,7 +30,6 @@ from rivet_core.manifest import quarantine_object
 from rivet_core.manifest.column_checksums import checksum_key_column
 from rivet_core.pipeline.facade.chunk_commit import attempt_key, is_own_part
 from rivet_core.pipeline.facade.commit import PartRecord, part_column_checksums, rehydrate_part
-from rivet_core.pipeline.single.resume_gate import gate_resume
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import ChunkTaskRow, FileRow
 
@@ -56,7 +55,6 @@ def checkpoint_to_resume(run: ExportRun, chunk_plan: ChunkLayout) -> str:
             f"planned as {found.plan_hash}, the current config plans {chunk_plan.plan_hash} (the query, "
             "chunk column or chunk shape changed), so it cannot resume. Restore the old settings, or "
             f"clear the checkpoint with `rivet state reset-chunks -c {cfg} -e {export.name}` and run again")
-    gate_resume(run)  # already passed when the run started (ExportRun.run): a no-op then
     return found.run_id
 
 
@@ -80,7 +78,7 @@ def match_completed_parts(tasks: Iterable[ChunkTaskRow], logged: Iterable[FileRo
     """Rehydration (docs/rivet-compat.md "Resume decisions and rehydration"): for each completed task that produced a file, the parts of exactly the
     attempt that completed it (`attempt_key` equal to the task's file_name), and which of them
     the destination listing does not hold at the recorded size. Empty windows are skipped.
-    Shared by resume (below) and the chunk-task finalize (chunk_tasks.py)."""
+    Shared by resume (below) and the chunk-task finalize (pipeline/chunked/tasks.py)."""
     by_attempt: dict[str, dict[str, FileRow]] = {}
     for f in logged:
         by_attempt.setdefault(attempt_key(f.file_name), {})[f.file_name] = f

@@ -9,16 +9,16 @@ schema-drift facade and finalize sequence) with a different middle:
 3. with `chunk_checkpoint: true`, the windows become `chunk_task` rows of a `chunk_run`
    (fresh), or the in-progress run is adopted (`--resume`: plan hash must match; stale
    `running` tasks back to pending; failed tasks get a fresh budget; the resume decisions
-   of chunk_resume.py rebuild the manifest parts);
+   of pipeline/chunked/resume.py rebuild the manifest parts);
 4. windows are drained by `parallel + 1` worker threads, each window read on a reader
-   thread of its own through a pooled source session (window_sessions.py) that it gives back
+   thread of its own through a pooled source session (pipeline/resources/window_sessions.py) that it gives back
    when the source has sent its last row; at most `parallel` reads run at a time, so the
    extra worker encodes and publishes a finished window while the next one reads — each
    window committed by `chunk_commit.commit_window`;
 5. I6: the run is finalized only when every task is completed — otherwise it fails with
    the number of windows left and the resume command; then the total quality gate (a
    failure withdraws the written windows to `_quarantine/<run_id>/` and marks the
-   checkpoint, chunk_withdraw.py), then `finalize_chunk_run_completed`, then the ordinary
+   checkpoint, withdraw.py), then `finalize_chunk_run_completed`, then the ordinary
    finalize sequence (manifest … then the committed progression, through RunStore).
 
 A failed window fails the run: never a short export reported as success. Its exit code is
@@ -36,24 +36,24 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
 
 from rivet_core.chunks import ChunkLayout, ChunkWindow
-from rivet_core.chunks.layout import lay_out_windows
-from rivet_core.chunks.sql import DENSE_RN_COLUMN, probe_window, window_query
 from rivet_core.errors import DataIntegrityError, RivetError, best_effort, exit_code_for
-from rivet_core.format.meta_columns import meta_schema
 from rivet_core.lazy_modules import pa
 from rivet_core.manifest.model import cursor_native_type
+from rivet_core.pipeline.chunked.planning import KeysetBoundaries, WindowPlanner
 from rivet_core.pipeline.chunked.resume import checkpoint_to_resume, prepare_resume
 from rivet_core.pipeline.chunked.withdraw import withdraw_windows
-from rivet_core.pipeline.facade.chunk_commit import WindowContext, commit_window, export_window
+from rivet_core.pipeline.facade.chunk_commit import (
+    WindowContext,
+    WindowResult,
+    commit_window,
+    export_window,
+)
 from rivet_core.pipeline.faults import InjectedFault, fault_point
 from rivet_core.pipeline.single.job import ExportRun, RunOptions
-from rivet_core.pipeline.single.resume_gate import gate_resume
-from rivet_core.pipeline.single.row_estimate import estimate_for_progress
-from rivet_core.pipeline.single.staging import claim_staging
+from rivet_core.pipeline.staging.directories import claim_staging
 from rivet_core.redact import redact_secrets
 from rivet_core.runrecord.summary import RunSummary
-from rivet_core.source import classify_error, open_source, render_cursor_value
-from rivet_core.source.query import dialect_for
+from rivet_core.source import classify_error, render_cursor_value, retry_transient
 from rivet_core.state import ChunkRunInProgress
 
 log = logging.getLogger("rivet.chunked")
@@ -82,35 +82,27 @@ class ChunkedRun(ExportRun):
         self.window_maxima: list[tuple[object, pa.DataType]] = []
         #: (chunk index, error) of each window that failed in this process, in order.
         self.window_errors: list[tuple[int, BaseException]] = []
+        self.planner = WindowPlanner(self.plan, self.export)
 
     # ----------------------------------------------------------------- planning
-    def plan_windows(self, *, allow_downgrade: bool = True) -> ChunkLayout | None:
-        """Plan the windows (one source snapshot) and the output schema. `allow_downgrade=False`
-        (planning chunk tasks, chunk_tasks.py) never falls back to a full export: a set of window tasks must not
-        flip between "full" and "chunked"."""
+    def plan_windows(self, *, allow_downgrade: bool = True,
+                     stored_keyset: KeysetBoundaries | None = None) -> ChunkLayout | None:
+        """Plan the windows (one source snapshot) and the output schema (`WindowPlanner`,
+        chunked/planning.py). `allow_downgrade=False` (a chunk-task step, tasks.py) never falls
+        back to a full export: a set of window tasks must not flip between "full" and
+        "chunked"; such a step hands in its checkpoint's keyset boundaries (`stored_keyset`)."""
         self.keyset_low = (self.state.get_cursor(self.export.name)
                            if self.export.keyset_incremental else None)
-        with open_source(self.plan.source_url, self.plan.tuning) as src:
-            chunk_plan = lay_out_windows(src, self.export, base_sql=self.plan.base_query,
-                                     table_parts=self.plan.table_hint, keyset_after=self.keyset_low,
-                                     allow_downgrade=allow_downgrade)
-            if chunk_plan is None:
-                return None
-            sql, params = window_query(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan,
-                                       probe_window(chunk_plan))
-            source_schema = src.describe(sql, params, self.plan.overrides, self.plan.table_hint)
-            estimate_for_progress(src, self.export, self.options.progress)  # the ETA, on this session
+        planned = self.planner.plan(keyset_after=self.keyset_low, allow_downgrade=allow_downgrade,
+                                    stored_keyset=stored_keyset, progress=self.options.progress)
+        if planned is None:
+            return None
+        chunk_plan, self.output_schema = planned
         for warning in chunk_plan.warnings:
             self.summary.add_warning(warning)
             self.summary.journal.record("PlanWarning", rule="chunk_plan", message=warning)
         self.chunk_plan = chunk_plan
-        self.output_schema = self._output_schema(source_schema)
         return chunk_plan
-
-    def _output_schema(self, source_schema: pa.Schema) -> pa.Schema:
-        meta = self.export.meta_columns
-        schema = pa.schema([f for f in source_schema if f.name != DENSE_RN_COLUMN], metadata=source_schema.metadata)
-        return meta_schema(schema, bool(meta and meta.exported_at), (meta.row_hash if meta else False) or False)
 
     def window_context(self, run_id: str, *, read_slots: int | None = None) -> WindowContext:
         """What the windows share; `read_slots` gates the source reads (see `_drain_*`)."""
@@ -126,9 +118,10 @@ class ChunkedRun(ExportRun):
             reconcile=self.options.reconcile)
 
     # ----------------------------------------------------------------- the run
-    def run(self) -> RunSummary:
+    def run_phases(self) -> RunSummary:
+        """Plan, gate, drain, finalize (module docstring); `ExportRun.run` ran `--resume`'s gate
+        first. A small table falls back to the single-query phases."""
         try:
-            gate_resume(self)  # --resume: Rivet's warning and _SUCCESS refusal, before any read
             chunk_plan = self.plan_windows()
         except Exception as exc:  # error boundary: the run's failure
             return self.fail(exc)
@@ -136,7 +129,7 @@ class ChunkedRun(ExportRun):
             log.info("export '%s': small table — exporting it in one piece (full)", self.export.name)
             self.summary.journal.record("PlanWarning", rule="chunk_downgrade",
                                         message="small table without an explicit chunk shape: full export")
-            return super().run()
+            return super().run_phases()
         try:
             self._gate_probe_schema()
             if self.checkpoint:
@@ -170,7 +163,8 @@ class ChunkedRun(ExportRun):
             return
         check_schema_drift(self.state, self.summary, self.output_schema, self.export.on_schema_drift or "warn")
 
-    def _max_attempts(self) -> int:
+    def max_attempts(self) -> int:
+        """A window's attempt budget: `chunk_max_attempts`, else the retries of the tuning + 1."""
         return max(1, self.export.chunk_max_attempts or self.plan.tuning.max_retries + 1)
 
     def _run_checkpointed(self, chunk_plan: ChunkLayout) -> None:
@@ -182,7 +176,7 @@ class ChunkedRun(ExportRun):
         else:
             try:
                 state.create_chunk_run(
-                    self.summary.run_id, export.name, chunk_plan.plan_hash, self._max_attempts(),
+                    self.summary.run_id, export.name, chunk_plan.plan_hash, self.max_attempts(),
                     chunk_plan.strategy, chunk_plan.column, chunk_plan.size,
                     [(w.index, w.lo, w.hi, w.key) for w in chunk_plan.windows])
             except ChunkRunInProgress as exc:  # name the real config in the message
@@ -215,8 +209,12 @@ class ChunkedRun(ExportRun):
         with best_effort("run_status write", warn=self.summary.add_warning):  # the ledger is advisory
             self.state.finish_run(opened, "resumed")
             self.state.begin_run(adopted, self.export.name, self.dest.uri, self.options.orchestrator_run_id)
-        self.summary.run_id = adopted
-        self.summary.journal.run_id = adopted
+        self.use_run_id(adopted)
+
+    def use_run_id(self, run_id: str) -> None:
+        """Work under the chunk run's id: file_log rows, part names and the journal carry it."""
+        self.summary.run_id = run_id
+        self.summary.journal.run_id = run_id
 
     # ----------------------------------------------------------------- draining
     def _workers(self) -> int:
@@ -277,23 +275,10 @@ class ChunkedRun(ExportRun):
                     if not pending:
                         return
                     window = pending.pop(0)
-                attempt = 0
-                while True:
-                    with self.lock:
-                        self.summary.journal.record("ChunkStarted", chunk_index=window.index,
-                                                    start_key=window.lo, end_key=window.hi)
-                    try:
-                        fault_point(f"chunk_export:{window.index}")
-                        result = export_window(ctx, window)
-                        break
-                    except Exception as exc:  # error boundary: retried when transient, else re-raised
-                        decision = classify_error(exc)
-                        with self.lock:
-                            self.summary.journal.record("ChunkFailed", chunk_index=window.index,
-                                                        error=str(exc), attempt=attempt + 1)
-                        if not decision.transient or attempt >= retries or isinstance(exc, InjectedFault):
-                            raise
-                        attempt += 1
+                result = retry_transient(
+                    lambda attempt, window=window: self._export_window_once(ctx, window, attempt),
+                    max_retries=retries,
+                    retryable=lambda exc, decision: decision.transient and not isinstance(exc, InjectedFault))
                 commit_window(self.summary, self.state, result, checkpoint_run_id=None, lock=self.lock)
                 self._note_max(result)
                 if self.options.progress is not None:
@@ -304,14 +289,25 @@ class ChunkedRun(ExportRun):
         finally:
             ctx.close_sessions()
 
+    def _export_window_once(self, ctx: WindowContext, window: ChunkWindow, attempt: int) -> WindowResult:
+        """One attempt at one window of an in-memory drain, in the journal either way."""
+        with self.lock:
+            self.summary.journal.record("ChunkStarted", chunk_index=window.index, start_key=window.lo,
+                                        end_key=window.hi)
+        try:
+            fault_point(f"chunk_export:{window.index}")
+            return export_window(ctx, window)
+        except Exception as exc:  # error boundary: journaled, then retried or raised by the caller
+            with self.lock:
+                self.summary.journal.record("ChunkFailed", chunk_index=window.index, error=str(exc),
+                                            attempt=attempt + 1)
+            raise
+
     def _run_workers(self, worker) -> None:  # noqa: ANN001
         """`parallel` + 1 worker threads; the window context's read slots keep the source at
         `parallel` queries at a time. The extra worker encodes and publishes a finished
-        window's last row groups while the next window's query already streams. Measured
-        (bench, PostgreSQL, 32 windows, `parallel: 1`): `narrow` (10 M rows) 10.7 → 8.2 s;
-        `orders` (5 M rows) 21.4 → 19.9 s, and since a window gives its read slot back when
-        its rows are read rather than encoded (chunk_commit.py `stage_window`) 23.3 → 19.95 s,
-        the full export's wall (docs/benchmarks.md)."""
+        window's last row groups while the next window's query already streams
+        (docs/benchmarks.md "Figures once carried by the pipeline's docstrings")."""
         n = self._workers() + 1
         with ThreadPoolExecutor(max_workers=n, thread_name_prefix="rivet-chunk") as pool:
             futures = [pool.submit(worker, f"w{i}") for i in range(n)]

@@ -61,23 +61,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import pyarrow as pa
 import xxhash
 
 from rivet_core.chunks import ChunkLayout, ChunkWindow
-from rivet_core.chunks.fingerprint import (
-    EMPTY,
-    WindowFingerprint,
-    fingerprint_queries,
-    read_fingerprints,
-)
-from rivet_core.chunks.layout import lay_out_windows
-from rivet_core.chunks.probes import column_type, fetch_rows
-from rivet_core.chunks.sql import probe_window, window_count_query, window_query
+from rivet_core.chunks.fingerprint import EMPTY, WindowFingerprint
 from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.errors import ConfigError, DataIntegrityError, RivetError, best_effort
 from rivet_core.manifest import quarantine_object, read_manifest, schema_fingerprint
 from rivet_core.manifest.column_checksums import checksum_key_column
+from rivet_core.pipeline.chunked.checkpoint import CheckpointRuns, task_spec
+from rivet_core.pipeline.chunked.planning import SourceFingerprints
 from rivet_core.pipeline.chunked.resume import match_completed_parts, rehydrate_window
 from rivet_core.pipeline.chunked.run import ChunkedRun
 from rivet_core.pipeline.facade.chunk_commit import (
@@ -93,22 +86,16 @@ from rivet_core.pipeline.facade.schema_drift import record_gated_upstream
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.single.job import RunOptions
 from rivet_core.redact import redact_secrets
-from rivet_core.runrecord.summary import RunSummary, new_run_id
-from rivet_core.source import classify_error, open_source
-from rivet_core.source.query import dialect_for
+from rivet_core.runrecord.summary import RunSummary
+from rivet_core.source import classify_error
 from rivet_core.state import (
     ChunkRunIncomplete,
-    ChunkRunInProgress,
     ChunkRunRow,
     ChunkTaskNotRunning,
     ChunkTaskRow,
 )
 
 log = logging.getLogger("rivet.chunk_tasks")
-
-#: Strategies whose window keys never change as the table grows: new windows are appended.
-GRID_STRATEGIES = ("range", "days")
-
 
 #: How an orchestrator words the core's refusals and notices for its users:
 #: (kind, facts) → its text, or None for the neutral text below. Kinds: the `kind` of each
@@ -317,10 +304,6 @@ class ChunkTaskPlan:
         return [k for k in self.keys if k in wanted]
 
 
-def _task_spec(window: ChunkWindow) -> tuple[int, str | None, str | None, str]:
-    return (window.index, window.lo, window.hi, window.key)
-
-
 def _window(task: ChunkTaskRow) -> ChunkWindow:
     return ChunkWindow(task.chunk_index, task.start_key, task.end_key, task.window_key)
 
@@ -333,207 +316,50 @@ def _stamp(tasks: Sequence[ChunkTaskRow]) -> str:
     return hasher.hexdigest()
 
 
-class ChunkTaskRun(ChunkedRun):
-    """What planning, a window batch and the finalize share: planning without downgrade,
-    and finding or opening the in-progress chunk run (module docstring).
+def task_step_args(export: ExportConfig, words: Wording | None, run_label: str | None,
+                   orchestrator: str | None) -> tuple[ExportConfig, RunOptions]:
+    """The export and options every chunk-task step runs with: checkpointing implied, never
+    a CLI-only shape (`chunk_task_problem`, refused here), internal retries and the run
+    ledger left to the orchestrator. `run_label` names the orchestrator's run (recorded with
+    the run; a batch's worker), `orchestrator` its display name in a lock refusal
+    (rivet_core/orchestrator.py)."""
+    problem = chunk_task_problem(export, words)
+    if problem:
+        raise ConfigError(problem)
+    return checkpointed_export(export), RunOptions(orchestrator_run_id=run_label, orchestrator=orchestrator,
+                                                   internal_retries=False, ledger=False)
 
-    `run_label` names the orchestrator's run (recorded with the run; a batch's worker), and
-    `orchestrator` the orchestrator (its display name in a lock refusal, rivet_core/orchestrator.py).
-    `words` words the refusals for the orchestrator's users (`Wording`).
 
-    Many workers export windows of one export at once by design, so they hold the export
-    lock `shared`: they never exclude each other, but a CLI run of the same export (exclusive)
-    and they refuse each other (state/locks.py)."""
+def checkpoint_runs_of(run: ChunkedRun, words: Wording | None) -> CheckpointRuns:
+    """The step's view of its export's chunk runs, refusing a changed plan in `words`."""
+    return CheckpointRuns(run.state, run.export.name, run.config.config_path, max_attempts=run.max_attempts(),
+                          plan_changed=lambda facts: ChunkPlanChanged(dict(facts), words=words))
+
+
+def plan_task_windows(run: ChunkPlanningRun | ChunkWindowRun | ChunkFinalizeRun) -> ChunkLayout:
+    """A step's windows: never downgraded to a full export, a keyset checkpoint's windows
+    reused (chunked/planning.py)."""
+    chunk_plan = run.plan_windows(allow_downgrade=False, stored_keyset=run.checkpoint_runs.keyset_boundaries())
+    assert chunk_plan is not None  # allow_downgrade=False always plans
+    return chunk_plan
+
+
+class ChunkPlanningRun(ChunkedRun):
+    """The run a planning call (`plan_chunk_tasks`) and `reconcile_chunks` work under: the
+    export's lock, its plan and the services they ask (`checkpoint_runs`, `source_prints`).
+
+    Many workers export windows of one export at once by design, so every chunk-task step
+    holds the export lock `shared`: they never exclude each other, but a CLI run of the same
+    export (exclusive) and they refuse each other (state/locks.py)."""
 
     lock_mode = "shared"
 
-    def __init__(self, config: RivetConfig, export: ExportConfig, *, run_label: str | None = None,
-                 state=None, notifications="config", words: Wording | None = None,  # noqa: ANN001
-                 orchestrator: str | None = None) -> None:
-        problem = chunk_task_problem(export, words)
-        if problem:
-            raise ConfigError(problem)
-        super().__init__(config, checkpointed_export(export),
-                         RunOptions(orchestrator_run_id=run_label, orchestrator=orchestrator,
-                                    internal_retries=False, ledger=False),
-                         state=state, notifications=notifications)
+    def __init__(self, config: RivetConfig, export: ExportConfig, *, state=None,  # noqa: ANN001
+                 words: Wording | None = None) -> None:
+        super().__init__(config, *task_step_args(export, words, None, None), state=state, notifications=None)
         self.words = words
-        self.chunk_run: ChunkRunRow | None = None
-
-    def plan_grid(self) -> ChunkLayout:
-        chunk_plan = self.plan_windows(allow_downgrade=False)
-        assert chunk_plan is not None  # allow_downgrade=False always plans
-        return chunk_plan
-
-    def plan_windows(self, *, allow_downgrade: bool = True) -> ChunkLayout | None:
-        """As `ChunkedRun.plan_windows`, except that a keyset export whose checkpoint already
-        holds its windows reuses their boundaries instead of sampling new ones: a keyset
-        plan's windows never change once registered (the open last window absorbs appended
-        keys), and the sampling is an ordered scan of the whole key (PostgreSQL, 1 M uuid keys:
-        about 6 s) that every planning call, window batch and finalize would otherwise repeat.
-        The plan is still resolved against the source (key usable, plan hash); when its hash
-        is not the checkpoint's, the boundaries are sampled as usual."""
-        stored = self._stored_keyset()
-        if stored is None:
-            return super().plan_windows(allow_downgrade=allow_downgrade)
-        plan_hash, boundaries = stored
-        self.keyset_low = None  # keyset_incremental is a CLI mode (chunk_task_problem)
-        with open_source(self.plan.source_url, self.plan.tuning) as src:
-            chunk_plan = lay_out_windows(src, self.export, base_sql=self.plan.base_query, table_parts=self.plan.table_hint,
-                                     allow_downgrade=False, keyset_boundaries=boundaries)
-            if chunk_plan is None or chunk_plan.strategy != "keyset" or chunk_plan.plan_hash != plan_hash:
-                chunk_plan = None
-            else:
-                sql, params = window_query(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan,
-                                           probe_window(chunk_plan))
-                source_schema = src.describe(sql, params, self.plan.overrides, self.plan.table_hint)
-        if chunk_plan is None:
-            return super().plan_windows(allow_downgrade=allow_downgrade)
-        for warning in chunk_plan.warnings:
-            self.summary.add_warning(warning)
-            self.summary.journal.record("PlanWarning", rule="chunk_plan", message=warning)
-        self.chunk_plan = chunk_plan
-        self.output_schema = self._output_schema(source_schema)
-        return chunk_plan
-
-    def _stored_keyset(self) -> tuple[str, list[str]] | None:
-        """(plan hash, boundaries) of the export's in-progress chunk run, else its latest one,
-        when that is a keyset run whose windows are contiguous; None otherwise."""
-        state, name = self.state, self.export.name
-        run = state.find_in_progress_chunk_run(name) or state.get_latest_chunk_run(name)
-        if run is None or run.strategy != "keyset":
-            return None
-        tasks = sorted(state.list_chunk_tasks(run.run_id), key=lambda t: t.chunk_index)
-        if not tasks or tasks[0].start_key is not None or tasks[-1].end_key is not None:
-            return None
-        if any(a.end_key is None or a.end_key != b.start_key for a, b in zip(tasks, tasks[1:], strict=False)):
-            return None
-        return run.plan_hash, [t.end_key for t in tasks[:-1] if t.end_key is not None]
-
-    def refuse_changed(self, found: ChunkRunRow, chunk_plan: ChunkLayout) -> None:
-        if found.plan_hash != chunk_plan.plan_hash:
-            raise ChunkPlanChanged({"export": self.export.name, "plan_hash": chunk_plan.plan_hash,
-                                    "run_id": found.run_id, "run_plan_hash": found.plan_hash,
-                                    "config": str(self.config.config_path)}, words=self.words)
-
-    def new_windows(self, chunk_plan: ChunkLayout, tasks: Sequence[ChunkTaskRow]) -> list[ChunkWindow]:
-        """Planned windows that are not tasks yet (grid strategies only), renumbered after the
-        highest existing chunk_index so indices stay unique when the table's minimum moved."""
-        if not tasks:
-            return list(chunk_plan.windows)
-        if chunk_plan.strategy not in GRID_STRATEGIES:
-            return []
-        known = {t.window_key for t in tasks}
-        fresh = sorted((w for w in chunk_plan.windows if w.key not in known), key=lambda w: w.key)
-        top = max(t.chunk_index for t in tasks)
-        return [ChunkWindow(top + 1 + i, w.lo, w.hi, w.key) for i, w in enumerate(fresh)]
-
-    def continued_run(self, chunk_plan: ChunkLayout) -> ChunkRunRow | None:
-        """The finalized chunk run a new one continues: the export's latest, if it completed
-        with the same plan hash (else the new run starts with every window pending)."""
-        previous = self.state.get_latest_chunk_run(self.export.name)
-        if previous is not None and previous.status == "completed" and previous.plan_hash == chunk_plan.plan_hash:
-            return previous
-        return None
-
-    def open_chunk_run(self, chunk_plan: ChunkLayout, *, extra: Sequence[ChunkWindow] = (),
-                       carry_completed: bool = True) -> tuple[ChunkRunRow, bool]:
-        """Open the in-progress chunk run, continuing `continued_run` with `extra` windows
-        appended; returns (run, fresh). A concurrent opener's run wins the race.
-        `carry_completed=False` (a refresh) keeps the previous run's windows — the same keys
-        and bounds — but every one of them pending."""
-        state, name = self.state, self.export.name
-        previous = self.continued_run(chunk_plan)
-        carry = previous is not None and carry_completed
-        if previous is not None:
-            old = state.list_chunk_tasks(previous.run_id)
-            specs = [(t.chunk_index, t.start_key, t.end_key, t.window_key) for t in old]
-            specs += [_task_spec(w) for w in extra]
-            completed = {t.chunk_index: (t.rows_written or 0, t.file_name) for t in old
-                         if t.status == "completed" and carry_completed}
-        else:
-            specs, completed = [_task_spec(w) for w in chunk_plan.windows], {}
-        run_id = new_run_id(name)
-        try:
-            state.create_chunk_run(run_id, name, chunk_plan.plan_hash, self._max_attempts(), chunk_plan.strategy,
-                                   chunk_plan.column, chunk_plan.size, specs, completed=completed)
-        except ChunkRunInProgress:
-            found = state.find_in_progress_chunk_run(name)
-            if found is None:
-                raise
-            self.refuse_changed(found, chunk_plan)
-            return found, False
-        log.info("export '%s': chunk run %s opened (%d window(s), %d carried from %s)", name, run_id, len(specs),
-                 len(completed), previous.run_id if previous is not None else "-")
-        found = state.get_chunk_run(run_id)
-        assert found is not None
-        return found, not carry
-
-    def in_progress(self, chunk_plan: ChunkLayout) -> ChunkRunRow:
-        """The in-progress chunk run, opened (continuing the last one) when there is none."""
-        found = self.state.find_in_progress_chunk_run(self.export.name)
-        if found is not None:
-            self.refuse_changed(found, chunk_plan)
-        else:
-            found, _ = self.open_chunk_run(chunk_plan)
-        self.chunk_run = found
-        return found
-
-    def use_run_id(self, run_id: str) -> None:
-        """Work under the chunk run's id: file_log rows, part names and the journal carry it."""
-        self.summary.run_id = run_id
-        self.summary.journal.run_id = run_id
-
-    def source_count(self, chunk_plan: ChunkLayout, window: ChunkWindow) -> int:
-        sql, params = window_count_query(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan, window)
-        with open_source(self.plan.source_url, self.plan.tuning) as src:
-            return int(src.scalar(sql, params))
-
-    def fingerprints_of(self, chunk_plan: ChunkLayout, windows: Sequence[ChunkWindow]) -> dict[str, WindowFingerprint]:
-        """What each window holds at the source now (COUNT, MAX(change_column)): one
-        grouped query for all of them (rivet_core/chunks/fingerprint.py). Every window is in
-        the result; an empty one has rows 0."""
-        change = self.export.change_column
-        if not windows and not change:
-            return {}
-        with open_source(self.plan.source_url, self.plan.tuning) as src:
-            if change:  # checked on every call, also before the first window exists
-                self.check_change_column(src, change)
-            return self.fingerprints_on(src, chunk_plan, windows)
-
-    def fingerprints_on(self, src, chunk_plan: ChunkLayout,  # noqa: ANN001
-                        windows: Sequence[ChunkWindow]) -> dict[str, WindowFingerprint]:
-        """`fingerprints_of` on an open session, in its snapshot (no change-column check)."""
-        change = self.export.change_column
-        found: dict[str, WindowFingerprint] = {}
-        for query in fingerprint_queries(dialect_for(self.plan.engine), self.plan.base_query, chunk_plan.strategy,
-                                         chunk_plan.column, chunk_plan.size, windows, change):
-            found.update(read_fingerprints(fetch_rows(src, query.sql, query.params), query, change))
-        return {w.key: found.get(w.key, EMPTY) for w in windows}
-
-    def check_change_column(self, src, change: str) -> None:  # noqa: ANN001
-        """`change_column` must be a column of the export's query whose MAX() the database
-        computes and that orders like time or a version number (scan-free: describe only)."""
-        try:
-            arrow_type, native = column_type(src, self.plan.base_query, change, self.plan.table_hint)
-        except ConfigError as exc:
-            raise ConfigError(f"export '{self.export.name}': change_column '{change}': {exc}") from exc
-        orderable = arrow_type is not None and (
-            pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type) or pa.types.is_decimal(arrow_type)
-            or pa.types.is_timestamp(arrow_type) or pa.types.is_date(arrow_type) or pa.types.is_time(arrow_type)
-            or pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type))
-        problem = None if orderable else f"(type {native})"
-        if problem is None:  # the database has the last word (e.g. no MAX() for json); no row is read
-            q = src.quote_ident(change)
-            try:
-                src.scalar(f"SELECT MAX(_rivet_c.{q}) FROM ({self.plan.base_query}) AS _rivet_c WHERE 1 = 0")
-            except Exception as exc:  # error boundary: any refusal means MAX() is not usable (ConfigError below)
-                problem = f"(type {native}: {redact_secrets(exc)})"
-        if problem is not None:
-            raise ConfigError(
-                f"export '{self.export.name}': change_column '{change}' {problem} cannot be compared with "
-                "MAX() — name a column that moves on every insert and update: a timestamp such as "
-                "updated_at, or an increasing row version number")
+        self.checkpoint_runs = checkpoint_runs_of(self, words)
+        self.source_prints = SourceFingerprints(self.plan, self.export)
 
 
 # ------------------------------------------------------------------------------- planner
@@ -544,7 +370,7 @@ def plan_chunk_tasks(config: RivetConfig, export: ExportConfig, *, state=None,  
     source and says which windows to (re-)export and whether the run can be finalized.
 
     Staleness: every completed window is fingerprinted with one grouped query
-    (`ChunkTaskRun.fingerprints_of`). A window is *changed* — re-opened in a chunk run that
+    (`SourceFingerprints.of`, chunked/planning.py). A window is *changed* — re-opened in a chunk run that
     continues the published one, and listed in `refill` — when its source COUNT differs from
     the rows it exported, or (with `change_column`) when its fingerprint differs from
     `recorded[key]`, the fingerprint the caller recorded when the window was last exported
@@ -558,21 +384,21 @@ def plan_chunk_tasks(config: RivetConfig, export: ExportConfig, *, state=None,  
     `orphaned` so the orchestrator requests it again — while its attempts are below the
     run's `max_chunk_attempts`; past that it is listed in `exhausted` with a warning. Without
     this a killed worker's windows stay `running` and nothing ever exports them again."""
-    run = ChunkTaskRun(config, export, state=state, notifications=None, words=words)
+    run = ChunkPlanningRun(config, export, state=state, words=words)
     try:
-        chunk_plan = run.plan_grid()
-        store, name = run.state, run.export.name
+        chunk_plan = plan_task_windows(run)
+        checkpoint_runs, store, name = run.checkpoint_runs, run.state, run.export.name
         current = store.find_in_progress_chunk_run(name)
         resumed = current is not None  # its tasks (`before`) may hold windows of ended workers
         previous = None
         if current is not None:
-            run.refuse_changed(current, chunk_plan)
+            checkpoint_runs.refuse_changed(current, chunk_plan)
             before = store.list_chunk_tasks(current.run_id)
         else:
-            previous = run.continued_run(chunk_plan)
+            previous = checkpoint_runs.continued(chunk_plan)
             before = store.list_chunk_tasks(previous.run_id) if previous is not None else []
         carry = previous is not None
-        extra = run.new_windows(chunk_plan, before)
+        extra = checkpoint_runs.new_windows(chunk_plan, before)
         completed = [t for t in before if t.status == "completed"]
         refill, marks, drifted = ({}, {}, []) if refresh else _changed(run, chunk_plan, completed, recorded)
         refresh_keys = sorted(t.window_key for t in completed) if refresh else []
@@ -595,11 +421,11 @@ def plan_chunk_tasks(config: RivetConfig, export: ExportConfig, *, state=None,  
                                         f"export '{name}': chunk run {previous.run_id} completed every window but "
                                         f"{unpublished}; its windows are carried into a new chunk run and the "
                                         "finalize is due again"))
-            current, fresh = run.open_chunk_run(chunk_plan, extra=extra if carry else (),
+            current, fresh = checkpoint_runs.open(chunk_plan, extra=extra if carry else (),
                                                 carry_completed=not refresh_keys)
         else:
             if extra:
-                store.add_chunk_tasks(current.run_id, [_task_spec(w) for w in extra])
+                store.add_chunk_tasks(current.run_id, [task_spec(w) for w in extra])
             for t in completed if refresh_keys else ():
                 store.reset_chunk_task_for_re_export(current.run_id, t.chunk_index, "refresh: re-export every window")
         orphaned, exhausted = _take_over(store, current, before, is_gone) if is_gone is not None and resumed \
@@ -657,7 +483,7 @@ def _take_over(store, run: ChunkRunRow, tasks: Sequence[ChunkTaskRow],  # noqa: 
     return orphaned, exhausted
 
 
-def _unpublished(run: ChunkTaskRun, previous: ChunkRunRow) -> str | None:
+def _unpublished(run: ChunkPlanningRun, previous: ChunkRunRow) -> str | None:
     """Why the completed chunk run `previous` never published its manifest, or None when it
     did — or when its finalize may still be running.
 
@@ -687,11 +513,11 @@ def _unpublished(run: ChunkTaskRun, previous: ChunkRunRow) -> str | None:
     return "its finalize never finished (no outcome in the run ledger, no live run of the export)"
 
 
-def _changed(run: ChunkTaskRun, chunk_plan: ChunkLayout, completed: Sequence[ChunkTaskRow],
+def _changed(run: ChunkPlanningRun, chunk_plan: ChunkLayout, completed: Sequence[ChunkTaskRow],
              recorded: Mapping[str, str] | None) -> tuple[dict[str, str], dict[str, str], list[str]]:
     """(refill: key → token, marks: key → attempt mark, drifted keys) of the completed
     windows that changed at the source (see `plan_chunk_tasks`)."""
-    prints = run.fingerprints_of(chunk_plan, [_window(t) for t in completed])
+    prints = run.source_prints.of(chunk_plan, [_window(t) for t in completed])
     versioned = bool(run.export.change_column) and recorded is not None
     refill: dict[str, str] = {}
     marks: dict[str, str] = {}
@@ -718,7 +544,7 @@ class _Claimed:
     settled: bool = False
 
 
-class ChunkWindowRun(ChunkTaskRun):
+class ChunkWindowRun(ChunkedRun):
     """One batch of window tasks: exports exactly its window(s) into the in-progress chunk run.
 
         run = ChunkWindowRun(config, export, ["id_…"], run_label=…)
@@ -732,13 +558,20 @@ class ChunkWindowRun(ChunkTaskRun):
     crash would. `is_gone(worker)` says whether the worker holding a `running` task is dead
     (the orchestrator knows whether that worker's run is still going); only then is it taken
     over. A retry under the same `run_label` (the worker) takes its own `running` task back.
+    It holds the export lock `shared`, as every chunk-task step (`ChunkPlanningRun`).
     """
+
+    lock_mode = "shared"
 
     def __init__(self, config: RivetConfig, export: ExportConfig, window_keys: Sequence[str], *,
                  run_label: str, state=None, words: Wording | None = None,  # noqa: ANN001
                  orchestrator: str | None = None) -> None:
-        super().__init__(config, export, run_label=run_label, state=state, notifications=None, words=words,
-                         orchestrator=orchestrator)
+        super().__init__(config, *task_step_args(export, words, run_label, orchestrator), state=state,
+                         notifications=None)
+        self.words = words
+        self.checkpoint_runs = checkpoint_runs_of(self, words)
+        self.source_prints = SourceFingerprints(self.plan, self.export)
+        self.chunk_run: ChunkRunRow | None = None
         self.window_keys = list(window_keys)
         self.worker = run_label
         self.claimed: list[_Claimed] = []
@@ -748,9 +581,8 @@ class ChunkWindowRun(ChunkTaskRun):
         #: so it describes exactly the rows exported — a change committed after it is seen by
         #: the next planning call. Its COUNT is the rows the window read (the fingerprint
         #: query counts a row in exactly the window whose query reads it: chunks/fingerprint.py);
-        #: with a `change_column` the query runs on the window's read session for MAX().
-        #: (One grouped query before the reads scanned every window's rows again: 1.6 s of a
-        #: 5 M-row batch, docs/benchmarks.md.)
+        #: with a `change_column` the query runs on the window's read session for MAX(),
+        #: rather than one grouped query before the reads scanning every window's rows again.
         self.fingerprints: dict[str, WindowFingerprint] = {}
 
     @property
@@ -761,9 +593,9 @@ class ChunkWindowRun(ChunkTaskRun):
     def claim(self, *, is_gone: Callable[[str], bool] | None = None) -> list[ChunkTaskRow]:
         fault_point("before_chunk_claim")  # a run started, its windows not yet claimed (tests park it here)
         try:
-            chunk_plan = self.plan_grid()
+            chunk_plan = plan_task_windows(self)
             self._gate_probe_schema()  # the schema-drift facade, before anything is claimed
-            run = self.in_progress(chunk_plan)
+            run = self.chunk_run = self.checkpoint_runs.in_progress(chunk_plan)
             self.use_run_id(run.run_id)
             tasks = {t.window_key: t for t in self.state.list_chunk_tasks(run.run_id)}
             unknown = [k for k in self.window_keys if k not in tasks]
@@ -773,10 +605,10 @@ class ChunkWindowRun(ChunkTaskRun):
             for key in self.window_keys:
                 self.claimed.append(self._claim_one(tasks[key], is_gone))
             if self.export.change_column:  # refused before any window is read (describe only)
-                self.fingerprints_of(chunk_plan, [])
+                self.source_prints.of(chunk_plan, [])
             self.ctx = self.window_context(run.run_id, read_slots=1)  # one query at a time (extract)
             if self.export.change_column:  # MAX(change_column) as the database renders it
-                self.ctx.fingerprint = lambda src, window: self.fingerprints_on(src, chunk_plan, [window])[window.key]
+                self.ctx.fingerprint = lambda src, window: self.source_prints.on(src, chunk_plan, [window])[window.key]
         except BaseException as exc:
             self.release(exc)
             raise
@@ -806,7 +638,7 @@ class ChunkWindowRun(ChunkTaskRun):
         """Stage every claimed window; the fault point `chunk_export:N` fires first.
 
         Two windows are staged at a time through the context's one read slot, as `rivet run`
-        drains a sequential chunked export (chunked.py `_run_workers`): the source still runs
+        drains a sequential chunked export (chunked/run.py `_run_workers`): the source still runs
         one query at a time, and the next window's query streams while the previous window's
         last row groups are encoded. The first window to fail (in claim order) is the one
         reported; no window starts after a failure, and the others are released with it."""
@@ -889,29 +721,35 @@ class ChunkWindowRun(ChunkTaskRun):
 
 
 # ------------------------------------------------------------------------------- finalize
-class ChunkFinalizeRun(ChunkTaskRun):
+class ChunkFinalizeRun(ChunkedRun):
     """The finalize step: publish the in-progress chunk run (module docstring).
 
         run = ChunkFinalizeRun(config, export, run_label=…)
         run.prepare()     # I6 pre-check (raises ChunkWindowsMissing; nothing published)
         run.publish()     # I6 (atomic) → parts from file_log → finalize sequence
+
+    It holds the export lock `shared`, as every chunk-task step (`ChunkPlanningRun`).
     """
 
     supersedes_previous = True
+    lock_mode = "shared"
 
     def __init__(self, config: RivetConfig, export: ExportConfig, *, run_label: str | None = None,
                  state=None, notifications="config", words: Wording | None = None,  # noqa: ANN001
                  orchestrator: str | None = None) -> None:
-        super().__init__(config, export, run_label=run_label, state=state, notifications=notifications, words=words,
-                         orchestrator=orchestrator)
+        super().__init__(config, *task_step_args(export, words, run_label, orchestrator), state=state,
+                         notifications=notifications)
+        self.words = words
+        self.checkpoint_runs = checkpoint_runs_of(self, words)
+        self.chunk_run: ChunkRunRow | None = None
         self.windows_total = 0
 
     def prepare(self) -> ChunkRunRow:
         """Find (or continue) the chunk run and refuse while a window is not completed or a
         completed window's parts are not at the destination (that window is reset)."""
         try:
-            chunk_plan = self.plan_grid()
-            run = self.in_progress(chunk_plan)
+            chunk_plan = plan_task_windows(self)
+            run = self.chunk_run = self.checkpoint_runs.in_progress(chunk_plan)
             tasks = self.state.list_chunk_tasks(run.run_id)
             listing = {o.key: o for o in self.dest.list("")}
             reasons: dict[str, str] = {}
@@ -1025,21 +863,21 @@ def reconcile_chunks(config: RivetConfig, export: ExportConfig, *, state=None,  
         record_verified_progression,
     )
 
-    run = ChunkTaskRun(config, export, state=state, notifications=None, words=words)
+    run = ChunkPlanningRun(config, export, state=state, words=words)
     try:
         store, name = run.state, run.export.name
         run_row = store.get_latest_chunk_run(name)
         if run_row is None:
             raise NoChunkRun({"export": name}, words=words)
         tasks = store.list_chunk_tasks(run_row.run_id)
-        chunk_plan = run.plan_grid()
+        chunk_plan = plan_task_windows(run)
         if chunk_plan.plan_hash != run_row.plan_hash:
             raise ConfigError(f"export '{name}': the config plans {chunk_plan.plan_hash} but run {run_row.run_id} "
                               f"was planned as {run_row.plan_hash} — reconcile the run with the config it ran with")
         report = ReconcileReport(name, run_row.run_id, chunk_plan.strategy)
         error = None
         try:
-            prints = run.fingerprints_of(chunk_plan, [_window(t) for t in tasks])
+            prints = run.source_prints.of(chunk_plan, [_window(t) for t in tasks])
         except Exception as exc:  # error boundary: uncountable windows are "unknown"
             prints, error = {}, redact_secrets(exc)
         for t in tasks:
@@ -1062,7 +900,7 @@ def reconcile_chunks(config: RivetConfig, export: ExportConfig, *, state=None,  
         run.close()
 
 
-__all__ = ["ChunkFinalizeRun", "ChunkPlanChanged", "ChunkTaskBusy", "ChunkTaskPlan", "ChunkTaskRefusal",
-           "ChunkTaskRun", "ChunkWindowRun", "ChunkWindowsMissing", "FinalizedElsewhere", "NoChunkRun",
+__all__ = ["ChunkFinalizeRun", "ChunkPlanChanged", "ChunkPlanningRun", "ChunkTaskBusy", "ChunkTaskPlan",
+           "ChunkTaskRefusal", "ChunkWindowRun", "ChunkWindowsMissing", "FinalizedElsewhere", "NoChunkRun",
            "UnknownWindows", "WindowPartsLost", "Wording", "checkpointed_export", "chunk_task_problem",
            "plan_chunk_tasks", "reconcile_chunks"]

@@ -1,4 +1,4 @@
-"""Withdrawing a chunked run's windows when a gate fails after they were written (issue 15 item 5).
+"""Withdrawing a chunked run's windows when a gate fails after they were written.
 
 A single-unit run stages everything and gates before any part is published (ADR-0002). A
 chunked run cannot: each window is written and committed as it finishes, and the total

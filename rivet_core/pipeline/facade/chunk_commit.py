@@ -10,7 +10,7 @@ then runs the ordered tail, under the run's lock when workers run in parallel:
     → fault `after_chunk_file:N` → complete_chunk_task (checkpoint; fatal on error)
     → fault `after_chunk_complete:N`
 
-so the sequential runner, the parallel runner and a window batch (chunk_tasks.py) all commit a
+so the sequential runner, the parallel runner and a window batch (pipeline/chunked/tasks.py) all commit a
 window the same way. Part names carry the run's stamp and a random nonce
 (`data/{export}_{runstamp}_chunk{i}_{nonce}.{ext}`, `_p{n}` for rotated siblings; at the root,
 with Rivet's timestamp, under `layout: rivet`), so a
@@ -39,10 +39,11 @@ from rivet_core.format.base import WriterOptions
 from rivet_core.format.meta_columns import add_meta_columns
 from rivet_core.lazy_modules import pa, pc
 from rivet_core.manifest import data_key, part_name
-from rivet_core.pipeline.chunked.window_sessions import WindowSessions
 from rivet_core.pipeline.facade.commit import PartKind, PartRecord, record_part, write_part_file
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.single.run_reconcile import ReconcileMismatch, count_in_snapshot
+from rivet_core.pipeline.resources.window_sessions import WindowSessions
+from rivet_core.pipeline.staging.run_reconcile import ReconcileMismatch, count_in_snapshot
+from rivet_core.pipeline.staging.stream import stream_to_parts
 from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source.base import SourceSession
@@ -129,15 +130,15 @@ class WindowContext:
     #: (None: no gate — the caller bounds the reads itself).
     read_slots: threading.BoundedSemaphore | None = None
     #: `--reconcile`: count each window's query in the window's snapshot; a window whose rows
-    #: differ fails before its parts are written (run_reconcile.py).
+    #: differ fails before its parts are written (pipeline/staging/run_reconcile.py).
     reconcile: bool = False
     #: What the source holds in a window (chunks/fingerprint.py), asked on the window's read
     #: session in the window's own snapshot before its rows are read, so it describes exactly
     #: the rows exported (an orchestrator's window batches with a `change_column` record it:
-    #: chunk_tasks.py); None: not asked.
+    #: pipeline/chunked/tasks.py); None: not asked.
     fingerprint: Callable[[SourceSession, ChunkWindow], WindowFingerprint] | None = None
     #: Source sessions kept between windows, lent to one window's read at a time (each window
-    #: still reads in its own snapshot: pipeline/chunked/window_sessions.py).
+    #: still reads in its own snapshot: pipeline/resources/window_sessions.py).
     sessions: WindowSessions = field(init=False)
 
     #: The windows' part encoding: the plan's, with row groups sized for a window
@@ -207,7 +208,7 @@ def _read_window(ctx: WindowContext, window: ChunkWindow, sql: str, params: list
         from rivet_core.source import batch_rows
 
         yield from src.stream(sql, params, source_schema, batch_rows(source_schema, plan.tuning))
-        # The session may serve the next window too (window_sessions.py): take this read's tally.
+        # The session may serve the next window too (pipeline/resources/window_sessions.py): take this read's tally.
         facts.mapped_to_null, src.mapped_to_null = dict(src.mapped_to_null), {}
         if ctx.reconcile:
             facts.source_count = count_in_snapshot(src, sql, params)
@@ -220,9 +221,8 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     process's read-ahead budget), so the window's read slot and source session are given
     back as soon as the source has sent the last row — not once this thread has encoded
     them: the next window's query then starts while this window's last row groups are
-    encoded. Before, a window held its slot until its encoder had drained the read-ahead, and
-    the encoder idled at every window start until the next window's first row group had
-    arrived (32 windows of 5 M `orders` rows: ~100 ms a window, docs/benchmarks.md).
+    encoded; the encoder does not idle at a window start waiting for the next window's first
+    row group (docs/benchmarks.md "Figures once carried by the pipeline's docstrings").
     """
     plan = ctx.plan
     sql, params = window_query(dialect_for(plan.engine), plan.base_query, ctx.chunk_plan, window)
@@ -233,24 +233,26 @@ def stage_window(ctx: WindowContext, window: ChunkWindow) -> StagedWindow:
     rotator = PartRotator(staging, stem, ctx.schema, ctx.writer_options, plan.max_file_size)
     feed = feed_for(ctx.progress)
     facts = _ReadFacts()
+    max_key = None
+    track = ctx.chunk_plan.strategy == "keyset" and plan.export.keyset_incremental
+
+    def shape(batch: pa.RecordBatch) -> pa.RecordBatch:
+        nonlocal max_key
+        if track and batch.num_rows:
+            keys = batch.column(ctx.chunk_plan.column)
+            if isinstance(keys.type, pa.BaseExtensionType):  # uuid: no min_max kernel;
+                keys = keys.storage  # its 16 bytes order as the databases order uuids
+            value = pc.max(keys).as_py()
+            if value is not None and (max_key is None or value > max_key):
+                max_key = value
+        if ctx.strip:
+            batch = batch.select([i for i, f in enumerate(batch.schema) if f.name not in ctx.strip])
+        return add_meta_columns(batch, exported_at=ctx.exported_at, row_hash=ctx.row_hash)
+
     try:
-        max_key = None
-        track = ctx.chunk_plan.strategy == "keyset" and plan.export.keyset_incremental
         with ReadAhead(_read_window(ctx, window, sql, list(params), facts), **batch_budget(),
                        name=f"rivet-window-{window.index}-read") as batches:
-            for batch in batches:
-                if track and batch.num_rows:
-                    keys = batch.column(ctx.chunk_plan.column)
-                    if isinstance(keys.type, pa.BaseExtensionType):  # uuid: no min_max kernel;
-                        keys = keys.storage  # its 16 bytes order as the databases order uuids
-                    value = pc.max(keys).as_py()
-                    if value is not None and (max_key is None or value > max_key):
-                        max_key = value
-                if ctx.strip:
-                    batch = batch.select([i for i, f in enumerate(batch.schema) if f.name not in ctx.strip])
-                batch = add_meta_columns(batch, exported_at=ctx.exported_at, row_hash=ctx.row_hash)
-                rotator.write_batch(batch)
-                feed.update(rotator.rows_written, rotator.bytes_written)
+            stream_to_parts(batches, rotator, feed, shape=shape)
         source_count = facts.source_count
         staged = rotator.finish()  # I1
         if source_count is not None and source_count != sum(p.rows for p in staged):

@@ -141,7 +141,7 @@ def record_part(
 def rehydrate_part(summary: RunSummary, part: PartRecord) -> None:
     """Put a part committed by an EARLIER attempt of this run back into the manifest parts.
 
-    Used only by a chunked resume (and the chunk-task finalize, chunk_tasks.py): the part is
+    Used only by a chunked resume (and the chunk-task finalize, pipeline/chunked/tasks.py): the part is
     already durable and in file_log, so this appends it and bumps the counters without
     the fault points, the journal's FileWritten or a second file_log row.
     """

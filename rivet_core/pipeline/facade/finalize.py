@@ -14,7 +14,7 @@
   the next run re-exports from the prior cursor).
 - Validate, metrics (I4: after the verdict), report and notification are best-effort:
   each failure is a warning and the next step still runs.
-- Retention (the export's `retention:` block; rivet_core/pipeline/gc.py) runs only after a
+- Retention (the export's `retention:` block; rivet_core/pipeline/retention/gc.py) runs only after a
   successful publish — never before `_SUCCESS`, never after a failed validation — and moves
   superseded files aside / deletes what outlived its grace period. Its failure is a warning.
 
@@ -22,7 +22,7 @@ A time partition (a window unit) is *replaced* when it runs again: after its new
 manifest landed, the parts the previous manifest listed, and that run's
 `manifest-<run_id>.json` copy, are moved to `_quarantine/<run_id>/` — never deleted (M9) —
 so every success manifest left at the prefix describes data that is still there. The
-chunk-task finalize (`supersede_previous=True`, chunk_tasks.py) does the same: a re-run chunk
+chunk-task finalize (`supersede_previous=True`, pipeline/chunked/tasks.py) does the same: a re-run chunk
 window's old parts leave the prefix only once a manifest without them has landed.
 
 Failed runs (a deliberate difference from Rivet): we never overwrite the canonical
@@ -58,7 +58,7 @@ from rivet_core.manifest.layout import read_predecessor
 from rivet_core.manifest.model import normalize_strategy
 from rivet_core.pipeline.facade.run_store import Progression, RunStore
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.gc import apply_retention
+from rivet_core.pipeline.retention.gc import apply_retention
 from rivet_core.pipeline.table_check import check_table
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.notify import RunNotice, send_notifications
@@ -204,7 +204,7 @@ def _commit_table(plan: ResolvedUnit, summary: RunSummary, dest: Destination) ->
     cursor); a skipped or failed run commits nothing. A run that found no row commits nothing
     either, but its manifest names the table version still published (`unchanged`,
     tableformat/chain.py): with `table: null` the next append read the published version as
-    -1 and removed every earlier commit as an orphan (issue 33)."""
+    -1 and removed every earlier commit as an orphan."""
     if plan.export.table_format is None or summary.status != "success":
         return
     from rivet_core.tableformat import commit_table
@@ -257,7 +257,7 @@ def _commit_cursor(summary: RunSummary, state: StateStore) -> None:
         return
     # The ledger learns that this prefix holds published data before the cursor moves past it:
     # a crash between the cursor and the ledger's tail (record_outcome) must not leave a cursor
-    # the ledger cannot tie to a publish (lost_cursor.py `refuse_vanished_destination`).
+    # the ledger cannot tie to a publish (pipeline/single/lost_cursor.py `refuse_vanished_destination`).
     with best_effort("run ledger write", warn=summary.add_warning):  # advisory; the tail writes it again
         state.finish_run(summary.run_id, "success")
     # One committed boundary per run: the cursor's when the run has one (keyset_incremental

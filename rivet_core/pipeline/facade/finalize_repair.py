@@ -1,6 +1,6 @@
 """The end of a repair — a finalize path of its own kind (docs/adr/0001-write-ordering-facades.md).
 
-`rivet repair --execute` (reconcile.py) re-exports the windows `rivet reconcile` found wrong
+`rivet repair --execute` (pipeline/chunked/reconcile.py) re-exports the windows `rivet reconcile` found wrong
 as NEW parts through the per-part facade (write_part_file → record_part). Everything after
 that is `finalize_repair`, in one fixed order, like the end of an export run (finalize.py)
 and labelled as a repair (`summary.mode = "repair"`, `summary.repair_of` = the chunk run):

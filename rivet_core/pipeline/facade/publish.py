@@ -7,7 +7,7 @@ schema, so `on_schema_drift: fail` publishes nothing. Each staged part goes thro
 prefix's `data/` folder (`layout.data_key`, docs/adr/0007-readable-layout-and-retention.md; at
 the root with `layout: rivet`);
 if that key already exists at the destination (two runs in the same millisecond) a short
-random suffix is added, so no run ever overwrites another run's part (part_names.py). A
+random suffix is added, so no run ever overwrites another run's part (pipeline/staging/part_names.py). A
 destination that uploaded the parts while they were written (`Destination.begin_early_upload`)
 had its stem chosen when the extract started (`StagedExtract.part_stem`): `write_part_file`
 then completes the upload in flight — the same step, the same order.
@@ -20,8 +20,8 @@ from rivet_core.format import file_extension
 from rivet_core.manifest import data_key
 from rivet_core.manifest.model import cursor_native_type
 from rivet_core.pipeline.facade.commit import PartKind, record_part, write_part_file
-from rivet_core.pipeline.single.extract import StagedExtract
-from rivet_core.pipeline.single.part_names import free_stem, part_names, part_stem
+from rivet_core.pipeline.staging.extract import StagedExtract
+from rivet_core.pipeline.staging.part_names import free_stem, part_names, part_stem
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.state import StateStore
 from rivet_core.unit.resolve import ResolvedUnit

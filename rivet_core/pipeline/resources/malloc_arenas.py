@@ -3,24 +3,19 @@
 Why: glibc gives each thread that allocates under contention its own arena (up to 8 per
 core) and keeps freed memory in it. An export runs several threads that allocate megabytes
 at a time (read-ahead readers fetching 1–4 MiB of rows, chunk workers, the fingerprint
-hasher), so each arena ends up holding its own high-water mark. Measured on the bench
-`orders` table (5 M rows, PostgreSQL, chunked `parallel: 2`, `/usr/bin/time` peak RSS):
-512 MB with glibc's default, 422 MB with 2 arenas, 391 MB with 1 — but 1 arena made the
-MySQL `narrow` export 17 % slower (malloc lock contention between Python threads), 2 cost
-nothing measurable. Arrow's buffers come from its own allocator (jemalloc/mimalloc) and are
-not affected.
+hasher), so each arena ends up holding its own high-water mark. Two arenas keep most of
+the saving of one without its malloc lock contention between Python threads
+(docs/benchmarks.md "Figures once carried by the pipeline's docstrings"). Arrow's buffers
+come from its own allocator (jemalloc/mimalloc) and are not affected.
 
 A user's own `MALLOC_ARENA_MAX` wins (glibc read it at start-up; we do not override it).
 Anything other than glibc on Linux: no-op.
 
 The same call also makes jemalloc (bundled with the Linux pyarrow wheels) Arrow's default
 pool instead of mimalloc (the encoder's scratch and the Parquet writer's buffers); a user's
-`ARROW_DEFAULT_MEMORY_POOL` wins. Measured on the bench `orders` table (PostgreSQL, `rivet run`,
-GNU time peak RSS and user + system CPU, docs/benchmarks.md): 1 M rows 243 → 220 MB and
-6.8 → 6.2 CPU s; the 5 M-row peak 259 → 234 MB, 500 k → 5 M +8 % (was +12 %).
-Tried and not kept: a fixed 256 KiB glibc mmap threshold (`M_MMAP_THRESHOLD`, so the reader's
-0.3–4 MiB column buffers are always unmapped when freed) took another 10–25 MB off but cost
-1–2 s of system CPU per million rows (page faults), 17 % more client CPU at 5 M rows.
+`ARROW_DEFAULT_MEMORY_POOL` wins: a lower peak and less CPU than mimalloc on the same run.
+A fixed glibc mmap threshold was tried and not kept: it cost system CPU in page faults
+(both measured in docs/benchmarks.md, the same section).
 """
 
 from __future__ import annotations

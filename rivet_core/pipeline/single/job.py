@@ -12,7 +12,7 @@ finalize sequence (finalize.py) always runs exactly once, via `publish` or `fail
 
 The phases after the lock (extract, the gates, publish, finalize) import their modules when
 they run: a run takes its lock and sends its first source query without loading the writers,
-the finalize facade and what they import (issue 16 item 3, tests/test_startup.py).
+the finalize facade and what they import (tests/test_startup.py; docs/benchmarks.md "Start-up").
 """
 
 from __future__ import annotations
@@ -34,17 +34,21 @@ from rivet_core.pipeline.single.lost_cursor import (
     refuse_vanished_destination,
     resolve_missing_cursor,
 )
-from rivet_core.pipeline.single.staging import claim_staging, remove_staging, sweep_dead_staging
+from rivet_core.pipeline.staging.directories import (
+    claim_staging,
+    remove_staging,
+    sweep_dead_staging,
+)
 from rivet_core.redact import redact_secrets
 from rivet_core.reporting.progress import ProgressTracker
 from rivet_core.runrecord.summary import RunSummary, new_run_id
-from rivet_core.source import backoff_ms, classify_error
+from rivet_core.source import RetryDecision, backoff_ms, retry_transient
 from rivet_core.state import ExportLockHandle, StateStore
 from rivet_core.state.writable import assert_writable
 from rivet_core.unit.resolve import DayWindow, ResolvedUnit, resolve_unit
 
 if TYPE_CHECKING:
-    from rivet_core.pipeline.single.extract import StagedExtract
+    from rivet_core.pipeline.staging.extract import StagedExtract
 
 log = logging.getLogger("rivet.run")
 
@@ -65,7 +69,7 @@ class RunOptions:
     #: Allow a resume into a prefix that already holds `_SUCCESS`.
     force: bool = False
     #: Open a `run_status` row when the run starts. Off for the chunk-task runs
-    #: (chunk_tasks.py): a window batch works for the chunk run and is not a run of its own;
+    #: (pipeline/chunked/tasks.py): a window batch works for the chunk run and is not a run of its own;
     #: the chunk run's row is opened by its finalize (`open_ledger`) once I6 held.
     ledger: bool = True
     #: Progress reporting (rivet_core/reporting/progress.py): fed once per batch; None = off. The CLI
@@ -76,7 +80,7 @@ class RunOptions:
     #: matter (a success, or the last failure) is. Nobody is paged for a blip.
     defer_transient_notice: bool = False
     #: `--reconcile`: count the unit's query in the export's own snapshot and fail the run
-    #: (exit 3, nothing published, cursor unmoved) when the rows written differ (run_reconcile.py).
+    #: (exit 3, nothing published, cursor unmoved) when the rows written differ (pipeline/staging/run_reconcile.py).
     reconcile: bool = False
     #: Incremental exports: ignore the stored cursor and export every row (`--full-refresh`).
     full_refresh: bool = False
@@ -87,7 +91,7 @@ class RunOptions:
     #: (time_range.py) gives each partition its own, since they start in the same millisecond.
     run_id: str | None = None
     #: The new manifest replaces the prefix's previous one part by part (as a time partition
-    #: does): set for a `partition_by` bucket that replaces its data (buckets.py).
+    #: does): set for a `partition_by` bucket that replaces its data (pipeline/buckets/run.py).
     supersede_previous: bool = False
 
 
@@ -106,7 +110,7 @@ class ExportRun:
     #: lists are quarantined after it landed (time partitions always; the chunk-task finalize).
     supersedes_previous = False
     #: How this run holds the export's lock (state/locks.py): a CLI run or one time partition
-    #: is `exclusive` (never two cursors racing); the chunk-task flow (chunk_tasks.py) is `shared`; None
+    #: is `exclusive` (never two cursors racing); the chunk-task flow (pipeline/chunked/tasks.py) is `shared`; None
     #: takes no lock (read-only inspection: `rivet reconcile`).
     lock_mode: str | None = "exclusive"
 
@@ -118,9 +122,6 @@ class ExportRun:
         self.state = state or StateStore.open(config.config_path)
         self.notifications = config.notifications if notifications == "config" else notifications
         self.export_lock: ExportLockHandle | None = None
-        #: `--resume`'s gate (resume_gate.py) has run for this run: a chunked run that falls
-        #: back to the single-unit path reaches it a second time.
-        self.resume_gated = False
         try:
             # Before the cursor is read: a second run of the export is refused (ExportLocked,
             # exit 2) here, having read and written nothing.
@@ -168,7 +169,7 @@ class ExportRun:
             self.open_ledger()
 
     def _sweep_dead_staging(self) -> None:
-        """Holding the export lock: remove staging left by this export's dead runs (staging.py;
+        """Holding the export lock: remove staging left by this export's dead runs (pipeline/staging/directories.py;
         live runs of the export — their run ids are on live lock rows — are never touched)."""
         removed = None  # housekeeping never fails a run
         with best_effort("staging cleanup", logger=log,
@@ -232,31 +233,28 @@ class ExportRun:
 
     def extract(self) -> StagedExtract:
         """Stream to staged files (quality gate inside), retrying transient source errors."""
-        from rivet_core.pipeline.single.extract import extract_to_staging
+        from rivet_core.pipeline.staging.extract import extract_to_staging
 
-        attempt = 0
-        while True:
-            try:
-                claim_staging(self.staging_dir, run_id=self.staging_dir.name, export_name=self.export.name)
-                return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{attempt}",
-                                          progress=self.options.progress, reconcile=self.options.reconcile,
-                                          dest=self.dest)
-            except Exception as exc:  # error boundary: retried when transient, else re-raised
-                decision = classify_error(exc)
-                if not (decision.transient and self.options.internal_retries) \
-                        or attempt >= self.plan.tuning.max_retries:
-                    raise
-                if self.summary.files_committed > 0:  # defensive: extract never commits
-                    raise DataIntegrityError(
-                        f"export '{self.export.name}': transient error after parts were committed — "
-                        f"cannot safely retry (would duplicate rows). Cause: {redact_secrets(exc)}") from exc
-                attempt += 1
-                wait = backoff_ms(attempt, self.plan.tuning.retry_backoff_ms, decision.extra_delay_ms)
-                self.summary.retries = attempt
-                self.summary.journal.record("RetryAttempted", attempt=attempt, reason=str(exc), backoff_ms=wait)
-                log.warning("export '%s': transient error (%s); retry %d/%d in %d ms", self.export.name,
-                            redact_secrets(exc), attempt, self.plan.tuning.max_retries, wait)
-                time.sleep(wait / 1000.0)  # backoff before reconnecting, not synchronisation
+        def attempt(n: int) -> StagedExtract:
+            claim_staging(self.staging_dir, run_id=self.staging_dir.name, export_name=self.export.name)
+            return extract_to_staging(self.plan, self.summary, self.staging_dir / f"attempt{n}",
+                                      progress=self.options.progress, reconcile=self.options.reconcile,
+                                      dest=self.dest)
+
+        def before_retry(n: int, exc: BaseException, decision: RetryDecision) -> None:
+            if self.summary.files_committed > 0:  # defensive: extract never commits
+                raise DataIntegrityError(
+                    f"export '{self.export.name}': transient error after parts were committed — "
+                    f"cannot safely retry (would duplicate rows). Cause: {redact_secrets(exc)}") from exc
+            wait = backoff_ms(n, self.plan.tuning.retry_backoff_ms, decision.extra_delay_ms)
+            self.summary.retries = n
+            self.summary.journal.record("RetryAttempted", attempt=n, reason=str(exc), backoff_ms=wait)
+            log.warning("export '%s': transient error (%s); retry %d/%d in %d ms", self.export.name,
+                        redact_secrets(exc), n, self.plan.tuning.max_retries, wait)
+            time.sleep(wait / 1000.0)  # backoff before reconnecting, not synchronisation
+
+        return retry_transient(attempt, max_retries=self.plan.tuning.max_retries, before_retry=before_retry,
+                               retryable=lambda _exc, decision: decision.transient and self.options.internal_retries)
 
     def gate_schema(self, staged: StagedExtract) -> None:
         """The schema-drift facade on the staged schema (once per run; raises on `fail`)."""
@@ -277,7 +275,7 @@ class ExportRun:
     def publish(self, staged: StagedExtract) -> RunSummary:
         """Schema gate, write + record every part, then the finalize sequence."""
         from rivet_core.pipeline.facade.publish import publish_staged
-        from rivet_core.pipeline.single.run_reconcile import reconcile_gate
+        from rivet_core.pipeline.staging.run_reconcile import reconcile_gate
 
         error: BaseException | None = None
         try:
@@ -296,12 +294,21 @@ class ExportRun:
         return self._finalize(error)
 
     def run(self) -> RunSummary:
-        """All phases in one call (the CLI path)."""
-        try:
-            if self.options.resume:  # Rivet's warning and _SUCCESS refusal, before any read
-                from rivet_core.pipeline.single.resume_gate import gate_resume
+        """All phases in one call (the CLI path): `--resume`'s gate, the one place it runs for
+        every mode (Rivet's warning and `_SUCCESS` refusal, before any read), then the phases."""
+        if self.options.resume:
+            from rivet_core.pipeline.single.resume_gate import gate_resume
 
+            try:
                 gate_resume(self)
+            except Exception as exc:  # error boundary: the run's failure
+                return self.fail(exc)
+        return self.run_phases()
+
+    def run_phases(self) -> RunSummary:
+        """Extract, then publish; a runner with another middle (chunked/run.py) overrides this,
+        never `run`, so the resume gate stays in one place."""
+        try:
             staged = self.extract()
         except Exception as exc:  # error boundary: the run's failure
             return self.fail(exc)
@@ -323,7 +330,7 @@ class ExportRun:
         and a window that differed already failed. The run's count (their sum) stands when this
         process counted every committed row; a resume that kept windows of an earlier process
         records none (those windows: `rivet reconcile`)."""
-        from rivet_core.pipeline.single.run_reconcile import reconcile_gate
+        from rivet_core.pipeline.staging.run_reconcile import reconcile_gate
 
         s = self.summary
         if s.source_row_count is None or s.reconcile_counted_rows != s.committed_rows():

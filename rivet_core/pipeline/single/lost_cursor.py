@@ -1,4 +1,4 @@
-"""A lost state store under an incremental export (issue 20 item 13).
+"""A lost state store under an incremental export.
 
 An incremental export's cursor lives in the state store. When the store is lost (deleted,
 `RIVET_STATE_URL` pointed elsewhere, a new machine) the next run would silently export the

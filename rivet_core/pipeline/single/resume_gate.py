@@ -5,7 +5,8 @@ In Rivet's order: an export that is not chunked with `chunk_checkpoint: true` is
 (`resume-no-checkpoint`: the flag has no effect there), then a prefix that already holds
 `_SUCCESS` is refused unless `--force` — whatever the mode, so the refusal names `_SUCCESS`
 even when no chunk run is in progress. A module of its own, light to import, because the
-single-unit run (job.py) calls it before loading any chunk machinery (tests/test_startup.py).
+run (job.py `ExportRun.run`, whatever the mode) calls it before loading any chunk machinery
+(tests/test_startup.py).
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ class GatedRun(Protocol):
     export: ExportConfig
     summary: RunSummary
     dest: Destination
-    resume_gated: bool  # set once the gate ran (a small-table fallback reaches it again)
 
 #: The rule name Rivet gives the warning (its plan validation), kept so logs grep alike.
 RESUME_NO_CHECKPOINT = "resume-no-checkpoint"
@@ -35,10 +35,10 @@ RESUME_NO_CHECKPOINT = "resume-no-checkpoint"
 
 def gate_resume(run: GatedRun) -> None:
     """`--resume`: warn when it has no effect, refuse a prefix holding `_SUCCESS` without
-    `--force` (module docstring). A no-op without `--resume`; runs once per run."""
-    if not run.options.resume or run.resume_gated:
+    `--force` (module docstring). A no-op without `--resume`; `ExportRun.run` (job.py) is its
+    one caller, for every mode."""
+    if not run.options.resume:
         return
-    run.resume_gated = True
     export = run.export
     if not (export.mode == "chunked" and export.chunk_checkpoint):
         message = "--resume has no effect unless strategy is chunked with chunk_checkpoint: true"

@@ -4,7 +4,7 @@ Streams the unit's query as Arrow batches (memory bounded by the batch, never th
 table), strips synthetic columns, adds meta columns, feeds the quality tracker and the
 part rotator, and remembers the cursor high-water value (last non-null cursor of the
 last batch: the query is ordered by the cursor). Between batches the source governor
-(governor.py) paces the read — a pause only under source pressure, or the fixed
+(pipeline/resources/governor.py) paces the read — a pause only under source pressure, or the fixed
 `throttle_ms` the user set; what it decided lands in `summary.governor`. After the stream
 ends it finishes the
 writers (I1) and evaluates the quality gate — a FAIL raises `DataIntegrityError` before
@@ -32,9 +32,10 @@ from rivet_core.pipeline.quality import QualityTracker, quality_error
 from rivet_core.pipeline.resources.governor import SourceGovernor
 from rivet_core.pipeline.resources.malloc_arenas import release_free_memory
 from rivet_core.pipeline.resources.memory_guard import MemoryGuard
-from rivet_core.pipeline.single.part_names import free_stem, part_stem
-from rivet_core.pipeline.single.row_estimate import estimate_for_progress
-from rivet_core.pipeline.single.run_reconcile import count_in_snapshot
+from rivet_core.pipeline.staging.part_names import free_stem, part_stem
+from rivet_core.pipeline.staging.row_estimate import estimate_for_progress
+from rivet_core.pipeline.staging.run_reconcile import count_in_snapshot
+from rivet_core.pipeline.staging.stream import stream_to_parts
 from rivet_core.reporting.progress import ProgressTracker, feed_for
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source import batch_rows, last_cursor_in_batch, open_source, render_cursor_value
@@ -118,23 +119,28 @@ def extract_to_staging(plan: ResolvedUnit, summary: RunSummary, staging_dir: Pat
         governor = SourceGovernor(plan.tuning, src.pressure_probe)
         guard = MemoryGuard(plan.tuning, export.name)
         feed = feed_for(progress)
+
+        def shape(batch: pa.RecordBatch) -> pa.RecordBatch:
+            nonlocal cursor_value, cursor_type
+            if plan.cursor_column is not None and batch.num_rows:
+                value = last_cursor_in_batch(batch, plan.cursor_column)
+                if value is not None:
+                    cursor_value = value
+                    cursor_type = batch.schema.field(plan.cursor_column).type
+            guard.check(batch)
+            batch = add_meta_columns(_strip(batch, plan.strip_columns), exported_at=exported_at, row_hash=row_hash)
+            if tracker is not None:
+                tracker.observe(batch)
+            return batch
+
+        def after_batch(batch: pa.RecordBatch) -> None:
+            fault_point("during_source_read")  # mid-stream: the source cursor is open
+            governor.after_batch(batch.num_rows)
+
         try:
             governor.start()
-            for batch in governor.timed(src.stream(plan.sql, params, source_schema, rows_per_batch)):
-                if plan.cursor_column is not None and batch.num_rows:
-                    value = last_cursor_in_batch(batch, plan.cursor_column)
-                    if value is not None:
-                        cursor_value = value
-                        cursor_type = batch.schema.field(plan.cursor_column).type
-                guard.check(batch)
-                batch = _strip(batch, plan.strip_columns)
-                batch = add_meta_columns(batch, exported_at=exported_at, row_hash=row_hash)
-                if tracker is not None:
-                    tracker.observe(batch)
-                rotator.write_batch(batch)
-                feed.update(rotator.rows_written, rotator.bytes_written)
-                fault_point("during_source_read")  # mid-stream: the source cursor is open
-                governor.after_batch(batch.num_rows)
+            stream_to_parts(governor.timed(src.stream(plan.sql, params, source_schema, rows_per_batch)), rotator,
+                            feed, shape=shape, after_batch=after_batch)
             fault_point("after_source_read")
             parts = rotator.finish()  # I1: every staged part is complete from here on
             release_free_memory()  # the commit's read-back must not stack on the extract's peak

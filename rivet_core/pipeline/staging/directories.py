@@ -1,4 +1,4 @@
-"""Staging directories and their cleanup (issue 20 item 7).
+"""Staging directories and their cleanup.
 
 A run stages its parts under `<config dir>/.rivet/staging/<run_id>/` before publishing them.
 

@@ -1,5 +1,5 @@
 """Whether an export's dataset grows run after run or is replaced by each run: the one rule
-retention (pipeline/gc.py), the bucket set (buckets.py) and a reader's dataset
+retention (pipeline/retention/gc.py), the bucket set (buckets/run.py) and a reader's dataset
 (`rivet_core.api.dataset_manifests`) share."""
 
 from __future__ import annotations

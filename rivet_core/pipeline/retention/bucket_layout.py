@@ -1,7 +1,7 @@
 """Where a `partition_by` export's buckets live: the root prefix (the destination cut at
 `{partition}`), what follows the token, and the bucket folders a run published there.
 
-Asked by the partitioned run (buckets.py), `rivet validate`, `rivet gc` (pipeline/gc.py)
+Asked by the partitioned run (pipeline/buckets/run.py), `rivet validate`, `rivet gc` (pipeline/retention/gc.py)
 and the API — kept apart from the run itself so that gc, which the run's finalize calls,
 can find the buckets without importing the runner.
 """
@@ -11,9 +11,12 @@ from __future__ import annotations
 import re
 
 from rivet_core.config import ExportConfig, RivetConfig
-from rivet_core.pipeline.buckets.ranges import NULL_BUCKET
 
 TOKEN = "{partition}"
+
+#: Hive's label for rows whose partition value is NULL (Spark, Hive, DuckDB and pyarrow
+#: read it back as NULL), so those rows stay in the dataset instead of being dropped.
+HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 def root_export(export: ExportConfig) -> ExportConfig:
@@ -61,7 +64,7 @@ def bucket_targets(export: ExportConfig, prefixes: list[str]) -> list[tuple[str,
     out = []
     for prefix in prefixes:
         label = prefix.split("/", 1)[0].split("=", 1)[1]
-        suffix = "null" if label == NULL_BUCKET.label else label
+        suffix = "null" if label == HIVE_NULL_PARTITION else label
         out.append((prefix, f"{export.name} [{prefix.rstrip('/')}]", f"{export.name}__{suffix}"))
     return out
 

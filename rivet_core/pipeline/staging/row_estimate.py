@@ -1,7 +1,7 @@
 """The row estimate behind a run's progress ETA, asked once on the run's own session.
 
 The progress display (rivet_core/reporting/progress.py) opens no connection: the runner that opened
-the source for the export (extract.py for a whole-table run, chunked.py when it plans the
+the source for the export (extract.py for a whole-table run, chunked/planning.py when it plans the
 windows) asks the estimator on that session and hands the figure to the tracker.
 """
 

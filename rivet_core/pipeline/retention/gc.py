@@ -52,7 +52,7 @@ from rivet_core.manifest.retention import (
     plan_gc,
     read_snapshot,
 )
-from rivet_core.pipeline.dataset_kind import adds_rows_each_run
+from rivet_core.pipeline.retention.dataset_kind import adds_rows_each_run
 from rivet_core.runrecord.journal import RunJournal
 
 if TYPE_CHECKING:
@@ -68,10 +68,10 @@ log = logging.getLogger("rivet.gc")
 def protector(state: StateStore | None, export_name: str) -> Callable[[RunRef], bool]:
     """Runs whose parts a later step still needs, so gc leaves them alone:
 
-    - a chunk run in progress — a `--resume` or the chunk finalize (chunk_tasks.py) will
+    - a chunk run in progress — a `--resume` or the chunk finalize (pipeline/chunked/tasks.py) will
       list its parts (a failed checkpointed run leaves a `failed` run copy naming them);
     - a chunk run completed whose manifest did not publish (a `failed` copy) — the chunk
-      planner (chunk_tasks.py) carries its windows, parts in place, into the next chunk run.
+      planner (pipeline/chunked/tasks.py) carries its windows, parts in place, into the next chunk run.
 
     Spare on doubt: without a state store, or when it cannot answer, every run that did not
     succeed is protected."""
@@ -278,7 +278,11 @@ def _gc_targets(config: RivetConfig, export: ExportConfig) -> list[tuple[Destina
     from rivet_core.unit.resolve import export_destination, partition_prefixes
 
     if export.partition_by:  # each bucket is a sub-export of its own (pipeline/buckets/run.py)
-        from rivet_core.pipeline.buckets.layout import bucket_prefixes, bucket_targets, root_export
+        from rivet_core.pipeline.retention.bucket_layout import (
+            bucket_prefixes,
+            bucket_targets,
+            root_export,
+        )
 
         root = root_export(export)
         return [(export_destination(config, root, sub_prefix=prefix, create=False),
