@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rivet_core import __version__
+from rivet_core.chunks import keys as window_keys
 from rivet_core.config import ExportConfig, RivetConfig, load_config
 from rivet_core.config.blocks import (
     ConfigBlock,
@@ -70,6 +71,8 @@ __all__ = [
     # in batches and finalizes; the orchestrator words the refusals (rivet_core/pipeline/chunked/tasks.py)
     "ChunkFinalizeRun", "ChunkTaskBusy", "ChunkTaskPlan", "ChunkTaskRefusal", "ChunkWindowRun",
     "ChunkWindowsMissing", "Wording", "chunk_task_problem", "plan_chunk_tasks", "reconcile_chunks",
+    # the windows' keys (rivet_core/chunks/keys.py), which an orchestrator may spell its own way
+    "window_keys",
     # many time partitions in one run: one source query, one published unit per window
     "RangeStaged", "TimeRangeRun", "TimeWindow",
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",

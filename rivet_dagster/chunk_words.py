@@ -7,7 +7,8 @@ here they are what the Dagster layer makes of them — a window is a partition o
 `<config file stem>_chunk_planner` sensor and the finalize is the `<export>_manifest` asset.
 `dagster_words` is the core's
 `Wording`: every refusal and notice of the protocol is worded here, from the facts the core
-hands over, so the messages name what the user can click on.
+hands over, so the messages name what the user can click on — windows by their readable
+partition keys (`rivet_dagster/partitions.py`), not the core's padded window keys.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from rivet_core import api
+from rivet_dagster.partition_keys import readable_window_keys
 
 
 def _windows_missing(f: Mapping[str, Any]) -> str:
@@ -72,7 +74,7 @@ def dagster_words(kind: str, facts: Mapping[str, Any]) -> str | None:
     """The core's `Wording` for Dagster: its text for `kind`, or None (the core's neutral
     text already reads right, e.g. `not_chunked`)."""
     word = _WORDS.get(kind)
-    return word(facts) if word is not None else None
+    return readable_window_keys(word(facts)) if word is not None else None
 
 
 def dagster_chunk_problem(export: api.ExportConfig) -> str | None:

@@ -85,6 +85,12 @@ from rivet_dagster.naming import (
     safe_name,
     source_kind,
 )
+from rivet_dagster.partition_keys import (
+    chunk_partition_key,
+    chunk_window_key,
+    partition_key_for,
+    partition_keys_by_window,
+)
 from rivet_dagster.partition_lookups import cached_partition_lookups
 from rivet_dagster.partitions import chunk_partitions
 from rivet_dagster.store_clients import required_keys, with_store_clients
@@ -168,14 +174,16 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
     def _chunks(context: dg.AssetExecutionContext):
         cfg = api.load_config(config_path)
         exp = cfg.export(export_name)
-        keys = list(context.partition_keys)
+        # The run's partitions (readable or padded keys, partitions.py) → the windows they name.
+        partition_of = partition_keys_by_window(context.partition_keys)
+        keys = list(partition_of)
         if context.retry_number:  # a retried step: the windows its earlier attempts committed stay
             kept = committed_by(cfg, exp, context.run.run_id)
             if kept & set(keys):
                 context.log.info(f"retry {context.retry_number}: {len(kept & set(keys))} window(s) were committed "
                                  "by an earlier attempt of this run; exporting the other(s)")
                 keys = [k for k in keys if k not in kept]
-        what = f"chunk partition(s) {', '.join(keys)}"
+        what = f"chunk partition(s) {', '.join(partition_of[k] for k in keys)}"
         run = api.ChunkWindowRun(cfg, exp, keys, run_label=context.run.run_id, words=dagster_words,
                                   orchestrator=ORCHESTRATOR)
         # Progress lines in the event log (rows, size, rate; no ETA: a partition is a slice).
@@ -187,7 +195,8 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
             raise chunk_failure(export_name, what, exc) from None
         except Exception as exc:
             raise chunk_failure(export_name, what, exc) from None  # retryable when transient
-        context.log.info(f"chunk run {run.run_id}: exporting window(s) {', '.join(keys)} → {run.dest.uri}")
+        context.log.info(f"chunk run {run.run_id}: exporting partition(s) {', '.join(partition_of[k] for k in keys)} "
+                         f"→ {run.dest.uri}")
         yield drift_result(exp, run.summary)
         try:
             run.extract()
@@ -199,7 +208,8 @@ def build_chunk_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.A
         # it moved.
         with cached_partition_lookups(context.instance):  # one range check, not one per window
             for window_key, fingerprint in run.fingerprints.items():
-                context.add_asset_metadata({FINGERPRINT_METADATA: fingerprint.text}, partition_key=window_key)
+                context.add_asset_metadata({FINGERPRINT_METADATA: fingerprint.text},
+                                           partition_key=partition_key_for(window_key, partition_of))
         # One window per run: its fingerprint is the partition's data version too (a ranged run
         # has one data version for all its partitions, so there only the metadata carries it).
         single = run.fingerprints.get(keys[0]) if len(keys) == 1 else None
@@ -266,6 +276,7 @@ def _reconcile_table(rows: list[dict[str, Any]]) -> str:
 def build_reconcile_check(config: api.RivetConfig, export: api.ExportConfig) -> dg.AssetChecksDefinition:
     export_name = export.name
     config_path = str(config.config_path)
+    partitions_name = chunk_partitions(config, export).name
 
     @dg.asset_check(asset=manifest_asset_key(config, export), name="reconcile", blocking=False,
                     required_resource_keys=required_keys(export),
@@ -278,7 +289,9 @@ def build_reconcile_check(config: api.RivetConfig, export: api.ExportConfig) -> 
         cfg = api.load_config(config_path)
         report, keys = api.reconcile_chunks(cfg, cfg.export(export_name), words=dagster_words)
         counts = report.counts()
-        bad = [{"key": keys.get(c.chunk_index, str(c.chunk_index)), "chunk": c.chunk_index,
+        registered = partition_keys_by_window(context.instance.get_dynamic_partitions(partitions_name))
+        names = {index: partition_key_for(key, registered) for index, key in keys.items()}
+        bad = [{"key": names.get(c.chunk_index, str(c.chunk_index)), "chunk": c.chunk_index,
                 "source": c.source_count, "exported": c.exported_count, "status": c.status}
                for c in report.checks if c.status != "match"]
         mismatched = [b["key"] for b in bad if b["status"] == "mismatch"]
@@ -370,8 +383,8 @@ def _sensor_status(config: api.RivetConfig, exports: list[api.ExportConfig]) -> 
 
 
 def recorded_fingerprints(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, str]:
-    """Partition key → the fingerprint its latest materialization recorded (two event-log
-    queries: the latest storage id per partition, then those events)."""
+    """Window key → the fingerprint its partition's latest materialization recorded (two
+    event-log queries: the latest storage id per partition, then those events)."""
     ids = instance.get_latest_storage_id_by_partition(key, dg.DagsterEventType.ASSET_MATERIALIZATION)
     found: dict[str, str] = {}
     storage_ids = sorted(ids.values())
@@ -383,7 +396,7 @@ def recorded_fingerprints(instance: dg.DagsterInstance, key: dg.AssetKey) -> dic
             mat = record.asset_materialization
             value = mat.metadata.get(FINGERPRINT_METADATA) if mat is not None else None
             if mat is not None and mat.partition is not None and value is not None:
-                found[mat.partition] = str(value.value)
+                found[chunk_window_key(mat.partition)] = str(value.value)
     return found
 
 
@@ -597,16 +610,20 @@ def _export_planner(config: api.RivetConfig, export: api.ExportConfig, targets: 
                                     is_gone=lambda worker: worker_gone(context.instance, worker))
         for warning in tick.warnings:
             context.log.warning(warning)
-        registered = list(context.instance.get_dynamic_partitions(partitions.name))
+        # The plan speaks of window keys; partitions are named by the key registered for the
+        # window (a padded one from before the readable form keeps its history), new ones readable.
+        partition_of = partition_keys_by_window(context.instance.get_dynamic_partitions(partitions.name))
+        registered = list(partition_of)
         known, current = set(registered), set(tick.keys)
         new_keys = [k for k in tick.keys if k not in known]  # tick.keys is ascending: insertion order
         stale = [k for k in registered if k not in current]
         dynamic = []
         if stale:
-            dynamic.append(partitions.build_delete_request(stale))
-            withdraw_partitions(context.instance, chunk_key, stale, carried=len(registered) - len(stale))
+            dynamic.append(partitions.build_delete_request([partition_of[k] for k in stale]))
+            withdraw_partitions(context.instance, chunk_key, [partition_of[k] for k in stale],
+                                carried=len(registered) - len(stale))
         if new_keys:
-            dynamic.append(partitions.build_add_request(new_keys))
+            dynamic.append(partitions.build_add_request([chunk_partition_key(k) for k in new_keys]))
         requests: list[dg.RunRequest] = []
         backlog: list[str] = []
         outstanding: set[str] = set()
@@ -639,7 +656,8 @@ def _export_planner(config: api.RivetConfig, export: api.ExportConfig, targets: 
                 requests.append(targets.request("reconcile", tags=tags, run_key=(
                     f"{tick.run_id}:reconcile:{hashlib.sha256(drift.encode()).hexdigest()[:16]}")))
             for batch in batches[:runs_per_tick]:
-                requests.append(_batch_request(targets, tick, batch, cursor.get("refresh"), tags, publish=fold))
+                requests.append(_batch_request(targets, tick, batch, cursor.get("refresh"), tags, publish=fold,
+                                               partition_of=partition_of))
                 done.update(stamps[k] for k in batch)
             backlog = [k for batch in batches[runs_per_tick:] for k in batch]
             requested_stamps = sorted(done & set(stamps.values()))
@@ -666,7 +684,9 @@ def _export_planner(config: api.RivetConfig, export: api.ExportConfig, targets: 
                      "of it still queued or running (one of them may publish it)" if tick.complete and in_flight
                 else f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize" + (
                     f"; {len(tick.exhausted)} of them used every attempt and wait for someone to fix the cause "
-                    f"and materialize them again: {', '.join(tick.exhausted[:10])}" if tick.exhausted else ""))
+                    f"and materialize them again: "
+                    f"{', '.join(partition_key_for(k, partition_of) for k in tick.exhausted[:10])}"
+                    if tick.exhausted else ""))
         return requests, dynamic, cursor, None
 
     return _plan
@@ -736,8 +756,9 @@ def stranded_windows(instance: dg.DagsterInstance, tick: api.ChunkTaskPlan, want
         return {}
     asked: dict[str, int] = {}
     for run in instance.get_runs(dg.RunsFilter(tags=tags, statuses=_ENDED), limit=1000):
-        for key in run.tags.get("rivet/windows", "").split(","):
-            asked[key] = asked.get(key, 0) + 1
+        for key in filter(None, run.tags.get("rivet/windows", "").split(",")):
+            window = chunk_window_key(key)  # the tag names partitions (either form)
+            asked[window] = asked.get(window, 0) + 1
     found = {k: asked[k] for k in candidates if 0 < asked.get(k, 0) < max(tick.max_attempts, 1)}
     if found:
         _log.warning("export '%s': window(s) %s of chunk run %s were requested in runs that ended before "
@@ -767,21 +788,25 @@ def window_batches(order: list[str], wanted: set[str], size: int) -> list[list[s
 
 
 def _batch_request(targets: RunTargets, tick: api.ChunkTaskPlan, batch: list[str], refresh_tick: float | None,
-                   tags: dict[str, str], *, publish: bool = False) -> dg.RunRequest:
+                   tags: dict[str, str], *, publish: bool = False,
+                   partition_of: dict[str, str] | None = None) -> dg.RunRequest:
     """One run for `batch`: a single partition, or a partition range (one source session and
     one run start-up for up to `max_partitions_per_run` windows). Tag `rivet/windows` names
     the windows, for people reading the run list and for tests. `publish`: the run also
     materializes the manifest (run kind `publish`); its run key says so (`+manifest`), so it
-    never collides with a plain request of the same windows."""
-    tags = {**tags, "rivet/windows": ",".join(batch)}
+    never collides with a plain request of the same windows. `batch` holds window keys; the
+    request names their partitions (`partition_key_for` over `partition_of`); its run key
+    stays in window keys, so it is the same whichever form a window is registered in."""
+    names = [partition_key_for(k, partition_of or {}) for k in batch]
+    tags = {**tags, "rivet/windows": ",".join(names)}
     suffix = "+manifest" if publish else ""
     kind = "publish" if publish else "chunks"
     if len(batch) == 1:
-        return targets.request(kind, partition_key=batch[0], run_key=_run_key(tick, batch[0], refresh_tick) + suffix,
+        return targets.request(kind, partition_key=names[0], run_key=_run_key(tick, batch[0], refresh_tick) + suffix,
                                tags=tags)
     digest = hashlib.sha256("\n".join(_run_key(tick, k, refresh_tick) for k in batch).encode()).hexdigest()[:16]
     return targets.request(kind, run_key=f"{tick.run_id}:{batch[0]}..{batch[-1]}:{digest}{suffix}", tags={
-        **tags, "dagster/asset_partition_range_start": batch[0], "dagster/asset_partition_range_end": batch[-1]})
+        **tags, "dagster/asset_partition_range_start": names[0], "dagster/asset_partition_range_end": names[-1]})
 
 
 def _request_stamp(tick: api.ChunkTaskPlan, key: str, refresh_tick: float | None) -> str:

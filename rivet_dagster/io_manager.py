@@ -52,6 +52,11 @@ from rivet_dagster.metadata import (
     standard_metadata,
     window_metadata,
 )
+from rivet_dagster.partition_keys import (
+    chunk_partition_key,
+    partition_key_for,
+    partition_keys_by_window,
+)
 from rivet_dagster.partition_lookups import cached_partition_lookups
 from rivet_dagster.partitions import sub_prefix_for_key
 from rivet_dagster.termination import stops_on_terminate
@@ -97,7 +102,7 @@ def chunk_failure(export_name: str, what: str, exc: BaseException) -> dg.Failure
     missing = getattr(exc, "missing_keys", None)
     if missing is not None:
         metadata.update(missing_windows=len(missing), windows=getattr(exc, "total", 0),
-                        missing_keys=dg.MetadataValue.md("\n".join(f"- `{k}`" for k in missing[:200])))
+                        missing_keys=dg.MetadataValue.md("\n".join(f"- `{chunk_partition_key(k)}`" for k in missing[:200])))
     return dg.Failure(description=api.redact_secrets(f"export '{export_name}' {what} failed: {exc}"), metadata=metadata,
                       allow_retries=is_transient(exc))
 
@@ -256,9 +261,10 @@ class RivetIOManager(dg.ConfigurableIOManager):
         # partition-scoped metadata over the output's on that partition's materialization
         # (one per window, also in a ranged run, whose single output covers them all).
         step = context.step_context
+        partition_of = partition_keys_by_window(context.asset_partition_keys)  # window → its partition key
         with cached_partition_lookups(step.instance):  # one range check, not one per window
             for key, meta in window_metadata(run).items():
-                step.add_asset_metadata(meta, asset_key=context.asset_key, partition_key=key)
+                step.add_asset_metadata(meta, asset_key=context.asset_key, partition_key=partition_key_for(key, partition_of))
 
     def load_input(self, context: dg.InputContext) -> Any:
         upstream = context.upstream_output

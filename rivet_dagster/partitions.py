@@ -20,10 +20,22 @@ A backfill of many time partitions runs as ranges when `dagster.backfill_policy`
 `max_partitions_per_run`) is set: one source query per range (rivet_core's TimeRangeRun),
 still one manifest and `_SUCCESS` per partition.
 
-A chunked export's partitions are dynamic, `<export>_chunks`: one key per chunk window
-(`rivet_core.chunks.keys`: stable, sortable, `[A-Za-z0-9_.-]`), registered in ascending order
-by the config's chunk planner sensor; all windows share the export's prefix and one manifest,
-written by `<export>_manifest`.
+A chunked export's partitions are dynamic, `<export>_chunks`: one key per chunk window,
+registered in ascending window order by the config's chunk planner sensor; all windows share
+the export's prefix and one manifest, written by `<export>_manifest`. A partition key is the
+window's key made readable (`chunk_partition_key` in partition_keys.py, a module of its own
+so that the planner's pure part (planner.py) reads it without Dagster; ADR-0005 "Partition
+keys"): a range window
+is `<column>_<first>-<last>` with both bounds inclusive and unpadded (`id_0-249999`,
+`id_-5-3`), where the core's window key (`api.window_keys`, the `chunk_task` row) pads
+every bound to 15 digits so that text order is window order — keys the Dagster UI cut in the
+middle. Day windows (`2024-01-29_2024-02-05`, the end exclusive) keep the core's key, already
+readable; a keyset window is `p<index>` (`p42`, the core's `p000000042`).
+`chunk_window_key` reads both forms, so partitions an instance registered before this
+format (the padded keys) still name their windows: the planner keeps them as registered —
+with their materialization history — and registers only new windows in the readable form.
+The UI lists a dynamic partitions definition in creation order by default (its "Alphabetical
+sort" compares text: `id_1000000-…` before `id_250000-…`).
 """
 
 from __future__ import annotations

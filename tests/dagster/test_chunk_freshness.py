@@ -32,6 +32,7 @@ from rivet_core.config import load_config
 from rivet_core.state import StateStore
 from rivet_dagster import build_definitions
 from rivet_dagster.chunked import FINGERPRINT_METADATA, recorded_fingerprints
+from rivet_dagster.partition_keys import chunk_partition_key, chunk_window_key
 from tests.dagster.support import (
     Target,
     check_evaluations,
@@ -57,10 +58,16 @@ PLANNER = "rivet_chunk_planner"  # the config's one planner sensor (rivet.yaml)
 
 
 def key(lo: int) -> str:
-    return f"id_{lo:015d}-{lo + 99:015d}"
+    """The readable partition key of the window [lo, lo + 99] (rivet_dagster/partitions.py)."""
+    return f"id_{lo}-{lo + 99}"
 
 
 KEYS = [key(lo) for lo in range(0, 600, 100)]
+
+
+def by_partition(by_window: dict[str, str]) -> dict[str, str]:
+    """`recorded_fingerprints` (window key → fingerprint) by readable partition key."""
+    return {chunk_partition_key(k): v for k, v in by_window.items()}
 
 
 # ------------------------------------------------------------------------------ driving the planner
@@ -109,7 +116,7 @@ class Planner:
         """Ticks and runs until the manifest is published and a tick finds nothing to do;
         returns the first tick (every window in one batch: one run, the manifest included)."""
         first = self.tick()
-        assert requested(first) == sorted(requested(first)) and requested(first)
+        assert requested(first) == sorted(requested(first), key=chunk_window_key) and requested(first)
         assert jobs(first) == [PUBLISH_JOB]
         self.run(first)
         assert_quiet(self.tick())
@@ -138,7 +145,7 @@ def chunk_run(config: Path) -> tuple[Any, dict[str, Any]]:
     try:
         run = store.get_latest_chunk_run(EXPORT)
         assert run is not None
-        return run, {t.window_key: t for t in store.list_chunk_tasks(run.run_id)}
+        return run, {chunk_partition_key(t.window_key): t for t in store.list_chunk_tasks(run.run_id)}
     finally:
         store.close()
 
@@ -202,8 +209,8 @@ def test_an_updated_row_re_exports_exactly_its_window_then_the_manifest(
     # its row count and MAX(updated_at). (The windows went in one ranged run, which has one
     # data version for all its partitions; a single-window run's data version is the
     # fingerprint — checked after the re-export below.)
-    recorded = recorded_fingerprints(instance, dg.AssetKey(EXPORT))
-    assert sorted(recorded) == KEYS
+    recorded = by_partition(recorded_fingerprints(instance, dg.AssetKey(EXPORT)))
+    assert sorted(recorded, key=chunk_window_key) == KEYS
     assert recorded[KEYS[5]].startswith("50@") and recorded[KEYS[0]].startswith("100@")
     window0 = instance.fetch_materializations(
         dg.AssetRecordsFilter(asset_key=dg.AssetKey(EXPORT), asset_partitions=[KEYS[0]]), limit=1).records[0]
@@ -233,7 +240,7 @@ def test_an_updated_row_re_exports_exactly_its_window_then_the_manifest(
     assert manifest["row_count"] == 550 and manifest["run_id"] != first_manifest["run_id"]
     keys = target.view(EXPORT).keys()
     assert old_part not in keys and f"_quarantine/{manifest['run_id']}/{old_part}" in keys  # moved aside
-    assert recorded_fingerprints(instance, dg.AssetKey(EXPORT))[KEYS[0]] != recorded[KEYS[0]]
+    assert by_partition(recorded_fingerprints(instance, dg.AssetKey(EXPORT)))[KEYS[0]] != recorded[KEYS[0]]
 
 
 def test_a_change_column_that_is_missing_or_not_orderable_is_refused_naming_it(
@@ -387,7 +394,7 @@ def test_windows_materialized_in_one_ranged_run_record_one_fingerprint_each_and_
                                                       "dagster/asset_partition_range_end": KEYS[-1]})
     assert ranged.success
     recorded = recorded_fingerprints(instance, dg.AssetKey(EXPORT))
-    assert [recorded[k].split("@")[0] for k in KEYS] == ["100"] * 5 + ["50"]  # per partition, not per run
+    assert [recorded[chunk_window_key(k)].split("@")[0] for k in KEYS] == ["100"] * 5 + ["50"]  # per window
     ready = planner.tick()
     assert jobs(ready) == [MANIFEST_JOB]  # nothing looks changed
     planner.run(ready)

@@ -21,6 +21,7 @@ from rivet_core.config import load_config
 from rivet_dagster import build_definitions
 from rivet_dagster.chunked import pool_limit, windows_per_run
 from rivet_dagster.naming import pool_name
+from rivet_dagster.partition_keys import chunk_window_key
 from tests.dagster.support import (
     Target,
     create_orders,
@@ -109,7 +110,7 @@ def test_parallel_splits_the_windows_but_never_beyond_the_source_pool(pg_url: st
     first = planner.tick()
     # parallel 4, pool limit 2: two runs of six consecutive windows (the manifest comes after both)
     assert [len(r.tags["rivet/windows"].split(",")) for r in first.run_requests] == [6, 6]
-    assert requested(first) == sorted(requested(first)) and len(set(requested(first))) == SPARSE
+    assert requested(first) == sorted(requested(first), key=chunk_window_key) and len(set(requested(first))) == SPARSE
     planner.run(first)
     last = planner.tick()
     assert jobs(last) == [f"{EXPORT}_manifest_job"]
