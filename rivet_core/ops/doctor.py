@@ -152,6 +152,9 @@ def run_doctor(config_path: str | Path, params: Mapping[str, str] | None = None)
     checks.append(check_state(config))
     checks.append(check_staging(config))
     checks.extend(check_integrations(config))
+    from rivet_core.ops.cdc_doctor import check_cdc
+
+    checks.extend(check_cdc(config))  # mode: cdc: wal_level, each slot's retained WAL and lag
     return DoctorReport(checks)
 
 

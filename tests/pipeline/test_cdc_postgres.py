@@ -341,3 +341,20 @@ def test_validate_reports_a_cdc_position_violation_when_a_part_is_out_of_log_ord
     details = [f.get("detail", "") for f in report["exports"][0]["verification"]["failures"]
                if f["kind"] == "cdc_position_violation"]
     assert any("CdcPositionViolation" in d and "went backwards" in d for d in details), report
+
+
+def test_doctor_shows_each_slots_retained_wal_and_lag_and_fails_one_over_the_limit(tmp_path, cdc_db, monkeypatch):
+    url, slot = cdc_db
+    config = _config(tmp_path, url, slot)
+    _run(config)
+    _changes(url, 1, 3)
+    result = rivet_quick("doctor", "-c", str(config), "--json")
+    checks = {c["name"]: c for c in json.loads(result.stdout)["checks"]}
+    mine = checks[f"cdc slot {slot}"]
+    assert mine["ok"] and "export 'items': retains" in mine["detail"] and "lag" in mine["detail"]
+    assert checks["cdc wal_level"]["ok"]
+    monkeypatch.setattr("rivet_core.ops.cdc_doctor.RETAINED_WAL_LIMIT", 0)  # every retaining slot is over it
+    over = rivet_quick("doctor", "-c", str(config), "--json")
+    failed = {c["name"]: c for c in json.loads(over.stdout)["checks"]}[f"cdc slot {slot}"]
+    assert not failed["ok"] and f"pg_drop_replication_slot('{slot}')" in failed["fix"]
+    assert over.returncode == 1

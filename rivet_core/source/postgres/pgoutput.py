@@ -73,71 +73,70 @@ class Truncate:
 Message = Relation | Begin | Commit | RowChange | Truncate | None
 
 
-class _Reader:
-    """A cursor over one message's bytes."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data, self.at = data, 0
-
-    def take(self, fmt: str) -> int:
-        (value,) = struct.unpack_from(fmt, self.data, self.at)
-        self.at += struct.calcsize(fmt)
-        return int(value)
-
-    def byte(self) -> str:
-        value = chr(self.data[self.at])
-        self.at += 1
-        return value
-
-    def string(self) -> str:
-        end = self.data.index(b"\x00", self.at)
-        value = self.data[self.at:end].decode("utf-8")
-        self.at = end + 1
-        return value
-
-    def tuple_data(self) -> tuple[object, ...]:
-        values: list[object] = []
-        for _ in range(self.take(">h")):
-            kind = self.byte()
-            if kind == "n":
-                values.append(None)
-            elif kind == "u":
-                values.append(UNCHANGED)
-            elif kind in ("t", "b"):
-                size = self.take(">i")
-                raw = self.data[self.at:self.at + size]
-                self.at += size
-                values.append(raw.decode("utf-8") if kind == "t" else bytes(raw))
-            else:
-                raise SourceError(f"pgoutput: unknown tuple value kind {kind!r}")
-        return tuple(values)
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_U64 = struct.Struct(">Q")
+_T, _N, _U, _B = ord("t"), ord("n"), ord("u"), ord("b")
 
 
-def _relation(r: _Reader) -> Relation:
-    oid = r.take(">I")
-    namespace, name = r.string(), r.string()
-    identity = r.byte()
+def _string(data: bytes, at: int) -> tuple[str, int]:
+    end = data.index(b"\x00", at)
+    return data[at:end].decode("utf-8"), end + 1
+
+
+def _tuple_data(data: bytes, at: int) -> tuple[tuple[object, ...], int]:
+    """TupleData at `at`: the values and the offset after them. The hot loop of a drain
+    (one call per change), so it reads the bytes directly, without a reader object."""
+    (count,) = _I16.unpack_from(data, at)
+    at += 2
+    values: list[object] = []
+    append = values.append
+    for _ in range(count):
+        kind = data[at]
+        at += 1
+        if kind == _T or kind == _B:
+            (size,) = _I32.unpack_from(data, at)
+            at += 4
+            raw = data[at:at + size]
+            at += size
+            append(raw.decode("utf-8") if kind == _T else bytes(raw))
+        elif kind == _N:
+            append(None)
+        elif kind == _U:
+            append(UNCHANGED)
+        else:
+            raise SourceError(f"pgoutput: unknown tuple value kind {chr(kind)!r}")
+    return tuple(values), at
+
+
+def _relation(data: bytes) -> Relation:
+    (oid,) = _U32.unpack_from(data, 1)
+    namespace, at = _string(data, 5)
+    name, at = _string(data, at)
+    identity = chr(data[at])
+    (count,) = _I16.unpack_from(data, at + 1)
+    at += 3
     columns = []
-    for _ in range(r.take(">h")):
-        flags = r.take(">b")
-        col_name = r.string()
-        columns.append(RelationColumn(col_name, r.take(">I"), r.take(">i"), bool(flags & 1)))
+    for _ in range(count):
+        flags = data[at]
+        col_name, at = _string(data, at + 1)
+        (type_oid,) = _U32.unpack_from(data, at)
+        (typmod,) = _I32.unpack_from(data, at + 4)
+        at += 8
+        columns.append(RelationColumn(col_name, type_oid, typmod, bool(flags & 1)))
     return Relation(oid, namespace or "public", name, identity, tuple(columns))
 
 
-def _row_change(kind: str, r: _Reader) -> RowChange:
-    oid = r.take(">I")
-    marker = r.byte()
-    if kind == "I":
-        return RowChange("insert", oid, r.tuple_data())
-    if kind == "D":  # marker K (key) or O (old full row)
-        return RowChange("delete", oid, r.tuple_data())
+def _update(data: bytes) -> RowChange:
+    (oid,) = _U32.unpack_from(data, 1)
+    marker, at = chr(data[5]), 6
     old: tuple[object, ...] = ()
-    if marker in ("K", "O"):  # an update with the old key/row first, then 'N' and the new row
-        before = r.tuple_data()
+    if marker in ("K", "O"):  # the old key/row first, then 'N' and the new row
+        before, at = _tuple_data(data, at)
         old = before if marker == "O" else ()
-        r.byte()
-    new = r.tuple_data()
+        at += 1
+    new, _ = _tuple_data(data, at)
     if old:  # REPLICA IDENTITY FULL: an unchanged TOASTed value is in the old row
         new = tuple(o if v is UNCHANGED else v for v, o in zip(new, old, strict=True))
     return RowChange("update", oid, new)
@@ -146,23 +145,22 @@ def _row_change(kind: str, r: _Reader) -> RowChange:
 def decode(data: bytes) -> Message:
     """One pgoutput message; None for the kinds a change export ignores (origin, type,
     logical message)."""
-    r = _Reader(data)
-    kind = r.byte()
-    if kind == "B":
-        final_lsn = r.take(">Q")
-        r.take(">q")  # commit timestamp
-        return Begin(final_lsn, r.take(">I"))
-    if kind == "C":
-        r.take(">b")
-        return Commit(r.take(">Q"), r.take(">Q"))
-    if kind == "R":
-        return _relation(r)
-    if kind in ("I", "U", "D"):
-        return _row_change(kind, r)
-    if kind == "T":
-        count = r.take(">i")
-        r.take(">b")
-        return Truncate(tuple(r.take(">I") for _ in range(count)))
+    kind = data[0]
+    if kind == 0x49:  # I: relid, 'N', new row
+        return RowChange("insert", _U32.unpack_from(data, 1)[0], _tuple_data(data, 6)[0])
+    if kind == 0x42:  # B: final LSN, commit time, xid
+        return Begin(_U64.unpack_from(data, 1)[0], _U32.unpack_from(data, 17)[0])
+    if kind == 0x43:  # C: flags, commit LSN, end LSN, commit time
+        return Commit(_U64.unpack_from(data, 2)[0], _U64.unpack_from(data, 10)[0])
+    if kind == 0x55:
+        return _update(data)
+    if kind == 0x44:  # D: relid, 'K' or 'O', the key or the old row
+        return RowChange("delete", _U32.unpack_from(data, 1)[0], _tuple_data(data, 6)[0])
+    if kind == 0x52:
+        return _relation(data)
+    if kind == 0x54:  # T: count, options, relids
+        (count,) = _I32.unpack_from(data, 1)
+        return Truncate(tuple(_U32.unpack_from(data, 6 + 4 * i)[0] for i in range(count)))
     return None
 
 
