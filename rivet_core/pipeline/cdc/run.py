@@ -32,7 +32,7 @@ from rivet_core.pipeline.cdc.layout import SNAPSHOT_FOLDER
 from rivet_core.pipeline.cdc.positions import published_position
 from rivet_core.pipeline.cdc.stage import TableStager
 from rivet_core.pipeline.faults import fault_point
-from rivet_core.pipeline.job import ExportRun, RunOptions
+from rivet_core.pipeline.single.job import ExportRun, RunOptions
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source.changes import ChangePosition, ChangeReader, ChangeTable, ChangeWindow
 from rivet_core.state import StateStore
