@@ -24,7 +24,7 @@ the ROW binlog from a `{"file", "pos"}` position, the way Rivet's MySQL CDC does
 * **Deletes carry the key**, the other columns null; updates carry the after-image.
 * **Bounded memory.** Changes leave in batches of at most `batch_rows` rows, one table per
   batch. A transaction is held until its commit (its position is known only then), as
-  Arrow once it exceeds a batch, so memory is O(batch_rows + the largest transaction); a
+  Arrow once its rows reach a batch, so memory is O(batch_rows + the largest transaction); a
   transaction above `max_transaction_mb` is refused with the setting to raise.
 
 `binlog_row_metadata = FULL` is required besides ROW/FULL images: without it the binlog has
