@@ -228,10 +228,16 @@ def _side_by_side(workers: int) -> Callable[..., Iterator[Any]]:
                 yield from events
                 if failure is not None:
                     failures.append(_logged(context, failure))
-        except INTERRUPTS:  # never retried; names the first export that had not finished
+        except INTERRUPTS:  # never retried; names the first export the terminate stopped
             stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
-            raise terminated(next(iter(running.values()), todo[-1][1].name), "the export") from None
+            stopped = []
+            for future, name in running.items():  # those that published meanwhile are materialized
+                if future.cancelled() or future.exception() is not None or future.result()[1] is not None:
+                    stopped.append(name)
+                else:
+                    yield from future.result()[0]
+            raise terminated(stopped[0] if stopped else todo[-1][1].name, "the export") from None
         finally:  # also when Dagster closes the step early: no export publishes after it
             stop.set()
             pool.shutdown(wait=True, cancel_futures=True)
@@ -252,6 +258,15 @@ def _collected(context: dg.AssetExecutionContext, cfg: api.RivetConfig, export: 
                 events.append(next(produced))
             except StopIteration as finished:
                 return events, finished.value
+
+
+def _terminating(context: dg.AssetExecutionContext) -> bool:
+    """Whether the run was asked to stop (a terminate marks it CANCELING before it interrupts
+    the run worker). Asked by an export of a side-by-side step before it publishes: the
+    interrupt reaches only the step's thread, and may land in Dagster's own code between two
+    events, where the step cannot see it."""
+    run = context.instance.get_run_by_id(context.run_id)
+    return run is not None and run.status in (dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.CANCELED)
 
 
 def _logged(context: dg.AssetExecutionContext, failure: ExportFailure) -> ExportFailure:
@@ -321,7 +336,7 @@ def _run_export(context: dg.AssetExecutionContext, cfg: api.RivetConfig, export:
     # materialized, and Dagster looks a check result's target materialization up once per
     # asset (then cached) — before the Output it would look the previous one up as well.
     verdicts = [*quality, drift_result(export, run.summary)._replace(asset_key=key)]
-    if stop is not None and stop.is_set():  # the step was terminated while this export read
+    if stop is not None and (stop.is_set() or _terminating(context)):  # terminated while this export read
         yield from verdicts
         return _failed(run.fail(StepStopped(f"export '{export.name}': the run was terminated before this "
                                             "export published; nothing of it was written")))

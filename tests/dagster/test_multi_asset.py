@@ -384,3 +384,46 @@ def test_with_multi_asset_parallel_one_failing_export_is_named_and_the_others_ar
     checks = {(e.asset_key.path[-1], e.check_name): e.passed for e in result.get_asset_check_evaluations()}
     assert checks[("bad", "quality_row_count_min")] is False
     assert checks[("alpha", MANIFEST_CHECK)] and checks[("gamma", MANIFEST_CHECK)]
+
+
+def test_with_multi_asset_parallel_a_terminate_stops_the_running_export_before_its_publish(
+        orders_pg: str, local: Target, tmp_path: Path) -> None:
+    """Two exports side by side (`multi_asset_parallel: 2`); the first to read a batch parks in
+    its source read, the run is terminated there (tests/dagster/test_operations.py
+    `terminate_at`: CANCELED, no STEP_UP_FOR_RETRY). Nothing of the parked export lands
+    although its read went on to the end after the release (it sees the run CANCELING before
+    its publish); the step's failure, when the interrupt reached the step's own code, names it;
+    an export that published and was materialized is intact."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.dagster.test_operations import terminate_at
+    from tests.helpers import REPO
+
+    names = ("beta", "gamma")
+    config = orders_config(local.tmp, orders_pg, [export_block(n, "full", local.destination(n)) for n in names],
+                           dagster={"multi_asset_parallel": 2})
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    proc = subprocess.Popen([sys.executable, "-c", ALL_ASSETS_WORKER, str(config)], cwd=REPO, text=True,
+                            env={**os.environ, "DAGSTER_HOME": str(home), "RIVET_TEST_PAUSE_AT": "during_source_read",
+                                 "RIVET_TEST_PAUSE_DIR": str(pause)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        kinds = terminate_at(instance, proc, pause / "during_source_read")
+        run = instance.get_runs()[0]
+        logs = [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event]
+    assert dg.DagsterEventType.STEP_FAILURE in kinds
+    [failure] = [e for e in logs if e.event_type == dg.DagsterEventType.STEP_FAILURE]
+    unpublished = [n for n in names if nothing_published(local, n)]
+    assert unpublished, "the parked export was published after the terminate"
+    named = [n for n in names if f"export '{n}': the export was interrupted" in failure.event_specific_data.error.message]
+    assert set(named) <= set(unpublished), (named, unpublished)
+    materialized = [e.asset_key.path[-1] for e in logs if e.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION]
+    assert not set(materialized) & set(unpublished)
+    for name in materialized:
+        assert published_equals_source(local, name, orders_pg), name
