@@ -1,7 +1,8 @@
 """The runners' shape (docs/architecture.md "The runners"): each runner builds on `ExportRun`
 (rivet_core/pipeline/single/job.py) at most two classes deep — what a chunk-task step shares
 with the others is held as services (chunked/planning.py, chunked/checkpoint.py), not
-inherited through a chain — and `--resume`'s gate has one caller, `ExportRun.run`.
+inherited through a chain —, `--resume`'s gate has one caller, `ExportRun.run`, and a batch
+reaches a staged part file only through `stream_to_parts` (pipeline/staging/stream.py).
 
 Read from the code itself (the imported classes and the AST of rivet_core/), so a new
 subclass or a second gate call fails here with its name.
@@ -41,10 +42,10 @@ def test_no_runner_class_lies_more_than_two_levels_below_export_run() -> None:
     assert depths["rivet_core.pipeline.chunked.tasks.ChunkFinalizeRun"] == 2
 
 
-def _calls_of(name: str) -> list[str]:
-    """`path:line` of every call of `name` (a bare name or an attribute) under rivet_core/."""
+def _calls_of(name: str, under: Path = ROOT) -> list[str]:
+    """`path:line` of every call of `name` (a bare name or an attribute) under `under`."""
     found = []
-    for path in sorted(ROOT.rglob("*.py")):
+    for path in sorted(under.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
             if isinstance(node, ast.Call):
                 func = node.func
@@ -57,3 +58,11 @@ def _calls_of(name: str) -> list[str]:
 def test_the_resume_gate_is_called_from_export_run_run_alone() -> None:
     calls = _calls_of("gate_resume")
     assert len(calls) == 1 and calls[0].startswith("rivet_core/pipeline/single/job.py:"), calls
+
+
+def test_a_batch_reaches_a_staged_part_only_through_stream_to_parts() -> None:
+    """The single extract, a chunk window and a time range's read share the one loop; the
+    range's window splitter (time_range.py `WindowSplitter`) is the sink that loop writes to."""
+    writes = [c.split(":")[0] for c in _calls_of("write_batch", ROOT / "pipeline")]
+    assert sorted(set(writes)) == ["rivet_core/pipeline/staging/stream.py", "rivet_core/pipeline/time_range.py"], writes
+    assert writes.count("rivet_core/pipeline/time_range.py") == 1, writes
