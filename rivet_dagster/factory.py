@@ -15,6 +15,8 @@ Per export, by mode:
 - `chunked` whose windows cannot be partition keys (`chunk_count`, `chunk_dense`,
   `keyset_incremental`, or `dagster.chunk_partitions: false`): one asset that runs the
   whole checkpointed chunked run (chunked_run.py).
+- `cdc`: one asset per export, one bounded drain per materialization, with its
+  `cdc_continuity` and `manifest_verified` checks (cdc.py).
 Each export depends on its source table's asset (lineage.py).
 
 No job per export (issue 34): Dagster resolves and snapshots every job of a code location,
@@ -61,6 +63,7 @@ from rivet_dagster.automation import (
     per_export_jobs,
 )
 from rivet_dagster.buckets import partitioned_body
+from rivet_dagster.cdc import build_cdc_asset
 from rivet_dagster.checks import build_manifest_check
 from rivet_dagster.chunked import (
     build_chunk_asset,
@@ -175,6 +178,10 @@ def build_definitions(config_path: str | os.PathLike[str], executor: dg.Executor
         one_step: list[api.ExportConfig] = []  # the unpartitioned exports of one step (multi_asset.py)
         for export in config.exports:
             exports_by_key[asset_key(config, export).to_user_string()] = export.name
+            if export.mode == "cdc":  # one bounded drain per materialization, its checks inside (cdc.py)
+                assets.append(build_cdc_asset(config, export))
+                schedules += [s for s in [build_schedule(config, export, None)] if s is not None]
+                continue
             reason = whole_run_reason(export) if export.mode == "chunked" else None
             if export.mode == "chunked" and reason is None and not export.partition_by:
                 require_partitionable(export)
