@@ -15,7 +15,7 @@ SCENARIOS = {"governor_oltp": "benchmarks.governor_oltp", "startup": "benchmarks
              "form-b": "benchmarks.form_b",
              "dagster-full": "benchmarks.dagster_path:main_full",
              "dagster-chunked": "benchmarks.dagster_path:main_chunked",
-             "dagster-many": "benchmarks.dagster_many"}
+             "dagster-many": "benchmarks.dagster_many", "cdc-drain": "benchmarks.cdc_drain"}
 
 if len(sys.argv) > 2 and sys.argv[1] == "--scenario":
     if sys.argv[2] not in SCENARIOS:

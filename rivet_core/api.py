@@ -78,7 +78,7 @@ __all__ = [
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
-    "dataset_manifests", "destination_uri", "source_database", "url_env_database", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
+    "cdc_slots", "dataset_manifests", "destination_uri", "source_database", "url_env_database", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
     # partition_by exports: one sub-export per date bucket (rivet_core/pipeline/buckets/run.py)
     "PartitionedResult", "bucket_prefixes", "partitioned_dataset_rows", "run_partitioned", "verify_bucket_set",
     # a `table_format: delta` export read as its table (rivet_core/tableformat/read.py; imported on call)
@@ -112,6 +112,22 @@ def run_export(config: RivetConfig, export_name: str, *, validate: bool = False,
     export = config.export(export_name)
     return run_unit(config, export, RunOptions(validate=validate, orchestrator_run_id=orchestrator_run_id,
                                                orchestrator=orchestrator, window=window))
+
+
+def cdc_slots(config: RivetConfig) -> list[dict[str, Any]]:
+    """Every logical replication slot of a PostgreSQL source with its retained WAL and lag
+    in bytes (rivet_core/source/postgres/changes.py `slot_report`); [] for another engine."""
+    if config.source.type != "postgres":
+        return []
+    from rivet_core.source.postgres.changes import slot_report
+    from rivet_core.source.postgres.session import pg_connect
+
+    conn = pg_connect(config.source.resolve_url(config.config_dir))
+    try:
+        conn.autocommit = True
+        return slot_report(conn)
+    finally:
+        conn.close()
 
 
 def run_checkpointed(config: RivetConfig, export: ExportConfig, options: RunOptions) -> RunSummary:

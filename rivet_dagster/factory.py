@@ -19,7 +19,9 @@ those once, over all of them):
   `keyset_incremental`, or `dagster.chunk_partitions: false`): one asset that runs the
   whole checkpointed chunked run (chunked_run.py);
 - `partition_by` (any mode): one asset running every date bucket, each its own prefix and
-  manifest (buckets.py).
+  manifest (buckets.py);
+- `cdc`: one asset per export, one bounded drain per materialization, with its
+  `cdc_continuity` and `manifest_verified` checks (cdc.py).
 Each export depends on its source table's asset (lineage.py). The keyword options of
 `build_definitions` travel as one frozen `DefinitionsOptions`.
 
@@ -69,6 +71,7 @@ from rivet_dagster.automation import (
     per_export_jobs,
 )
 from rivet_dagster.buckets import partitioned_body
+from rivet_dagster.cdc import build_cdc_asset
 from rivet_dagster.checks import build_manifest_check
 from rivet_dagster.chunked import (
     build_chunk_asset,
@@ -218,6 +221,12 @@ def _whole_run(ctx: BuildContext, export: api.ExportConfig) -> Built:
                                          checks=[build_manifest_check(ctx.config, export)]))
 
 
+def _cdc(ctx: BuildContext, export: api.ExportConfig) -> Built:
+    """`cdc`: one asset per export, one bounded drain per materialization, its checks
+    (`cdc_continuity`, `manifest_verified`) inside the asset (cdc.py)."""
+    return _scheduled(ctx, export, Built(assets=[build_cdc_asset(ctx.config, export)]))
+
+
 def _in_multi_asset(ctx: BuildContext, export: api.ExportConfig) -> Built:
     """`full`/`incremental`: its asset, checks and step come from the config's multi-asset
     (`_multi_assets`); here only its automation."""
@@ -269,11 +278,14 @@ MODE_BUILDERS: dict[str, ModeBuilder] = {
     "asset": ModeBuilder(_single_asset),
     "buckets": ModeBuilder(_buckets),
     "whole_run": ModeBuilder(_whole_run),
+    "cdc": ModeBuilder(_cdc),
 }
 
 
 def export_kind(config: api.RivetConfig, export: api.ExportConfig, multi: bool) -> str:
     """Which `MODE_BUILDERS` entry builds `export` (the module docstring, per mode)."""
+    if export.mode == "cdc":
+        return "cdc"
     if export.partition_by:
         return "buckets"
     if export.mode == "chunked":

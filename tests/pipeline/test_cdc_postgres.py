@@ -119,6 +119,36 @@ def test_the_manifest_says_mode_cdc_with_the_position_range_and_the_cursor_is_th
     assert min(positions) > _lsn(extraction["cursor_low"])
 
 
+def test_the_slot_is_advanced_to_the_published_position_only_after_the_publish(tmp_path, cdc_db):
+    url, slot = cdc_db
+    config = _config(tmp_path, url, slot)
+    _run(config)
+    _changes(url, 1, 3)
+    crashed = rivet("run", "-c", str(config), env={"RIVET_TEST_PANIC_AT": "cdc_after_flush_before_ack"})
+    assert crashed.returncode != 0
+    published = json.loads((tmp_path / "out" / "manifest.json").read_text())["source"]["extraction"]["cursor_high"]
+    [(confirmed,)] = pg_exec(url, f"SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{slot}'")
+    assert _lsn(json.dumps({"lsn": confirmed})) < _lsn(published)  # published, not yet confirmed
+    _run(config)
+    [(confirmed,)] = pg_exec(url, f"SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{slot}'")
+    latest = json.loads((tmp_path / "out" / "manifest.json").read_text())["source"]["extraction"]["cursor_high"]
+    assert json.dumps({"lsn": confirmed}, separators=(",", ":")) == latest
+
+
+def test_a_lost_state_store_resumes_after_the_manifests_position_without_republishing(tmp_path, cdc_db):
+    url, slot = cdc_db
+    config = _config(tmp_path, url, slot)
+    _run(config)
+    first = _changes(url, 1, 4)
+    crashed = rivet("run", "-c", str(config), env={"RIVET_TEST_PANIC_AT": "cdc_after_flush_before_ack"})
+    assert crashed.returncode != 0  # published, slot not confirmed: the slot still hands these back
+    for lost in tmp_path.glob(".rivet_state.db*"):  # the store and its journal files
+        lost.unlink()
+    second = _changes(url, 50, 2)
+    _run(config)
+    assert published_changes(tmp_path / "out") == first + second
+
+
 def test_a_part_is_never_cut_inside_a_transaction(tmp_path, cdc_db):
     url, slot = cdc_db
     config = _config(tmp_path, url, slot, rollover=2)

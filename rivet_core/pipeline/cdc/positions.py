@@ -48,8 +48,9 @@ def published_position(state: StateStore, export_name: str, dest: Destination) -
     if stored is None and dest.supports_manifest:
         found = read_manifest(dest)
         manifest = found[0] if found else None
-        if manifest is not None and manifest.mode == "cdc" and manifest.status == "success":
-            stored = manifest.source.extraction.get("cursor_high")
+        extraction = manifest.source.extraction if manifest is not None else None
+        if manifest is not None and manifest.mode == "cdc" and manifest.status == "success" and extraction:
+            stored = str(extraction.cursor_high) if extraction.cursor_high is not None else None
     if stored is None:
         return None
     try:

@@ -182,7 +182,7 @@ class CdcStream:
             for table, run in zip(tables, self.runs, strict=True):
                 stager = stagers[table.name]
                 parts = stager.finish()
-                run.summary.journal.record("CdcDrained", table=table.name, rows=stager.rows,
+                run.summary.journal.record("CdcDrained", table=table.name, rows=stager.rows, ops=dict(stager.ops),
                                            first_pos=stager.first_pos, last_pos=stager.last_pos,
                                            start=window.start.to_json() if window.start else None,
                                            bound=window.bound.to_json())

@@ -14,7 +14,12 @@ from pathlib import Path
 from rivet_core.format import PartRotator, StagedPart, WriterOptions
 from rivet_core.lazy_modules import pa
 from rivet_core.pipeline.cdc.positions import parse_position
-from rivet_core.source.changes import POS_COLUMN, ChangeBatch, ChangePosition
+from rivet_core.source.changes import OP_COLUMN, POS_COLUMN, ChangeBatch, ChangePosition
+
+
+def _op_counts(rows: pa.RecordBatch) -> tuple[list[str], list[int]]:
+    counts = pa.compute.value_counts(rows.column(OP_COLUMN))
+    return counts.field("values").to_pylist(), counts.field("counts").to_pylist()
 
 
 class TableStager:
@@ -31,6 +36,8 @@ class TableStager:
         self.rows = 0
         self.first_pos: str | None = None
         self.last_pos: str | None = None
+        #: Changes written, by `__op` (the run's journal and the Dagster metadata carry them).
+        self.ops: dict[str, int] = {}
         self._rotator: PartRotator | None = None
         self._open_rows = 0
         staging_dir.mkdir(parents=True, exist_ok=True)
@@ -79,6 +86,8 @@ class TableStager:
         self._rotator.write_batch(rows.cast(self.schema) if rows.schema != self.schema else rows)
         self._open_rows += rows.num_rows
         self.rows += rows.num_rows
+        for op, count in zip(*_op_counts(rows), strict=True):
+            self.ops[op] = self.ops.get(op, 0) + count
         positions = rows.column(POS_COLUMN)
         self.first_pos = self.first_pos or positions[0].as_py()
         self.last_pos = positions[-1].as_py()

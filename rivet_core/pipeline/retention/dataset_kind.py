@@ -8,9 +8,9 @@ from rivet_core.config import ExportConfig
 
 
 def adds_rows_each_run(export: ExportConfig) -> bool:
-    """Does each run add rows to the dataset (incremental, keyset-incremental chunked) rather
+    """Does each run add rows to the dataset (incremental, cdc, keyset-incremental chunked) rather
     than replace it? Decides what is readable: the union of the kept runs, or the current run."""
-    return export.mode == "incremental" or (export.mode == "chunked" and bool(export.keyset_incremental))
+    return export.mode in ("incremental", "cdc") or (export.mode == "chunked" and bool(export.keyset_incremental))
 
 
 __all__ = ["adds_rows_each_run"]
