@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
+import socket
+import subprocess
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
@@ -27,7 +30,6 @@ from rivet_core.source.mysql.changes import (
     DEFAULT_SERVER_ID,
     MySQLChangeReader,
     binlog_position,
-    binlog_setting_problems,
 )
 from tests.helpers import mysql_connect, mysql_exec, source_block, write_config
 
@@ -297,11 +299,46 @@ def contextmanager_of(generator: Iterator[None]) -> Any:
     return contextmanager(lambda: generator)()
 
 
-def test_a_server_without_a_binary_log_is_refused_naming_log_bin():
-    # log_bin cannot be switched at run time: the verdict the preflight applies to the
-    # server's variables is checked on the value a server without a binlog reports.
-    [problem] = binlog_setting_problems({"log_bin": "OFF", "binlog_format": "ROW"})
-    assert problem.startswith("log_bin is OFF") and "log-bin" in problem
+@pytest.fixture(scope="module")
+def mariadb_without_binlog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second, private MariaDB started without a binary log (log_bin cannot be switched
+    off at run time); the binaries are the ones scripts/services.sh starts."""
+    for binary in ("mariadb-install-db", "mariadbd", "mariadb-admin"):
+        if shutil.which(binary) is None:
+            pytest.fail(f"{binary} is not on PATH: the MariaDB server binaries are needed (apt-get install "
+                        "mariadb-server)", pytrace=False)
+    root = tmp_path_factory.mktemp("nobinlog")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={root}/data", "--user=root",
+                    "--auth-root-authentication-method=normal", "--skip-test-db"],
+                   check=True, capture_output=True, timeout=300)
+    server = subprocess.Popen(
+        ["mariadbd", "--no-defaults", f"--datadir={root}/data", f"--socket={root}/s.sock", f"--port={port}",
+         "--bind-address=127.0.0.1", "--user=root", f"--pid-file={root}/s.pid", f"--log-error={root}/error.log",
+         "--skip-name-resolve", "--skip-log-bin", "--innodb-buffer-pool-size=16M"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # mariadb-admin retries the ping until the server accepts connections
+        ready = subprocess.run(["mariadb-admin", "--no-defaults", f"--socket={root}/s.sock", "-uroot",
+                                "--wait=120", "--connect-timeout=2", "ping"], capture_output=True, timeout=300)
+        if ready.returncode != 0:
+            pytest.fail(f"the MariaDB without a binlog did not start: {(root / 'error.log').read_text()[-2000:]}")
+        mysql_exec(f"mysql://root@127.0.0.1:{port}/mysql", "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)")
+        yield f"mysql://root@127.0.0.1:{port}/app"
+    finally:
+        server.terminate()
+        server.wait(timeout=120)
+
+
+def test_a_server_without_a_binary_log_is_refused_naming_log_bin(mariadb_without_binlog):
+    with reader_for(mariadb_without_binlog, "t") as reader, pytest.raises(SourceError) as refused:
+        reader.preflight()
+    assert "log_bin is OFF" in str(refused.value) and "start it with log-bin" in str(refused.value)
+    with reader_for(mariadb_without_binlog, "t") as reader, pytest.raises(SourceError) as refused:
+        reader.open(None)
+    assert "the binary log is off" in str(refused.value)
 
 
 def test_a_user_without_the_replication_grants_is_refused_naming_them(mysql_url):
