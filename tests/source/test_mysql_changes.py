@@ -178,6 +178,19 @@ def test_reopening_after_the_last_position_returns_exactly_the_later_changes(mys
     assert first[-1].position < second[0].position
 
 
+def test_a_window_spanning_a_binlog_rotation_reads_both_files_in_order(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY)")
+    start = anchor_of(mysql_url)
+    mysql_exec(mysql_url, "INSERT INTO t VALUES (1)", "FLUSH BINARY LOGS", "INSERT INTO t VALUES (2)")
+    with reader_for(mysql_url, "t") as reader:
+        batches = drain(reader, start, batch_rows=1)
+        assert drain(reader, batches[0].position)[0].rows.column("id").to_pylist() == [2]
+    files = [b.position.fields["file"] for b in batches]
+    assert [r["id"] for r in rows_of(batches)] == [1, 2]
+    assert files[0] == start.fields["file"] and files[1] != files[0]
+    assert batches[0].position < batches[1].position
+
+
 def test_rows_of_tables_not_captured_are_skipped_and_several_tables_share_one_stream(mysql_url):
     mysql_exec(mysql_url, "CREATE TABLE a (id INT PRIMARY KEY, v TEXT)", "CREATE TABLE b (id INT PRIMARY KEY, w INT)",
                "CREATE TABLE skipped (id INT PRIMARY KEY)")
