@@ -123,10 +123,10 @@ class _Captured:
     normalizers: list[Any] = field(default_factory=list)
     key_mask: list[bool] = field(default_factory=list)
     checked_table_ids: set[int] = field(default_factory=set)
+    columns: list[str] = field(default_factory=list)
 
-    @property
-    def columns(self) -> list[str]:
-        return self.table.schema.names
+    def __post_init__(self) -> None:
+        self.columns = self.table.schema.names  # once: Schema.names builds a new list per call
 
 
 @dataclass
