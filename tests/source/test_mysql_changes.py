@@ -372,6 +372,9 @@ def test_a_user_without_the_replication_grants_is_refused_naming_them(mysql_url)
             reader.preflight()
         assert "lacks REPLICATION SLAVE" in str(refused.value)
         assert "REPLICATION CLIENT" not in str(refused.value)
+        with reader_for(limited, "t") as reader, pytest.raises(SourceError) as refused:
+            drain(reader, None)  # without the preflight: the binlog dump itself is refused
+        assert "GRANT REPLICATION SLAVE ON *.*" in str(refused.value)
     finally:
         mysql_exec(mysql_url, f"DROP USER '{user}'@'%'")
 
