@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shutil
+import socket
+import subprocess
 import uuid
 from collections.abc import Iterator
 from decimal import Decimal
@@ -27,7 +30,6 @@ from rivet_core.source.mysql.changes import (
     DEFAULT_SERVER_ID,
     MySQLChangeReader,
     binlog_position,
-    binlog_setting_problems,
 )
 from tests.helpers import mysql_connect, mysql_exec, source_block, write_config
 
@@ -176,6 +178,19 @@ def test_reopening_after_the_last_position_returns_exactly_the_later_changes(mys
     assert first[-1].position < second[0].position
 
 
+def test_a_window_spanning_a_binlog_rotation_reads_both_files_in_order(mysql_url):
+    mysql_exec(mysql_url, "CREATE TABLE t (id INT PRIMARY KEY)")
+    start = anchor_of(mysql_url)
+    mysql_exec(mysql_url, "INSERT INTO t VALUES (1)", "FLUSH BINARY LOGS", "INSERT INTO t VALUES (2)")
+    with reader_for(mysql_url, "t") as reader:
+        batches = drain(reader, start, batch_rows=1)
+        assert drain(reader, batches[0].position)[0].rows.column("id").to_pylist() == [2]
+    files = [b.position.fields["file"] for b in batches]
+    assert [r["id"] for r in rows_of(batches)] == [1, 2]
+    assert files[0] == start.fields["file"] and files[1] != files[0]
+    assert batches[0].position < batches[1].position
+
+
 def test_rows_of_tables_not_captured_are_skipped_and_several_tables_share_one_stream(mysql_url):
     mysql_exec(mysql_url, "CREATE TABLE a (id INT PRIMARY KEY, v TEXT)", "CREATE TABLE b (id INT PRIMARY KEY, w INT)",
                "CREATE TABLE skipped (id INT PRIMARY KEY)")
@@ -297,11 +312,46 @@ def contextmanager_of(generator: Iterator[None]) -> Any:
     return contextmanager(lambda: generator)()
 
 
-def test_a_server_without_a_binary_log_is_refused_naming_log_bin():
-    # log_bin cannot be switched at run time: the verdict the preflight applies to the
-    # server's variables is checked on the value a server without a binlog reports.
-    [problem] = binlog_setting_problems({"log_bin": "OFF", "binlog_format": "ROW"})
-    assert problem.startswith("log_bin is OFF") and "log-bin" in problem
+@pytest.fixture(scope="module")
+def mariadb_without_binlog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A second, private MariaDB started without a binary log (log_bin cannot be switched
+    off at run time); the binaries are the ones scripts/services.sh starts."""
+    for binary in ("mariadb-install-db", "mariadbd", "mariadb-admin"):
+        if shutil.which(binary) is None:
+            pytest.fail(f"{binary} is not on PATH: the MariaDB server binaries are needed (apt-get install "
+                        "mariadb-server)", pytrace=False)
+    root = tmp_path_factory.mktemp("nobinlog")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={root}/data", "--user=root",
+                    "--auth-root-authentication-method=normal", "--skip-test-db"],
+                   check=True, capture_output=True, timeout=300)
+    server = subprocess.Popen(
+        ["mariadbd", "--no-defaults", f"--datadir={root}/data", f"--socket={root}/s.sock", f"--port={port}",
+         "--bind-address=127.0.0.1", "--user=root", f"--pid-file={root}/s.pid", f"--log-error={root}/error.log",
+         "--skip-name-resolve", "--skip-log-bin", "--innodb-buffer-pool-size=16M"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        # mariadb-admin retries the ping until the server accepts connections
+        ready = subprocess.run(["mariadb-admin", "--no-defaults", f"--socket={root}/s.sock", "-uroot",
+                                "--wait=120", "--connect-timeout=2", "ping"], capture_output=True, timeout=300)
+        if ready.returncode != 0:
+            pytest.fail(f"the MariaDB without a binlog did not start: {(root / 'error.log').read_text()[-2000:]}")
+        mysql_exec(f"mysql://root@127.0.0.1:{port}/mysql", "CREATE DATABASE app", "CREATE TABLE app.t (id INT PRIMARY KEY)")
+        yield f"mysql://root@127.0.0.1:{port}/app"
+    finally:
+        server.terminate()
+        server.wait(timeout=120)
+
+
+def test_a_server_without_a_binary_log_is_refused_naming_log_bin(mariadb_without_binlog):
+    with reader_for(mariadb_without_binlog, "t") as reader, pytest.raises(SourceError) as refused:
+        reader.preflight()
+    assert "log_bin is OFF" in str(refused.value) and "start it with log-bin" in str(refused.value)
+    with reader_for(mariadb_without_binlog, "t") as reader, pytest.raises(SourceError) as refused:
+        reader.open(None)
+    assert "the binary log is off" in str(refused.value)
 
 
 def test_a_user_without_the_replication_grants_is_refused_naming_them(mysql_url):
@@ -322,6 +372,9 @@ def test_a_user_without_the_replication_grants_is_refused_naming_them(mysql_url)
             reader.preflight()
         assert "lacks REPLICATION SLAVE" in str(refused.value)
         assert "REPLICATION CLIENT" not in str(refused.value)
+        with reader_for(limited, "t") as reader, pytest.raises(SourceError) as refused:
+            drain(reader, None)  # without the preflight: the binlog dump itself is refused
+        assert "GRANT REPLICATION SLAVE ON *.*" in str(refused.value)
     finally:
         mysql_exec(mysql_url, f"DROP USER '{user}'@'%'")
 

@@ -45,7 +45,7 @@ from typing import Any
 import pymysql
 
 from rivet_core.config.tuning import ResolvedTuning
-from rivet_core.errors import ConfigError, SourceError
+from rivet_core.errors import ConfigError, RivetError, SourceError
 from rivet_core.lazy_modules import pa
 from rivet_core.redact import redact_url
 from rivet_core.source.base import wrap_driver_error
@@ -123,10 +123,10 @@ class _Captured:
     normalizers: list[Any] = field(default_factory=list)
     key_mask: list[bool] = field(default_factory=list)
     checked_table_ids: set[int] = field(default_factory=set)
+    columns: list[str] = field(default_factory=list)
 
-    @property
-    def columns(self) -> list[str]:
-        return self.table.schema.names
+    def __post_init__(self) -> None:
+        self.columns = self.table.schema.names  # once: Schema.names builds a new list per call
 
 
 @dataclass
@@ -193,9 +193,16 @@ class MySQLChangeReader:
         return self._conn
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._control().cursor() as cur:
-            cur.execute(sql, list(params) or None)
-            return list(cur.fetchall())
+        try:
+            with self._control().cursor() as cur:
+                cur.execute(sql, list(params) or None)
+                return list(cur.fetchall())
+        except pymysql.err.ProgrammingError:
+            raise  # a statement this server does not have: the caller chooses another
+        except pymysql.err.OperationalError as exc:
+            if exc.args and exc.args[0] in _ACCESS_DENIED:
+                raise  # the callers name the grant
+            raise wrap_driver_error(exc, f"{self._where}: {sql.split()[0]} {sql.split()[1]}") from exc
 
     def _query_one(self, sql: str) -> tuple[Any, ...]:
         rows = self._query(sql)
@@ -282,7 +289,7 @@ class MySQLChangeReader:
             except pymysql.err.ProgrammingError:
                 row = self._query_one("SHOW MASTER STATUS")  # before MySQL 8.2, and MariaDB
         except pymysql.err.MySQLError as exc:
-            raise self._denied(exc, "REPLICATION CLIENT") from exc
+            raise self._denied(exc, "REPLICATION CLIENT", "reading the binlog coordinates") from exc
         if not row:
             raise SourceError(f"{self._where}: the binary log is off (no binlog status) — start the "
                               "server with log_bin (log-bin in my.cnf)")
@@ -317,7 +324,7 @@ class MySQLChangeReader:
                     finally:
                         cur.execute("UNLOCK TABLES")
         except pymysql.err.MySQLError as exc:
-            raise self._denied(exc, "RELOAD") from exc
+            raise self._denied(exc, "RELOAD", "creating the anchor") from exc
         self._anchor = anchor
         return anchor
 
@@ -340,7 +347,10 @@ class MySQLChangeReader:
         return self._window
 
     def _require_binlog_file(self, start: ChangePosition) -> None:
-        files = [str(row[0]) for row in self._query("SHOW BINARY LOGS")]
+        try:
+            files = [str(row[0]) for row in self._query("SHOW BINARY LOGS")]
+        except pymysql.err.MySQLError as exc:
+            raise self._denied(exc, "REPLICATION CLIENT", "listing the binlog files") from exc
         if str(start.fields["file"]) not in files:
             raise SourceError(
                 f"{self._where}: the binlog file {start.fields['file']} of the start position "
@@ -386,7 +396,7 @@ class MySQLChangeReader:
         try:
             yield from _Drain(self, batch_rows).run(stream, self._window.bound)
         except pymysql.err.MySQLError as exc:
-            raise self._denied(exc, "REPLICATION SLAVE") from exc
+            raise self._denied(exc, "REPLICATION SLAVE", "reading the binlog") from exc
         finally:
             stream.close()
 
@@ -430,12 +440,13 @@ class MySQLChangeReader:
             only_tables=sorted({c.table_name for c in self._captured}),
         )
 
-    def _denied(self, exc: pymysql.err.MySQLError, grant: str) -> SourceError:
+    def _denied(self, exc: pymysql.err.MySQLError, grant: str, doing: str) -> RivetError:
+        """A refused privilege names the grant; anything else is the driver error, still
+        classified (a lost connection stays retryable)."""
         if exc.args and exc.args[0] in _ACCESS_DENIED:
             return SourceError(f"{self._where}: {exc.args[-1]} — GRANT {grant} ON *.* TO the "
                                "source user (docs/cdc-mysql.md \"Server settings and grants\")")
-        err = wrap_driver_error(exc, f"{self._where}: reading the binlog")
-        return err if isinstance(err, SourceError) else SourceError(str(err))
+        return wrap_driver_error(exc, f"{self._where}: {doing}")
 
 
 def binlog_setting_problems(variables: dict[str, str]) -> list[str]:
