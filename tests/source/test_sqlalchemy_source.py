@@ -408,3 +408,26 @@ def test_the_duckdb_catalog_names_the_primary_key(tmp_path: Path, duck_file: Pat
     with open_source(f"sqlalchemy:duckdb:///{duck_file}", ResolvedTuning()) as session:
         info = table_info(session, (None, "events"))
     assert info.primary_key == ("id",) and info.columns[:2] == ["id", "updated_at"]
+
+
+def test_the_native_catalogs_ask_sqlalchemys_inspector_on_the_sessions_own_snapshot(
+        server: tuple[str, str]) -> None:
+    """PostgreSQL's and MariaDB's native sessions answer columns, NOT NULL and the primary
+    key through SQLAlchemy's inspector on their own connection, and the inspector leaves
+    the snapshot transaction alone: a row committed meanwhile stays invisible."""
+    from rivet_core.catalog import table_info
+    from rivet_core.config.tuning import ResolvedTuning
+    from rivet_core.source import open_source
+    from rivet_core.source.sqlalchemy.catalog import inspector_of
+
+    native, _ = server
+    run_sql = pg_exec if native.startswith("postgres") else mysql_exec
+    with open_source(native, ResolvedTuning()) as session:
+        assert session.scalar("SELECT COUNT(*) FROM cat_t") == 200  # the snapshot starts
+        run_sql(native, "INSERT INTO cat_t VALUES (201, 'c201', NULL, 201, 201)")
+        info = table_info(session, (None, "cat_t"))
+        inspector = inspector_of(session)
+        assert inspector.bind.connection.driver_connection is session.connection
+        assert info.primary_key == tuple(inspector.get_pk_constraint("cat_t")["constrained_columns"])
+        assert (info.columns, info.not_null) == (["id", "code", "note", "pair_a", "pair_b"], {"id", "code"})
+        assert session.scalar("SELECT COUNT(*) FROM cat_t") == 200
