@@ -205,6 +205,14 @@ def test_a_sqlalchemy_source_needs_a_url(tmp_path: Path) -> None:
     assert "type sqlalchemy takes one SQLAlchemy URL" in proc.stdout + proc.stderr
 
 
+def test_a_tls_block_on_a_sqlalchemy_source_is_refused_naming_where_tls_goes(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"type": "sqlalchemy", "url": "duckdb:///shop.duckdb",
+                                     "tls": {"mode": "require"}}, [export("t")])
+    proc = run(config)
+    assert proc.returncode != 0
+    assert "takes its TLS settings in the URL's query" in proc.stdout + proc.stderr
+
+
 # ---------------------------------------------------- the native readers as the oracle
 
 def same_as_native(tmp: Path, native: dict[str, Any], generic: dict[str, Any],
