@@ -123,6 +123,7 @@ def test_a_duckdb_file_exports_every_type_exactly_as_duckdb_reads_it(tmp_path: P
     assert first["doc"] is not None and json.loads(first["doc"]) == {"a": [1, 2]}
     assert first["uid"] == want[17]
     assert all(v is None for k, v in got[1].items() if k != "id")
+    assert success_manifests(tmp_path / "out" / "every_type")[0]["source"]["engine"] == "sqlalchemy:duckdb"
 
 
 def test_incremental_and_coalesce_cursors_publish_each_duckdb_row_once(tmp_path: Path, duck_file: Path) -> None:
