@@ -78,6 +78,11 @@ def source_errors(src: SourceConfig) -> list[str]:
             "source: specify 'password' OR 'password_env', not both — keep password_env so "
             "the secret stays out of the file"
         )
+    if src.type == "sqlalchemy" and src.tls is not None:
+        errors.append(
+            "source: tls applies to postgres and mysql sources; a sqlalchemy source takes its "
+            "TLS settings in the URL's query, as its driver names them (e.g. ?sslmode=verify-full)"
+        )
     if src.type == "sqlalchemy" and not url_fields:
         errors.append(
             "source: type sqlalchemy takes one SQLAlchemy URL — set url_env (recommended) or "

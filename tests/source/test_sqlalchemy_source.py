@@ -123,6 +123,7 @@ def test_a_duckdb_file_exports_every_type_exactly_as_duckdb_reads_it(tmp_path: P
     assert first["doc"] is not None and json.loads(first["doc"]) == {"a": [1, 2]}
     assert first["uid"] == want[17]
     assert all(v is None for k, v in got[1].items() if k != "id")
+    assert success_manifests(tmp_path / "out" / "every_type")[0]["source"]["engine"] == "sqlalchemy:duckdb"
 
 
 def test_incremental_and_coalesce_cursors_publish_each_duckdb_row_once(tmp_path: Path, duck_file: Path) -> None:
@@ -203,6 +204,14 @@ def test_a_sqlalchemy_source_needs_a_url(tmp_path: Path) -> None:
     proc = run(config)
     assert proc.returncode != 0
     assert "type sqlalchemy takes one SQLAlchemy URL" in proc.stdout + proc.stderr
+
+
+def test_a_tls_block_on_a_sqlalchemy_source_is_refused_naming_where_tls_goes(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"type": "sqlalchemy", "url": "duckdb:///shop.duckdb",
+                                     "tls": {"mode": "require"}}, [export("t")])
+    proc = run(config)
+    assert proc.returncode != 0
+    assert "takes its TLS settings in the URL's query" in proc.stdout + proc.stderr
 
 
 # ---------------------------------------------------- the native readers as the oracle
@@ -408,3 +417,26 @@ def test_the_duckdb_catalog_names_the_primary_key(tmp_path: Path, duck_file: Pat
     with open_source(f"sqlalchemy:duckdb:///{duck_file}", ResolvedTuning()) as session:
         info = table_info(session, (None, "events"))
     assert info.primary_key == ("id",) and info.columns[:2] == ["id", "updated_at"]
+
+
+def test_the_native_catalogs_ask_sqlalchemys_inspector_on_the_sessions_own_snapshot(
+        server: tuple[str, str]) -> None:
+    """PostgreSQL's and MariaDB's native sessions answer columns, NOT NULL and the primary
+    key through SQLAlchemy's inspector on their own connection, and the inspector leaves
+    the snapshot transaction alone: a row committed meanwhile stays invisible."""
+    from rivet_core.catalog import table_info
+    from rivet_core.config.tuning import ResolvedTuning
+    from rivet_core.source import open_source
+    from rivet_core.source.sqlalchemy.catalog import inspector_of
+
+    native, _ = server
+    run_sql = pg_exec if native.startswith("postgres") else mysql_exec
+    with open_source(native, ResolvedTuning()) as session:
+        assert session.scalar("SELECT COUNT(*) FROM cat_t") == 200  # the snapshot starts
+        run_sql(native, "INSERT INTO cat_t VALUES (201, 'c201', NULL, 201, 201)")
+        info = table_info(session, (None, "cat_t"))
+        inspector = inspector_of(session)
+        assert inspector.bind.connection.driver_connection is session.connection
+        assert info.primary_key == tuple(inspector.get_pk_constraint("cat_t")["constrained_columns"])
+        assert (info.columns, info.not_null) == (["id", "code", "note", "pair_a", "pair_b"], {"id", "code"})
+        assert session.scalar("SELECT COUNT(*) FROM cat_t") == 200
