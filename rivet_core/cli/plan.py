@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -26,14 +27,23 @@ from rivet_core.errors import ConfigError
               help="Write the JSON plan here (default: print it on stdout).")
 @click.option("--format", "fmt", type=click.Choice(["json", "pretty"]), default="json", show_default=True,
               help="On stdout: the JSON plan, or one line per export (Rivet's flag; with -o the file is JSON).")
+@click.option("--annotate-waves", "annotate_waves", is_flag=True,
+              help="Write each export's wave: and parallel_safe: into the config (Rivet's flag; without it plan "
+                   "never touches the config).")
 @guard
 def plan(config_path: str, export_names: tuple[str, ...], params: tuple[str, ...],
-         output: str | None, fmt: str = "json") -> int:
+         output: str | None, fmt: str = "json", annotate_waves: bool = False) -> int:
     """Plan exports without writing data: strategy, windows, cursor, estimate, diagnostics."""
     from rivet_core.ops.plan import build_plan, write_plan
 
+    if annotate_waves and export_names:
+        from rivet_core.ops.annotate_waves import SCOPED_REFUSAL
+
+        raise ConfigError(SCOPED_REFUSAL)
     config = load(config_path, params)
     doc = build_plan(config, list(export_names) or None)
+    if annotate_waves:
+        _annotate(config, doc, params)
     if output is None and fmt == "json":
         click.echo(json.dumps(doc, indent=2))
         return 0
@@ -131,6 +141,21 @@ def _apply_config_waves(config_path: str, force: bool, resume: bool, params: tup
         except SystemExit as done:  # `run` ends the process with its exit code; the next wave still runs
             codes.append(done.code if isinstance(done.code, int) else 1)
     return worst_exit(codes)
+
+
+def _annotate(config: Any, doc: dict, params: tuple[str, ...]) -> None:
+    """`--annotate-waves`: the schedule written into the config (rivet_core/ops/annotate_waves.py)."""
+    from rivet_core.cli.shared import parse_params
+    from rivet_core.ops.annotate_waves import annotate_config, schedule
+
+    fields = schedule(doc["exports"])
+    written = annotate_config(Path(config.config_path), fields, parse_params(params))
+    click.echo(f"plan --annotate-waves: (over)wrote wave/parallel_safe on {len(written)} export(s) in "
+               f"{config.config_path}", err=True)
+    missing = sorted(set(fields) - written)
+    if missing:
+        click.echo(f"warning: plan: {len(missing)} export(s) had recommendations but NO matching `- name:` line in "
+                   f"{config.config_path} — nothing was written for them: {missing}", err=True)
 
 
 def _rivet_artifact(path: Path) -> dict | None:

@@ -757,13 +757,14 @@ _NO_EFFECT: dict[str, str] = {
                                "checked by `on_schema_drift`); remove the key",
     "load": "it configures Rivet's `rivet load` into a warehouse, which this tool does not have — load "
             "the exported Parquet with the warehouse's own loader; the block can stay",
-    "planning hints (wave, parallel_safe, source_group, reconcile_required, target)":
-        "they steer Rivet's `plan`/`apply`/`check`, which this tool does not have — order and group "
-        "exports in the orchestrator; the keys can stay",
+    "planning hints (parallel_safe, source_group, reconcile_required, target)":
+        "they steer Rivet's concurrent scheduling and `check`, which this tool does not have (exports run one "
+        "at a time; `wave:` orders `rivet apply <config.yaml>`) — group exports in the orchestrator; the keys "
+        "can stay",
 }
 
 
-_HINTS = ("wave", "parallel_safe", "source_group", "reconcile_required", "target")
+_HINTS = ("parallel_safe", "source_group", "reconcile_required", "target")
 
 
 def _set(model: Any, field: str) -> bool:

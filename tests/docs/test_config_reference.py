@@ -153,7 +153,7 @@ def test_fields_documented_as_having_no_effect_are_read_by_no_code() -> None:
     reading needs its real meaning in the reference."""
     no_effect = sorted({name for rows in documented().values() for name, cells in rows.items()
                         if len(cells) > 3 and "no effect" in cells[3]})
-    assert {"verify", "wave", "adaptive", "min_parallel"} <= set(no_effect), no_effect
+    assert {"verify", "source_group", "adaptive", "min_parallel"} <= set(no_effect), no_effect
     used = {name: lines for name in no_effect if (lines := _reads(name))}
     assert not used, ("docs/config-reference.md says these fields have no effect, but code reads them "
                       "— document what they do:\n" + "\n".join(f"{n}: {ls}" for n, ls in used.items()))

@@ -356,3 +356,47 @@ def test_apply_pool_is_refused_with_the_reason_and_split_needs_pool(tmp_path):
     split = rivet_quick("apply", str(config), "--split")
     assert split.returncode == 2 and "'--split' requires '--pool <N>'" in split.stderr
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.postgres
+def test_plan_annotate_waves_writes_each_exports_wave_into_the_config_and_apply_runs_them_in_that_order(
+        tmp_path, audit):
+    db_exec(audit, "CREATE TABLE big (id INT PRIMARY KEY, name TEXT)",
+            "INSERT INTO big SELECT g, 'n' || g FROM generate_series(1, 150000) AS g", "ANALYZE big")
+    config = tmp_path / "rivet.yaml"
+    config.write_text(f"""# hand-written: this comment must survive
+source:
+  type: postgres
+  url: {audit}
+exports:
+  - name: heavy   # 150 000 rows
+    table: big
+    wave: 7
+    format: parquet
+    destination: {{type: local, path: out/heavy}}
+  - name: "light"
+    query: SELECT id, name FROM pa_audit
+    format: parquet
+    destination: {{type: local, path: out/light}}
+""")
+    before = config.read_bytes()
+    assert rivet_quick("plan", "-c", str(config)).returncode == 0
+    assert config.read_bytes() == before  # read-only without the flag
+
+    scoped = rivet_quick("plan", "-c", str(config), "-e", "light", "--annotate-waves")
+    assert scoped.returncode == 1 and "cannot be scoped to --export" in scoped.stderr
+    assert config.read_bytes() == before
+
+    annotated = rivet_quick("plan", "-c", str(config), "--annotate-waves")
+    assert annotated.returncode == 0, annotated.stderr
+    assert "(over)wrote wave/parallel_safe on 2 export(s)" in annotated.stderr
+    text = config.read_text()
+    assert text.startswith("# hand-written: this comment must survive") and "# 150 000 rows" in text
+    exports = {e["name"]: e for e in yaml.safe_load(text)["exports"]}
+    assert (exports["light"]["wave"], exports["light"]["parallel_safe"]) == (1, True)
+    assert (exports["heavy"]["wave"], exports["heavy"]["parallel_safe"]) == (2, False)
+
+    applied = rivet_quick("apply", str(config))
+    assert applied.returncode == 0, applied.stderr
+    assert _ran(applied.stderr) == ["light", "heavy"]
+    assert _current_ids(tmp_path / "out" / "light") == list(range(1, ROWS + 1))
