@@ -30,6 +30,7 @@ from rivet_core.source.mysql.changes import (
     DEFAULT_SERVER_ID,
     MySQLChangeReader,
     binlog_position,
+    position_of,
 )
 from tests.helpers import mysql_connect, mysql_exec, source_block, write_config
 
@@ -176,6 +177,9 @@ def test_reopening_after_the_last_position_returns_exactly_the_later_changes(mys
         ("update", 1, 0), ("update", 2, 1), ("delete", 5, 0)]
     assert again == []
     assert first[-1].position < second[0].position
+    assert position_of(json.loads(rows_of(second)[-1]["__pos"])) == second[-1].position
+    with pytest.raises(SourceError, match="not written by a MySQL/MariaDB CDC export"):
+        position_of({"lsn": "0/16B3748"})
 
 
 def test_a_window_spanning_a_binlog_rotation_reads_both_files_in_order(mysql_url):

@@ -70,8 +70,6 @@ log = logging.getLogger(__name__)
 DEFAULT_SERVER_ID = 4271
 #: A transaction larger than this (its captured rows, as Arrow) is refused, not buffered.
 DEFAULT_MAX_TRANSACTION_MB = 1024
-#: The Arrow types of the `__` columns (Rivet's: utf8, utf8, int64).
-META_TYPES = {OP_COLUMN: "string", POS_COLUMN: "string", SEQ_COLUMN: "int64"}
 
 _FILE_SEQUENCE = re.compile(r"\.(\d+)$")
 _ACCESS_DENIED = {1045, 1142, 1227, 1370}
@@ -106,7 +104,8 @@ def position_of(fields: dict[str, Any]) -> ChangePosition:
 
 
 def meta_fields() -> list[pa.Field]:
-    """`__op`, `__pos`, `__seq` as the leading fields of every batch (never null)."""
+    """`__op`, `__pos`, `__seq` as the leading fields of every batch, never null, typed as
+    Rivet writes them (utf8, utf8, int64)."""
     return [pa.field(OP_COLUMN, pa.string(), nullable=False),
             pa.field(POS_COLUMN, pa.string(), nullable=False),
             pa.field(SEQ_COLUMN, pa.int64(), nullable=False)]
