@@ -18,7 +18,7 @@ from rivet_core import api
 from rivet_dagster.asset_options import shared_asset_kwargs
 from rivet_dagster.io_manager import failure_for
 from rivet_dagster.metadata import materialization_metadata, standard_metadata
-from rivet_dagster.naming import asset_key
+from rivet_dagster.naming import asset_key, source_kind
 
 ORCHESTRATOR = "dagster"
 CONTINUITY = "cdc_continuity"
@@ -97,5 +97,5 @@ def build_cdc_asset(config: api.RivetConfig, export: api.ExportConfig) -> dg.Ass
     return dg.asset(
         key=key, description=f"CDC export `{export.name}`: one bounded drain of the change log per "
                              "materialization (docs/modes.md `cdc`)",
-        kinds={config.source.type, export.format, export.destination.type}, check_specs=specs, **kwargs,
+        kinds={source_kind(config), export.format, export.destination.type}, check_specs=specs, **kwargs,
     )(cdc_body(str(config.config_path), export.name))
