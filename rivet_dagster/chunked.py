@@ -31,11 +31,11 @@ A `mode: chunked` export becomes:
   takes over the windows of a Dagster run that ended without finishing them (killed,
   terminated: `worker_gone`) — back to pending and requested again under a run key naming
   the attempt, up to the chunk run's max attempts —, requests again the windows never
-  claimed whose runs all ended (cancelled while queued: `stranded_windows`),
+  claimed whose runs all ended (cancelled while queued: `planner.stranded`),
   requests a run of the `reconcile` check when published windows drifted (before the runs
   that export them, so the publishing run's verdict is the newest) and again, once per
   manifest, when every window is true to the source but the check's newest verdict is red
-  (`stale_reconcile_request`), and requests
+  (`reconcile_recheck`), and requests
   `<export>_manifest` once every window is completed (run key stamped with the windows'
   attempts, so the same state is finalized once) — or, when one batch holds every window
   still to export, requests that batch with the manifest (run kind `publish`), which publishes
@@ -47,18 +47,19 @@ A `mode: chunked` export becomes:
   runs per tick; the rest wait in the sensor cursor's backlog, and the manifest waits for
   the backlog. It plans against the source once a minute, and looks at the instance every
   few seconds: while a chunk run is being exported, it plans again as soon as that run's
-  Dagster runs have all ended (`plan_deferral`), so the manifest follows the last window by
+  Dagster runs have all ended (`planner.deferral`), so the manifest follows the last window by
   seconds. RUNNING from the start unless `dagster.planner_status: STOPPED` (on all of its exports).
+  What it decides is a pure function, `planner.plan_tick(view, cursor)` (rivet_dagster/planner.py,
+  no Dagster in it; its docstring says why the `chunk_task` rows, not Dagster's
+  materializations, are a window's status); the sensor here (`ExportPlanner`) only gathers
+  the view from the instance and the core, and turns the decision into Dagster requests.
 
 No `from __future__ import annotations` here (Dagster resolves resource annotations).
 """
 
-import hashlib
-import json
 import logging
 import re
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -93,24 +94,27 @@ from rivet_dagster.partition_keys import (
 )
 from rivet_dagster.partition_lookups import cached_partition_lookups
 from rivet_dagster.partitions import chunk_partitions
+from rivet_dagster.planner import (
+    MAX_PARTITIONS_PER_RUN,
+    MAX_RUNS_PER_TICK,
+    PLANNER_INTERVAL_SECONDS,
+    PLANNER_POLL_SECONDS,
+    ExportCursor,
+    PlannedRun,
+    RunCounts,
+    TickView,
+    deferral,
+    dump_cursor,
+    needs_run_counts,
+    parse_cursor,
+    plan_tick,
+    run_size,
+)
 from rivet_dagster.store_clients import required_keys, with_store_clients
 from rivet_dagster.termination import stops_on_terminate
 
 _log = logging.getLogger("rivet.dagster.planner")
 
-#: Windows per run in a backfill launched from the UI (`backfill_policy`): amortizes run
-#: start-up (seconds per run); windows of one run are exported one by one. The planner sensor
-#: sizes its own runs (`windows_per_run`).
-MAX_PARTITIONS_PER_RUN = 10
-#: Runs the planner requests per tick at most (`dagster.max_runs_per_tick`); the rest wait.
-MAX_RUNS_PER_TICK = 20
-#: The planner plans against the source (its grouped fingerprint query) at most this often…
-PLANNER_INTERVAL_SECONDS = 60
-#: …but its sensor looks every PLANNER_POLL_SECONDS: a cheap look at the instance (no source
-#: query, no config load). While a chunk run is being exported it plans again as soon as the
-#: last of that run's Dagster runs has ended, so the next batch or the manifest is requested
-#: seconds after the windows are done instead of up to a full interval later.
-PLANNER_POLL_SECONDS = 5
 _IN_FLIGHT = [dg.DagsterRunStatus.QUEUED, dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING,
               dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.CANCELING]
 _ENDED = [dg.DagsterRunStatus.SUCCESS, dg.DagsterRunStatus.FAILURE, dg.DagsterRunStatus.CANCELED]
@@ -400,20 +404,6 @@ def recorded_fingerprints(instance: dg.DagsterInstance, key: dg.AssetKey) -> dic
     return found
 
 
-def _parse_cursor(cursor: str | None) -> dict[str, dict[str, Any]]:
-    """The planner's cursor: JSON `{"exports": {<export>: <its state>}}`, each export's state
-    its own (`{"run": <chunk run>, "planned_at": …, "refresh": <last refresh tick, epoch s>,
-    "requested": […], "backlog": […]}`), so the exports of one sensor never share a stamp."""
-    if not cursor:
-        return {}
-    try:
-        value = json.loads(cursor)
-    except ValueError:
-        return {}
-    exports = value.get("exports") if isinstance(value, dict) else None
-    return {k: v for k, v in exports.items() if isinstance(v, dict)} if isinstance(exports, dict) else {}
-
-
 def windows_per_run(export: api.ExportConfig, windows: int, pool_limit: int | None = None) -> int:
     """How many consecutive windows the planner puts in one run, of `windows` registered.
 
@@ -426,13 +416,13 @@ def windows_per_run(export: api.ExportConfig, windows: int, pool_limit: int | No
     failed run costs no re-export of its committed windows: a retry of its step skips the
     windows this run already committed (`committed_by`), and the planner re-requests only the
     windows not completed."""
+    return run_size(fixed_per_run(export), int(export.parallel or 1), windows, pool_limit)
+
+
+def fixed_per_run(export: api.ExportConfig) -> int | None:
+    """`dagster.max_partitions_per_run` when the export sets it, else None."""
     d = export.dagster
-    if d is not None and "max_partitions_per_run" in d.model_fields_set:
-        return d.max_partitions_per_run
-    runs = max(1, int(export.parallel or 1))
-    if pool_limit is not None and pool_limit > 0:
-        runs = min(runs, pool_limit)
-    return max(1, -(-windows // runs))
+    return d.max_partitions_per_run if d is not None and "max_partitions_per_run" in d.model_fields_set else None
 
 
 def pool_limit(instance: dg.DagsterInstance, pool: str) -> int | None:
@@ -447,46 +437,6 @@ def pool_limit(instance: dg.DagsterInstance, pool: str) -> int | None:
         else:
             limit = instance.get_concurrency_config().pool_config.default_pool_limit
     return limit
-
-
-def plan_deferral(instance: dg.DagsterInstance, cursor: dict[str, Any], now: float) -> str | None:
-    """Why this evaluation need not plan against the source (a skip reason), or None to plan.
-
-    Plans when there was no plan yet, when PLANNER_INTERVAL_SECONDS passed since the last
-    (`planned_at` in the cursor), or — while a chunk run is in progress — when a Dagster run
-    of it (tag `rivet/chunk_run`) ended since the last plan and none is queued or running:
-    its windows are committed, so the next batch, the reconcile or the manifest can be
-    requested now. A failed run ends once: it triggers one plan, not a plan per poll."""
-    planned = cursor.get("planned_at")
-    if not isinstance(planned, int | float) or now - planned >= PLANNER_INTERVAL_SECONDS or now < planned:
-        return None
-    later = f"next plan against the source in {PLANNER_INTERVAL_SECONDS - (now - planned):.0f} s"
-    chunk_run = cursor.get("run")
-    if not cursor.get("in_progress") or not chunk_run:
-        return later
-    tags = {"rivet/chunk_run": chunk_run}
-    in_flight = instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT))
-    if in_flight:
-        return f"chunk run {chunk_run}: {in_flight} run(s) queued or running; {later}"
-    ended = instance.get_runs_count(dg.RunsFilter(
-        tags=tags, statuses=_ENDED, updated_after=datetime.fromtimestamp(planned, UTC)))
-    return None if ended else later
-
-
-def fold_manifest(tick: api.ChunkTaskPlan, batches: list[list[str]], outstanding: set[str],
-                  in_flight: int) -> bool:
-    """Whether the one batch of this tick is the chunk run's last, so its run can publish too.
-
-    True when this tick requests exactly one batch, that batch is every window still wanted
-    (nothing waits in the backlog or for another batch), no other run of the chunk run is
-    queued or running (`in_flight`: its windows would not be committed yet), and the windows
-    not completed are exactly the batch's pending ones (a refilled window is still completed
-    until it is exported again, `api.ChunkTaskPlan.refill`). A wrong True costs no data: the
-    manifest step refuses unless every window is completed (I6), and the planner then requests
-    the manifest on its own."""
-    if len(batches) != 1 or set(batches[0]) != outstanding or in_flight:
-        return False
-    return tick.not_completed == sum(k not in tick.refill for k in batches[0])
 
 
 def refresh_due(cron: str, timezone: str, last: float | None, now: datetime) -> tuple[float, bool]:
@@ -504,192 +454,12 @@ def reconcile_job(config: api.RivetConfig, export: api.ExportConfig) -> Any:
                                tags={"rivet/export": export.name})
 
 
-#: One export's evaluation: (its cursor state) → (run requests, partition requests, its new
-#: cursor state, why it asks for nothing — None when it asks).
-ExportPlan = Callable[[dg.SensorEvaluationContext, dict[str, Any]],
-                      tuple[list[dg.RunRequest], list[Any], dict[str, Any], str | None]]
-
-
 def planner_name(config: api.RivetConfig, outer_prefix: list[str]) -> str:
     """The name of a config's planner sensor: `<config file stem>_chunk_planner`
     (`rivet_chunk_planner` for rivet.yaml), behind the embedding's and the config's own key
     prefix (`replica__rivet_chunk_planner`) so that merged configs keep their planners apart."""
     top = config.dagster.key_prefix_list if config.dagster else []
     return "__".join([*outer_prefix, *top, f"{safe_name(config.config_path.stem)}_chunk_planner"])
-
-
-def build_planner_sensor(config: api.RivetConfig, exports: list[api.ExportConfig], name: str,
-                         jobs: dict[str, dict[str, Any]] | None = None) -> dg.SensorDefinition:
-    """The one planner sensor of a config's partitioned chunked exports: each evaluation runs
-    every export's plan (`_export_planner`) with that export's own state in the cursor, and
-    returns their requests together. An export whose plan raises is logged and keeps its
-    state; the others go on (the tick fails only when every export failed). `jobs`: export
-    name → its jobs by run kind (`dagster.jobs: per_export`), else requests select assets."""
-    plans: dict[str, ExportPlan] = {}
-    for export in exports:
-        targets = RunTargets(config, export, jobs[export.name] if jobs is not None else None)
-        plans[export.name] = _export_planner(config, export, targets)
-    target: dict[str, Any] = (
-        {"jobs": [job for by_kind in jobs.values() for job in by_kind.values()]} if jobs is not None
-        else {"asset_selection": dg.AssetSelection.assets(
-            *[key for e in exports for key in (asset_key(config, e), manifest_asset_key(config, e))])})
-    names = ", ".join(f"`{e.name}`" for e in exports[:20]) + (f" and {len(exports) - 20} more" if len(exports) > 20
-                                                              else "")
-
-    @dg.sensor(name=name, minimum_interval_seconds=PLANNER_POLL_SECONDS, default_status=_sensor_status(config, exports),
-               description=f"Plans the chunk windows of {names} against the source: per export, registers new "
-                           "windows as partitions (ascending), requests ranged runs for new windows and for windows "
-                           "that changed at the source since they were exported, re-exports every window on its "
-                           "`dagster.refresh` cron, takes over the windows of runs that ended without finishing "
-                           "them, runs the `reconcile` check when published windows drifted, and requests the "
-                           "manifest once every window is done. Plans each export against the source every "
-                           f"{PLANNER_INTERVAL_SECONDS} s, and as soon as the runs of its chunk run in progress "
-                           "have ended.", **target)
-    def _planner(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        states = _parse_cursor(context.cursor)
-        requests: list[dg.RunRequest] = []
-        dynamic: list[Any] = []
-        reasons: list[str] = []
-        failures: list[BaseException] = []
-        for export_name, plan in plans.items():
-            try:
-                asked, parts, states[export_name], reason = plan(context, dict(states.get(export_name, {})))
-            except Exception as exc:  # error boundary: logged, and the tick fails when every export's plan failed
-                if len(plans) == 1:
-                    raise
-                context.log.error(f"export '{export_name}': planning failed: {exc}")
-                failures.append(exc)
-                continue
-            requests += asked
-            dynamic += parts
-            if reason is not None:
-                reasons.append(reason if len(plans) == 1 else f"{export_name}: {reason}")
-        if failures and len(failures) == len(plans):
-            raise failures[0]
-        cursor = json.dumps({"exports": states})
-        if not requests and not dynamic:
-            return dg.SensorResult(cursor=cursor, skip_reason="; ".join(reasons) or "no chunked export to plan")
-        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=cursor)
-
-    return _planner
-
-
-def _export_planner(config: api.RivetConfig, export: api.ExportConfig, targets: RunTargets) -> ExportPlan:
-    """One chunked export's plan, as the planner sensor evaluates it (its docstring at the top
-    of this module)."""
-    config_path = str(config.config_path)
-    export_name = export.name
-    partitions = chunk_partitions(config, export)
-    chunk_key = asset_key(config, export)
-    base_tags = {"rivet/export": export_name, "rivet/config": config_path}
-    dagster_cfg = export.dagster
-    refresh = dagster_cfg.refresh if dagster_cfg else None
-    timezone = (dagster_cfg.timezone if dagster_cfg and dagster_cfg.timezone else "UTC")
-    fixed = export.dagster is not None and "max_partitions_per_run" in export.dagster.model_fields_set
-    pool = pool_name(config, export)
-    runs_per_tick = dagster_cfg.max_runs_per_tick if dagster_cfg else MAX_RUNS_PER_TICK
-    if refresh and not is_valid_cron_string(refresh):
-        raise api.ConfigError(f"export '{export_name}': dagster.refresh '{refresh}' is not a valid cron expression "
-                              "(minute hour day-of-month month day-of-week, e.g. '0 2 * * 0')")
-
-    def _plan(context: dg.SensorEvaluationContext, cursor: dict[str, Any]):
-        now = time.time()
-        deferred = plan_deferral(context.instance, cursor, now)
-        if deferred is not None:
-            return [], [], cursor, deferred
-        cfg = api.load_config(config_path)
-        exp = cfg.export(export_name)
-        cursor["planned_at"] = now
-        due = False
-        if refresh:
-            cursor["refresh"], due = refresh_due(refresh, timezone, cursor.get("refresh"), datetime.now(UTC))
-        recorded = recorded_fingerprints(context.instance, chunk_key) if exp.change_column else None
-        # A window whose Dagster run ended without finishing it (killed, terminated) is taken
-        # over: back to pending, requested again under a run key naming its attempt.
-        tick = api.plan_chunk_tasks(cfg, exp, recorded=recorded, refresh=due, words=dagster_words,
-                                    is_gone=lambda worker: worker_gone(context.instance, worker))
-        for warning in tick.warnings:
-            context.log.warning(warning)
-        # The plan speaks of window keys; partitions are named by the key registered for the
-        # window (a padded one from before the readable form keeps its history), new ones readable.
-        partition_of = partition_keys_by_window(context.instance.get_dynamic_partitions(partitions.name))
-        registered = list(partition_of)
-        known, current = set(registered), set(tick.keys)
-        new_keys = [k for k in tick.keys if k not in known]  # tick.keys is ascending: insertion order
-        stale = [k for k in registered if k not in current]
-        dynamic = []
-        if stale:
-            dynamic.append(partitions.build_delete_request([partition_of[k] for k in stale]))
-            withdraw_partitions(context.instance, chunk_key, [partition_of[k] for k in stale],
-                                carried=len(registered) - len(stale))
-        if new_keys:
-            dynamic.append(partitions.build_add_request([chunk_partition_key(k) for k in new_keys]))
-        requests: list[dg.RunRequest] = []
-        backlog: list[str] = []
-        outstanding: set[str] = set()
-        in_flight = 0
-        if tick.run_id is not None:
-            tags = {**base_tags, "rivet/chunk_run": tick.run_id}
-            # Windows wanted now, plus those an earlier tick of this chunk run left waiting —
-            # less those already requested in the state they are in now (a refilled window
-            # stays wanted until it runs: requesting it again in another batch would export it
-            # twice, so the cursor remembers each window's request, not Dagster's run keys).
-            same_run = cursor.get("run") == tick.run_id
-            waiting = cursor.get("backlog", []) if same_run else []
-            done = set(cursor.get("requested", [])) if same_run else set()
-            tick.requeued = stranded_windows(context.instance, tick, set(tick.to_export) | set(new_keys) | set(waiting))
-            stamps = {k: _request_stamp(tick, k, cursor.get("refresh")) for k in current | set(new_keys)}
-            outstanding = set(tick.to_export) | set(new_keys) | (set(waiting) & current)
-            wanted = {k for k in outstanding if stamps[k] not in done}
-            order = [k for k in registered if k in current] + new_keys  # the partitions' order after this tick
-            per_run = windows_per_run(exp, len(order), None if fixed else pool_limit(context.instance, pool))
-            batches = window_batches(order, wanted, per_run)
-            in_flight = context.instance.get_runs_count(dg.RunsFilter(
-                tags={"rivet/chunk_run": tick.run_id}, statuses=_IN_FLIGHT)) if batches or tick.complete else 0
-            # The last batch carries the manifest and its checks (one run start-up fewer).
-            fold = fold_manifest(tick, batches, outstanding, in_flight)
-            if tick.drifted:  # the published data misses (or holds extra) rows: turn `reconcile` red now
-                # Requested before the windows' runs: Dagster records a check's execution when its
-                # run is created, and the newest one is the verdict the UI shows — so the run that
-                # publishes the refilled windows (its `reconcile` evaluated after them) comes last.
-                drift = ",".join(f"{k}={tick.refill[k]}" for k in tick.drifted)
-                requests.append(targets.request("reconcile", tags=tags, run_key=(
-                    f"{tick.run_id}:reconcile:{hashlib.sha256(drift.encode()).hexdigest()[:16]}")))
-            for batch in batches[:runs_per_tick]:
-                requests.append(_batch_request(targets, tick, batch, cursor.get("refresh"), tags, publish=fold,
-                                               partition_of=partition_of))
-                done.update(stamps[k] for k in batch)
-            backlog = [k for batch in batches[runs_per_tick:] for k in batch]
-            requested_stamps = sorted(done & set(stamps.values()))
-            # The manifest waits for every window still wanted, requested in an earlier tick or not,
-            # and for the runs of the chunk run still going (a folded run finalizes it itself;
-            # should it fail, the plan after it ends requests the manifest on its own).
-            if tick.complete and not requests and not outstanding and not in_flight:
-                requests.append(targets.request("manifest", run_key=f"{tick.run_id}:manifest:{tick.stamp}", tags=tags))
-            if backlog:
-                context.log.info(f"chunk run {tick.run_id}: {len(backlog)} window(s) wait for the next tick "
-                                 f"(dagster.max_runs_per_tick: {runs_per_tick})")
-        else:  # published and true to the source: a red `reconcile` verdict is outdated
-            recheck = stale_reconcile_request(context.instance, targets, base_tags)
-            requests += [recheck] if recheck is not None else []
-        if tick.run_id is not None:
-            cursor["requested"] = requested_stamps
-        cursor["run"] = tick.run_id or cursor.get("run")
-        cursor["in_progress"] = tick.run_id is not None
-        cursor["backlog"] = backlog
-        if not requests and not dynamic:
-            return [], [], cursor, (
-                f"nothing changed: {len(tick.keys)} window(s) published and true to the source" if not tick.run_id
-                else f"chunk run {tick.run_id}: every window is done; the manifest waits for {in_flight} run(s) "
-                     "of it still queued or running (one of them may publish it)" if tick.complete and in_flight
-                else f"chunk run {tick.run_id}: {tick.not_completed} window(s) still to materialize" + (
-                    f"; {len(tick.exhausted)} of them used every attempt and wait for someone to fix the cause "
-                    f"and materialize them again: "
-                    f"{', '.join(partition_key_for(k, partition_of) for k in tick.exhausted[:10])}"
-                    if tick.exhausted else ""))
-        return requests, dynamic, cursor, None
-
-    return _plan
 
 
 def withdraw_partitions(instance: dg.DagsterInstance, key: dg.AssetKey, stale: list[str], *, carried: int) -> None:
@@ -717,116 +487,179 @@ def withdraw_partitions(instance: dg.DagsterInstance, key: dg.AssetKey, stale: l
                   ", ".join(stale[:10]))
 
 
-def stale_reconcile_request(instance: dg.DagsterInstance, targets: RunTargets,
-                            tags: dict[str, str]) -> dg.RunRequest | None:
-    """A run of the `reconcile` check when its newest execution FAILED although the plan just
-    found every published window true to the source, else None.
+def build_planner_sensor(config: api.RivetConfig, exports: list[api.ExportConfig], name: str,
+                         jobs: dict[str, dict[str, Any]] | None = None) -> dg.SensorDefinition:
+    """The one planner sensor of a config's partitioned chunked exports: each evaluation runs
+    every export's plan (`ExportPlanner`) with that export's own state in the cursor, and
+    returns their requests together. An export whose plan raises is logged and keeps its
+    state; the others go on (the tick fails only when every export failed). `jobs`: export
+    name → its jobs by run kind (`dagster.jobs: per_export`), else requests select assets."""
+    plans = {e.name: ExportPlanner(config, e, RunTargets(config, e, jobs[e.name] if jobs is not None else None))
+             for e in exports}
+    target: dict[str, Any] = (
+        {"jobs": [job for by_kind in jobs.values() for job in by_kind.values()]} if jobs is not None
+        else {"asset_selection": dg.AssetSelection.assets(
+            *[key for e in exports for key in (asset_key(config, e), manifest_asset_key(config, e))])})
+    names = ", ".join(f"`{e.name}`" for e in exports[:20]) + (f" and {len(exports) - 20} more" if len(exports) > 20
+                                                              else "")
+
+    @dg.sensor(name=name, minimum_interval_seconds=PLANNER_POLL_SECONDS, default_status=_sensor_status(config, exports),
+               description=f"Plans the chunk windows of {names} against the source: per export, registers new "
+                           "windows as partitions (ascending), requests ranged runs for new windows and for windows "
+                           "that changed at the source since they were exported, re-exports every window on its "
+                           "`dagster.refresh` cron, takes over the windows of runs that ended without finishing "
+                           "them, runs the `reconcile` check when published windows drifted, and requests the "
+                           "manifest once every window is done. Plans each export against the source every "
+                           f"{PLANNER_INTERVAL_SECONDS} s, and as soon as the runs of its chunk run in progress "
+                           "have ended.", **target)
+    def _planner(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        states = parse_cursor(context.cursor)
+        requests: list[dg.RunRequest] = []
+        dynamic: list[Any] = []
+        reasons: list[str] = []
+        failures: list[BaseException] = []
+        for export_name, plan in plans.items():
+            try:
+                asked, parts, states[export_name], reason = plan(context, states.get(export_name, ExportCursor()))
+            except Exception as exc:  # error boundary: logged, and the tick fails when every export's plan failed
+                if len(plans) == 1:
+                    raise
+                context.log.error(f"export '{export_name}': planning failed: {exc}")
+                failures.append(exc)
+                continue
+            requests += asked
+            dynamic += parts
+            if reason is not None:
+                reasons.append(reason if len(plans) == 1 else f"{export_name}: {reason}")
+        if failures and len(failures) == len(plans):
+            raise failures[0]
+        cursor = dump_cursor(states)
+        if not requests and not dynamic:
+            return dg.SensorResult(cursor=cursor, skip_reason="; ".join(reasons) or "no chunked export to plan")
+        return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=dynamic, cursor=cursor)
+
+    return _planner
+
+
+class ExportPlanner:
+    """One chunked export's tick as the planner sensor evaluates it: the thin Dagster side
+    of `planner.plan_tick`. It gathers the `TickView` from the instance and the core (the
+    deferral's run counts, the recorded fingerprints, the core's plan — which takes over the
+    windows of dead runs —, the registered partitions, the runs in flight, the windows asked by
+    ended runs, the pool's limit, a stale `reconcile` verdict), lets the pure function decide,
+    and carries the decision out: partition requests, the withdrawn partitions' history wiped,
+    `dg.RunRequest`s naming partitions by their registered keys, log lines."""
+
+    def __init__(self, config: api.RivetConfig, export: api.ExportConfig, targets: RunTargets) -> None:
+        self.config_path, self.export_name = str(config.config_path), export.name
+        self.partitions = chunk_partitions(config, export)
+        self.chunk_key, self.targets = asset_key(config, export), targets
+        self.base_tags = {"rivet/export": export.name, "rivet/config": self.config_path}
+        block = export.dagster
+        self.refresh = block.refresh if block else None
+        self.timezone = (block.timezone if block and block.timezone else "UTC")
+        self.fixed = fixed_per_run(export)
+        self.pool = pool_name(config, export)
+        self.runs_per_tick = block.max_runs_per_tick if block else MAX_RUNS_PER_TICK
+        if self.refresh and not is_valid_cron_string(self.refresh):
+            raise api.ConfigError(f"export '{export.name}': dagster.refresh '{self.refresh}' is not a valid cron "
+                                  "expression (minute hour day-of-month month day-of-week, e.g. '0 2 * * 0')")
+
+    def __call__(self, context: dg.SensorEvaluationContext, cursor: ExportCursor,
+                 ) -> tuple[list[dg.RunRequest], list[Any], ExportCursor, str | None]:
+        """(run requests, partition requests, the new cursor, why it asks for nothing)."""
+        now = time.time()
+        counts = run_counts(context.instance, cursor) if needs_run_counts(cursor, now) else None
+        deferred = deferral(cursor, now, counts)
+        if deferred is not None:
+            return [], [], cursor, deferred
+        view = self.view(context.instance, cursor, now)
+        decision = plan_tick(view, cursor)
+        for line in decision.warnings:
+            context.log.warning(line)
+        for line in decision.notes:
+            context.log.info(line)
+        dynamic: list[Any] = []
+        if decision.withdraw:
+            stale = [view.registered[k] for k in decision.withdraw]
+            dynamic.append(self.partitions.build_delete_request(stale))
+            withdraw_partitions(context.instance, self.chunk_key, stale, carried=decision.carried)
+        if decision.add:
+            dynamic.append(self.partitions.build_add_request([chunk_partition_key(k) for k in decision.add]))
+        requests = [self.request(run, view.registered) for run in decision.runs]
+        return requests, dynamic, decision.cursor, decision.skip_reason
+
+    def view(self, instance: dg.DagsterInstance, cursor: ExportCursor, now: float) -> TickView:
+        """What `plan_tick` reads, from the instance and the core's plan against the source."""
+        cfg = api.load_config(self.config_path)
+        exp = cfg.export(self.export_name)
+        refresh_tick, due = (refresh_due(self.refresh, self.timezone, cursor.refresh, datetime.now(UTC))
+                             if self.refresh else (None, False))
+        recorded = recorded_fingerprints(instance, self.chunk_key) if exp.change_column else None
+        # A window whose Dagster run ended without finishing it (killed, terminated) is taken
+        # over by the core: back to pending, requested again under a run key naming its attempt.
+        tick = api.plan_chunk_tasks(cfg, exp, recorded=recorded, refresh=due, words=dagster_words,
+                                    is_gone=lambda worker: worker_gone(instance, worker))
+        registered = partition_keys_by_window(instance.get_dynamic_partitions(self.partitions.name))
+        in_flight = (instance.get_runs_count(dg.RunsFilter(tags={"rivet/chunk_run": tick.run_id}, statuses=_IN_FLIGHT))
+                     if tick.run_id is not None else 0)
+        asked = ended_asks(instance, tick.run_id) if tick.run_id is not None and tick.unclaimed and not in_flight \
+            else {}
+        return TickView(
+            now=now, plan=tick, registered=registered, base_tags=self.base_tags, in_flight=in_flight, asked=asked,
+            pool_limit=None if self.fixed is not None or tick.run_id is None else pool_limit(instance, self.pool),
+            fixed_per_run=self.fixed, parallel=int(exp.parallel or 1), runs_per_tick=self.runs_per_tick,
+            refresh_tick=refresh_tick,
+            reconcile_recheck=reconcile_recheck(instance, self.targets.manifest_key) if tick.run_id is None else None)
+
+    def request(self, run: PlannedRun, registered: dict[str, str]) -> dg.RunRequest:
+        """A `PlannedRun` as Dagster's request: its windows named by their partition keys (tag
+        `rivet/windows`, for people reading the run list and for tests), one partition or a
+        range."""
+        if not run.windows:
+            return self.targets.request(run.kind, run_key=run.run_key, tags=run.tags)
+        names = [partition_key_for(k, registered) for k in run.windows]
+        tags = {**run.tags, "rivet/windows": ",".join(names)}
+        if len(names) == 1:
+            return self.targets.request(run.kind, partition_key=names[0], run_key=run.run_key, tags=tags)
+        return self.targets.request(run.kind, run_key=run.run_key, tags={
+            **tags, "dagster/asset_partition_range_start": names[0], "dagster/asset_partition_range_end": names[-1]})
+
+
+def run_counts(instance: dg.DagsterInstance, cursor: ExportCursor) -> RunCounts:
+    """Runs of the cursor's chunk run queued or running, and ended since its last plan."""
+    tags = {"rivet/chunk_run": cursor.run or ""}
+    in_flight = instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT))
+    if in_flight:
+        return RunCounts(in_flight, 0)
+    ended = instance.get_runs_count(dg.RunsFilter(
+        tags=tags, statuses=_ENDED, updated_after=datetime.fromtimestamp(cursor.planned_at or 0, UTC)))
+    return RunCounts(0, ended)
+
+
+def ended_asks(instance: dg.DagsterInstance, chunk_run: str) -> dict[str, int]:
+    """Window key → how many ended runs of the chunk run asked for it (tag `rivet/windows`,
+    partition keys of either form), for `planner.stranded`."""
+    asked: dict[str, int] = {}
+    for run in instance.get_runs(dg.RunsFilter(tags={"rivet/chunk_run": chunk_run}, statuses=_ENDED), limit=1000):
+        for key in filter(None, run.tags.get("rivet/windows", "").split(",")):
+            window = chunk_window_key(key)
+            asked[window] = asked.get(window, 0) + 1
+    return asked
+
+
+def reconcile_recheck(instance: dg.DagsterInstance, manifest_key: dg.AssetKey) -> int | None:
+    """The storage id of the manifest's latest materialization when the `reconcile` check's
+    newest execution FAILED, else None: the planner then runs the check again (once per
+    published manifest) if the plan found every published window true to the source.
 
     Dagster shows the check execution created last (it is recorded when its run is created),
     whatever finished last: a `reconcile` run created while the refilled windows were still
     being exported can evaluate the old counts after the publishing run's own, green, verdict,
-    and nothing would evaluate it again. Once per published manifest (run key: the storage id
-    of the manifest's latest materialization), so a check that stays red costs one run."""
-    manifest_key = targets.manifest_key
+    and nothing would evaluate it again."""
     check_key = dg.AssetCheckKey(manifest_key, "reconcile")
     latest = instance.event_log_storage.get_latest_asset_check_execution_by_key([check_key]).get(check_key)
     if latest is None or latest.status != AssetCheckExecutionRecordStatus.FAILED:
         return None
     records = instance.fetch_materializations(manifest_key, limit=1).records
-    if not records:
-        return None
-    return targets.request("reconcile", tags=tags, run_key=f"reconcile:recheck:{records[0].storage_id}")
-
-
-def stranded_windows(instance: dg.DagsterInstance, tick: api.ChunkTaskPlan, wanted: set[str]) -> dict[str, int]:
-    """Windows never claimed that no run will export any more → how many ended runs of the
-    chunk run asked for them (tag `rivet/windows`).
-
-    The planner requests a window once (its cursor remembers the request); a run cancelled
-    while QUEUED, or a backfill cancelled before its steps started, ends without claiming
-    it, so it stays `pending` with no worker and nothing else asks for it. Only when no run
-    of the chunk run is queued or running (one may still claim it) and the window is not
-    wanted this tick anyway; not after the chunk run's max attempts of such runs (each
-    requeue that ends unclaimed again counts: a loop of runs failing before their claim stops)."""
-    candidates = [k for k in tick.unclaimed if k not in wanted]
-    if not candidates or tick.run_id is None:
-        return {}
-    tags = {"rivet/chunk_run": tick.run_id}
-    if instance.get_runs_count(dg.RunsFilter(tags=tags, statuses=_IN_FLIGHT)):
-        return {}
-    asked: dict[str, int] = {}
-    for run in instance.get_runs(dg.RunsFilter(tags=tags, statuses=_ENDED), limit=1000):
-        for key in filter(None, run.tags.get("rivet/windows", "").split(",")):
-            window = chunk_window_key(key)  # the tag names partitions (either form)
-            asked[window] = asked.get(window, 0) + 1
-    found = {k: asked[k] for k in candidates if 0 < asked.get(k, 0) < max(tick.max_attempts, 1)}
-    if found:
-        _log.warning("export '%s': window(s) %s of chunk run %s were requested in runs that ended before "
-                     "claiming them (cancelled while queued?); requesting them again", tick.export_name,
-                     ", ".join(found), tick.run_id)
-    return found
-
-
-def window_batches(order: list[str], wanted: set[str], size: int) -> list[list[str]]:
-    """The wanted windows as ranged runs: cut `order` (the partitions' insertion order, which
-    a Dagster partition range follows) into fixed cells of `size` keys, and each cell into its
-    maximal runs of consecutive wanted keys. Fixed cells keep a batch the same from tick to
-    tick (so its run key deduplicates) while windows around it come and go; a range never
-    spans an unwanted window, which it would export again."""
-    batches: list[list[str]] = []
-    for start in range(0, len(order), size):
-        run: list[str] = []
-        for key in order[start:start + size]:
-            if key in wanted:
-                run.append(key)
-            elif run:
-                batches.append(run)
-                run = []
-        if run:
-            batches.append(run)
-    return batches
-
-
-def _batch_request(targets: RunTargets, tick: api.ChunkTaskPlan, batch: list[str], refresh_tick: float | None,
-                   tags: dict[str, str], *, publish: bool = False,
-                   partition_of: dict[str, str] | None = None) -> dg.RunRequest:
-    """One run for `batch`: a single partition, or a partition range (one source session and
-    one run start-up for up to `max_partitions_per_run` windows). Tag `rivet/windows` names
-    the windows, for people reading the run list and for tests. `publish`: the run also
-    materializes the manifest (run kind `publish`); its run key says so (`+manifest`), so it
-    never collides with a plain request of the same windows. `batch` holds window keys; the
-    request names their partitions (`partition_key_for` over `partition_of`); its run key
-    stays in window keys, so it is the same whichever form a window is registered in."""
-    names = [partition_key_for(k, partition_of or {}) for k in batch]
-    tags = {**tags, "rivet/windows": ",".join(names)}
-    suffix = "+manifest" if publish else ""
-    kind = "publish" if publish else "chunks"
-    if len(batch) == 1:
-        return targets.request(kind, partition_key=names[0], run_key=_run_key(tick, batch[0], refresh_tick) + suffix,
-                               tags=tags)
-    digest = hashlib.sha256("\n".join(_run_key(tick, k, refresh_tick) for k in batch).encode()).hexdigest()[:16]
-    return targets.request(kind, run_key=f"{tick.run_id}:{batch[0]}..{batch[-1]}:{digest}{suffix}", tags={
-        **tags, "dagster/asset_partition_range_start": names[0], "dagster/asset_partition_range_end": names[-1]})
-
-
-def _request_stamp(tick: api.ChunkTaskPlan, key: str, refresh_tick: float | None) -> str:
-    """A short digest of a window's request in its current state (its per-window run key):
-    what the planner's cursor remembers, 12 characters a window."""
-    return hashlib.sha256(_run_key(tick, key, refresh_tick).encode()).hexdigest()[:12]
-
-
-def _run_key(tick: api.ChunkTaskPlan, key: str, refresh_tick: float | None) -> str:
-    """`<chunk run>:<key>` for a new window; a changed window adds the attempt it replaces and
-    what the source holds now (`<chunk run>/<attempt>:<key>:<fingerprint>`: requested once per
-    change); a refreshed one the refresh tick; a window taken over from an ended run the
-    attempts it used (`<chunk run>:<key>:takeover-<n>`: never deduplicated against the run that
-    died, nor the next take-over against this one)."""
-    if key in tick.orphaned:
-        return f"{tick.run_id}:{key}:takeover-{tick.orphaned[key]}"
-    if key in tick.requeued:
-        return f"{tick.run_id}:{key}:requeue-{tick.requeued[key]}"
-    if key in tick.refill:
-        return f"{tick.run_id}/{tick.marks.get(key, '')}:{key}:{tick.refill[key]}"
-    if key in tick.refreshed:
-        return f"{tick.run_id}:{key}:refresh-{int(refresh_tick or 0)}"
-    return f"{tick.run_id}:{key}"
+    return records[0].storage_id if records else None

@@ -68,7 +68,7 @@ def _materialize_chunked(defs, instance, config, name: str, rows_out: list) -> b
             instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     ok, published = True, False
     # The planner asks for one window per run, or for several as one ranged run (the
-    # partition-range tags, rivet_dagster/chunked.py `_batch_request`): run each as asked.
+    # partition-range tags, rivet_dagster/chunked.py `ExportPlanner.request`): run each as asked.
     for request in tick.run_requests or []:
         kind = request.tags.get("rivet/request")
         if request.tags.get("rivet/export") != name or kind not in ("chunks", "publish"):

@@ -25,6 +25,8 @@ CONTRACTS = {
     "the building blocks and the configuration never import the pipeline, the operator tools or the CLI": (
         "rivet_core/format/csv.py", "from rivet_core.cli import shared\n"),
     "rivet_core is layered": ("rivet_core/config/sizes.py", "from rivet_core.source import retry\n"),
+    "the chunk planner's decision and the partition key codec import no Dagster": (
+        "rivet_dagster/planner.py", "import dagster\n"),
 }
 
 
@@ -57,6 +59,7 @@ def test_a_planted_violation_of_each_contract_breaks_it(tmp_path: Path) -> None:
     assert "rivet_core.pipeline.single.job -> rivet_core.manifest.artifacts" in out
     assert "rivet_core.format.csv -> rivet_core.cli.shared" in out
     assert "rivet_core.config.sizes -> rivet_core.source.retry" in out
+    assert "rivet_dagster.planner -> dagster" in out
 
 
 #: The one way rivet_core may spell the integration: its distribution in a pip install hint.

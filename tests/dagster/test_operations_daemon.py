@@ -166,7 +166,8 @@ def test_a_killed_chunk_run_under_the_daemon_is_failed_its_slot_freed_and_its_wi
                  RECOVERY_DEADLINE, daemon)
         published_after = time.monotonic() - killed_at
         takeovers = [r for r in instance.get_runs() if r.run_id != dead.run_id]
-        assert takeovers and all(r.status == dg.DagsterRunStatus.SUCCESS for r in takeovers)
+        assert takeovers and all(r.status == dg.DagsterRunStatus.SUCCESS for r in takeovers), \
+            [(r.run_id, r.status, r.tags.get("rivet/request"), r.tags.get("rivet/windows")) for r in takeovers]
         _, tasks = chunk_run(config)
         assert {t.worker for t in tasks.values() if t.attempts == 2} <= {r.run_id for r in takeovers}, \
             "the windows the dead run held were exported again by the planner's takeover run"

@@ -18,8 +18,9 @@ from hypothesis import strategies as st
 
 from rivet_core.config import load_config
 from rivet_dagster import build_definitions
-from rivet_dagster.chunked import window_batches, windows_per_run
+from rivet_dagster.chunked import windows_per_run
 from rivet_dagster.partition_keys import chunk_partition_key
+from rivet_dagster.planner import window_batches
 from tests.dagster.support import (
     Target,
     create_orders,
