@@ -59,6 +59,9 @@ def _usage(source: str | None, source_env: str | None, source_file: str | None, 
 @click.option("--s3-secret-key-env", metavar="VAR")
 @click.option("--gcs-bucket", help="Write to this GCS bucket (each export under exports/<export>/), as Rivet's.")
 @click.option("--gcs-credentials-file", metavar="PATH", help="credentials_file for --gcs-bucket (default: ADC).")
+@click.option("--tls", type=click.Choice(["disable", "require", "verify-ca", "verify-full"]), metavar="MODE",
+              help="TLS for init's connection and the scaffold's source.tls (Rivet's flag).")
+@click.option("--tls-ca", metavar="PATH", help="PEM CA for --tls verify-ca/verify-full, written as ca_file.")
 @click.option("--small-rows", default=SMALL_TABLE_ROWS, show_default=True, type=click.IntRange(min=0),
               help="Tables with at most this many rows are exported in full.")
 @click.option("--chunk-size", type=click.IntRange(min=1), help="chunk_size for chunked exports (default: by table size).")
@@ -68,11 +71,13 @@ def init(source_env: str | None, source: str | None, source_file: str | None, ta
          discover: bool, mode: str | None, fmt: str, output_dir: str, s3_bucket: str | None, s3_prefix: str,
          s3_region: str | None, s3_endpoint: str | None, s3_access_key_env: str | None,
          s3_secret_key_env: str | None, gcs_bucket: str | None, gcs_credentials_file: str | None,
-         small_rows: int, chunk_size: int | None) -> int:
+         small_rows: int, chunk_size: int | None, tls: str | None = None, tls_ca: str | None = None) -> int:
     """Introspect a database and write a commented rivet.yaml (modes chosen per table)."""
     _usage(source, source_env, source_file, discover,
            {"--s3-bucket": s3_bucket, "--s3-region": s3_region, "--gcs-bucket": gcs_bucket,
             "--gcs-credentials-file": gcs_credentials_file})
+    if tls_ca and not tls:
+        raise click.UsageError("the argument '--tls-ca <PATH>' requires '--tls <MODE>'")
     # scaffold pulls in the sources, yaml and pyarrow: imported only when `init` runs.
     from rivet_core.ops.scaffold import InitOptions, write_discovery, write_scaffold
 
@@ -80,7 +85,7 @@ def init(source_env: str | None, source: str | None, source_file: str | None, ta
         source_env=source_env, source_url=source, source_file=source_file, mode=mode, table=table, schema=schema,
         include=include, exclude=exclude, s3_bucket=s3_bucket, s3_prefix=s3_prefix, s3_region=s3_region,
         s3_endpoint=s3_endpoint, s3_access_key_env=s3_access_key_env, s3_secret_key_env=s3_secret_key_env,
-        gcs_bucket=gcs_bucket, gcs_credentials_file=gcs_credentials_file,
+        gcs_bucket=gcs_bucket, gcs_credentials_file=gcs_credentials_file, tls=tls, tls_ca=tls_ca,
         output_dir=output_dir, format=fmt, small_rows=small_rows, chunk_size=chunk_size,
     )
     if discover:

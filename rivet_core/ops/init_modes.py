@@ -123,9 +123,11 @@ def table_discovery(report: TableReport, suggestion: Suggestion, *, default_sche
             "chunk_candidates": _chunk_candidates(report), "notes": [suggestion.reason, *suggestion.review]}
 
 
-def discovery_artifact(engine: str, scope: str, tables: list[dict[str, Any]]) -> dict[str, Any]:
-    """Rivet's `DiscoveryArtifact`."""
-    return {"rivet_version": __version__, "source_type": engine, "scope": scope, "tables": tables}
+def discovery_artifact(engine: str, scope: str, tables: list[dict[str, Any]], tls_mode: str | None = None
+                       ) -> dict[str, Any]:
+    """Rivet's `DiscoveryArtifact` (`tls_mode` only when `--tls` set it, as Rivet's)."""
+    return {"rivet_version": __version__, "source_type": engine, "scope": scope,
+            **({"tls_mode": tls_mode} if tls_mode else {}), "tables": tables}
 
 
 __all__ = ["MODES", "check_mode", "discovery_artifact", "forced", "table_discovery"]

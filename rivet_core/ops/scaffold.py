@@ -48,6 +48,11 @@ class InitOptions:
     mode: str | None = None
     gcs_bucket: str | None = None
     gcs_credentials_file: str | None = None
+    #: `--tls MODE` / `--tls-ca PATH` (Rivet's flags): the posture of init's own connection and
+    #: the `source.tls` block the scaffold writes — one value for both, so the config connects
+    #: as init did.
+    tls: str | None = None
+    tls_ca: str | None = None
     table: str | None = None
     schema: str | None = None
     include: tuple[str, ...] = ()
@@ -129,6 +134,30 @@ def source_line(options: InitOptions) -> str:
     return "  url_env: DATABASE_URL   # export DATABASE_URL='<your-url>' before running (--source is never written)"
 
 
+def _tls(options: InitOptions) -> Any:
+    """The TlsConfig of `--tls/--tls-ca`, or None; a CA with a mode that never verifies is
+    refused in Rivet's words (it would be silently ignored)."""
+    if options.tls is None:
+        return None
+    if options.tls_ca and options.tls in ("disable", "require"):
+        raise ConfigError(f"--tls-ca is meaningless with `--tls {options.tls}`: that mode never verifies the server "
+                          "certificate, so the CA would be silently ignored. Use `--tls verify-ca` or `--tls "
+                          "verify-full` (or drop --tls-ca).")
+    from rivet_core.config.models import TlsConfig
+
+    ca = str(Path(options.tls_ca).resolve()) if options.tls_ca else None
+    return TlsConfig(mode=options.tls, ca_file=ca)
+
+
+def tls_lines(options: InitOptions) -> list[str]:
+    """The scaffold's `source.tls` block for `--tls` (none without it)."""
+    tls = _tls(options)
+    if tls is None:
+        return []
+    return [f"  tls: {{mode: {tls.mode}" + (f", ca_file: {_scalar(tls.ca_file)}" if tls.ca_file else "") + "}"
+            "   # as `rivet init --tls` connected"]
+
+
 def introspect(options: InitOptions) -> tuple[str, list[ScaffoldExport]]:
     """(engine, one ScaffoldExport per selected table) read from the live database."""
     engine, found = introspect_tables(options)
@@ -146,6 +175,11 @@ def introspect_tables(options: InitOptions) -> tuple[str, list[tuple[SourceDiale
                           "use one or the other")
     url = source_url(options)
     engine = engine_of(url)
+    tls = _tls(options)
+    if tls is not None:
+        from rivet_core.config.tls import apply_tls
+
+        url = apply_tls(url, engine, tls, Path.cwd())
     with open_source(url, resolve_tuning(None, None), engine=engine) as session:
         if options.table:
             schema, name = split_table(options.table)
@@ -221,6 +255,7 @@ def render(engine: str, exports: list[ScaffoldExport], options: InitOptions,
         "source:",
         f"  type: {engine}",
         source_line(options),
+        *tls_lines(options),
         *([f"  database: {_scalar(database)}   # its name, for names derived from it (the URL still connects)"]
           if database else []),
         "",
@@ -317,7 +352,7 @@ def write_discovery(options: InitOptions) -> str:
     else:
         scope = f"schema \"{options.schema or default_schema or 'default'}\" ({len(found)} objects)"
     tables = [table_discovery(report, suggestion, default_schema=default_schema) for _, report, suggestion in found]
-    return json.dumps(discovery_artifact(engine, scope, tables), indent=2)
+    return json.dumps(discovery_artifact(engine, scope, tables, options.tls), indent=2)
 
 
 def _check_loads(text: str, output: Path) -> None:

@@ -400,3 +400,30 @@ exports:
     assert applied.returncode == 0, applied.stderr
     assert _ran(applied.stderr) == ["light", "heavy"]
     assert _current_ids(tmp_path / "out" / "light") == list(range(1, ROWS + 1))
+
+
+@pytest.mark.postgres
+def test_init_tls_connects_as_asked_and_writes_the_same_posture_into_the_scaffold(tmp_path, audit):
+    env = {"PG_URL": audit}
+    config = tmp_path / "rivet.yaml"
+    made = rivet_quick("init", "--source-env", "PG_URL", "--table", "pa_audit", "--tls", "disable", "-o",
+                       str(config), env=env)
+    assert made.returncode == 0, made.stderr
+    assert yaml.safe_load(config.read_text())["source"]["tls"] == {"mode": "disable"}
+    assert rivet_quick("run", "-c", str(config), env=env).returncode == 0
+    assert manifest_ids(tmp_path / "output" / "pa_audit") == list(range(1, ROWS + 1))
+    discovered = rivet_quick("init", "--source-env", "PG_URL", "--discover", "--tls", "disable", env=env)
+    assert json.loads(discovered.stdout)["tls_mode"] == "disable"
+
+    required = rivet_quick("init", "--source-env", "PG_URL", "--tls", "require", "-o", str(tmp_path / "q.yaml"),
+                           env=env)  # the test server offers no TLS: init's own connection asked for it
+    assert required.returncode == 1 and "SSL was required" in required.stderr
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    meaningless = rivet_quick("init", "--source-env", "PG_URL", "--tls", "require", "--tls-ca", str(ca),
+                              "-o", str(tmp_path / "r.yaml"), env=env)
+    assert meaningless.returncode == 1
+    assert "--tls-ca is meaningless with `--tls require`" in meaningless.stderr
+    orphan = rivet_quick("init", "--source-env", "PG_URL", "--tls-ca", str(ca), env=env)
+    assert orphan.returncode == 2 and "'--tls-ca <PATH>' requires '--tls <MODE>'" in orphan.stderr
+    assert not (tmp_path / "r.yaml").exists() and not (tmp_path / "q.yaml").exists()
