@@ -117,7 +117,9 @@ def run_export(config: RivetConfig, export_name: str, *, validate: bool = False,
 def cdc_slots(config: RivetConfig) -> list[dict[str, Any]]:
     """Every logical replication slot of a PostgreSQL source with its retained WAL and lag
     in bytes (rivet_core/source/postgres/changes.py `slot_report`); [] for another engine."""
-    if config.source.type != "postgres":
+    from rivet_core.source.dialect import dialect_of
+
+    if not dialect_of(config.source.type).replication_slots:
         return []
     from rivet_core.source.postgres.changes import slot_report
     from rivet_core.source.postgres.session import pg_connect

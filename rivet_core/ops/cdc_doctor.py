@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rivet_core.ops.doctor import Check
+from rivet_core.ops.doctor_lines import Check
 
 #: Retained WAL above which a slot fails the doctor (Rivet's threshold: 1 GiB).
 RETAINED_WAL_LIMIT = 1 << 30
@@ -24,7 +24,9 @@ def _mib(n: int | None) -> str:
 def check_cdc(config: Any) -> list[Check]:
     """The CDC lines (none when no export is `mode: cdc` or the source is not PostgreSQL)."""
     exports = [e for e in config.exports if e.mode == "cdc"]
-    if not exports or config.source.type != "postgres":
+    from rivet_core.source.dialect import dialect_of
+
+    if not exports or not dialect_of(config.source.type).replication_slots:
         return []
     from rivet_core.config.cdc import CdcConfig
     from rivet_core.source.postgres.changes import slot_report

@@ -46,6 +46,7 @@ from typing import Any
 from rivet_core.config.source_url import SQLALCHEMY_PREFIX
 from rivet_core.destination import DOCTOR_PROBE_KEY
 from rivet_core.errors import best_effort
+from rivet_core.ops.doctor_lines import Check
 from rivet_core.redact import redact_secrets
 
 log = logging.getLogger("rivet.doctor")
@@ -54,28 +55,6 @@ ENGINE_LABELS = {"postgres": "PostgreSQL", "mysql": "MySQL/MariaDB", "sqlite": "
 DEFAULT_PORTS = {"postgres": 5432, "mysql": 3306}
 PROBE_KEY = DOCTOR_PROBE_KEY  # verification ignores it (manifest/artifacts.py)
 
-
-@dataclass
-class Check:
-    """One doctor line. `detail` says what was verified (OK) or what is wrong (FAIL)."""
-
-    name: str
-    ok: bool
-    detail: str
-    fix: str | None = None
-    #: A failure a retry may clear (network, server starting) — decides exit 2 vs 1.
-    transient: bool = False
-
-    def __post_init__(self) -> None:
-        self.detail = _clean(self.detail)
-        self.fix = _clean(self.fix) if self.fix else None
-        if not self.ok and not self.fix:
-            self.fix = "see the message; `rivet -vv doctor` logs the full driver error"
-
-    def line(self) -> str:
-        if self.ok:
-            return f"[OK] {self.name}: {self.detail}"
-        return f"[FAIL] {self.name}: {self.detail} — fix: {self.fix}"
 
 
 @dataclass
@@ -102,12 +81,6 @@ class DoctorReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "exit_code": self.exit_code, "checks": [asdict(c) for c in self.checks]}
-
-
-def _clean(text: str) -> str:
-    """Redacted, single line, no terminal control characters."""
-    text = "; ".join(ln.strip() for ln in redact_secrets(text).splitlines() if ln.strip()).replace(":; ", ": ")
-    return "".join(ch for ch in text if ch.isprintable())
 
 
 def _split(message: str) -> tuple[str, str | None]:

@@ -346,7 +346,8 @@ def write_discovery(options: InitOptions) -> str:
     from rivet_core.ops.init_modes import discovery_artifact, table_discovery
 
     engine, found = introspect_tables(options)
-    default_schema = options.schema or ("public" if engine == "postgres" else "")
+    # every table's dialect is the session's: the first one answers for all
+    default_schema = options.schema or (found[0][0].default_schema if found else "")
     if options.table:
         scope = f"table {options.table}"
     else:

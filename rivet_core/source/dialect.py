@@ -76,6 +76,12 @@ class SourceDialect(Protocol):
     #: True when the engine has no planner estimate for a query, so the estimator may
     #: count a query's rows (bounded) instead (SQLite: demos and tests only).
     counts_queries: bool
+    #: True when a CDC export holds a logical replication slot on the server (PostgreSQL),
+    #: whose retained WAL and lag `rivet doctor` reports.
+    replication_slots: bool
+    #: The schema an unqualified table name resolves to, as Rivet's discovery names it
+    #: ("" where the engine has no schemas apart from databases).
+    default_schema: str
 
     def quote_ident(self, name: str) -> str:
         """The identifier quoted for this engine (any name stays one name)."""
@@ -150,8 +156,8 @@ def dialect_of(engine: str) -> SourceDialect:
     load three of them when a run reads one engine.
     """
     if engine.startswith("sqlalchemy:"):
-        from rivet_core.source.sqlalchemy.dialect import dialect_for_backend
-
+        # by name, as `_MODULES`: the SQLAlchemy dialect builds on this module
+        dialect_for_backend = importlib.import_module("rivet_core.source.sqlalchemy.dialect").dialect_for_backend
         return dialect_for_backend(engine.split(":", 1)[1])
     try:
         module = _MODULES[engine]

@@ -17,6 +17,7 @@ passed to the driver verbatim.
 from __future__ import annotations
 
 import datetime as dt
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -77,8 +78,8 @@ def dialect_for(engine: str) -> Dialect:
     """The Dialect for an engine name ("postgres" | "mysql" | "sqlite"; `sqlalchemy:<backend>`
     quotes with that SQLAlchemy dialect's identifier preparer)."""
     if engine.startswith("sqlalchemy:"):
-        from rivet_core.source.sqlalchemy.dialect import dialect_for_backend
-
+        # by name, as `_MODULES`: the SQLAlchemy dialect builds on this module
+        dialect_for_backend = importlib.import_module("rivet_core.source.sqlalchemy.dialect").dialect_for_backend
         return Dialect(engine, dialect_for_backend(engine.split(":", 1)[1]).quote_ident)
     try:
         return DIALECTS[engine]

@@ -44,6 +44,8 @@ def one_of_each(tmp: Path, **dagster: Any) -> Path:
          "format": "parquet", "destination": {**local, "path": "out/inc_b"}},
         {"name": "chunks_b", "table": "public.orders", **chunked, "chunk_size": 50,
          "destination": {**local, "path": "out/chunks_b"}},
+        {"name": "changes", "table": "public.orders", "mode": "cdc", "format": "parquet",
+         "destination": {**local, "path": "out/changes"}},
     ]
     path = tmp / "rivet.yaml"
     path.write_text(yaml.safe_dump({"source": PG, "exports": exports, "dagster": {"group": "exports", **dagster}},
@@ -64,7 +66,7 @@ def listing(defs: dg.Definitions) -> dict[str, list[str]]:
 
 
 CHECKS = [  # `manifest_verified` on every export's published asset, `schema_drift` where the body gates it
-    "bucketed:manifest_verified", "chunks_a:schema_drift", "chunks_a_manifest:manifest_verified",
+    "bucketed:manifest_verified", "changes:cdc_continuity", "changes:manifest_verified", "chunks_a:schema_drift", "chunks_a_manifest:manifest_verified",
     "chunks_a_manifest:reconcile", "chunks_b:schema_drift", "chunks_b_manifest:manifest_verified",
     "chunks_b_manifest:reconcile", "counted:manifest_verified", "daily:manifest_verified", "daily:schema_drift",
     "full_a:manifest_verified", "full_a:schema_drift", "inc_b:manifest_verified", "inc_b:schema_drift",
@@ -76,7 +78,7 @@ def test_each_kind_of_export_is_built_by_its_own_entry_of_the_table(tmp_path: Pa
     kinds = {e.name: export_kind(config, e, multi=True) for e in config.exports}
     assert kinds == {"full_a": "multi_asset", "chunks_a": "chunk_partitions", "daily": "asset",
                      "bucketed": "buckets", "counted": "whole_run", "inc_b": "multi_asset",
-                     "chunks_b": "chunk_partitions"}
+                     "chunks_b": "chunk_partitions", "changes": "cdc"}
     assert set(kinds.values()) == set(MODE_BUILDERS)  # the table has no entry no export reaches
     assert {e.name: export_kind(config, e, multi=False) for e in config.exports}["full_a"] == "asset"
 
@@ -89,12 +91,12 @@ def test_the_code_location_lists_what_the_per_mode_loop_built_in_the_same_order(
     dg.Definitions.validate_loadable(defs)
     got = listing(defs)
     assert got["assets"] == ["chunks_a", "chunks_a_manifest", "daily", "bucketed", "counted", "chunks_b",
-                             "chunks_b_manifest", "full_a", "inc_b", "postgres/shopdb/public/orders"]  # the multi-asset
+                             "chunks_b_manifest", "changes", "full_a", "inc_b", "postgres/shopdb/public/orders"]  # the multi-asset
     assert got["checks"] == CHECKS
     assert got["schedules"] == ["full_a_schedule", "daily_schedule"]
     assert got["sensors"] == ["rivet_chunk_planner", "rivet_run_failure_notifier"]
     assert got["jobs"] == ([] if not per_export else [
-        "full_a_job", "daily_job", "bucketed_job", "counted_job", "inc_b_job",
+        "full_a_job", "daily_job", "bucketed_job", "counted_job", "inc_b_job", "changes_job",
         *[f"{e}_{k}" for e in ("chunks_a", "chunks_b") for k in ("job", "publish_job", "manifest_job",
                                                                  "reconcile_job")]])
 

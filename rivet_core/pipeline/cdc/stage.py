@@ -36,7 +36,7 @@ class TableStager:
         self.rows = 0
         self.first_pos: str | None = None
         self.last_pos: str | None = None
-        #: Changes written, by `__op` (the run's journal and the Dagster metadata carry them).
+        #: Changes written, by `__op` (the run's journal and the orchestrator's metadata carry them).
         self.ops: dict[str, int] = {}
         self._rotator: PartRotator | None = None
         self._open_rows = 0

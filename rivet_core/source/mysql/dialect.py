@@ -29,6 +29,8 @@ class MySQLDialect:
     name = "mysql"
     file_based = False
     counts_queries = False
+    replication_slots = False
+    default_schema = ""
 
     def quote_ident(self, name: str) -> str:
         return quote_ident_mysql(name)

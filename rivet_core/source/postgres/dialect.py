@@ -40,6 +40,8 @@ class PostgresDialect:
     name = "postgres"
     file_based = False
     counts_queries = False
+    replication_slots = True
+    default_schema = "public"
 
     def quote_ident(self, name: str) -> str:
         return quote_ident_pg(name)

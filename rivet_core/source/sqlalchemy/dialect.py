@@ -55,6 +55,8 @@ class SQLAlchemyDialect:
         self.name = SQLALCHEMY_PREFIX + backend
         self.file_based = backend in FILE_BACKENDS
         self.counts_queries = self.file_based
+        self.replication_slots = False  # CDC reads PostgreSQL and MySQL natively only
+        self.default_schema = ""
 
     @functools.cached_property
     def sa_dialect(self) -> Any:
@@ -103,7 +105,7 @@ class SQLAlchemyDialect:
 
     def raw_fetch(self, connection: Any, sql: str, params: Sequence[Any],
                   tolerate: bool) -> RawResult:
-        from rivet_core.source.sqlalchemy.session import to_text
+        from rivet_core.source.sqlalchemy.binds import to_text
 
         if not (tolerate and self.backend in _ABORTS_ON_ERROR):
             return _fetch(connection, to_text(sql, params))

@@ -38,16 +38,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 from rivet_core.config.source_url import SQLALCHEMY_PREFIX, sqlalchemy_backend
 from rivet_core.config.tuning import ResolvedTuning
-from rivet_core.errors import ConfigError, SourceError
+from rivet_core.errors import ConfigError, best_effort
 from rivet_core.redact import redact_url
 from rivet_core.source.base import SourceColumn, SourceSession, wrap_driver_error
 from rivet_core.source.query import BASE_ALIAS
+from rivet_core.source.sqlalchemy.binds import to_text
 from rivet_core.source.sqlalchemy.dialect import SQLAlchemyDialect, dialect_for_backend
 from rivet_core.source.sqlalchemy.types import sqlalchemy_column, type_from_name
 
@@ -85,11 +85,6 @@ SESSION_SETUP: dict[str, tuple[str | None, tuple[str, ...]]] = {
 #: (rivet_core/format/parquet.py), so smaller chunks cost nothing there.
 FETCH_ROWS = 10_000
 
-#: SQLAlchemy's bind-parameter pattern in `text()` (sqlalchemy.sql.elements.TextClause);
-#: the user's text is escaped with it so only Rivet's own placeholders bind.
-_SA_BIND = re.compile(r"(?<![:\w\x5c]):(\w+)(?!:)", re.UNICODE)
-_PLACEHOLDER = re.compile(r"%%|%s")
-
 #: psycopg's internal type names → the names PostgreSQL's dialect table knows.
 _PG_ALIASES = {"int2": "smallint", "int4": "integer", "int8": "bigint", "float4": "real",
                "float8": "double precision", "bool": "boolean", "bpchar": "character",
@@ -111,31 +106,6 @@ def missing_package_message(url: str, exc: BaseException) -> str:
             f"install {package}")
 
 
-def to_text(sql: str, params: Sequence[Any]) -> Any:
-    """`sql` in the `%s` convention as a SQLAlchemy `text()` with its parameters bound."""
-    from sqlalchemy import bindparam, text
-    from sqlalchemy.types import NullType
-
-    if not params:
-        return text(_SA_BIND.sub(lambda m: "\\" + m.group(0), sql))
-    escaped = _SA_BIND.sub(lambda m: "\\" + m.group(0), sql)
-    names: list[str] = []
-
-    def placeholder(match: re.Match[str]) -> str:
-        if match.group(0) == "%%":
-            return "%"
-        names.append(f"rivet_p{len(names)}")
-        return ":" + names[-1]
-
-    rendered = _PLACEHOLDER.sub(placeholder, escaped)
-    if len(names) != len(params):
-        raise SourceError(f"the statement has {len(names)} placeholder(s) but {len(params)} "
-                          f"parameter(s) were given")
-    # Untyped (NullType), as the native drivers bind: the server types the value from its
-    # context. A typed bind would be cast by some dialects (psycopg's: `$1::VARCHAR`), and a
-    # keyset bound written as text would no longer compare with an integer key.
-    return text(rendered).bindparams(*[bindparam(n, v, type_=NullType())
-                                       for n, v in zip(names, params, strict=True)])
 
 
 class SQLAlchemySession(SourceSession):
@@ -199,15 +169,13 @@ class SQLAlchemySession(SourceSession):
         try:
             if tx is not None and tx.is_active:
                 tx.commit() if success else tx.rollback()
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:  # error boundary: a failed commit is raised; after a failed read the rollback must not hide its error
             if success:
                 raise wrap_driver_error(error, f"{self.engine_label} error while ending the "
                                         "read transaction") from error
         finally:
-            try:
+            with best_effort("closing the SQLAlchemy connection"):  # the server may have closed it
                 conn.close()
-            except Exception:  # noqa: BLE001 - already closed by the server; nothing to release
-                pass
 
     @property
     def connection(self) -> Any:

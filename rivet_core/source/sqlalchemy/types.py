@@ -44,9 +44,11 @@ _TYPE_ARGS = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_ ]*?)\s*(?:\(([^)]*)\))?\s*$"
 
 def native_name(sa_type: Any, dialect: Any) -> str:
     """The type as the dialect writes it in DDL (`NUMERIC(12, 2)`), for `rivet.native_type`."""
+    from sqlalchemy.exc import CompileError
+
     try:
         return str(sa_type.compile(dialect=dialect))
-    except Exception:  # noqa: BLE001 - a type the dialect cannot render still has a name
+    except (CompileError, NotImplementedError):  # a type the dialect cannot render still has a name
         return type(sa_type).__name__
 
 

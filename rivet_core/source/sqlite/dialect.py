@@ -38,6 +38,8 @@ class SQLiteDialect:
     name = "sqlite"
     file_based = True
     counts_queries = True
+    replication_slots = False
+    default_schema = ""
 
     def quote_ident(self, name: str) -> str:
         return quote_ident_pg(name)
