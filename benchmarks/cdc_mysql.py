@@ -10,7 +10,9 @@ then runs 1 M autocommit statements inside the server (a stored procedure, so th
 round trips are not what is measured): per block of ten, 6 inserts, 3 updates, 1 delete —
 each one transaction of one row. `drain` reads them all through `MySQLChangeReader`
 (no destination: what the reader costs) and checks the counts per operation against what
-`prepare` executed. `full` is `rivet run` of `full1m`, `mode: full`, local Parquet.
+`prepare` executed. `full` is `rivet run` of `full1m`, `mode: full`, local Parquet. The window runs to the
+binlog's end at `drain`: on a shared server, other writes between `prepare` and `drain` are
+read past (other schemas) — or refused, if compressed — so drain right after prepare.
 """
 
 from __future__ import annotations
