@@ -40,10 +40,22 @@ class PartSink(Protocol):
 def stream_to_parts(batches: Iterable[pa.RecordBatch], sink: PartSink, feed: ProgressFeed, *,
                     shape: Callable[[pa.RecordBatch], pa.RecordBatch],
                     after_batch: Callable[[pa.RecordBatch], None] | None = None) -> None:
-    """Write every batch of `batches` to `sink` in the runners' one order (module docstring)."""
-    for batch in batches:
-        shaped = shape(batch)
-        sink.write_batch(shaped)
-        feed.update(sink.rows_written, sink.bytes_written)
-        if after_batch is not None:
-            after_batch(shaped)
+    """Write every batch of `batches` to `sink` in the runners' one order (module docstring).
+
+    The source's stream is closed here, on the way out, whatever ends the loop: an error (or
+    an interrupt) raised in this frame keeps the frame, and with it the stream, alive in its
+    traceback, so without the close the caller's session would end its read transaction while
+    the server is still sending the result — the rollback then waits forever behind the
+    PostgreSQL COPY in flight (tests/dagster/test_multi_asset.py, a terminate during the
+    second export)."""
+    try:
+        for batch in batches:
+            shaped = shape(batch)
+            sink.write_batch(shaped)
+            feed.update(sink.rows_written, sink.bytes_written)
+            if after_batch is not None:
+                after_batch(shaped)
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
