@@ -29,7 +29,7 @@ from rivet_core.config.models import DestinationConfig
 from rivet_core.errors import ConfigError, DataIntegrityError, best_effort
 from rivet_core.lazy_modules import pa
 from rivet_core.pipeline.cdc.layout import SNAPSHOT_FOLDER
-from rivet_core.pipeline.cdc.positions import published_position
+from rivet_core.pipeline.cdc.positions import parse_position, published_position
 from rivet_core.pipeline.cdc.stage import TableStager
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.single.job import ExportRun, RunOptions
@@ -102,8 +102,24 @@ def open_reader(config: RivetConfig, export: ExportConfig, cdc: CdcConfig, table
         return PgChangeReader(PgChangeOptions(url=url, export_name=export.name, slot=cdc.resolved_slot,
                                               publication=cdc.resolved_publication, tables=tuple(tables),
                                               has_history=has_history))
+    if config.source.type == "mysql":
+        from rivet_core.source.mysql.changes import MySQLChangeReader
+
+        return MySQLChangeReader(url, list(tables), server_id=cdc.resolved_server_id, export_name=export.name,
+                                 tuning=export.resolved_tuning(config.source))
     raise ConfigError(f"export '{export.name}': mode: cdc on a {config.source.type} source has no change "
-                      "reader in this build — PostgreSQL is supported")
+                      "reader in this build — PostgreSQL and MySQL/MariaDB are supported")
+
+
+def read_checkpoint(path: Path) -> ChangePosition | None:
+    """The position a checkpoint file holds (`_write_checkpoint`), None when there is none."""
+    if not path.exists():
+        return None
+    try:
+        return parse_position(path.read_text())
+    except (ValueError, TypeError) as exc:
+        raise DataIntegrityError(f"checkpoint {path}: {exc} — it was not written by a CDC export; delete it "
+                                 "and re-snapshot (cdc.initial: snapshot)") from None
 
 
 class CdcStream:
@@ -118,6 +134,7 @@ class CdcStream:
         self.state = state or StateStore.open(config.config_path)
         self.notifications = notifications
         self.runs: list[CdcTableRun] = []
+        self._anchored = False  # an anchor was created in this run (`_snapshot`)
         try:
             for table in self.tables:  # every table's lock before anything is read
                 self.runs.append(CdcTableRun(config, table_export(export, table), self._table_options(),
@@ -146,8 +163,7 @@ class CdcStream:
                 reader.preflight()
                 if self.cdc.initial == "snapshot":
                     self._snapshot(reader)
-                starts = [p for p in published if p is not None]
-                window = reader.open(min(starts) if len(starts) == len(published) else None)
+                window = reader.open(self._resume_point(published))
                 fault_point("cdc_after_open")
                 staged = self._drain(reader, window, published)
                 fault_point("cdc_after_read")
@@ -159,6 +175,25 @@ class CdcStream:
                 self._confirm(reader, summaries)
         self._close_runs()
         return next((s for s in summaries if s.status == "failed"), summaries[0])
+
+    def _resume_point(self, published: list[ChangePosition | None]) -> ChangePosition | None:
+        """Where the window starts: the earliest table's published position once every table
+        has one. Before that, None lets the reader start at its marker — PostgreSQL's slot, or
+        the anchor a MySQL reader created in this run. A binlog has no server-side marker, so
+        an anchor taken by an earlier run (whose snapshot published, whose drain did not) is
+        read back from the checkpoint file `_snapshot` wrote it to before snapshotting."""
+        starts = [p for p in published if p is not None]
+        if len(starts) == len(published):
+            return min(starts)
+        if self._keeps_anchor_in_checkpoint and not self._anchored and self.cdc.checkpoint:
+            return read_checkpoint(self.config.config_dir / self.cdc.checkpoint)
+        return None
+
+    @property
+    def _keeps_anchor_in_checkpoint(self) -> bool:
+        """The binlog has no consumer marker (MySQLChangeReader.confirm): the anchor lives in
+        `cdc.checkpoint`, which the config rules require for `initial: snapshot` on MySQL."""
+        return self.config.source.type == "mysql"
 
     def _drain(self, reader: ChangeReader, window: ChangeWindow,
                published: list[ChangePosition | None]) -> list[Any]:
@@ -231,6 +266,9 @@ class CdcStream:
         if not pending:
             return
         anchor = reader.create_anchor()
+        self._anchored = True
+        if self._keeps_anchor_in_checkpoint and self.cdc.checkpoint:  # before the snapshot: a crash keeps it
+            _write_checkpoint(self.config.config_dir / self.cdc.checkpoint, anchor)
         for run in pending:
             summary = ExportRun(self.config, snapshot_export(run.export), self._table_options(), state=self.state,
                                 notifications=self.notifications).run()
