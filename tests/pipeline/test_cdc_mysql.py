@@ -207,6 +207,27 @@ def test_a_drain_that_crashed_after_the_snapshot_resumes_from_the_anchor_kept_in
     assert len(success_manifests(tmp_path / "out" / "snapshot")) == 1
 
 
+def test_a_table_added_to_tables_later_is_snapshotted_without_the_published_table_skipping_changes(
+        tmp_path, cdc_db):
+    url, server_id = cdc_db
+    mysql_exec(url, "CREATE TABLE users (id INT PRIMARY KEY, name VARCHAR(20))", "INSERT INTO users VALUES (1, 'a')")
+
+    def config(tables: list[str]) -> Path:
+        return write_config(tmp_path, source_block(url), [{
+            "name": "app", "tables": tables, "mode": "cdc", "format": "parquet",
+            "cdc": {"server_id": server_id, "initial": "snapshot", "checkpoint": "app.ckpt"},
+            "destination": {"type": "local", "path": "out"}}])
+
+    _run(config(["items"]))
+    first = _changes(url, 1, 3)
+    _run(config(["items"]))
+    between = _changes(url, 10, 3)  # after items' last publish, before users is added
+    mysql_exec(url, "INSERT INTO users VALUES (2, 'b')")
+    _run(config(["items", "users"]))
+    assert published_changes(tmp_path / "out" / "items") == first + between
+    assert sorted(r["id"] for r in manifest_table(tmp_path / "out" / "users" / "snapshot").to_pylist()) == [1, 2]
+
+
 CRASH_POINTS = ["cdc_after_open", "during_source_read", "cdc_after_read", "after_file_write",
                 "cdc_before_manifest", "after_manifest_update", "cdc_after_flush_before_ack", "cdc_after_ack"]
 

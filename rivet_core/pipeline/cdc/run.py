@@ -134,7 +134,7 @@ class CdcStream:
         self.state = state or StateStore.open(config.config_path)
         self.notifications = notifications
         self.runs: list[CdcTableRun] = []
-        self._anchored = False  # an anchor was created in this run (`_snapshot`)
+        self._anchor: ChangePosition | None = None  # created in this run (`_snapshot`)
         try:
             for table in self.tables:  # every table's lock before anything is read
                 self.runs.append(CdcTableRun(config, table_export(export, table), self._table_options(),
@@ -178,16 +178,23 @@ class CdcStream:
 
     def _resume_point(self, published: list[ChangePosition | None]) -> ChangePosition | None:
         """Where the window starts: the earliest table's published position once every table
-        has one. Before that, None lets the reader start at its marker — PostgreSQL's slot, or
-        the anchor a MySQL reader created in this run. A binlog has no server-side marker, so
-        an anchor taken by an earlier run (whose snapshot published, whose drain did not) is
-        read back from the checkpoint file `_snapshot` wrote it to before snapshotting."""
+        has one. Before that, on PostgreSQL, None: the reader starts at its slot, which holds
+        everything no table has published. A binlog has no server-side marker, so on MySQL the
+        start is the earliest of the tables' published positions and the anchor — the one
+        `_snapshot` created in this run, else one an earlier run wrote to the checkpoint file
+        before its snapshot (whose drain then did not publish): a table added to `tables:`
+        must not make an already-published table skip from its position to the new anchor.
+        None (no position at all) is the first run: the reader starts at the log's end."""
         starts = [p for p in published if p is not None]
         if len(starts) == len(published):
             return min(starts)
-        if self._keeps_anchor_in_checkpoint and not self._anchored and self.cdc.checkpoint:
-            return read_checkpoint(self.config.config_dir / self.cdc.checkpoint)
-        return None
+        if not self._keeps_anchor_in_checkpoint:
+            return None
+        anchor = self._anchor
+        if anchor is None and self.cdc.checkpoint:
+            anchor = read_checkpoint(self.config.config_dir / self.cdc.checkpoint)
+        candidates = [*starts, *([anchor] if anchor is not None else [])]
+        return min(candidates) if candidates else None
 
     @property
     def _keeps_anchor_in_checkpoint(self) -> bool:
@@ -265,8 +272,7 @@ class CdcStream:
                    and published_position(self.state, run.export.name, run.dest) is None]
         if not pending:
             return
-        anchor = reader.create_anchor()
-        self._anchored = True
+        anchor = self._anchor = reader.create_anchor()
         if self._keeps_anchor_in_checkpoint and self.cdc.checkpoint:  # before the snapshot: a crash keeps it
             _write_checkpoint(self.config.config_dir / self.cdc.checkpoint, anchor)
         for run in pending:
