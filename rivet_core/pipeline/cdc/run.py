@@ -1,8 +1,10 @@
 """The CDC run: one bounded drain of one change stream, published per captured table.
 
 Order (the package docstring says why): lock every table's export → reader preflight
-(nothing written yet) → `initial: snapshot` when a table has none → resume point = the
-earliest last-published position over the tables → `open` (the window's bound is the log's
+(nothing written yet) → `initial: snapshot` when a table has none (on MySQL the anchor is
+written to `cdc.checkpoint` first: a binlog keeps no marker for its reader) → resume point =
+the earliest last-published position over the tables (`_resume_point`: with the anchor while
+a table has none) → `open` (the window's bound is the log's
 end now) → drain into per-table staged parts → publish each table (parts → manifest →
 `_SUCCESS` → cursor) → confirm the reader up to what every table published → checkpoint
 file. A failure before the publish finalizes every table as failed and confirms nothing.
