@@ -10,8 +10,8 @@ autocommit statement each) and the full export's table from MariaDB's sequence e
 database (`rivet_bench_cdc`, dropped at the end unless --keep): a first `rivet run` of a
 `mode: cdc` export creates its slot; then `--changes` single-row transactions — 60 % inserts,
 30 % updates, 10 % deletes, each its own commit — and a table of `--changes` rows of the same
-shape for the full export. Reported (not asserted), per run in a fresh process: wall time and
-peak RSS of the drain and of the full export, and the rows each published (read back from
+shape for the full export. Reported (not asserted), per run in a fresh process: wall time, CPU
+and peak RSS of the drain and of the full export, and the rows each published (read back from
 the parts with pyarrow). Targets: drain ≤ 2× the full export's time, RSS ≤ 256 MB.
 """
 
@@ -58,7 +58,8 @@ def _changes(url: str, n: int) -> None:
 
 
 def _run(config: Path, export: str) -> dict[str, float]:
-    """One `rivet run` in a fresh process: wall seconds and that process's peak RSS (wait4)."""
+    """One `rivet run` in a fresh process: wall seconds, and that process's CPU seconds and
+    peak RSS (wait4) — CPU is the comparable figure on a host shared with other jobs."""
     start = time.perf_counter()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen([sys.executable, "-m", "rivet_core.cli", "run", "-c", str(config), "-e", export],
@@ -69,7 +70,8 @@ def _run(config: Path, export: str) -> dict[str, float]:
         if proc.returncode != 0:
             err.seek(0)
             raise SystemExit(f"{export} failed:\n{err.read().decode(errors='replace')}")
-    return {"wall_s": round(wall, 1), "peak_rss_mb": round(usage.ru_maxrss / 1024)}
+    return {"wall_s": round(wall, 1), "cpu_s": round(usage.ru_utime + usage.ru_stime, 1),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024)}
 
 
 def _mysql_setup(admin: str, n: int, work: Path) -> tuple[str, Path]:
