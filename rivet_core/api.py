@@ -78,7 +78,7 @@ __all__ = [
     "ConfigError", "DataIntegrityError", "DayWindow", "Destination", "ExportConfig", "ExportRun",
     "QualityIssue", "RivetConfig", "RivetError", "RunNotice", "RunOptions", "RunSummary",
     "SchemaDriftError", "StagedExtract", "StateStore", "TransientError", "Verification",
-    "cdc_slots", "dataset_manifests", "destination_uri", "source_database", "url_env_database", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
+    "cdc_slots", "cdc_binlog_lag", "dataset_manifests", "destination_uri", "source_database", "url_env_database", "schema_baselines", "s3_client_provider", "export_destination", "load_config", "open_state", "run_checkpointed", "partition_prefixes", "read_manifest", "run_export",
     # partition_by exports: one sub-export per date bucket (rivet_core/pipeline/buckets/run.py)
     "PartitionedResult", "bucket_prefixes", "partitioned_dataset_rows", "run_partitioned", "verify_bucket_set",
     # a `table_format: delta` export read as its table (rivet_core/tableformat/read.py; imported on call)
@@ -214,6 +214,30 @@ def destination_uri(config: RivetConfig, export: ExportConfig) -> str:
         scheme = {"s3": "s3", "gcs": "gs", "azure": "az"}[dest.type]
         return redact_secrets(f"{scheme}://{dest.bucket}/{prefix}")
     return f"{dest.type}:"
+
+
+def cdc_binlog_lag(config: RivetConfig, export: ExportConfig) -> int | None:
+    """Bytes of binlog a MySQL/MariaDB CDC export has not published yet
+    (rivet_core/pipeline/cdc/binlog_lag.py); None for another engine, before the first
+    publish, or when the published position's file was purged."""
+    if config.source.type != "mysql" or export.tables is not None:
+        return None
+    from rivet_core.pipeline.cdc.binlog_lag import binlog_bytes_after
+    from rivet_core.pipeline.cdc.positions import parse_position
+    from rivet_core.source.mysql.session import mysql_connect
+
+    runs = dataset_manifests(config, export, latest_run_only=True)
+    high = runs[0].source.extraction.cursor_high if runs and runs[0].source.extraction else None
+    if high is None:
+        return None
+    conn = mysql_connect(config.source.resolve_url(config.config_dir))
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SHOW BINARY LOGS")
+            logs = [(str(row[0]), int(row[1])) for row in cur.fetchall()]
+    finally:
+        conn.close()
+    return binlog_bytes_after(logs, parse_position(str(high)))
 
 
 def dataset_manifests(config: RivetConfig, export: ExportConfig, *, sub_prefix: str = "",

@@ -4,7 +4,8 @@ The body runs the export's CDC run (rivet_core/pipeline/cdc/, through `rivet_cor
 it publishes the changes committed since the last published run up to the log's end as of
 its start, then confirms the slot. The materialization carries what a CDC consumer asks
 first: the changes by op, the position range (`cursor_low` → `cursor_high`, the manifest's)
-and the slot's lag after the run. Two checks, evaluated by the body on what it published:
+and the lag after the run (the slot's; on MySQL/MariaDB, the binlog bytes after the
+published position). Two checks, evaluated by the body on what it published:
 `manifest_verified` (the prefix against its manifest, blocking) and `cdc_continuity` — this
 run starts exactly where the previous published run ended, no gap, no overlap (a gap would
 be changes never published; nothing else in the asset graph can see it).
@@ -47,6 +48,8 @@ def continuity(config: api.RivetConfig, export: api.ExportConfig) -> tuple[bool,
 
 
 def _lag(config: api.RivetConfig, export: api.ExportConfig) -> int | None:
+    if config.source.type == "mysql":  # no slot: the binlog after the published position
+        return api.cdc_binlog_lag(config, export)
     slot = (export.cdc.slot if export.cdc is not None else None) or "rivet_slot"
     for row in api.cdc_slots(config):
         if row["slot"] == slot:

@@ -1,8 +1,10 @@
 """The CDC run: one bounded drain of one change stream, published per captured table.
 
 Order (the package docstring says why): lock every table's export → reader preflight
-(nothing written yet) → `initial: snapshot` when a table has none → resume point = the
-earliest last-published position over the tables → `open` (the window's bound is the log's
+(nothing written yet) → `initial: snapshot` when a table has none (on MySQL the anchor is
+written to `cdc.checkpoint` first: a binlog keeps no marker for its reader) → resume point =
+the earliest last-published position over the tables (`_resume_point`: with the anchor while
+a table has none) → `open` (the window's bound is the log's
 end now) → drain into per-table staged parts → publish each table (parts → manifest →
 `_SUCCESS` → cursor) → confirm the reader up to what every table published → checkpoint
 file. A failure before the publish finalizes every table as failed and confirms nothing.
@@ -29,7 +31,7 @@ from rivet_core.config.models import DestinationConfig
 from rivet_core.errors import ConfigError, DataIntegrityError, best_effort
 from rivet_core.lazy_modules import pa
 from rivet_core.pipeline.cdc.layout import SNAPSHOT_FOLDER
-from rivet_core.pipeline.cdc.positions import published_position
+from rivet_core.pipeline.cdc.positions import parse_position, published_position
 from rivet_core.pipeline.cdc.stage import TableStager
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.single.job import ExportRun, RunOptions
@@ -102,8 +104,24 @@ def open_reader(config: RivetConfig, export: ExportConfig, cdc: CdcConfig, table
         return PgChangeReader(PgChangeOptions(url=url, export_name=export.name, slot=cdc.resolved_slot,
                                               publication=cdc.resolved_publication, tables=tuple(tables),
                                               has_history=has_history))
+    if config.source.type == "mysql":
+        from rivet_core.source.mysql.changes import MySQLChangeReader
+
+        return MySQLChangeReader(url, list(tables), server_id=cdc.resolved_server_id, export_name=export.name,
+                                 tuning=export.resolved_tuning(config.source))
     raise ConfigError(f"export '{export.name}': mode: cdc on a {config.source.type} source has no change "
-                      "reader in this build — PostgreSQL is supported")
+                      "reader in this build — PostgreSQL and MySQL/MariaDB are supported")
+
+
+def read_checkpoint(path: Path) -> ChangePosition | None:
+    """The position a checkpoint file holds (`_write_checkpoint`), None when there is none."""
+    if not path.exists():
+        return None
+    try:
+        return parse_position(path.read_text())
+    except (ValueError, TypeError) as exc:
+        raise DataIntegrityError(f"checkpoint {path}: {exc} — it was not written by a CDC export; delete it "
+                                 "and re-snapshot (cdc.initial: snapshot)") from None
 
 
 class CdcStream:
@@ -118,6 +136,7 @@ class CdcStream:
         self.state = state or StateStore.open(config.config_path)
         self.notifications = notifications
         self.runs: list[CdcTableRun] = []
+        self._anchor: ChangePosition | None = None  # created in this run (`_snapshot`)
         try:
             for table in self.tables:  # every table's lock before anything is read
                 self.runs.append(CdcTableRun(config, table_export(export, table), self._table_options(),
@@ -146,8 +165,7 @@ class CdcStream:
                 reader.preflight()
                 if self.cdc.initial == "snapshot":
                     self._snapshot(reader)
-                starts = [p for p in published if p is not None]
-                window = reader.open(min(starts) if len(starts) == len(published) else None)
+                window = reader.open(self._resume_point(published))
                 fault_point("cdc_after_open")
                 staged = self._drain(reader, window, published)
                 fault_point("cdc_after_read")
@@ -159,6 +177,32 @@ class CdcStream:
                 self._confirm(reader, summaries)
         self._close_runs()
         return next((s for s in summaries if s.status == "failed"), summaries[0])
+
+    def _resume_point(self, published: list[ChangePosition | None]) -> ChangePosition | None:
+        """Where the window starts: the earliest table's published position once every table
+        has one. Before that, on PostgreSQL, None: the reader starts at its slot, which holds
+        everything no table has published. A binlog has no server-side marker, so on MySQL the
+        start is the earliest of the tables' published positions and the anchor — the one
+        `_snapshot` created in this run, else one an earlier run wrote to the checkpoint file
+        before its snapshot (whose drain then did not publish): a table added to `tables:`
+        must not make an already-published table skip from its position to the new anchor.
+        None (no position at all) is the first run: the reader starts at the log's end."""
+        starts = [p for p in published if p is not None]
+        if len(starts) == len(published):
+            return min(starts)
+        if not self._keeps_anchor_in_checkpoint:
+            return None
+        anchor = self._anchor
+        if anchor is None and self.cdc.checkpoint:
+            anchor = read_checkpoint(self.config.config_dir / self.cdc.checkpoint)
+        candidates = [*starts, *([anchor] if anchor is not None else [])]
+        return min(candidates) if candidates else None
+
+    @property
+    def _keeps_anchor_in_checkpoint(self) -> bool:
+        """The binlog has no consumer marker (MySQLChangeReader.confirm): the anchor lives in
+        `cdc.checkpoint`, which the config rules require for `initial: snapshot` on MySQL."""
+        return self.config.source.type == "mysql"
 
     def _drain(self, reader: ChangeReader, window: ChangeWindow,
                published: list[ChangePosition | None]) -> list[Any]:
@@ -230,7 +274,9 @@ class CdcStream:
                    and published_position(self.state, run.export.name, run.dest) is None]
         if not pending:
             return
-        anchor = reader.create_anchor()
+        anchor = self._anchor = reader.create_anchor()
+        if self._keeps_anchor_in_checkpoint and self.cdc.checkpoint:  # before the snapshot: a crash keeps it
+            _write_checkpoint(self.config.config_dir / self.cdc.checkpoint, anchor)
         for run in pending:
             summary = ExportRun(self.config, snapshot_export(run.export), self._table_options(), state=self.state,
                                 notifications=self.notifications).run()
