@@ -119,7 +119,7 @@ def cdc_slots(config: RivetConfig) -> list[dict[str, Any]]:
     in bytes (rivet_core/source/postgres/changes.py `slot_report`); [] for another engine."""
     from rivet_core.source.dialect import dialect_of
 
-    if not dialect_of(config.source.type).replication_slots:
+    if dialect_of(config.source.type).change_log != "slot":
         return []
     from rivet_core.source.postgres.changes import slot_report
     from rivet_core.source.postgres.session import pg_connect
@@ -220,7 +220,9 @@ def cdc_binlog_lag(config: RivetConfig, export: ExportConfig) -> int | None:
     """Bytes of binlog a MySQL/MariaDB CDC export has not published yet
     (rivet_core/pipeline/cdc/binlog_lag.py); None for another engine, before the first
     publish, or when the published position's file was purged."""
-    if config.source.type != "mysql" or export.tables is not None:
+    from rivet_core.source.dialect import dialect_of
+
+    if dialect_of(config.source.type).change_log != "binlog" or export.tables is not None:
         return None
     from rivet_core.pipeline.cdc.binlog_lag import binlog_bytes_after
     from rivet_core.pipeline.cdc.positions import parse_position

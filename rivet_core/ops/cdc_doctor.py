@@ -26,7 +26,7 @@ def check_cdc(config: Any) -> list[Check]:
     exports = [e for e in config.exports if e.mode == "cdc"]
     from rivet_core.source.dialect import dialect_of
 
-    if not exports or not dialect_of(config.source.type).replication_slots:
+    if not exports or dialect_of(config.source.type).change_log != "slot":
         return []
     from rivet_core.config.cdc import CdcConfig
     from rivet_core.source.postgres.changes import slot_report

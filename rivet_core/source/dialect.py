@@ -76,9 +76,11 @@ class SourceDialect(Protocol):
     #: True when the engine has no planner estimate for a query, so the estimator may
     #: count a query's rows (bounded) instead (SQLite: demos and tests only).
     counts_queries: bool
-    #: True when a CDC export holds a logical replication slot on the server (PostgreSQL),
-    #: whose retained WAL and lag `rivet doctor` reports.
-    replication_slots: bool
+    #: How a `mode: cdc` export reads this engine's change log: "slot" (PostgreSQL: a logical
+    #: replication slot on the server keeps the reader's position and retains WAL for it —
+    #: `rivet doctor` reports both), "binlog" (MySQL/MariaDB: the log keeps no reader
+    #: position, so the export keeps its anchor in `cdc.checkpoint`), "" (no change reader).
+    change_log: str
     #: The schema an unqualified table name resolves to, as Rivet's discovery names it
     #: ("" where the engine has no schemas apart from databases).
     default_schema: str

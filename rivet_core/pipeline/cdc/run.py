@@ -28,7 +28,7 @@ from rivet_core.config import ExportConfig, RivetConfig
 from rivet_core.config.cdc import CdcConfig
 from rivet_core.config.cdc_rules import captured_tables
 from rivet_core.config.models import DestinationConfig
-from rivet_core.errors import ConfigError, DataIntegrityError, best_effort
+from rivet_core.errors import DataIntegrityError, best_effort
 from rivet_core.lazy_modules import pa
 from rivet_core.pipeline.cdc.layout import SNAPSHOT_FOLDER
 from rivet_core.pipeline.cdc.positions import parse_position, published_position
@@ -97,20 +97,12 @@ class CdcTableRun(ExportRun):
 def open_reader(config: RivetConfig, export: ExportConfig, cdc: CdcConfig, tables: Sequence[str],
                 has_history: bool) -> ChangeReader:
     """The source engine's change reader (rivet_core/source/changes.py)."""
-    url = config.source.resolve_url(config.config_dir)
-    if config.source.type == "postgres":
-        from rivet_core.source.postgres.changes import PgChangeOptions, PgChangeReader
+    from rivet_core.source.change_readers import ChangeReaderRequest, open_change_reader
 
-        return PgChangeReader(PgChangeOptions(url=url, export_name=export.name, slot=cdc.resolved_slot,
-                                              publication=cdc.resolved_publication, tables=tuple(tables),
-                                              has_history=has_history))
-    if config.source.type == "mysql":
-        from rivet_core.source.mysql.changes import MySQLChangeReader
-
-        return MySQLChangeReader(url, list(tables), server_id=cdc.resolved_server_id, export_name=export.name,
-                                 tuning=export.resolved_tuning(config.source))
-    raise ConfigError(f"export '{export.name}': mode: cdc on a {config.source.type} source has no change "
-                      "reader in this build — PostgreSQL and MySQL/MariaDB are supported")
+    return open_change_reader(config.source.type, ChangeReaderRequest(
+        url=config.source.resolve_url(config.config_dir), export_name=export.name, tables=tuple(tables),
+        slot=cdc.resolved_slot, publication=cdc.resolved_publication, server_id=cdc.resolved_server_id,
+        has_history=has_history, tuning=export.resolved_tuning(config.source)))
 
 
 def read_checkpoint(path: Path) -> ChangePosition | None:
@@ -202,7 +194,9 @@ class CdcStream:
     def _keeps_anchor_in_checkpoint(self) -> bool:
         """The binlog has no consumer marker (MySQLChangeReader.confirm): the anchor lives in
         `cdc.checkpoint`, which the config rules require for `initial: snapshot` on MySQL."""
-        return self.config.source.type == "mysql"
+        from rivet_core.source.dialect import dialect_of
+
+        return dialect_of(self.config.source.type).change_log == "binlog"
 
     def _drain(self, reader: ChangeReader, window: ChangeWindow,
                published: list[ChangePosition | None]) -> list[Any]:

@@ -46,8 +46,7 @@ def stream_to_parts(batches: Iterable[pa.RecordBatch], sink: PartSink, feed: Pro
     an interrupt) raised in this frame keeps the frame, and with it the stream, alive in its
     traceback, so without the close the caller's session would end its read transaction while
     the server is still sending the result — the rollback then waits forever behind the
-    PostgreSQL COPY in flight (tests/dagster/test_multi_asset.py, a terminate during the
-    second export)."""
+    PostgreSQL COPY in flight, and a run terminated mid-read never ended."""
     try:
         for batch in batches:
             shaped = shape(batch)

@@ -29,7 +29,7 @@ class MySQLDialect:
     name = "mysql"
     file_based = False
     counts_queries = False
-    replication_slots = False
+    change_log = "binlog"
     default_schema = ""
 
     def quote_ident(self, name: str) -> str:

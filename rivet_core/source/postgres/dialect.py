@@ -40,7 +40,7 @@ class PostgresDialect:
     name = "postgres"
     file_based = False
     counts_queries = False
-    replication_slots = True
+    change_log = "slot"
     default_schema = "public"
 
     def quote_ident(self, name: str) -> str:

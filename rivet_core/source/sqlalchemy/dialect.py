@@ -55,7 +55,7 @@ class SQLAlchemyDialect:
         self.name = SQLALCHEMY_PREFIX + backend
         self.file_based = backend in FILE_BACKENDS
         self.counts_queries = self.file_based
-        self.replication_slots = False  # CDC reads PostgreSQL and MySQL natively only
+        self.change_log = ""  # CDC reads PostgreSQL and MySQL through their native readers only
         self.default_schema = ""
 
     @functools.cached_property

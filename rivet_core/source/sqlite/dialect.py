@@ -38,7 +38,7 @@ class SQLiteDialect:
     name = "sqlite"
     file_based = True
     counts_queries = True
-    replication_slots = False
+    change_log = ""
     default_schema = ""
 
     def quote_ident(self, name: str) -> str:
