@@ -1,4 +1,4 @@
-"""The runners' shape (docs/architecture.md "The runners"): each runner builds on `ExportRun`
+"""The runners' shape (docs/architecture.md, the `rivet_core/pipeline/` row): each runner builds on `ExportRun`
 (rivet_core/pipeline/single/job.py) at most two classes deep — what a chunk-task step shares
 with the others is held as services (chunked/planning.py, chunked/checkpoint.py), not
 inherited through a chain —, `--resume`'s gate has one caller, `ExportRun.run`, and a batch
