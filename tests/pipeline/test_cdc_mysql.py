@@ -19,6 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from rivet_core.pipeline.cdc.positions import parse_position
+from tests.cdc_oracle import Change, make_changes, published_changes
+from tests.cdc_oracle import files as _files
+from tests.cdc_oracle import refusal as _refusal
+from tests.cdc_oracle import run_ok as _run
 from tests.helpers import (
     manifest_table,
     mysql_exec,
@@ -48,46 +52,9 @@ def _config(tmp_path: Path, url: str, server_id: int, **cdc: Any) -> Path:
     }])
 
 
-def published_changes(prefix: Path) -> list[tuple[str, int, str | None]]:
-    """(op, id, name) of every published change, in (`__pos`, `__seq`) order."""
-    table = manifest_table(prefix)
-    if not table.num_columns:
-        return []
-    rows = sorted(table.to_pylist(), key=lambda r: (parse_position(r["__pos"]).sort_key, r["__seq"]))
-    return [(r["__op"], r["id"], r["name"]) for r in rows]
-
-
-def _changes(url: str, start: int, count: int) -> list[tuple[str, int, str | None]]:
-    """Insert `count` rows, update every other one, delete every third — one transaction per
-    statement — and return the changes in commit order (the oracle)."""
-    expected: list[tuple[str, int, str | None]] = []
-    ids = range(start, start + count)
-    for i in ids:
-        mysql_exec(url, f"INSERT INTO items VALUES ({i}, 'n{i}', {i}.25, NOW(6))")
-        expected.append(("insert", i, f"n{i}"))
-    for i in ids[::2]:
-        mysql_exec(url, f"UPDATE items SET name = 'u{i}' WHERE id = {i}")
-        expected.append(("update", i, f"u{i}"))
-    for i in ids[::3]:
-        mysql_exec(url, f"DELETE FROM items WHERE id = {i}")
-        expected.append(("delete", i, None))
-    return expected
-
-
-def _run(config: Path, **env: str) -> Any:
-    result = rivet_quick("run", "-c", str(config), env=env or None)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result
-
-
-def _files(prefix: Path) -> list[Path]:
-    return sorted(p for p in prefix.rglob("*") if p.is_file())
-
-
-def _refusal(config: Path) -> str:
-    result = rivet_quick("run", "-c", str(config))
-    assert result.returncode != 0
-    return result.stdout + result.stderr
+def _changes(url: str, start: int, count: int) -> list[Change]:
+    """The shared change script on this engine (tests/cdc_oracle.py `make_changes`)."""
+    return make_changes(lambda sql: mysql_exec(url, sql), start, count, "NOW(6)")
 
 
 def test_each_run_publishes_the_binlog_changes_committed_since_the_last_one_exactly_once(tmp_path, cdc_db):

@@ -18,6 +18,10 @@ import psycopg
 import pyarrow.parquet as pq
 import pytest
 
+from tests.cdc_oracle import Change, make_changes, position_order, published_changes
+from tests.cdc_oracle import files as _files
+from tests.cdc_oracle import refusal as _refusal
+from tests.cdc_oracle import run_ok as _run
 from tests.helpers import (
     cursor_of,
     manifest_table,
@@ -49,41 +53,13 @@ def _config(tmp_path: Path, url: str, slot: str, **cdc: Any) -> Path:
     }])
 
 
-def _lsn(pos: str) -> int:
-    high, _, low = json.loads(pos)["lsn"].partition("/")
-    return (int(high, 16) << 32) | int(low, 16)
+def _lsn_key(pos: str) -> int:
+    return position_order(pos)[0]
 
 
-def published_changes(prefix: Path) -> list[tuple[str, int, str | None]]:
-    """(op, id, name) of every published change, in (`__pos`, `__seq`) order."""
-    table = manifest_table(prefix)
-    if not table.num_columns:
-        return []
-    rows = sorted(table.to_pylist(), key=lambda r: (_lsn(r["__pos"]), r["__seq"]))
-    return [(r["__op"], r["id"], r["name"]) for r in rows]
-
-
-def _changes(url: str, start: int, count: int) -> list[tuple[str, int, str | None]]:
-    """Insert `count` rows, update every other one, delete every third — one transaction per
-    statement — and return the changes in commit order (the oracle)."""
-    expected: list[tuple[str, int, str | None]] = []
-    ids = range(start, start + count)
-    for i in ids:
-        pg_exec(url, f"INSERT INTO items VALUES ({i}, 'n{i}', {i}.25, now())")
-        expected.append(("insert", i, f"n{i}"))
-    for i in ids[::2]:
-        pg_exec(url, f"UPDATE items SET name = 'u{i}' WHERE id = {i}")
-        expected.append(("update", i, f"u{i}"))
-    for i in ids[::3]:
-        pg_exec(url, f"DELETE FROM items WHERE id = {i}")
-        expected.append(("delete", i, None))
-    return expected
-
-
-def _run(config: Path, **env: str) -> Any:
-    result = rivet_quick("run", "-c", str(config), env=env or None)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result
+def _changes(url: str, start: int, count: int) -> list[Change]:
+    """The shared change script on this engine (tests/cdc_oracle.py `make_changes`)."""
+    return make_changes(lambda sql: pg_exec(url, sql), start, count, "now()")
 
 
 def test_each_run_publishes_the_changes_committed_since_the_last_one_exactly_once(tmp_path, cdc_db):
@@ -114,9 +90,9 @@ def test_the_manifest_says_mode_cdc_with_the_position_range_and_the_cursor_is_th
     # continuity: this run starts where the previous one ended
     assert extraction["cursor_low"] == manifests[-2]["source"]["extraction"]["cursor_high"]
     assert cursor_of(config, "items") == extraction["cursor_high"]
-    positions = [_lsn(p) for p in manifest_table(tmp_path / "out").column("__pos").to_pylist()]
-    assert max(positions) <= _lsn(extraction["cursor_high"])
-    assert min(positions) > _lsn(extraction["cursor_low"])
+    positions = [_lsn_key(p) for p in manifest_table(tmp_path / "out").column("__pos").to_pylist()]
+    assert max(positions) <= _lsn_key(extraction["cursor_high"])
+    assert min(positions) > _lsn_key(extraction["cursor_low"])
 
 
 def test_the_slot_is_advanced_to_the_published_position_only_after_the_publish(tmp_path, cdc_db):
@@ -128,7 +104,7 @@ def test_the_slot_is_advanced_to_the_published_position_only_after_the_publish(t
     assert crashed.returncode != 0
     published = json.loads((tmp_path / "out" / "manifest.json").read_text())["source"]["extraction"]["cursor_high"]
     [(confirmed,)] = pg_exec(url, f"SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{slot}'")
-    assert _lsn(json.dumps({"lsn": confirmed})) < _lsn(published)  # published, not yet confirmed
+    assert _lsn_key(json.dumps({"lsn": confirmed})) < _lsn_key(published)  # published, not yet confirmed
     _run(config)
     [(confirmed,)] = pg_exec(url, f"SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = '{slot}'")
     latest = json.loads((tmp_path / "out" / "manifest.json").read_text())["source"]["extraction"]["cursor_high"]
@@ -246,16 +222,6 @@ def test_a_run_killed_at_each_fault_point_then_rerun_publishes_every_change_exac
     _run(config)
     _run(config)
     assert published_changes(tmp_path / "out") == expected + more
-
-
-def _files(prefix: Path) -> list[Path]:
-    return sorted(p for p in prefix.rglob("*") if p.is_file())
-
-
-def _refusal(config: Path) -> str:
-    result = rivet_quick("run", "-c", str(config))
-    assert result.returncode != 0
-    return result.stdout + result.stderr
 
 
 def test_a_table_without_a_primary_key_is_refused_before_anything_is_written(tmp_path, cdc_db):

@@ -61,8 +61,11 @@ def test_the_resume_gate_is_called_from_export_run_run_alone() -> None:
 
 
 def test_a_batch_reaches_a_staged_part_only_through_stream_to_parts() -> None:
-    """The single extract, a chunk window and a time range's read share the one loop; the
-    range's window splitter (time_range.py `WindowSplitter`) is the sink that loop writes to."""
+    """The single extract, a chunk window, a time range's read and a CDC drain share the one
+    loop; the range's window splitter (time_range.py `WindowSplitter`) and the CDC drain's
+    per-table stager (cdc/stage.py `TableStager`, behind `TableFanout`) are sinks that loop
+    writes to — each the one place its own cut rule writes a part file."""
     writes = [c.split(":")[0] for c in _calls_of("write_batch", ROOT / "pipeline")]
-    assert sorted(set(writes)) == ["rivet_core/pipeline/staging/stream.py", "rivet_core/pipeline/time_range.py"], writes
-    assert writes.count("rivet_core/pipeline/time_range.py") == 1, writes
+    sinks = ["rivet_core/pipeline/cdc/stage.py", "rivet_core/pipeline/time_range.py"]
+    assert sorted(set(writes)) == [sinks[0], "rivet_core/pipeline/staging/stream.py", sinks[1]], writes
+    assert writes.count(sinks[1]) == 1, writes

@@ -32,9 +32,11 @@ from rivet_core.errors import DataIntegrityError, best_effort
 from rivet_core.lazy_modules import pa
 from rivet_core.pipeline.cdc.layout import SNAPSHOT_FOLDER
 from rivet_core.pipeline.cdc.positions import parse_position, published_position
-from rivet_core.pipeline.cdc.stage import TableStager
+from rivet_core.pipeline.cdc.stage import TableFanout, TableStager
 from rivet_core.pipeline.faults import fault_point
 from rivet_core.pipeline.single.job import ExportRun, RunOptions
+from rivet_core.pipeline.staging.stream import stream_to_parts
+from rivet_core.reporting.progress import NULL_FEED
 from rivet_core.runrecord.summary import RunSummary
 from rivet_core.source.changes import ChangePosition, ChangeReader, ChangeTable, ChangeWindow
 from rivet_core.state import StateStore
@@ -213,9 +215,9 @@ class CdcStream:
                 run.summary.add_warning(f"table {table.name} has {key}: updates and deletes carry the whole "
                                         "old row (REPLICA IDENTITY FULL), not a key to merge on")
         try:
-            for batch in reader.read(min(self.cdc.rollover, _READ_BATCH)):
-                stagers[batch.table].add(batch)
-                fault_point("during_source_read")
+            stream_to_parts(reader.read(min(self.cdc.rollover, _READ_BATCH)), TableFanout(stagers),  # type: ignore[arg-type]
+                            NULL_FEED, shape=lambda batch: batch,
+                            after_batch=lambda _batch: fault_point("during_source_read"))
             out = []
             for table, run in zip(tables, self.runs, strict=True):
                 stager = stagers[table.name]

@@ -97,6 +97,12 @@ class TableStager:
             self.parts.extend(self._rotator.finish())
         self._rotator, self._open_rows = None, 0
 
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of this table's staged parts so far, the open one included."""
+        open_part = self._rotator.bytes_written if self._rotator is not None else 0
+        return sum(p.size_bytes for p in self.parts) + open_part
+
     def finish(self) -> list[StagedPart]:
         if self._rotator is not None:
             self._cut()
@@ -106,3 +112,23 @@ class TableStager:
         if self._rotator is not None:
             self._rotator.abort()
             self._rotator = None
+
+
+class TableFanout:
+    """The sink a CDC drain's one loop writes to (pipeline/staging/stream.py
+    `stream_to_parts`): each batch goes to its table's stager, which cuts parts only where a
+    transaction ends. The running totals are the stagers' together."""
+
+    def __init__(self, stagers: dict[str, TableStager]) -> None:
+        self.stagers = stagers
+
+    @property
+    def rows_written(self) -> int:
+        return sum(s.rows for s in self.stagers.values())
+
+    @property
+    def bytes_written(self) -> int:
+        return sum(s.bytes_written for s in self.stagers.values())
+
+    def write_batch(self, batch: ChangeBatch) -> None:
+        self.stagers[batch.table].add(batch)
