@@ -149,6 +149,16 @@ class SourceDialect(Protocol):
 _MODULES = {"postgres": "rivet_core.source.postgres.dialect",
             "mysql": "rivet_core.source.mysql.dialect",
             "sqlite": "rivet_core.source.sqlite.dialect"}
+#: Engine families named `<family>:<backend>`: the module whose `BACKEND_DIALECT(backend)`
+#: gives one backend's dialect (loaded by name like `_MODULES`: those modules build on this one).
+FAMILY_MODULES = {"sqlalchemy": "rivet_core.source.sqlalchemy.dialect"}
+
+
+def family_dialect(engine: str) -> SourceDialect:
+    """The dialect of a `<family>:<backend>` engine name (`sqlalchemy:duckdb`)."""
+    family, _, backend = engine.partition(":")
+    factory = importlib.import_module(FAMILY_MODULES[family]).BACKEND_DIALECT
+    return factory(backend)  # type: ignore[no-any-return]
 
 
 def dialect_of(engine: str) -> SourceDialect:
@@ -157,10 +167,8 @@ def dialect_of(engine: str) -> SourceDialect:
     Imported on demand: the dialect modules import no driver, but there is no reason to
     load three of them when a run reads one engine.
     """
-    if engine.startswith("sqlalchemy:"):
-        # by name, as `_MODULES`: the SQLAlchemy dialect builds on this module
-        dialect_for_backend = importlib.import_module("rivet_core.source.sqlalchemy.dialect").dialect_for_backend
-        return dialect_for_backend(engine.split(":", 1)[1])
+    if engine.partition(":")[0] in FAMILY_MODULES:
+        return family_dialect(engine)
     try:
         module = _MODULES[engine]
     except KeyError:

@@ -17,12 +17,12 @@ passed to the driver verbatim.
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
 from rivet_core.errors import ConfigError
+from rivet_core.source.dialect import FAMILY_MODULES, family_dialect
 
 CursorMode = Literal["single_column", "coalesce"]
 TimeColumnType = Literal["timestamp", "unix"]
@@ -77,10 +77,8 @@ DIALECTS: dict[str, Dialect] = {"postgres": POSTGRES, "mysql": MYSQL, "sqlite": 
 def dialect_for(engine: str) -> Dialect:
     """The Dialect for an engine name ("postgres" | "mysql" | "sqlite"; `sqlalchemy:<backend>`
     quotes with that SQLAlchemy dialect's identifier preparer)."""
-    if engine.startswith("sqlalchemy:"):
-        # by name, as `_MODULES`: the SQLAlchemy dialect builds on this module
-        dialect_for_backend = importlib.import_module("rivet_core.source.sqlalchemy.dialect").dialect_for_backend
-        return Dialect(engine, dialect_for_backend(engine.split(":", 1)[1]).quote_ident)
+    if engine.partition(":")[0] in FAMILY_MODULES:
+        return Dialect(engine, family_dialect(engine).quote_ident)
     try:
         return DIALECTS[engine]
     except KeyError:

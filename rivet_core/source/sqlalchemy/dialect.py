@@ -273,3 +273,7 @@ class DuckDBDialect(SQLAlchemyDialect):
 def dialect_for_backend(backend: str) -> SQLAlchemyDialect:
     """The dialect of a SQLAlchemy backend name (`duckdb`, `mssql`, …), one per backend."""
     return DuckDBDialect(backend) if backend == "duckdb" else SQLAlchemyDialect(backend)
+
+
+#: The family's entry in rivet_core/source/dialect.py `FAMILY_MODULES`.
+BACKEND_DIALECT = dialect_for_backend
