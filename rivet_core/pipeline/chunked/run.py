@@ -250,11 +250,7 @@ class ChunkedRun(ExportRun):
                     log.warning("export '%s': chunk %d failed (attempt %d): %s", self.export.name,
                                 task.chunk_index, task.attempts, message)
                     continue
-                commit_window(self.summary, self.state, result, checkpoint_run_id=run_id, lock=self.lock,
-                              worker=name)
-                self._note_max(result)
-                if self.options.progress is not None:
-                    self.options.progress.chunk_done()
+                self._window_committed(result, checkpoint_run_id=run_id, worker=name)
 
         try:
             self._run_workers(worker)
@@ -279,10 +275,7 @@ class ChunkedRun(ExportRun):
                     lambda attempt, window=window: self._export_window_once(ctx, window, attempt),
                     max_retries=retries,
                     retryable=lambda exc, decision: decision.transient and not isinstance(exc, InjectedFault))
-                commit_window(self.summary, self.state, result, checkpoint_run_id=None, lock=self.lock)
-                self._note_max(result)
-                if self.options.progress is not None:
-                    self.options.progress.chunk_done()
+                self._window_committed(result, checkpoint_run_id=None)
 
         try:
             self._run_workers(worker)
@@ -316,6 +309,17 @@ class ChunkedRun(ExportRun):
                 exc = future.exception()
                 if exc is not None:
                     raise exc
+
+    def _window_committed(self, result: WindowResult, *, checkpoint_run_id: str | None,
+                          worker: str | None = None) -> None:
+        """A window's ordered tail (the commit facade, chunk_commit.py `commit_window`), then
+        what the run keeps of it: the high-water key and one more window done for progress.
+        The same for the checkpointed and the in-memory drain."""
+        commit_window(self.summary, self.state, result, checkpoint_run_id=checkpoint_run_id, lock=self.lock,
+                      worker=worker)
+        self._note_max(result)
+        if self.options.progress is not None:
+            self.options.progress.chunk_done()
 
     def _note_max(self, result) -> None:  # noqa: ANN001
         if result.max_key is not None:
