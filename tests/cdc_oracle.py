@@ -70,3 +70,18 @@ def refusal(config: Path) -> str:
 def files(prefix: Path) -> list[Path]:
     """Every file under `prefix`, sorted."""
     return sorted(p for p in prefix.rglob("*") if p.is_file())
+
+
+def check_each_run_publishes_exactly_once(config: Path, out: Path, changes: Callable[[int, int], list[Change]]) -> None:
+    """The first run anchors the stream; each later run publishes exactly the changes made
+    since the one before (`changes(start, count)` makes them and returns the oracle), and a
+    run with nothing new publishes nothing twice — the same on every engine."""
+    run_ok(config)
+    first = changes(1, 10)
+    run_ok(config)
+    assert published_changes(out) == first
+    run_ok(config)  # nothing new: nothing published twice
+    assert published_changes(out) == first
+    second = changes(100, 5)
+    run_ok(config)
+    assert published_changes(out) == first + second

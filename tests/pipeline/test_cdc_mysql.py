@@ -19,7 +19,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from rivet_core.pipeline.cdc.positions import parse_position
-from tests.cdc_oracle import Change, make_changes, published_changes
+from tests.cdc_oracle import (
+    Change,
+    check_each_run_publishes_exactly_once,
+    make_changes,
+    published_changes,
+)
 from tests.cdc_oracle import files as _files
 from tests.cdc_oracle import refusal as _refusal
 from tests.cdc_oracle import run_ok as _run
@@ -59,16 +64,9 @@ def _changes(url: str, start: int, count: int) -> list[Change]:
 
 def test_each_run_publishes_the_binlog_changes_committed_since_the_last_one_exactly_once(tmp_path, cdc_db):
     url, server_id = cdc_db
-    config = _config(tmp_path, url, server_id, rollover=4)
-    _run(config)  # records where the binlog was: the stream starts here
-    first = _changes(url, 1, 10)
-    _run(config)
-    assert published_changes(tmp_path / "out") == first
-    _run(config)  # nothing new: nothing published twice
-    assert published_changes(tmp_path / "out") == first
-    second = _changes(url, 100, 5)
-    _run(config)
-    assert published_changes(tmp_path / "out") == first + second
+    # the first run records where the binlog was: the stream starts there
+    check_each_run_publishes_exactly_once(_config(tmp_path, url, server_id, rollover=4), tmp_path / "out",
+                                          lambda start, count: _changes(url, start, count))
 
 
 def test_the_manifest_carries_the_binlog_position_range_and_runs_are_contiguous(tmp_path, cdc_db):

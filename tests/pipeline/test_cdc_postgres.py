@@ -18,7 +18,13 @@ import psycopg
 import pyarrow.parquet as pq
 import pytest
 
-from tests.cdc_oracle import Change, make_changes, position_order, published_changes
+from tests.cdc_oracle import (
+    Change,
+    check_each_run_publishes_exactly_once,
+    make_changes,
+    position_order,
+    published_changes,
+)
 from tests.cdc_oracle import files as _files
 from tests.cdc_oracle import refusal as _refusal
 from tests.cdc_oracle import run_ok as _run
@@ -64,16 +70,9 @@ def _changes(url: str, start: int, count: int) -> list[Change]:
 
 def test_each_run_publishes_the_changes_committed_since_the_last_one_exactly_once(tmp_path, cdc_db):
     url, slot = cdc_db
-    config = _config(tmp_path, url, slot, rollover=4)
-    _run(config)  # creates the slot: the stream starts here
-    first = _changes(url, 1, 10)
-    _run(config)
-    assert published_changes(tmp_path / "out") == first
-    _run(config)  # nothing new: nothing published twice
-    assert published_changes(tmp_path / "out") == first
-    second = _changes(url, 100, 5)
-    _run(config)
-    assert published_changes(tmp_path / "out") == first + second
+    # the first run creates the slot: the stream starts there
+    check_each_run_publishes_exactly_once(_config(tmp_path, url, slot, rollover=4), tmp_path / "out",
+                                          lambda start, count: _changes(url, start, count))
 
 
 def test_the_manifest_says_mode_cdc_with_the_position_range_and_the_cursor_is_the_bound(tmp_path, cdc_db):
