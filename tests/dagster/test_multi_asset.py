@@ -181,12 +181,11 @@ with dg.DagsterInstance.get() as instance:
 """
 
 
-def test_a_terminate_during_the_second_export_ends_the_run_canceled_without_a_retry(
-        orders_pg: str, local: Target, tmp_path: Path) -> None:
-    """The first export (no rows: it never reaches the paused read) is published; the terminate
-    stops the second in its source read — nothing of it lands — and the third never starts.
-    One step failure naming the second export, no STEP_UP_FOR_RETRY although the step has a
-    RetryPolicy, the run CANCELED (tests/dagster/test_operations.py `terminate_at`)."""
+def terminated_in_source_read(config: Path, tmp_path: Path) -> tuple[set[Any], list[Any]]:
+    """Materialize every asset of `config` in a worker process of its own, park it in its
+    first source read, terminate it as the UI does (tests/dagster/test_operations.py
+    `terminate_at`: the run ends CANCELED without a retry) and return the run's event types
+    and its Dagster events."""
     import os
     import subprocess
     import sys
@@ -194,10 +193,6 @@ def test_a_terminate_during_the_second_export_ends_the_run_canceled_without_a_re
     from tests.dagster.test_operations import terminate_at
     from tests.helpers import REPO
 
-    empty = export_block("alpha", "full", local.destination("alpha"), query="SELECT * FROM orders WHERE id < 0")
-    del empty["table"]
-    exports = [empty, *[export_block(n, "full", local.destination(n)) for n in ("beta", "gamma")]]
-    config = orders_config(local.tmp, orders_pg, exports)
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -211,6 +206,20 @@ def test_a_terminate_during_the_second_export_ends_the_run_canceled_without_a_re
         kinds = terminate_at(instance, proc, pause / "during_source_read")
         run = instance.get_runs()[0]
         logs = [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event]
+    return kinds, logs
+
+
+def test_a_terminate_during_the_second_export_ends_the_run_canceled_without_a_retry(
+        orders_pg: str, local: Target, tmp_path: Path) -> None:
+    """The first export (no rows: it never reaches the paused read) is published; the terminate
+    stops the second in its source read — nothing of it lands — and the third never starts.
+    One step failure naming the second export, no STEP_UP_FOR_RETRY although the step has a
+    RetryPolicy, the run CANCELED (tests/dagster/test_operations.py `terminate_at`)."""
+    empty = export_block("alpha", "full", local.destination("alpha"), query="SELECT * FROM orders WHERE id < 0")
+    del empty["table"]
+    exports = [empty, *[export_block(n, "full", local.destination(n)) for n in ("beta", "gamma")]]
+    config = orders_config(local.tmp, orders_pg, exports)
+    kinds, logs = terminated_in_source_read(config, tmp_path)
     assert dg.DagsterEventType.STEP_FAILURE in kinds
     assert len([e for e in logs if e.event_type == dg.DagsterEventType.STEP_START]) == 1
     [failure] = [e for e in logs if e.event_type == dg.DagsterEventType.STEP_FAILURE]
@@ -394,29 +403,10 @@ def test_with_multi_asset_parallel_a_terminate_stops_the_running_export_before_i
     although its read went on to the end after the release (it sees the run CANCELING before
     its publish); the step's failure, when the interrupt reached the step's own code, names it;
     an export that published and was materialized is intact."""
-    import os
-    import subprocess
-    import sys
-
-    from tests.dagster.test_operations import terminate_at
-    from tests.helpers import REPO
-
     names = ("beta", "gamma")
     config = orders_config(local.tmp, orders_pg, [export_block(n, "full", local.destination(n)) for n in names],
                            dagster={"multi_asset_parallel": 2})
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    pause = tmp_path / "pause"
-    pause.mkdir()
-    proc = subprocess.Popen([sys.executable, "-c", ALL_ASSETS_WORKER, str(config)], cwd=REPO, text=True,
-                            env={**os.environ, "DAGSTER_HOME": str(home), "RIVET_TEST_PAUSE_AT": "during_source_read",
-                                 "RIVET_TEST_PAUSE_DIR": str(pause)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    with dg.DagsterInstance.from_config(str(home)) as instance:
-        kinds = terminate_at(instance, proc, pause / "during_source_read")
-        run = instance.get_runs()[0]
-        logs = [e.dagster_event for e in instance.all_logs(run.run_id) if e.dagster_event]
+    kinds, logs = terminated_in_source_read(config, tmp_path)
     assert dg.DagsterEventType.STEP_FAILURE in kinds
     [failure] = [e for e in logs if e.event_type == dg.DagsterEventType.STEP_FAILURE]
     unpublished = [n for n in names if nothing_published(local, n)]
